@@ -282,11 +282,15 @@ class _Reader:
         return Pattern(name=data["name"], operations=covered, **constraints)
 
     def layout(self, value: Any, key: str, block: int) -> tuple[str, ...]:
-        """Four dimensions: H, W, C/<block> and <block>, in any order (an NCHWc-style blocked
+        """Four dimensions: H, W, C/<block> in any order, then <block> (an NCHWc-style blocked
         layout of one image), with the GEMM block's channel count."""
         items = [str(item).replace(" ", "") for item in self.sequence(value, key)]
         expected = ["H", "W", f"C/{block}", str(block)]
         if sorted(items) != sorted(expected):
             raise self.error(key, f"{list(value)} is not a blocked layout of the GEMM block's {block} channels; expected the "
                                   f"dimensions {', '.join(expected)} in some order (e.g. [{', '.join(expected)}])")
+        if items[-1] != str(block):
+            raise self.error(key, f"{list(value)}: the block's {block} channels must be the innermost dimension (the DMA "
+                                  f"and the GEMM move whole {block}-channel vectors); e.g. [{', '.join(expected)}] or "
+                                  f"[C/{block}, H, W, {block}]")
         return tuple(items)

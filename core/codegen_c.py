@@ -33,7 +33,7 @@ import re
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +61,14 @@ class CompileError(CodegenError):
 @dataclass
 class CProgram:
     source: str  # program.c
-    runtime: str  # qt_runtime.h
+    headers: dict[str, str]  # the runtime headers it includes: file name -> text
     symbols: dict[str, str]  # layer name -> C symbol
     input_shape: tuple[int, ...]  # one image, HWC
     end_points: list[str]  # layer names, the IR's end-point order
     shapes: dict[str, tuple[int, ...]]  # layer name -> its output's shape (one image)
     constant_bytes: int
     arena_bytes: int
+    files: dict[str, bytes] = field(default_factory=dict)  # other artifacts (instruction streams, listings)
 
     @property
     def input_bytes(self) -> int:
@@ -79,13 +80,16 @@ class CProgram:
 
     @property
     def source_bytes(self) -> int:
-        return len(self.source.encode()) + len(self.runtime.encode())
+        return len(self.source.encode()) + sum(len(text.encode()) for text in self.headers.values())
 
     def write(self, directory: Path) -> Path:
-        """program.c and qt_runtime.h into `directory`; returns program.c's path."""
+        """program.c, its headers and files into `directory`; returns program.c's path."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / RUNTIME_HEADER.name).write_text(self.runtime)
+        for name, text in self.headers.items():
+            (directory / name).write_text(text)
+        for name, data in self.files.items():
+            (directory / name).write_bytes(data)
         path = directory / PROGRAM_FILE
         path.write_text(self.source)
         return path
@@ -148,32 +152,54 @@ def c_array(name: str, values: np.ndarray) -> str:
 # --- buffers -----------------------------------------------------------------------------------
 
 
-def plan_arena(ir: Ir, shapes: dict[str, tuple[int, ...]], end_points: list[str]) -> tuple[dict[str, int], int]:
-    """Offsets in one arena for every layer output that is not an end point: first fit over
-    the outputs live at the time (a value lives from its layer to its last reader, inclusive,
-    so no layer writes over its own inputs). Deterministic: layer order, lowest offset."""
-    last_reader: dict[str, int] = {}
-    for position, layer in enumerate(ir.layers):
-        for name in layer["previous_layer"]:
-            last_reader[name] = position
-    live: list[tuple[int, int, str]] = []  # (offset, size, value)
+def plan_buffers(steps: list[tuple[list[str], list[str]]], sizes: dict[str, int], align: int = ARENA_ALIGN) -> tuple[dict[str, int], int]:
+    """Offsets in one arena for the buffers `sizes` names, by liveness over `steps` (each the
+    buffers it writes and those it reads, in execution order): a buffer lives from its first
+    write to its last read, inclusive (so no step writes over its own inputs); first fit,
+    deterministic (step order, lowest offset). Buffers not in `sizes` are not placed."""
+    last_read: dict[str, int] = {}
+    for position, (_, reads) in enumerate(steps):
+        for name in reads:
+            last_read[name] = position
+    live: list[tuple[int, int, str]] = []  # (offset, size, buffer)
     offsets: dict[str, int] = {}
     arena = 0
-    for position, layer in enumerate(ir.layers):
-        live = [entry for entry in live if last_reader.get(entry[2], -1) >= position]
-        name = layer["name"]
-        if name in end_points:
-            continue
-        size = -(-math.prod(shapes[name]) // ARENA_ALIGN) * ARENA_ALIGN
-        offset = 0
-        for start, length, _ in sorted(live):
-            if offset + size <= start:
-                break
-            offset = max(offset, start + length)
-        live.append((offset, size, name))
-        offsets[name] = offset
-        arena = max(arena, offset + size)
+    for position, (writes, _) in enumerate(steps):
+        live = [entry for entry in live if last_read.get(entry[2], -1) >= position]
+        for name in writes:
+            if name not in sizes or name in offsets:
+                continue
+            size = -(-sizes[name] // align) * align
+            offset = 0
+            for start, length, _ in sorted(live):
+                if offset + size <= start:
+                    break
+                offset = max(offset, start + length)
+            live.append((offset, size, name))
+            offsets[name] = offset
+            arena = max(arena, offset + size)
     return offsets, arena
+
+
+def plan_arena(ir: Ir, shapes: dict[str, tuple[int, ...]], end_points: list[str]) -> tuple[dict[str, int], int]:
+    """Offsets in one arena for every layer output that is not an end point (plan_buffers over
+    the layers in IR order)."""
+    steps = [([layer["name"]], list(layer["previous_layer"])) for layer in ir.layers]
+    sizes = {layer["name"]: math.prod(shapes[layer["name"]]) for layer in ir.layers if layer["name"] not in end_points}
+    return plan_buffers(steps, sizes)
+
+
+def layer_c(ir: Ir, layer: dict[str, Any], symbol: str, fields: dict[str, Any] | None = None, note: str = "") -> tuple[str, str, int]:
+    """(its constants as C arrays, its C function, the constants' bytes) of one layer run on the
+    host: the op's emit_c of `fields` (default: the layer's own)."""
+    name = layer["name"]
+    op = IR_OPS.get(layer["operation"])
+    if op is None or op.emit_c is None:
+        raise CodegenError(f"layer {name}: operation {layer['operation']} has no C emitter (IrOp.emit_c)")
+    params = sorted(ir.params.get(name, {}).items())
+    constants = "".join(c_array(f"{symbol}_{kind}", array) for kind, array in params)
+    function = f"/* {name} ({layer['operation']}{note}) */\n" + op.emit_c(fields or layer, symbol)
+    return constants, function, sum(int(np.asarray(array).size) for _, array in params)
 
 
 # --- the program -------------------------------------------------------------------------------
@@ -194,14 +220,10 @@ def generate_c(ir: Ir) -> CProgram:
 
     constants, functions, constant_bytes = [], [], 0
     for layer in ir.layers:
-        name, symbol = layer["name"], symbols[layer["name"]]
-        op = IR_OPS.get(layer["operation"])
-        if op is None or op.emit_c is None:
-            raise CodegenError(f"layer {name}: operation {layer['operation']} has no C emitter (IrOp.emit_c)")
-        for kind, array in sorted(ir.params.get(name, {}).items()):
-            constants.append(c_array(f"{symbol}_{kind}", array))
-            constant_bytes += int(np.asarray(array).size)
-        functions.append(f"/* {name} ({layer['operation']}) */\n" + op.emit_c(layer, symbol))
+        layer_constants, function, size = layer_c(ir, layer, symbols[layer["name"]])
+        constants.append(layer_constants)
+        functions.append(function)
+        constant_bytes += size
 
     offsets, arena = plan_arena(ir, shapes, end_points)
 
@@ -212,12 +234,13 @@ def generate_c(ir: Ir) -> CProgram:
             return f"end_points[{end_points.index(name)}]"
         return f"qt_arena + {offsets[name]}"
 
-    calls = []
+    calls, dump_offset = [], 0
     for layer in ir.layers:
         name = layer["name"]
         arguments = [buffer(source) for source in layer["previous_layer"]] + [buffer(name)]
         calls.append(f"    {symbols[name]}({', '.join(arguments)});\n"
-                     f"    QT_DUMP({buffer(name)}, {math.prod(shapes[name])});")
+                     f"    QT_DUMP({dump_offset}, {buffer(name)}, {math.prod(shapes[name])});")
+        dump_offset += math.prod(shapes[name])
     end_point_bytes = [math.prod(shapes[name]) for name in end_points]
     arena_declaration = (f"static int8_t qt_arena[{arena}]; /* every layer output but the end points, by liveness */\n"
                          if arena else "")
@@ -228,22 +251,7 @@ def generate_c(ir: Ir) -> CProgram:
         " * Build: cc -O2 -std=c99 -Wall -Werror -o network program.c  (-DQT_DUMP_LAYERS: also dump every layer)",
         " * Run:   network INPUT OUTPUT [DUMP]  (raw int8: N images in, N x the end points out) */",
     ])
-    source = f"""{header}
-#define _POSIX_C_SOURCE 199309L
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-#include "qt_runtime.h"
-
-#define QT_INPUT_BYTES {math.prod(network_input)}
-#define QT_NUM_END_POINTS {len(end_points)}
-#define QT_OUTPUT_BYTES {sum(end_point_bytes)}
-#define QT_NUM_LAYERS {len(ir.layers)}
-
-/* ---- constants: the IR's int8 params ({constant_bytes} bytes) ---- */
+    body = f"""/* ---- constants: the IR's int8 params ({constant_bytes} bytes) ---- */
 
 {"".join(constants)}
 /* ---- layers ---- */
@@ -251,20 +259,50 @@ def generate_c(ir: Ir) -> CProgram:
 {chr(10).join(functions)}
 /* ---- the network ---- */
 
-static const long qt_end_point_bytes[QT_NUM_END_POINTS] = {{{", ".join(map(str, end_point_bytes))}}};
-{arena_declaration}
+{arena_declaration}"""
+    source = program_source(header, [RUNTIME_HEADER.name], math.prod(network_input), end_point_bytes, dump_offset, body,
+                            "\n".join(calls))
+    return CProgram(source=source, headers={RUNTIME_HEADER.name: RUNTIME_HEADER.read_text()}, symbols=symbols,
+                    input_shape=network_input, end_points=end_points, shapes=shapes, constant_bytes=constant_bytes,
+                    arena_bytes=arena)
+
+
+def program_source(header: str, includes: list[str], input_bytes: int, end_point_bytes: list[int], dump_bytes: int, body: str,
+                   run_body: str) -> str:
+    """A whole program around `body` (constants, functions, buffers) and `run_body` (the
+    statements of run_network): the includes, QT_DUMP (in -DQT_DUMP_LAYERS builds, copies a
+    layer's output to its slot of the per-image dump; a no-op otherwise) and `main`."""
+    include_lines = "\n".join(f'#include "{name}"' for name in includes)
+    return f"""{header}
+#define _POSIX_C_SOURCE 199309L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+{include_lines}
+
+#define QT_INPUT_BYTES {input_bytes}
+#define QT_NUM_END_POINTS {len(end_point_bytes)}
+#define QT_OUTPUT_BYTES {sum(end_point_bytes)}
+#define QT_DUMP_BYTES {max(1, dump_bytes)}
+
 #ifdef QT_DUMP_LAYERS
-static FILE *qt_dump;
-#define QT_DUMP(data, bytes) ((void)(qt_dump && fwrite((data), 1, (bytes), qt_dump)))
+static int8_t qt_dump_layers[QT_DUMP_BYTES]; /* one image: every layer's output, host layout, IR order */
+#define QT_DUMP(offset, data, bytes) memcpy(qt_dump_layers + (offset), (data), (bytes))
 #else
-#define QT_DUMP(data, bytes) ((void)0)
+#define QT_DUMP(offset, data, bytes) ((void)0)
 #endif
+
+{body}
+static const long qt_end_point_bytes[QT_NUM_END_POINTS] = {{{", ".join(map(str, end_point_bytes))}}};
 
 void run_network(const int8_t *input, int8_t **end_points);
 
 void run_network(const int8_t *input, int8_t **end_points)
 {{
-{chr(10).join(calls)}
+{run_body}
 }}
 
 static double qt_seconds(void)
@@ -287,6 +325,9 @@ int main(int argc, char **argv)
     long size, count, image, offset = 0;
     int k;
     double seconds = 0.0;
+#ifdef QT_DUMP_LAYERS
+    FILE *dump;
+#endif
     if (argc < 3) {{
         fprintf(stderr, "usage: %s INPUT OUTPUT [DUMP]\\n", argv[0]);
         return 2;
@@ -317,7 +358,7 @@ int main(int argc, char **argv)
         return 1;
     }}
 #ifdef QT_DUMP_LAYERS
-    if (argc < 4 || !(qt_dump = fopen(argv[3], "wb"))) {{
+    if (argc < 4 || !(dump = fopen(argv[3], "wb"))) {{
         fprintf(stderr, "a QT_DUMP_LAYERS build needs a writable DUMP path\\n");
         return 2;
     }}
@@ -330,21 +371,25 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s: write failed\\n", argv[2]);
             return 1;
         }}
+#ifdef QT_DUMP_LAYERS
+        if (fwrite(qt_dump_layers, 1, QT_DUMP_BYTES, dump) != QT_DUMP_BYTES) {{
+            fprintf(stderr, "%s: write failed\\n", argv[3]);
+            return 1;
+        }}
+#endif
     }}
     if (fclose(out) != 0) {{
         fprintf(stderr, "%s: write failed\\n", argv[2]);
         return 1;
     }}
 #ifdef QT_DUMP_LAYERS
-    fclose(qt_dump);
+    fclose(dump);
 #endif
     free(images);
     printf("images %ld seconds %.9f\\n", count, seconds);
     return 0;
 }}
 """
-    return CProgram(source=source, runtime=RUNTIME_HEADER.read_text(), symbols=symbols, input_shape=network_input,
-                    end_points=end_points, shapes=shapes, constant_bytes=constant_bytes, arena_bytes=arena)
 
 
 # --- build and run -----------------------------------------------------------------------------

@@ -120,6 +120,18 @@ class PartitionPlan:
             "boundary_packed_bytes": sum(change.packed_bytes for change in changes),
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any], origin: str = "partition plan") -> "PartitionPlan":
+        """The plan `to_json` wrote (the partition stage's partition_plan.json)."""
+        try:
+            accelerator = None if data["accelerator"] is None else Accelerator.from_mapping(data["accelerator"], name=data["target"],
+                                                                                            origin=origin)
+            return cls(data["target"], accelerator, [Group(**group) for group in data["groups"]],
+                       [Region(**region) for region in data["regions"]], [LayoutChange(**change) for change in data["pack"]],
+                       [LayoutChange(**change) for change in data["unpack"]], list(data["notes"]))
+        except (KeyError, TypeError) as error:
+            raise ValueError(f"{origin}: not a partition plan this version wrote ({error}); re-run the partition stage") from None
+
     def to_json(self) -> dict[str, Any]:
         return {
             "target": self.target,
@@ -192,7 +204,7 @@ def fused_operators(layer: dict) -> list[str]:
 # --- 1. pattern matching and annotation ------------------------------------------------------
 
 
-def match_layer(layer: dict, accelerator: Accelerator | None, target: str) -> tuple[Pattern | None, str]:
+def match_layer(layer: dict, accelerator: Accelerator | None, target: str, params: dict | None = None) -> tuple[Pattern | None, str]:
     """(the pattern that runs the layer on the accelerator, or None; the reason)."""
     operation = layer["operation"]
     if accelerator is None:
@@ -203,7 +215,7 @@ def match_layer(layer: dict, accelerator: Accelerator | None, target: str) -> tu
     if not patterns:
         return None, f"no pattern of {target} covers {operation}"
     failures = []
-    common = shift_violations(layer, accelerator) + tile_violations(layer, accelerator)
+    common = shift_violations(layer, accelerator) + tile_violations(layer, accelerator) + accumulator_violations(layer, params or {})
     for pattern in patterns:
         problems = pattern_violations(pattern, layer) + common
         if not problems:
@@ -260,25 +272,39 @@ def shift_violations(layer: dict, accelerator: Accelerator) -> list[str]:
 
 
 def tile_violations(layer: dict, accelerator: Accelerator) -> list[str]:
-    """The smallest tile a windowed layer can be cut into, one row of output blocks of one channel
-    block, must fit each buffer: input, the (dilated) window's rows of padded input; weight, one
-    block of weights per window tap (conv, dwconv as block-diagonal GEMM); accumulator, the row's
-    int32 results."""
+    """The smallest tile the lowering (core/ops, `lower_accel`) can cut a windowed layer into,
+    one row of output vectors of one channel block, must fit each buffer it uses: conv/dwconv
+    the input buffer (the window's rows of padded input), the weight buffer (one block per
+    window tap; dwconv as a block-diagonal GEMM) and the accumulators (the row's int32
+    results); a pool the accumulator buffer (the input rows, int8 widened to int32, and the
+    results)."""
+    from core.accel_lowering import Window
+
     if layer["operation"] not in ("conv", "dwconv", "avg_pool", "max_pool"):
         return []
     block = accelerator.channel_block
-    kh, kw = _hw(layer["kernel_size"])
-    dilation = layer.get("dilations", {"height": 1, "width": 1})["height"]
-    pad = layer["padding"]
-    needs = {
-        "input": ((kh - 1) * dilation + 1) * (layer["input_size"]["width"] + pad["left"] + pad["right"]) * block,
-        "accumulator": layer["output_size"]["width"] * block * ACCUMULATOR_BYTES,
-    }
+    window = Window.of(layer)
+    input_vectors = window.input_rows(1) * window.padded_width
     if layer["operation"] in ("conv", "dwconv"):
-        needs["weight"] = kh * kw * block * block
+        needs = {"input": input_vectors * block, "weight": window.taps * block * block,
+                 "accumulator": window.out_width * block * ACCUMULATOR_BYTES}
+    else:
+        needs = {"accumulator": (input_vectors + window.out_width) * block * ACCUMULATOR_BYTES}
     buffers = accelerator.buffers
     return [f"a minimal tile needs {need} bytes of the {name} buffer ({getattr(buffers, name)} bytes)"
             for name, need in needs.items() if need > getattr(buffers, name)]
+
+
+def accumulator_violations(layer: dict, params: dict) -> list[str]:
+    """The accelerator accumulates in int32: a conv/dwconv whose sums (with the bias and the
+    rounding constant) could leave it runs on the host, which widens to int64."""
+    from core.ops.conv import accumulator_fits_int32
+
+    if layer["operation"] not in ("conv", "dwconv") or "weight" not in params:
+        return []
+    if accumulator_fits_int32(layer, params):
+        return []
+    return ["its accumulators could exceed int32 (sum of |weight| x 128 + |bias << bias_shift| + rounding)"]
 
 
 # --- the whole plan --------------------------------------------------------------------------
@@ -297,7 +323,7 @@ def partition(ir: Ir, accelerator: Accelerator | None, target: str | None = None
         if END_POINT in layer["next_layer"]:
             readers[layer["name"]].append(END_POINT)
 
-    matches = {layer["name"]: match_layer(layer, accelerator, target) for layer in layers}
+    matches = {layer["name"]: match_layer(layer, accelerator, target, ir.params.get(layer["name"], {})) for layer in layers}
     on_accel = {name for name, (pattern, _) in matches.items() if pattern is not None}
     members, notes = _regions(layers, producers, on_accel)
     region_names = {}

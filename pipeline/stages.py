@@ -90,17 +90,20 @@ STAGES: tuple[Stage, ...] = (
         entry="stages.partition:run",
         inputs=("emit_ir",),
         params=("target.name", "target.accelerator"),
-        code=("stages/partition.py", "core/partition.py", "core/accelerator.py", "core/ir.py", "schemas/tf2ir_ir.schema.json"),
+        code=("stages/partition.py", "core/partition.py", "core/accelerator.py", "core/accel_lowering.py", "core/isa.py", *_IR_CODE),
         description="split the IR between the target's accelerator and the host: fused groups, accelerator functions, pack/unpack",
     ),
     Stage(
         name="codegen",
         entry="stages.codegen:run",
-        inputs=("emit_ir",),
-        params=("data", "model.preprocess", "target.name", "target.accelerator"),
-        # the C runtime header is not a .py file: listed itself so its content keys the stage
-        code=("stages/codegen.py", "core/codegen_c.py", "core/c_runtime/qt_runtime.h", *_IR_CODE, "core/datasets.py"),
-        description="the IR as one C99 program: compiled, run, bit-exact against the integer simulator",
+        inputs=("emit_ir", "partition"),
+        params=("data", "model.preprocess", "target.name"),
+        # the C runtime headers are not .py files: listed themselves so their content keys the stage
+        code=("stages/codegen.py", "core/codegen_c.py", "core/accel_codegen.py", "core/accel_lowering.py", "core/isa.py",
+              "core/partition.py", "core/accelerator.py", "core/c_runtime/qt_runtime.h", "core/c_runtime/qt_isa.h", *_IR_CODE,
+              "core/datasets.py"),
+        description="C99 for the host and instruction streams for the accelerator, compiled with the ISA simulator, "
+                    "bit-exact against the integer simulator",
     ),
 )
 

@@ -1,16 +1,23 @@
-"""codegen: the emitted IR as one plain C99 program for a target with no accelerator (every
-layer on the host CPU, seed 004's host code generation), compiled, run, and proved
-bit-identical to the integer simulator.
+"""codegen: the emitted IR as programs that run, proved bit-identical to the integer simulator
+(seed 004's two-level code generation).
 
-The program (core/codegen_c.py: program.c + qt_runtime.h, the artifact) is compiled here
-with `cc -O2 -std=c99 -Wall -Werror`; a compiler refusal fails the stage with its
-diagnostics. The binary then runs on the IR's test image (the network input emit_ir
-stored) and on the first EVAL_IMAGES evaluation images (quantized as IntegerSimulator
+With the partition plan of a target without an accelerator: one plain C99 program for the
+whole network (core/codegen_c.py). With an accelerator: an instruction stream per accelerator
+function (`<function>.bin` + `<function>.lst`) and the host C program that packs, unpacks, runs
+the host layers and drives each function through the reference ISA simulator
+(core/accel_codegen.py, core/c_runtime/qt_isa.h). The artifact is program.c, its headers and
+those streams.
+
+The program is compiled here with `cc -O2 -std=c99 -Wall -Werror`; a compiler refusal fails the
+stage with its diagnostics. The binary then runs on the IR's test image (the network input
+emit_ir stored) and on the first EVAL_IMAGES evaluation images (quantized as IntegerSimulator
 does), and every end point of every image must equal the simulator's: `bitexact` is the
 fraction of images that do, and anything below 1.0 fails the stage, naming the first layer
 that differs (a -DQT_DUMP_LAYERS build writes every layer's output). `latency_ms_per_image`
-is the time inside run_network per evaluation image, single-threaded, best of
-TIMING_RUNS runs of the binary over the evaluation images.
+is the time inside run_network per evaluation image, single-threaded, best of TIMING_RUNS
+runs of the binary over the evaluation images (with an accelerator: simulated on the CPU).
+Accelerator metrics (`accel_*`): instruction counts by kind and ALU operation, micro-ops, DMA
+bytes and the cycles the target's cost model gives.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.accel_codegen import generate_accel_program
 from core.codegen_c import (
     CC_COMMAND,
     PROGRAM_FILE,
@@ -34,8 +42,10 @@ from core.codegen_c import (
 from core.datasets import load_split
 from core.ir import NETWORK_INPUT, PARAMS_DIR, Ir, read_ir
 from core.ops import IR_OPS
+from core.partition import PartitionPlan
 from core.simulator import IntegerSimulator, quantize
 from pipeline.config import to_plain
+from stages.partition import PLAN_FILE
 
 EVAL_IMAGES = 100
 TIMING_RUNS = 3
@@ -45,21 +55,23 @@ class CodegenMismatch(CodegenError):
     """The compiled network and the integer simulator disagree."""
 
 
-class CodegenError(ValueError):
-    pass
-
-
 def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]:
-    if params.target.accelerator is not None:
-        # host-only C for an accelerator target would not be the program that target runs
-        raise CodegenError(f"target {params.target.name} has an accelerator; its instruction-stream codegen is not "
-                           "implemented yet (see the partition plan); use target=tf2ir for plain C of the whole network")
     ir_dir = Path(inputs["emit_ir"])
     ir = read_ir(ir_dir)
-    program = generate_c(ir)
+    plan = read_plan(Path(inputs["partition"]) / PLAN_FILE)
+    program = generate_c(ir) if plan.accelerator is None else generate_accel_program(ir, plan)
     program_c = program.write(out_dir)
     ctx.log(f"{PROGRAM_FILE}: {program.source_bytes} bytes of C, {program.constant_bytes} bytes of constants, "
             f"{program.arena_bytes} bytes of activation arena")
+    accel_metrics = {}
+    if plan.accelerator is not None:
+        accel_metrics = {f"accel_{key}": value for key, value in program.statistics.items()}
+        accel_metrics["accel_functions"] = len(program.functions)
+        accel_metrics["accel_instruction_bytes"] = sum(len(function.binary) for function in program.functions)
+        accel_metrics["accel_constant_bytes"] = program.accel_constant_bytes
+        counts = ", ".join(f"{int(accel_metrics['accel_count_' + kind])} {kind}" for kind in ("load", "gemm", "alu", "store"))
+        ctx.log(f"{len(program.functions)} accelerator function(s): {int(accel_metrics['accel_instructions'])} instructions "
+                f"({counts}), {accel_metrics['accel_cycles']:.0f} cycles estimated by target {plan.target}'s cost model")
 
     test_input = ir_test_input(ir, ir_dir)
     data = params.data
@@ -106,6 +118,12 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         "c_source_bytes": program.source_bytes,
         "constant_bytes": program.constant_bytes,
         "arena_bytes": program.arena_bytes,
+        "target": plan.target,
+        "accelerator": None if plan.accelerator is None else {
+            "functions": [{"name": f.name, "layers": f.layers, "instructions": len(f.instructions), "binary": f"{f.name}.bin",
+                           "listing": f"{f.name}.lst"} for f in program.functions],
+            "metrics": accel_metrics,
+        },
     }
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     ctx.log(f"bit-exact on {len(images)} images (the IR's test image + {len(eval_inputs)} evaluation images); "
@@ -118,7 +136,14 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         "constant_bytes": program.constant_bytes,
         "arena_bytes": program.arena_bytes,
         "compile_s": compile_s,
+        **accel_metrics,
     }
+
+
+def read_plan(path: Path) -> PartitionPlan:
+    if not path.is_file():
+        raise CodegenError(f"{path}: no partition plan (the partition stage writes it)")
+    return PartitionPlan.from_json(json.loads(path.read_text()), origin=str(path))
 
 
 def ir_test_input(ir: Ir, ir_dir: Path) -> np.ndarray:

@@ -354,40 +354,40 @@ def digits_ir(tmp_path_factory, model_cache):
 
     root = tmp_path_factory.mktemp("digits")
     overrides = [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{root / 'mlflow.db'}"]
-    summary = run_pipeline(compose(*overrides, "until=emit_ir"), console=QUIET)
-    artifact = next(result.artifact for result in summary.results if result.stage.name == "emit_ir")
-    return compose(*overrides), artifact
+    summary = run_pipeline(compose(*overrides, "until=partition"), console=QUIET)
+    artifacts = {result.stage.name: result.artifact for result in summary.results}
+    return compose(*overrides), artifacts["emit_ir"], artifacts["partition"]
 
 
-def _run_codegen(cfg, emit_ir, store_url: str | None = None):
+def _run_codegen(cfg, emit_ir, partition, store_url: str | None = None):
     from pipeline.runner import Runner
     from pipeline.store import ArtifactStore
 
     store = ArtifactStore(store_url or cfg.store.url, local_cache=Path(cfg.store.cache_dir))
-    return Runner(cfg, store, _Display()).run_stage(codegen_stage(), {"emit_ir": emit_ir})
+    return Runner(cfg, store, _Display()).run_stage(codegen_stage(), {"emit_ir": emit_ir, "partition": partition})
 
 
 def test_digits_through_the_codegen_stage(digits_ir):
-    cfg, emit_ir = digits_ir
-    result = _run_codegen(cfg, emit_ir)
+    cfg, emit_ir, partition = digits_ir
+    result = _run_codegen(cfg, emit_ir, partition)
     metrics = result.metrics
     assert metrics["bitexact"] == 1.0 and metrics["images"] == 101
     assert metrics["latency_ms_per_image"] > 0 and metrics["c_source_bytes"] > 0
     assert metrics["constant_bytes"] == sum(a.size for arrays in read_ir(emit_ir.directory).params.values() for a in arrays.values())
     assert (result.artifact.directory / "program.c").is_file() and (result.artifact.directory / "qt_runtime.h").is_file()
     assert (result.artifact.directory / "report.json").is_file()
-    assert _run_codegen(cfg, emit_ir).reused
+    assert _run_codegen(cfg, emit_ir, partition).reused
 
 
 def test_a_compiler_error_fails_the_stage_with_the_compilers_message(digits_ir, monkeypatch, tmp_path):
     from pipeline.runner import StageFailed
 
-    cfg, emit_ir = digits_ir
+    cfg, emit_ir, partition = digits_ir
     conv = IR_OPS["conv"]
     broken = lambda fields, symbol: conv.emit_c(fields, symbol) + f"static int {symbol}_broken = ;\n"  # noqa: E731
     monkeypatch.setitem(IR_OPS, "conv", dataclasses.replace(conv, emit_c=broken))
     with pytest.raises(StageFailed, match=r"(?s)stage codegen failed: cc -O2 -std=c99 -Wall -Werror .*program\.c:\d+:\d+: error: expected"):
-        _run_codegen(cfg, emit_ir, store_url=str(tmp_path / "store"))
+        _run_codegen(cfg, emit_ir, partition, store_url=str(tmp_path / "store"))
     with pytest.raises(CompileError, match="error: expected"):
         compile_program(generate_c(read_ir(emit_ir.directory)).write(tmp_path / "direct"))
 
@@ -395,7 +395,7 @@ def test_a_compiler_error_fails_the_stage_with_the_compilers_message(digits_ir, 
 def test_a_wrong_layer_fails_the_stage_naming_the_first_layer_that_differs(digits_ir, monkeypatch, tmp_path):
     from pipeline.runner import StageFailed
 
-    cfg, emit_ir = digits_ir
+    cfg, emit_ir, partition = digits_ir
     dwconv = IR_OPS["dwconv"]
     first = next(layer["name"] for layer in read_ir(emit_ir.directory).layers if layer["operation"] == "dwconv")
 
@@ -404,13 +404,4 @@ def test_a_wrong_layer_fails_the_stage_naming_the_first_layer_that_differs(digit
 
     monkeypatch.setitem(IR_OPS, "dwconv", dataclasses.replace(dwconv, emit_c=off_by_one))
     with pytest.raises(StageFailed, match=rf"differs from the integer simulator on \d+ of 101 images; on the IR's test image: layer {first} \(dwconv\)"):
-        _run_codegen(cfg, emit_ir, store_url=str(tmp_path / "store"))
-
-
-def test_an_accelerator_target_is_refused_not_compiled_as_host_c(tmp_path):
-    from pipeline.runner import StageParams
-    from stages.codegen import CodegenError, run
-
-    params = StageParams("codegen", {"target.name": "accel", "target.accelerator": object(), "data": None, "model.preprocess": None})
-    with pytest.raises(CodegenError, match="target accel has an accelerator.*target=tf2ir"):
-        run(params, {"emit_ir": tmp_path}, tmp_path, None)
+        _run_codegen(cfg, emit_ir, partition, store_url=str(tmp_path / "store"))

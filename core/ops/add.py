@@ -167,6 +167,39 @@ QT_SIMD static void {symbol}(const int8_t *restrict in0, const int8_t *restrict 
 """
 
 
+def add_lower_accel(fields: dict, params: dict, inputs: list, output, low, name: str) -> None:
+    """add as accelerator instructions, on chunks of vectors (element-wise: any layout is one
+    flat run of H * W * blocks vectors): both operands LOADed into ACC (int8, sign-extended),
+    the finer one aligned by RSHR, ALU ADD, the output shift (SHL exact and saturating, or RSHR),
+    MAX/MIN for Relu6 and int8, STORE."""
+    from core.accel_lowering import LoweringError, spans
+    from core.isa import Alu, Index, Load, Loop
+
+    pl, addend = inputs
+    if not all(t.strides == output.strides and t.vectors == output.vectors for t in (pl, addend)):
+        raise LoweringError(f"layer {name}: operands of different shapes or layouts")
+    pl_scale, add_scale = int(fields["pl_log2scale"]), int(fields["add_log2scale"])
+    coarse = min(pl_scale, add_scale)
+    if fields["activation_type"] == "Relu6":
+        clamp_low, clamp_high = 0, min(_relu6_limit(int(fields["output_log2scale"])), INT8_MAX)
+    else:
+        clamp_low, clamp_high = INT8_MIN, INT8_MAX
+    chunk = min(low.acc_units // 2, 0xFFFF)
+    if chunk == 0:
+        raise LoweringError(f"layer {name}: the accumulator buffer holds fewer than two vectors")
+    vectors = output.vectors
+    for start, stop in spans(vectors, chunk):
+        n = stop - start
+        what = f"{name} vectors {start}-{stop - 1}"
+        for base, tensor, scale, role in ((0, pl, pl_scale, "pl"), (n, addend, add_scale, "add")):
+            low.emit(Load("ACC8", tensor.address + start * low.block, base, (1, n, 1), (0, 1, 0), note=f"{what}: {role}"))
+            if scale > coarse:
+                low.alu_over("RSHR", base, (1, n, 1), scale - coarse, f"{what}: align {role} >> {scale - coarse}")
+        low.emit(Alu("ADD", Loop(n), Index(0, 1), Index(n, 1), note=f"{what}: pl + add"))
+        low.requantize(0, (1, n, 1), -int(fields["output_shift_bit"]), clamp_low, clamp_high, what)
+        low.emit_store_flat(0, output.address + start * low.block, n, f"{what}: store")
+
+
 register_op(
     IrOp(
         "add",
@@ -178,5 +211,6 @@ register_op(
         kernel=add_kernel,
         input_kinds=("pl", "add"),
         emit_c=add_emit_c,
+        lower_accel=add_lower_accel,
     )
 )

@@ -1106,13 +1106,147 @@ QT_SIMD static void {s}(const int8_t *restrict in0, int8_t *restrict out)
 """
 
 
+# --- accelerator lowering (core/isa.py; assembled by core/accel_codegen.py) -----------------------
+#
+# A tile is output rows [r0, r1) x all columns x output-channel blocks [o0, o1), reduced over
+# input-channel blocks [i0, i1) at a time. Buffers: INP [input rows][padded width][i-blocks],
+# WGT [tap][i-blocks][o-blocks] B x B blocks, ACC [rows][width][o-blocks]. Per tile: the bias,
+# already shifted to the accumulator's scale, is loaded into ACC (no reset, no ALU add; without
+# a bias a GEMM RESET), one GEMM per (tap, output block) loops over the rows, the columns and
+# the input blocks, then RSHR (the rounding shift), MAX/MIN (the clamp) and STORE. A depthwise
+# layer is a block-diagonal GEMM: one GEMM per tap loops over rows, columns and channel blocks.
+
+
+def _accel_weights(fields: dict, params: dict, block: int) -> np.ndarray:
+    """The weights as the accelerator's B x B blocks, [tap][in block][out block][out][in] (conv) or
+    [tap][block][out][in] diagonal (dwconv); channels past the layer's zero."""
+    kh, kw = int(fields["kernel_size"]["height"]), int(fields["kernel_size"]["width"])
+    ci, co = int(fields["input_channel_num"]), int(fields["output_channel_num"])
+    weight = np.asarray(params["weight"], dtype=np.int8)
+    if fields["operation"] == "dwconv":
+        blocks = -(-co // block)
+        diagonal = np.zeros((kh * kw, blocks * block), np.int8)
+        diagonal[:, :co] = weight.reshape(kh * kw, co)
+        tiled = np.zeros((kh * kw, blocks, block, block), np.int8)
+        lanes = np.arange(block)
+        tiled[:, :, lanes, lanes] = diagonal.reshape(kh * kw, blocks, block)
+        return tiled
+    nib, nob = -(-ci // block), -(-co // block)
+    padded = np.zeros((kh * kw, nib * block, nob * block), np.int8)
+    padded[:, :ci, :co] = weight.reshape(kh * kw, ci, co)
+    return padded.reshape(kh * kw, nib, block, nob, block).transpose(0, 1, 3, 4, 2).copy()
+
+
+def _accel_bias(fields: dict, params: dict, block: int, what: str) -> np.ndarray:
+    """bias << bias_shift as int32 per output channel (zero past the layer's)."""
+    co = int(fields["output_channel_num"])
+    shifted = np.zeros(-(-co // block) * block, np.int64)
+    shifted[:co] = np.asarray(params["bias"], np.int64) << int(fields["bias_shift"])
+    if np.abs(shifted).max(initial=0) > INT32_MAX:
+        raise ValueError(f"{what}: bias << bias_shift ({int(fields['bias_shift'])}) exceeds the int32 accumulator")
+    return shifted.astype(np.int32)
+
+
+def accumulator_fits_int32(fields: dict, params: dict) -> bool:
+    """Whether every partial sum, plus the bias at the accumulator's scale and the rounding
+    constant, fits int32 for any int8 input: the accelerator's accumulators are 32-bit."""
+    taps = int(fields["kernel_size"]["height"]) * int(fields["kernel_size"]["width"])
+    reduction = taps * (1 if fields["operation"] == "dwconv" else int(fields["input_channel_num"]))
+    weight = np.abs(np.asarray(params["weight"], np.int64)).reshape(-1, int(fields["output_channel_num"]) if fields["operation"] == "conv" else int(fields["input_channel_num"]))
+    products = weight.sum(axis=0) * 128 if reduction else np.zeros(1, np.int64)
+    bias = np.abs(np.asarray(params["bias"], np.int64)) << int(fields["bias_shift"]) if fields["load_bias"] else 0
+    shift = int(fields["output_shift"])
+    return int((products + bias).max(initial=0)) + (1 << (shift - 1) if shift > 0 else 0) <= INT32_MAX
+
+
+def conv_lower_accel(fields: dict, params: dict, inputs: list, output, low, name: str) -> None:
+    """conv and dwconv as accelerator instructions (the notes above), the tile chosen by the
+    target's cost model among those that fit its buffers."""
+    from core.accel_lowering import LoweringError, Window, most_rows, spans
+    from core.isa import Gemm, Index, Load, Loop
+
+    (x,) = inputs
+    window = Window.of(fields)
+    depthwise = fields["operation"] == "dwconv"
+    shift, _, clamp_low, clamp_high = _c_requantize_plan(fields, f"layer {name}")
+    if not accumulator_fits_int32(fields, params):
+        raise LoweringError(f"layer {name}: its accumulators could exceed int32")
+    block, nib, nob = low.block, x.blocks, output.blocks
+    wp = window.padded_width
+
+    def tile_for(ib_tile: int, ob_tile: int):
+        """(cost, rows) of the best row count for these block tiles; None if nothing fits."""
+        weights = window.taps * (ob_tile if depthwise else ib_tile * ob_tile)
+        if weights > low.wgt_units:
+            return None
+        rows = most_rows(window, lambda r: window.input_rows(r) * wp * ib_tile <= low.inp_units and r * window.out_width * ob_tile <= low.acc_units)
+        if rows == 0:
+            return None
+        row_count, ob_count, ib_count = -(-window.out_height // rows), -(-nob // ob_tile), -(-nib // ib_tile)
+        input_loads = row_count * (ob_count if depthwise or ib_count > 1 else 1) * (1 if depthwise else ib_count)
+        input_bytes = row_count * window.input_rows(rows) * window.width * nib * block * (1 if depthwise or ib_count == 1 else ob_count)
+        weight_loads = 1 if ob_count * ib_count == 1 else row_count * ob_count * (1 if depthwise else ib_count)
+        weight_bytes = (1 if weight_loads == 1 else row_count) * window.taps * (nob if depthwise else nib * nob) * block * block
+        instructions = row_count * ob_count * (window.taps * (1 if depthwise else ob_tile) + 4)
+        return low.cycles(input_loads + weight_loads + instructions, input_bytes + weight_bytes), rows
+
+    candidates = []
+    for ob_tile in range(nob, 0, -1):
+        for ib_tile in ([ob_tile] if depthwise else range(nib, 0, -1)):
+            found = tile_for(ib_tile, ob_tile)
+            if found is not None:
+                candidates.append((found[0], -found[1], -ib_tile, -ob_tile, found[1], ib_tile, ob_tile))
+    if not candidates:
+        raise LoweringError(f"layer {name}: no tile of one output row and one channel block fits the buffers")
+    *_, rows, ib_tile, ob_tile = min(candidates)
+
+    weights = low.constant(_accel_weights(fields, params, block))
+    bias = low.constant(_accel_bias(fields, params, block, f"layer {name}")) if fields["load_bias"] else None
+    taps = [(kh, kw) for kh in range(window.kernel[0]) for kw in range(window.kernel[1])]
+    for r0, r1 in spans(window.out_height, rows):
+        tile_rows = r1 - r0
+        for o0, o1 in spans(nob, ob_tile):
+            width = o1 - o0
+            shape = (tile_rows, window.out_width, width)
+            what = f"{name} rows {r0}-{r1 - 1} blocks {o0}-{o1 - 1}"
+            if bias is not None:
+                low.emit(Load("ACC", bias + o0 * block * 4, 0, shape, (0, 0, 1), const=True, note=f"{what}: bias preload"))
+            else:
+                low.emit(Gemm(Loop(*shape), Index(0, window.out_width * width, width, 1), Index(0), Index(0), reset=True,
+                              note=f"{what}: reset"))
+            for i0, i1 in ([(o0, o1)] if depthwise else spans(nib, ib_tile)):
+                depth = i1 - i0
+                low.load(window.load_rows("INP", 0, x, (r0, r1), (i0, i1), 0, f"{what}: input blocks {i0}-{i1 - 1}"),
+                         holds=(name, "input", r0, i0, i1))
+                if depthwise:
+                    low.load(Load("WGT", weights + i0 * block * block, 0, (window.taps, width, 1), (nob, 1, 0), const=True,
+                                  note=f"{what}: weights"), holds=(name, "weight", i0, i1))
+                else:
+                    low.load(Load("WGT", weights + (i0 * nob + o0) * block * block, 0, (window.taps, depth, width), (nib * nob, nob, 1),
+                                  const=True, note=f"{what}: weights, input blocks {i0}-{i1 - 1}"), holds=(name, "weight", i0, i1, o0, o1))
+                for tap, (kh, kw) in enumerate(taps):
+                    dh, dw = window.tap_offset(kh, kw)
+                    row_step, column_step = window.stride[0] * wp * depth, window.stride[1] * depth
+                    start = (dh * wp + dw) * depth
+                    if depthwise:
+                        low.emit(Gemm(Loop(tile_rows, window.out_width, width), Index(0, window.out_width * width, width, 1),
+                                      Index(start, row_step, column_step, 1), Index(tap * width, 0, 0, 1), note=f"{what}: tap {kh},{kw}"))
+                        continue
+                    for ob in range(width):
+                        low.emit(Gemm(Loop(tile_rows, window.out_width, depth), Index(ob, window.out_width * width, width, 0),
+                                      Index(start, row_step, column_step, 1), Index((tap * depth) * width + ob, 0, 0, width),
+                                      note=f"{what}: tap {kh},{kw} out block {o0 + ob}"))
+            low.requantize(0, shape, shift, clamp_low, clamp_high, what)
+            low.store(0, (r0, r1), output, (o0, o1), f"{what}: store")
+
+
 CONV_RULE = AnnotateRule(inputs=(QKind.INPUT,), output=QKind.ACTIVATION, weight=True, bias=True)
 
 # a Pad or an atrous block's SpaceToBatchND starts the layer (named after its conv) of the IR op whose conv it feeds
 register_op(IrOp("conv", ("Conv2D", *LEADING_OPS), match_conv, CONV_RULE, applies=feeds_conv("Conv2D"),
                  ir_fields=conv_ir_fields, ir_params=conv_ir_params, kernel=conv_kernel, input_kinds=("input",),
-                 emit_c=conv_emit_c))
+                 emit_c=conv_emit_c, lower_accel=conv_lower_accel))
 register_op(IrOp("dwconv", ("DepthwiseConv2dNative", *LEADING_OPS), match_conv, CONV_RULE,
                  applies=feeds_conv("DepthwiseConv2dNative"),
                  ir_fields=conv_ir_fields, ir_params=conv_ir_params, kernel=dwconv_kernel, input_kinds=("input",),
-                 emit_c=dwconv_emit_c))
+                 emit_c=dwconv_emit_c, lower_accel=conv_lower_accel))

@@ -8,7 +8,7 @@ import functools
 import numpy as np
 
 from core.graph import Graph, GraphError, Node
-from core.ops.add import check_signed_shift, round_shift, saturate
+from core.ops.add import INT8_MAX, INT8_MIN, check_signed_shift, round_shift, saturate
 from core.ops.registry import AnnotateRule, GraphIndex, IrContext, IrError, IrOp, Layer, QKind, register_op
 
 INT32_LIMIT = 2**31
@@ -290,13 +290,69 @@ QT_SIMD static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
 """
 
 
+# --- accelerator lowering (core/isa.py; assembled by core/accel_codegen.py) -----------------------
+
+
+def pool_lower_accel(fields: dict, params: dict, inputs: list, output, low, name: str) -> None:
+    """avg_pool and max_pool as ALU instructions. A tile (output rows x all columns x channel
+    blocks) LOADs its padded input box into ACC (int8 sign-extended; max_pool pads with -128,
+    which no window's maximum can be below), then per window tap one ALU op over the tile (MOV
+    for the first, ADD or MAX after), then: avg_pool SHL input_pre_ls and RSHR log2(window)
+    (a power-of-two window without padding: the mean rounded half up is that shift); max_pool
+    the shift from input to output scale; MAX/MIN to int8; STORE."""
+    from core.accel_lowering import LoweringError, Window, most_rows, spans
+    from core.isa import Alu, Index, Loop
+
+    (x,) = inputs
+    window = Window.of(fields)
+    average = fields["operation"] == "avg_pool"
+    count = window.taps
+    if average and (any(fields["padding"].values()) or count & (count - 1)):
+        raise LoweringError(f"layer {name}: an avg_pool on the accelerator needs an unpadded power-of-two window "
+                            f"(got {window.kernel[0]}x{window.kernel[1]}, padding {fields['padding']})")
+    wp, blocks = window.padded_width, x.blocks
+    tiles = []
+    for block_tile in range(blocks, 0, -1):
+        def fits(rows: int, block_tile=block_tile) -> bool:
+            return (window.input_rows(rows) * wp + rows * window.out_width) * block_tile <= low.acc_units
+        rows = most_rows(window, fits)
+        if rows:
+            tiles.append((-rows * block_tile, rows, block_tile))
+    if not tiles:
+        raise LoweringError(f"layer {name}: no tile of one output row and one channel block fits the accumulator buffer")
+    _, rows, block_tile = min(tiles)
+    pad_value = 0 if average else INT8_MIN
+    taps = [(kh, kw) for kh in range(window.kernel[0]) for kw in range(window.kernel[1])]
+    for r0, r1 in spans(window.out_height, rows):
+        for b0, b1 in spans(blocks, block_tile):
+            width, tile_rows = b1 - b0, r1 - r0
+            what = f"{name} rows {r0}-{r1 - 1} blocks {b0}-{b1 - 1}"
+            result = window.input_rows(tile_rows) * wp * width  # ACC: the input box, then the results
+            low.emit(window.load_rows("ACC8", 0, x, (r0, r1), (b0, b1), pad_value, f"{what}: input"))
+            shape = (tile_rows, window.out_width, width)
+            for tap, (kh, kw) in enumerate(taps):
+                op = "MOV" if tap == 0 else ("ADD" if average else "MAX")
+                low.emit(Alu(op, Loop(*shape), Index(result, window.out_width * width, width, 1),
+                             Index((kh * wp + kw) * width, window.stride[0] * wp * width, window.stride[1] * width, 1),
+                             note=f"{what}: tap {kh},{kw}"))
+            if average:
+                pre_ls = int(fields["input_pre_ls"])
+                if pre_ls:
+                    low.alu_over("SHL", result, shape, pre_ls, f"{what}: << input_pre_ls {pre_ls}")
+                shift = count.bit_length() - 1
+            else:
+                shift = int(fields["input_log2scale"]) - int(fields["output_log2scale"])
+            low.requantize(result, shape, shift, INT8_MIN, INT8_MAX, what)
+            low.store(result, (r0, r1), output, (b0, b1), f"{what}: store")
+
+
 # TVM treats avg_pool as identity-like, but the TF2IR hardware gives its output a
 # scale of its own (input_pre_ls), so it is annotated like an activation.
 AVG_RULE = AnnotateRule(inputs=(QKind.INPUT,), output=QKind.ACTIVATION)
 register_op(IrOp("avg_pool", ("AvgPool",), match_pool, AVG_RULE, ir_fields=avg_pool_ir_fields, kernel=avg_pool_kernel,
-                 emit_c=avg_pool_emit_c))
+                 emit_c=avg_pool_emit_c, lower_accel=pool_lower_accel))
 # the global average: its layers are avg_pool layers (kernel = the whole input, stride 1, VALID)
 register_op(IrOp("global_mean", ("Mean",), match_mean, AVG_RULE, applies=is_spatial_mean,
-                 ir_fields=avg_pool_ir_fields, kernel=avg_pool_kernel, emit_c=avg_pool_emit_c))
+                 ir_fields=avg_pool_ir_fields, kernel=avg_pool_kernel, emit_c=avg_pool_emit_c, lower_accel=pool_lower_accel))
 register_op(IrOp("max_pool", ("MaxPool",), match_pool, AnnotateRule(inputs=(QKind.INPUT,), output=QKind.INPUT),
-                 ir_fields=max_pool_ir_fields, kernel=max_pool_kernel, emit_c=max_pool_emit_c))
+                 ir_fields=max_pool_ir_fields, kernel=max_pool_kernel, emit_c=max_pool_emit_c, lower_accel=pool_lower_accel))

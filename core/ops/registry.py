@@ -165,6 +165,10 @@ class IrOp:
     kernel: Kernel | None = None
     input_kinds: tuple[str, ...] = ("input",)
     emit_c: EmitC | None = None  # the layer as a C99 function (contract above); None: no C backend yet
+    # the layer as accelerator instructions: lower_accel(fields, params, inputs, output, lowering, name)
+    # appends to `lowering` (core/accel_lowering.Lowering) what reads the PackedTensors `inputs`
+    # and writes `output`; None: the operation never runs on the accelerator
+    lower_accel: Callable[..., None] | None = None
 
 
 IR_OPS: dict[str, IrOp] = {}

@@ -1,0 +1,227 @@
+"""What every layer's lowering to the accelerator's instructions (core/isa.py) shares: the packed
+tensors it reads and writes in DRAM, the constant segment its tiled weights and biases go to,
+the instruction list, which data each on-chip buffer holds (so a tile already there is not
+loaded again), and the tile geometry of windowed layers.
+
+Each IR operation's lowering lives with its other semantics in core/ops/<op>.py
+(`IrOp.lower_accel`); core/accel_codegen.py assembles the functions and the host program.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable
+
+import numpy as np
+
+from core.accelerator import Accelerator
+from core.isa import Alu, Index, Instruction, Load, Loop, Store
+
+CONST_ALIGN = 64
+
+
+class LoweringError(ValueError):
+    """A layer the accelerator cannot run as described (the partition should have kept it on the host)."""
+
+
+def packed_strides(accelerator: Accelerator, height: int, width: int, channels: int) -> tuple[int, int, int]:
+    """Vector strides (h, w, channel block) of an H x W x C tensor in the accelerator's layout
+    (its first three dimensions in any order; the block's lanes innermost)."""
+    sizes = {"H": height, "W": width, "C": -(-channels // accelerator.channel_block)}
+    order = [dimension[0] for dimension in accelerator.layout[:3]]
+    strides, stride = {}, 1
+    for dimension in reversed(order):
+        strides[dimension] = stride
+        stride *= sizes[dimension]
+    return strides["H"], strides["W"], strides["C"]
+
+
+@dataclass(frozen=True)
+class PackedTensor:
+    """An H x W x C int8 activation in the DATA segment, in the accelerator's layout."""
+
+    address: int  # bytes
+    height: int
+    width: int
+    channels: int
+    strides: tuple[int, int, int]  # vectors: h, w, channel block
+    block: int
+
+    @property
+    def blocks(self) -> int:
+        return -(-self.channels // self.block)
+
+    @property
+    def vectors(self) -> int:
+        return self.height * self.width * self.blocks
+
+    def at(self, h: int, w: int, block: int) -> int:
+        """The byte address of vector (h, w, block)."""
+        return self.address + (h * self.strides[0] + w * self.strides[1] + block * self.strides[2]) * self.block
+
+
+@dataclass
+class Lowering:
+    """The state one accelerator program's lowering threads through its layers."""
+
+    accelerator: Accelerator
+    instructions: list[Instruction] = field(default_factory=list)
+    constants: bytearray = field(default_factory=bytearray)
+    resident: dict[str, Hashable] = field(default_factory=dict)  # buffer -> what it holds
+
+    @property
+    def block(self) -> int:
+        return self.accelerator.channel_block
+
+    @property
+    def inp_units(self) -> int:
+        return self.accelerator.buffers.input // self.block
+
+    @property
+    def wgt_units(self) -> int:
+        return self.accelerator.buffers.weight // (self.block * self.block)
+
+    @property
+    def acc_units(self) -> int:
+        return self.accelerator.buffers.accumulator // (4 * self.block)
+
+    def constant(self, data: np.ndarray) -> int:
+        """Append little-endian constant data (aligned); its byte address in CONST."""
+        self.constants.extend(b"\0" * (-len(self.constants) % CONST_ALIGN))
+        address = len(self.constants)
+        array = np.ascontiguousarray(data)
+        self.constants.extend(array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes())
+        return address
+
+    def emit(self, instruction: Instruction) -> None:
+        self.instructions.append(instruction)
+
+    def load(self, load: Load, holds: Hashable | None = None) -> None:
+        """Emit `load` unless its buffer already holds `holds` (None: always load)."""
+        buffer = "ACC" if load.buffer == "ACC8" else load.buffer
+        if holds is not None and self.resident.get(buffer) == holds:
+            return
+        self.emit(load)
+        self.resident[buffer] = holds
+
+    def forget(self) -> None:
+        """A new layer: nothing in the buffers is known to be reusable."""
+        self.resident.clear()
+
+    def cycles(self, count_loads: int, dram_bytes: int, micro_ops: int = 0) -> float:
+        """The cost model's estimate of a tiling (see core.isa.instruction_cycles)."""
+        cycles = self.accelerator.cycles
+        return count_loads * cycles["load"] + dram_bytes / self.accelerator.dma_bytes_per_cycle + micro_ops * cycles["gemm"]
+
+    # --- element-wise finishing: requantize, clamp, store -------------------------------------
+
+    def alu_over(self, op: str, base: int, shape: tuple[int, int, int], imm: int, note: str = "") -> None:
+        """One ALU op with an immediate over the [a][b][c] box of ACC vectors at base."""
+        a, b, c = shape
+        self.emit(Alu(op, Loop(a, b, c), Index(base, b * c, c, 1), None, imm, note))
+
+    def requantize(self, base: int, shape: tuple[int, int, int], shift: int, low: int, high: int, note: str) -> None:
+        """>> shift rounded half up (RSHR; none for 0; a negative shift is an exact saturating
+        left shift, SHL), then clamp to [low, high] (MAX, MIN)."""
+        if shift > 0:
+            self.alu_over("RSHR", base, shape, shift, f"{note}: requantize >> {shift}")
+        elif shift < 0:
+            self.alu_over("SHL", base, shape, -shift, f"{note}: requantize << {-shift}")
+        self.alu_over("MAX", base, shape, low, f"{note}: clamp low")
+        self.alu_over("MIN", base, shape, high, f"{note}: clamp high")
+
+    def store(self, base: int, rows: tuple[int, int], out: PackedTensor, blocks: tuple[int, int], note: str) -> None:
+        """ACC box [rows][W][blocks] at base -> output rows [r0, r1), all columns, blocks [b0, b1)."""
+        (r0, r1), (b0, b1) = rows, blocks
+        self.emit(Store(out.at(r0, 0, b0), base, (r1 - r0, out.width, b1 - b0), out.strides, note))
+
+
+    def emit_store_flat(self, base: int, address: int, vectors: int, note: str) -> None:
+        """ACC vectors [base, base + vectors) -> DATA from `address`, contiguous."""
+        self.emit(Store(address, base, (1, vectors, 1), (0, 1, 0), note))
+
+
+def packed(accelerator: Accelerator, address: int, shape: list[int] | tuple[int, ...]) -> PackedTensor:
+    if len(shape) != 3:
+        raise LoweringError(f"a tensor of shape {list(shape)} on the accelerator; it takes H x W x C activations")
+    height, width, channels = (int(d) for d in shape)
+    return PackedTensor(address, height, width, channels, packed_strides(accelerator, height, width, channels),
+                        accelerator.channel_block)
+
+
+# --- windows: rows of the padded input a tile of output rows reads ----------------------------
+
+
+@dataclass(frozen=True)
+class Window:
+    """A windowed layer's geometry (conv, dwconv, pools) in the IR's fields."""
+
+    height: int
+    width: int
+    out_height: int
+    out_width: int
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    dilation: tuple[int, int]
+    pad_top: int
+    pad_left: int
+
+    @classmethod
+    def of(cls, fields: dict[str, Any]) -> "Window":
+        dilations = fields.get("dilations", {"height": 1, "width": 1})
+        return cls(int(fields["input_size"]["height"]), int(fields["input_size"]["width"]), int(fields["output_size"]["height"]),
+                   int(fields["output_size"]["width"]), (int(fields["kernel_size"]["height"]), int(fields["kernel_size"]["width"])),
+                   (int(fields["stride"]["height"]), int(fields["stride"]["width"])),
+                   (int(dilations["height"]), int(dilations["width"])), int(fields["padding"]["top"]), int(fields["padding"]["left"]))
+
+    @property
+    def taps(self) -> int:
+        return self.kernel[0] * self.kernel[1]
+
+    @property
+    def padded_width(self) -> int:
+        """Columns of the padded input the windows read (at least the input and its left padding)."""
+        return max(self.width + self.pad_left, (self.out_width - 1) * self.stride[1] + (self.kernel[1] - 1) * self.dilation[1] + 1)
+
+    def input_rows(self, rows: int) -> int:
+        """Padded input rows that `rows` output rows read."""
+        return (rows - 1) * self.stride[0] + (self.kernel[0] - 1) * self.dilation[0] + 1
+
+    def tap_offset(self, kh: int, kw: int) -> tuple[int, int]:
+        return kh * self.dilation[0], kw * self.dilation[1]
+
+    def load_rows(self, buffer: str, base: int, tensor: PackedTensor, rows: tuple[int, int], blocks: tuple[int, int],
+                  pad_value: int, note: str) -> Load:
+        """The LOAD of the padded input box [input_rows][padded_width][blocks] output rows
+        [r0, r1) read: rows and columns outside the input filled with pad_value."""
+        r0, r1 = rows
+        first = r0 * self.stride[0] - self.pad_top  # input row of the box's first row
+        total = self.input_rows(r1 - r0)
+        start, stop = max(0, first), min(self.height, first + total)
+        inside = max(0, stop - start)
+        top = min(total, start - first) if inside else total
+        bottom = total - top - inside
+        right = self.padded_width - self.width - self.pad_left
+        b0, b1 = blocks
+        if inside == 0:  # all padding: no DRAM read
+            return Load(buffer, tensor.address, base, (0, tensor.width, b1 - b0), tensor.strides, (total, 0, self.pad_left, right),
+                        pad_value, note=note)
+        return Load(buffer, tensor.at(start, 0, b0), base, (inside, tensor.width, b1 - b0), tensor.strides,
+                    (top, bottom, self.pad_left, right), pad_value, note=note)
+
+
+def spans(total: int, per_tile: int) -> list[tuple[int, int]]:
+    """[0, total) cut into [start, stop) of per_tile (the last one shorter): rows, blocks, vectors."""
+    return [(start, min(total, start + per_tile)) for start in range(0, total, per_tile)]
+
+
+def most_rows(window: Window, fits: Callable[[int], bool]) -> int:
+    """The largest number of output rows (<= out_height) for which fits(rows) holds; 0 if none."""
+    low, high = 0, window.out_height
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low

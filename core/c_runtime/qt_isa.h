@@ -1,0 +1,327 @@
+/* qt_isa.h: the reference simulator of the accelerator's instruction set (core/isa.py has the
+ * specification and the encoder), compiled into the generated program so that every
+ * accelerator function runs on a CPU exactly as the hardware would run it.
+ *
+ * The including file defines the machine first:
+ *   QT_ISA_BLOCK      the GEMM block (channels per vector, B)
+ *   QT_ISA_INP_BYTES  QT_ISA_WGT_BYTES  QT_ISA_ACC_BYTES   the on-chip buffers, in bytes
+ *
+ * Arithmetic is that of the hardware, written without undefined or implementation-defined C:
+ * the accumulators wrap modulo 2^32 (uint32_t; the code generator proves they never need to),
+ * RSHR and SHL are computed in int64 (qt_runtime.h's helpers), STORE keeps the low 8 bits.
+ * Every instruction is checked against the buffers and the DRAM segments; a violation stops
+ * the program naming the function, the instruction index and what it addressed (exit 3).
+ */
+#ifndef QT_ISA_H
+#define QT_ISA_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qt_runtime.h"
+
+#define QT_ISA_WORDS 16
+#define QT_ISA_B QT_ISA_BLOCK
+#define QT_ISA_INP_UNITS (QT_ISA_INP_BYTES / QT_ISA_B)
+#define QT_ISA_WGT_UNITS (QT_ISA_WGT_BYTES / (QT_ISA_B * QT_ISA_B))
+#define QT_ISA_ACC_UNITS (QT_ISA_ACC_BYTES / (4 * QT_ISA_B))
+
+enum { QT_OP_LOAD = 1, QT_OP_STORE = 2, QT_OP_GEMM = 3, QT_OP_ALU = 4, QT_OP_FINISH = 5 };
+enum { QT_BUF_INP = 0, QT_BUF_WGT = 1, QT_BUF_ACC = 2, QT_BUF_ACC8 = 3 };
+enum { QT_ALU_MOV = 0, QT_ALU_ADD = 1, QT_ALU_MAX = 2, QT_ALU_MIN = 3, QT_ALU_RSHR = 4, QT_ALU_SHL = 5 };
+
+static int8_t qt_isa_inp[QT_ISA_INP_UNITS][QT_ISA_B];
+static int8_t qt_isa_wgt[QT_ISA_WGT_UNITS][QT_ISA_B][QT_ISA_B];
+static int32_t qt_isa_acc[QT_ISA_ACC_UNITS][QT_ISA_B];
+
+typedef struct {
+    const char *function;
+    long pc;
+} qt_isa_where;
+
+static void qt_isa_fail(qt_isa_where at, const char *what, long value, long limit)
+{
+    fprintf(stderr, "accelerator function %s, instruction %ld: %s (%ld, limit %ld)\n", at.function, at.pc, what, value, limit);
+    exit(3);
+}
+
+static uint32_t qt_isa_word(const uint8_t *p, int k)
+{
+    p += 4 * k;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* two's complement reading of a 32-bit word, without an out-of-range conversion */
+static int32_t qt_isa_signed(uint32_t w)
+{
+    return w <= (uint32_t)INT32_MAX ? (int32_t)w : (int32_t)(w - 2147483648u) - INT32_MAX - 1;
+}
+
+static int8_t qt_isa_low8(int32_t v)
+{
+    uint32_t low = (uint32_t)v & 0xFFu;
+    return (int8_t)(low > 127u ? (int32_t)low - 256 : (int32_t)low);
+}
+
+/* the lowest and highest value of base + i . f over the loop nest (every extent >= 1) */
+static void qt_isa_range(long base, const long *f, const long *e, long *low, long *high)
+{
+    int k;
+    *low = *high = base;
+    for (k = 0; k < 3; k++) {
+        long reach = (e[k] - 1) * f[k];
+        if (reach < 0)
+            *low += reach;
+        else
+            *high += reach;
+    }
+}
+
+/* that range checked against [0, units) */
+static void qt_isa_check_index(qt_isa_where at, const char *what, long base, const long *f, const long *e, long units)
+{
+    long low, high;
+    qt_isa_range(base, f, e, &low, &high);
+    if (low < 0)
+        qt_isa_fail(at, what, low, 0);
+    if (high >= units)
+        qt_isa_fail(at, what, high, units - 1);
+}
+
+/* the bytes a 3-D DMA box of `unit`-byte units touches, checked against [0, segment_bytes) */
+static void qt_isa_check_dram(qt_isa_where at, const char *what, long dram, long unit, long y, long x, long c, long sy, long sx,
+                              long sc, long segment_bytes)
+{
+    long e[3], f[3], low, high;
+    if (y <= 0 || x <= 0 || c <= 0)
+        return;
+    e[0] = y, e[1] = x, e[2] = c, f[0] = sy, f[1] = sx, f[2] = sc;
+    qt_isa_range(0, f, e, &low, &high);
+    if (dram + low * unit < 0)
+        qt_isa_fail(at, what, dram + low * unit, 0);
+    if (dram + (high + 1) * unit > segment_bytes)
+        qt_isa_fail(at, what, dram + (high + 1) * unit, segment_bytes);
+}
+
+static void qt_isa_load(qt_isa_where at, const uint8_t *insn, const int8_t *data, long data_bytes, const int8_t *consts,
+                        long const_bytes)
+{
+    uint32_t w0 = qt_isa_word(insn, 0), w3 = qt_isa_word(insn, 3), w4 = qt_isa_word(insn, 4), w5 = qt_isa_word(insn, 5);
+    int buffer = (int)(w0 >> 8 & 0xFF), is_const = (int)(w0 >> 16 & 1);
+    long dram = (long)qt_isa_word(insn, 1), base = (long)qt_isa_word(insn, 2);
+    long y = (long)(w3 & 0xFFFF), x = (long)(w3 >> 16), c = (long)(w4 & 0xFFFF);
+    long top = (long)(w4 >> 16 & 0xFF), bottom = (long)(w4 >> 24), left = (long)(w5 & 0xFF), right = (long)(w5 >> 8 & 0xFF);
+    int32_t pad = qt_isa_low8((int32_t)(w5 >> 16 & 0xFF));
+    long sy = qt_isa_signed(qt_isa_word(insn, 6)), sx = qt_isa_signed(qt_isa_word(insn, 7)), sc = qt_isa_signed(qt_isa_word(insn, 8));
+    long rows = top + y + bottom, cols = left + x + right, units, unit, r, q, k, lane;
+    const int8_t *segment = is_const ? consts : data;
+    long segment_bytes = is_const ? const_bytes : data_bytes;
+    switch (buffer) {
+    case QT_BUF_INP: units = QT_ISA_INP_UNITS; unit = QT_ISA_B; break;
+    case QT_BUF_WGT: units = QT_ISA_WGT_UNITS; unit = QT_ISA_B * QT_ISA_B; break;
+    case QT_BUF_ACC: units = QT_ISA_ACC_UNITS; unit = 4 * QT_ISA_B; break;
+    case QT_BUF_ACC8: units = QT_ISA_ACC_UNITS; unit = QT_ISA_B; break;
+    default: qt_isa_fail(at, "LOAD into an unknown buffer", buffer, 3); return;
+    }
+    if (base + rows * cols * c > units)
+        qt_isa_fail(at, "LOAD past the end of its buffer", base + rows * cols * c, units);
+    qt_isa_check_dram(at, "LOAD outside its DRAM segment", dram, unit, y, x, c, sy, sx, sc, segment_bytes);
+    for (r = 0; r < rows; r++)
+        for (q = 0; q < cols; q++)
+            for (k = 0; k < c; k++) {
+                long u = base + (r * cols + q) * c + k;
+                int inside = r >= top && r < top + y && q >= left && q < left + x;
+                const int8_t *src = inside ? segment + dram + ((r - top) * sy + (q - left) * sx + k * sc) * unit : NULL;
+                switch (buffer) {
+                case QT_BUF_INP:
+                    if (inside)
+                        memcpy(qt_isa_inp[u], src, QT_ISA_B);
+                    else
+                        memset(qt_isa_inp[u], (int)(pad & 0xFF), QT_ISA_B);
+                    break;
+                case QT_BUF_WGT:
+                    if (inside)
+                        memcpy(qt_isa_wgt[u], src, QT_ISA_B * QT_ISA_B);
+                    else
+                        memset(qt_isa_wgt[u], (int)(pad & 0xFF), QT_ISA_B * QT_ISA_B);
+                    break;
+                case QT_BUF_ACC:
+                    for (lane = 0; lane < QT_ISA_B; lane++) {
+                        const uint8_t *b = (const uint8_t *)src + 4 * lane;
+                        qt_isa_acc[u][lane] = inside ? qt_isa_signed((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
+                                                                     (uint32_t)b[3] << 24)
+                                                     : pad;
+                    }
+                    break;
+                default: /* QT_BUF_ACC8: int8 sign-extended */
+                    for (lane = 0; lane < QT_ISA_B; lane++)
+                        qt_isa_acc[u][lane] = inside ? src[lane] : pad;
+                    break;
+                }
+            }
+}
+
+static void qt_isa_store(qt_isa_where at, const uint8_t *insn, int8_t *data, long data_bytes)
+{
+    uint32_t w3 = qt_isa_word(insn, 3), w4 = qt_isa_word(insn, 4);
+    long dram = (long)qt_isa_word(insn, 1), base = (long)qt_isa_word(insn, 2);
+    long y = (long)(w3 & 0xFFFF), x = (long)(w3 >> 16), c = (long)(w4 & 0xFFFF);
+    long sy = qt_isa_signed(qt_isa_word(insn, 6)), sx = qt_isa_signed(qt_isa_word(insn, 7)), sc = qt_isa_signed(qt_isa_word(insn, 8));
+    long r, q, k;
+    int lane;
+    if (base + y * x * c > QT_ISA_ACC_UNITS)
+        qt_isa_fail(at, "STORE past the end of ACC", base + y * x * c, QT_ISA_ACC_UNITS);
+    if (dram % QT_ISA_B != 0)
+        qt_isa_fail(at, "STORE to an address not a multiple of the block", dram, QT_ISA_B);
+    qt_isa_check_dram(at, "STORE outside the DATA segment", dram, QT_ISA_B, y, x, c, sy, sx, sc, data_bytes);
+    for (r = 0; r < y; r++)
+        for (q = 0; q < x; q++)
+            for (k = 0; k < c; k++) {
+                const int32_t *v = qt_isa_acc[base + (r * x + q) * c + k];
+                int8_t *dst = data + dram + (r * sy + q * sx + k * sc) * QT_ISA_B;
+                for (lane = 0; lane < QT_ISA_B; lane++)
+                    dst[lane] = qt_isa_low8(v[lane]);
+            }
+}
+
+static void qt_isa_loop(const uint8_t *insn, long *e, long *fd, long *fs, long *fw, int gemm)
+{
+    uint32_t w4 = qt_isa_word(insn, 4), w5 = qt_isa_word(insn, 5);
+    int k, first = 6;
+    (void)gemm;
+    e[0] = (long)(w4 & 0xFFFF);
+    e[1] = (long)(w4 >> 16);
+    e[2] = (long)(w5 & 0xFFFF);
+    for (k = 0; k < 3; k++) {
+        fd[k] = qt_isa_signed(qt_isa_word(insn, first + k));
+        fs[k] = qt_isa_signed(qt_isa_word(insn, first + 3 + k));
+        if (fw)
+            fw[k] = qt_isa_signed(qt_isa_word(insn, first + 6 + k));
+    }
+}
+
+static void qt_isa_gemm(qt_isa_where at, const uint8_t *insn)
+{
+    int reset = (int)(qt_isa_word(insn, 0) >> 16 & 1);
+    long d0 = (long)qt_isa_word(insn, 1), s0 = (long)qt_isa_word(insn, 2), w0 = (long)qt_isa_word(insn, 3);
+    long e[3], fd[3], fs[3], fw[3], i0, i1, i2;
+    qt_isa_loop(insn, e, fd, fs, fw, 1);
+    if (e[0] <= 0 || e[1] <= 0 || e[2] <= 0)
+        return;
+    qt_isa_check_index(at, "GEMM accumulator index", d0, fd, e, QT_ISA_ACC_UNITS);
+    if (!reset) {
+        qt_isa_check_index(at, "GEMM input index", s0, fs, e, QT_ISA_INP_UNITS);
+        qt_isa_check_index(at, "GEMM weight index", w0, fw, e, QT_ISA_WGT_UNITS);
+    }
+    for (i0 = 0; i0 < e[0]; i0++)
+        for (i1 = 0; i1 < e[1]; i1++)
+            for (i2 = 0; i2 < e[2]; i2++) {
+                int32_t *acc = qt_isa_acc[d0 + i0 * fd[0] + i1 * fd[1] + i2 * fd[2]];
+                const int8_t *x = qt_isa_inp[s0 + i0 * fs[0] + i1 * fs[1] + i2 * fs[2]];
+                const int8_t(*w)[QT_ISA_B] = qt_isa_wgt[w0 + i0 * fw[0] + i1 * fw[1] + i2 * fw[2]];
+                int o, k;
+                if (reset) {
+                    memset(acc, 0, sizeof(int32_t) * QT_ISA_B);
+                    continue;
+                }
+                for (o = 0; o < QT_ISA_B; o++) {
+                    uint32_t sum = (uint32_t)acc[o];
+                    for (k = 0; k < QT_ISA_B; k++)
+                        sum += (uint32_t)(int32_t)(x[k] * w[o][k]);
+                    acc[o] = qt_isa_signed(sum);
+                }
+            }
+}
+
+static int32_t qt_isa_alu_lane(int op, int32_t a, int32_t b)
+{
+    switch (op) {
+    case QT_ALU_MOV: return b;
+    case QT_ALU_ADD: return qt_isa_signed((uint32_t)a + (uint32_t)b);
+    case QT_ALU_MAX: return a > b ? a : b;
+    case QT_ALU_MIN: return a < b ? a : b;
+    case QT_ALU_RSHR: return (int32_t)qt_floor_shift64((int64_t)a + ((int64_t)1 << (b - 1)), b);
+    default: /* QT_ALU_SHL, saturating */ return (int32_t)qt_clamp64(qt_shl64(a, b), INT32_MIN, INT32_MAX);
+    }
+}
+
+static void qt_isa_alu(qt_isa_where at, const uint8_t *insn)
+{
+    uint32_t w0 = qt_isa_word(insn, 0);
+    int op = (int)(w0 >> 8 & 0xFF), immediate = (int)(w0 >> 16 & 1), lane;
+    long d0 = (long)qt_isa_word(insn, 1), s0 = (long)qt_isa_word(insn, 2);
+    int32_t imm = qt_isa_signed(qt_isa_word(insn, 3));
+    long e[3], fd[3], fs[3], i0, i1, i2;
+    qt_isa_loop(insn, e, fd, fs, NULL, 0);
+    if (op > QT_ALU_SHL)
+        qt_isa_fail(at, "unknown ALU operation", op, QT_ALU_SHL);
+    if (op == QT_ALU_RSHR || op == QT_ALU_SHL) {
+        if (!immediate)
+            qt_isa_fail(at, "a shift takes an immediate amount", 0, 1);
+        if (imm < (op == QT_ALU_RSHR ? 1 : 0) || imm > 31)
+            qt_isa_fail(at, "shift amount out of range", imm, 31);
+    }
+    if (e[0] <= 0 || e[1] <= 0 || e[2] <= 0)
+        return;
+    qt_isa_check_index(at, "ALU destination index", d0, fd, e, QT_ISA_ACC_UNITS);
+    if (!immediate)
+        qt_isa_check_index(at, "ALU source index", s0, fs, e, QT_ISA_ACC_UNITS);
+    for (i0 = 0; i0 < e[0]; i0++)
+        for (i1 = 0; i1 < e[1]; i1++)
+            for (i2 = 0; i2 < e[2]; i2++) {
+                int32_t *dst = qt_isa_acc[d0 + i0 * fd[0] + i1 * fd[1] + i2 * fd[2]];
+                const int32_t *src = immediate ? NULL : qt_isa_acc[s0 + i0 * fs[0] + i1 * fs[1] + i2 * fs[2]];
+                for (lane = 0; lane < QT_ISA_B; lane++)
+                    dst[lane] = qt_isa_alu_lane(op, dst[lane], immediate ? imm : src[lane]);
+            }
+}
+
+/* Run one accelerator function: `count` instructions of 64 bytes, up to its FINISH. */
+static void qt_isa_run(const char *function, const uint8_t *program, long count, int8_t *data, long data_bytes,
+                       const int8_t *consts, long const_bytes)
+{
+    long pc;
+    for (pc = 0; pc < count; pc++) {
+        const uint8_t *insn = program + pc * 4 * QT_ISA_WORDS;
+        qt_isa_where at;
+        at.function = function;
+        at.pc = pc;
+        switch (qt_isa_word(insn, 0) & 0xFF) {
+        case QT_OP_LOAD: qt_isa_load(at, insn, data, data_bytes, consts, const_bytes); break;
+        case QT_OP_STORE: qt_isa_store(at, insn, data, data_bytes); break;
+        case QT_OP_GEMM: qt_isa_gemm(at, insn); break;
+        case QT_OP_ALU: qt_isa_alu(at, insn); break;
+        case QT_OP_FINISH: return;
+        default: qt_isa_fail(at, "unknown opcode", (long)(qt_isa_word(insn, 0) & 0xFF), QT_OP_FINISH);
+        }
+    }
+}
+
+/* Host side of the boundary (seed 004 [0055]): the host layout HWC <-> the accelerator's blocked
+ * layout, whose vector (h, w, cb) (channels cb * B .. cb * B + B - 1) is at byte
+ * (h * sh + w * sw + cb * sc) * B. Packing zero-fills the lanes past C. */
+static void qt_pack(const int8_t *restrict hwc, int8_t *restrict packed, long H, long W, long C, long sh, long sw, long sc)
+{
+    long h, w, c, blocks = (C + QT_ISA_B - 1) / QT_ISA_B;
+    for (h = 0; h < H; h++)
+        for (w = 0; w < W; w++) {
+            const int8_t *pixel = hwc + (h * W + w) * C;
+            for (c = 0; c < blocks * QT_ISA_B; c++)
+                packed[(h * sh + w * sw + c / QT_ISA_B * sc) * QT_ISA_B + c % QT_ISA_B] = c < C ? pixel[c] : 0;
+        }
+}
+
+static void qt_unpack(const int8_t *restrict packed, int8_t *restrict hwc, long H, long W, long C, long sh, long sw, long sc)
+{
+    long h, w, c;
+    for (h = 0; h < H; h++)
+        for (w = 0; w < W; w++) {
+            int8_t *pixel = hwc + (h * W + w) * C;
+            for (c = 0; c < C; c++)
+                pixel[c] = packed[(h * sh + w * sw + c / QT_ISA_B * sc) * QT_ISA_B + c % QT_ISA_B];
+        }
+}
+
+#endif /* QT_ISA_H */
