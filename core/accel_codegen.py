@@ -62,6 +62,12 @@ class AccelFunction:
     def binary(self) -> bytes:
         return encode_all(self.instructions)
 
+    def layer_statistics(self, accelerator) -> dict[str, dict[str, float]]:
+        """core.isa.statistics of each layer's instructions."""
+        return {layer: statistics(self.instructions[start : start + count], accelerator.cycles, accelerator.dma_bytes_per_cycle,
+                                  accelerator.channel_block)
+                for layer, (start, count) in self.segments.items()}
+
     def listing(self) -> str:
         lines = [f"; {self.name}: {len(self.instructions)} instructions, {len(self.instructions) * INSTRUCTION_BYTES} bytes"]
         lines += [f"; {layer}: instructions {start}..{start + count - 1}" for layer, (start, count) in self.segments.items()]
@@ -259,7 +265,7 @@ def generate_accel_program(ir: Ir, plan: PartitionPlan) -> AccelProgram:
     ])
     body = f"""#define QT_ARENA_BYTES {max(arena, 1)}
 #define QT_CONST_BYTES {len(constants_segment)}
-static int8_t qt_arena[QT_ARENA_BYTES]; /* DRAM, DATA segment: every activation but the input and end points */
+{"static int8_t qt_arena[QT_ARENA_BYTES]; /* DRAM, DATA segment: every activation but the input and end points */" if arena else ""}
 
 #ifdef QT_DUMP_LAYERS
 #define QT_DUMP_PACKED(offset, data, h, w, c, sh, sw, sc) qt_unpack((data), qt_dump_layers + (offset), h, w, c, sh, sw, sc)
@@ -269,7 +275,7 @@ static int8_t qt_arena[QT_ARENA_BYTES]; /* DRAM, DATA segment: every activation 
 
 /* ---- DRAM, CONST segment: tiled weights and shifted biases ({len(lowering.constants)} bytes) ---- */
 
-{c_array("qt_accel_const", np.frombuffer(constants_segment, np.int8))}
+{c_array("qt_accel_const", np.frombuffer(constants_segment, np.int8)) if functions else "/* (none: no layer runs on the accelerator) */"}
 /* ---- accelerator functions: instruction streams ({INSTRUCTION_BYTES} bytes an instruction) ---- */
 
 {programs}
@@ -333,3 +339,27 @@ def _c_bytes(name: str, data: bytes) -> str:
     lines = [",".join(str(b) for b in data[start : start + VALUES_PER_LINE]) for start in range(0, len(data), VALUES_PER_LINE)]
     body = ",\n    ".join(lines)
     return f"static const uint8_t {name}[{len(data)}] = {{\n    {body}\n}};\n"
+
+
+def plot_cycles(program: AccelProgram, accelerator, path, title: str):
+    """Estimated cycles per accelerator layer, stacked by instruction kind (a bare Figure on the
+    Agg canvas, as the other plots)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    per_layer = {layer: stats for function in program.functions for layer, stats in function.layer_statistics(accelerator).items()}
+    names = list(per_layer)
+    figure = Figure(figsize=(max(6.0, 0.22 * len(names) + 2.5), 4.8), layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    bottom = np.zeros(len(names))
+    for kind, colour in (("load", "tab:blue"), ("gemm", "tab:orange"), ("alu", "tab:green"), ("store", "tab:red")):
+        values = np.array([per_layer[name][f"cycles_{kind}"] for name in names])
+        axes.bar(range(len(names)), values, bottom=bottom, color=colour, label=kind.upper())
+        bottom += values
+    axes.set_xticks(range(len(names)), [name[-28:] for name in names], rotation=90, fontsize=5)
+    axes.set_ylabel("estimated cycles (target cost model)")
+    axes.set_title(title, fontsize=9)
+    axes.legend(fontsize=7)
+    figure.savefig(path, dpi=110)
+    return path

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.accel_codegen import generate_accel_program
+from core.accel_codegen import generate_accel_program, plot_cycles
 from core.codegen_c import (
     CC_COMMAND,
     PROGRAM_FILE,
@@ -69,6 +69,9 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         accel_metrics["accel_functions"] = len(program.functions)
         accel_metrics["accel_instruction_bytes"] = sum(len(function.binary) for function in program.functions)
         accel_metrics["accel_constant_bytes"] = program.accel_constant_bytes
+        plot_cycles(program, plan.accelerator, out_dir / "cycles.png",
+                    f"target {plan.target}: {accel_metrics['accel_cycles']:.0f} cycles estimated per inference, "
+                    f"{int(accel_metrics['accel_instructions'])} instructions")
         counts = ", ".join(f"{int(accel_metrics['accel_count_' + kind])} {kind}" for kind in ("load", "gemm", "alu", "store"))
         ctx.log(f"{len(program.functions)} accelerator function(s): {int(accel_metrics['accel_instructions'])} instructions "
                 f"({counts}), {accel_metrics['accel_cycles']:.0f} cycles estimated by target {plan.target}'s cost model")

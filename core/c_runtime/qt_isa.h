@@ -279,7 +279,7 @@ static void qt_isa_alu(qt_isa_where at, const uint8_t *insn)
 }
 
 /* Run one accelerator function: `count` instructions of 64 bytes, up to its FINISH. */
-static void qt_isa_run(const char *function, const uint8_t *program, long count, int8_t *data, long data_bytes,
+static inline void qt_isa_run(const char *function, const uint8_t *program, long count, int8_t *data, long data_bytes,
                        const int8_t *consts, long const_bytes)
 {
     long pc;
@@ -302,7 +302,7 @@ static void qt_isa_run(const char *function, const uint8_t *program, long count,
 /* Host side of the boundary (seed 004 [0055]): the host layout HWC <-> the accelerator's blocked
  * layout, whose vector (h, w, cb) (channels cb * B .. cb * B + B - 1) is at byte
  * (h * sh + w * sw + cb * sc) * B. Packing zero-fills the lanes past C. */
-static void qt_pack(const int8_t *restrict hwc, int8_t *restrict packed, long H, long W, long C, long sh, long sw, long sc)
+static inline void qt_pack(const int8_t *restrict hwc, int8_t *restrict packed, long H, long W, long C, long sh, long sw, long sc)
 {
     long h, w, c, blocks = (C + QT_ISA_B - 1) / QT_ISA_B;
     for (h = 0; h < H; h++)
@@ -313,7 +313,7 @@ static void qt_pack(const int8_t *restrict hwc, int8_t *restrict packed, long H,
         }
 }
 
-static void qt_unpack(const int8_t *restrict packed, int8_t *restrict hwc, long H, long W, long C, long sh, long sw, long sc)
+static inline void qt_unpack(const int8_t *restrict packed, int8_t *restrict hwc, long H, long W, long C, long sh, long sw, long sc)
 {
     long h, w, c;
     for (h = 0; h < H; h++)
