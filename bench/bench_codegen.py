@@ -16,7 +16,7 @@ gives a model whose CONV_2D / DEPTHWISE_CONV_2D run in float between QUANTIZE/DE
 pairs (the weights' FakeQuant reads BN-folding arithmetic, which the converter folds into a
 float constant, and the biases carry 8-bit FakeQuants, which TFLite cannot use: it wants
 int32 biases at input scale x weight scale). The benchmark therefore converts the same
-graph after the project's own constant folding (core.folding: weights become constants
+graph after the project's own constant folding (core.frontend.folding: weights become constants
 feeding their FakeQuant) with the bias FakeQuants bypassed (TFLite requantizes the float
 bias to int32 itself); the result is checked to be int8 throughout (every conv's weight int8).
 """
@@ -33,13 +33,13 @@ from pathlib import Path
 import numpy as np
 from mbv1 import END_POINT, MBV1, cifar_images, float_graph, qat_graph  # the real model and data, from ../shared
 
-from core.calibration.methods import CalibrationSettings
-from core.calibration.table import TargetSpec, build_calibration_table
-from core.codegen_c import compile_program, generate_c, run_program
-from core.folding import fold_batch_norms, fold_constants
-from core.ir import build_ir
-from core.layers import group_layers
-from core.simulator import IntegerSimulator, quantize
+from core.quantize.calibration.methods import CalibrationSettings
+from core.quantize.calibration.build import TargetSpec, build_calibration_table
+from core.backends.c.program import compile_program, generate_c, run_program
+from core.frontend.folding import fold_batch_norms, fold_constants
+from core.ir.io import build_ir
+from core.frontend.layers import group_layers
+from core.ir.simulator import IntegerSimulator, quantize
 
 BUDGET = 2.0
 TFLITE_INPUT = "images"
@@ -84,7 +84,7 @@ def op_mix(model: bytes) -> tuple[Counter, bool]:
 
 
 def folded_qat_graph_def(qat, path: Path) -> None:
-    """The QAT graph after core.folding, with every bias FakeQuant bypassed, as a frozen GraphDef."""
+    """The QAT graph after core.frontend.folding, with every bias FakeQuant bypassed, as a frozen GraphDef."""
     graph_def = fold_batch_norms(fold_constants(qat)).graph.to_graph_def()
     bypass = {node.name: node.input[0] for node in graph_def.node
               if node.op.startswith("FakeQuantWithMinMaxVars") and "bias_quant" in node.name}

@@ -22,9 +22,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.calibration import TensorStatistics  # noqa: E402
-from core.calibration.methods.kl import kl_threshold_bin, without_zero_spike  # noqa: E402
-from core.calibration.methods.kl_reference import kl_threshold_bin_reference  # noqa: E402
+from core.quantize.calibration import TensorStatistics  # noqa: E402
+from core.quantize.calibration.methods.kl import kl_threshold_bin, without_zero_spike  # noqa: E402
+from core.quantize.calibration.methods.kl_reference import kl_threshold_bin_reference  # noqa: E402
 
 SHAPES = [(4, 16, 16, 32), (8, 8, 8, 64), (16, 32, 32, 8), (32, 1000), (2, 64, 64, 16)]
 

@@ -18,13 +18,13 @@ from collections import defaultdict
 
 from mbv1 import cifar_images, float_graph, qat_graph  # the real model and data, from ../shared
 
-from core.calibration.methods import CalibrationSettings
-from core.calibration.table import TargetSpec, build_calibration_table
-from core.ir import build_ir
-from core.layers import group_layers
-from core.ops import IR_OPS
-from core.simulator import IntegerSimulator, quantize
-from core.tf_runtime import GraphRunner
+from core.quantize.calibration.methods import CalibrationSettings
+from core.quantize.calibration.build import TargetSpec, build_calibration_table
+from core.ir.io import build_ir
+from core.frontend.layers import group_layers
+from core.ir.ops import IR_OPS
+from core.ir.simulator import IntegerSimulator, quantize
+from core.frontend.tf_runtime import GraphRunner
 
 BUDGET = 1.5
 

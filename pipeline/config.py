@@ -268,7 +268,7 @@ def validate(cfg: DictConfig) -> Config:
     if typed.model.format is not ModelFormat.builtin and not (typed.model.file.path or typed.model.file.url):
         raise ConfigError(f"model {typed.model.name!r}: format {typed.model.format.value} needs model.file.path or model.file.url")
     if typed.target.accelerator is not None:
-        from core.accelerator import AcceleratorError, accelerator_of
+        from core.backends.accel.target import AcceleratorError, accelerator_of
 
         try:
             accelerator_of(to_plain(typed.target), origin=f"target {typed.target.name}")

@@ -21,12 +21,12 @@ class Stage:
     description: str = ""
 
 
-_GRAPH_CODE = ("core/graph.py",)
+_GRAPH_CODE = ("core/frontend/graph.py",)
 # what calibration and the IR need of a target: its number format, not its accelerator
 _TARGET_FORMAT = ("target.name", "target.bits", "target.symmetric", "target.pow2_scales", "target.per_channel_weights",
                   "target.input_log2scale", "target.min_log2scale", "target.max_log2scale")
 
-_IR_CODE = ("core/ir.py", "core/simulator.py", "core/ops", "core/layers.py", "schemas/tf2ir_ir.schema.json")
+_IR_CODE = ("core/ir/io.py", "core/ir/simulator.py", "core/ir/ops", "core/frontend/layers.py", "schemas/tf2ir_ir.schema.json")
 
 STAGES: tuple[Stage, ...] = (
     Stage(
@@ -40,7 +40,7 @@ STAGES: tuple[Stage, ...] = (
             "model.input_tensor",
             "model.end_points",
         ),
-        code=("stages/import_model.py", "core/importer.py", "core/builtin_models.py", "core/datasets.py", *_GRAPH_CODE),
+        code=("stages/import_model.py", "core/frontend/importer.py", "core/frontend/builtin_models.py", "core/data/datasets.py", *_GRAPH_CODE),
         description="read the TensorFlow model into the project's graph",
     ),
     Stage(
@@ -48,7 +48,7 @@ STAGES: tuple[Stage, ...] = (
         entry="stages.fold_check:run",
         inputs=("import",),
         params=("fold_check",),
-        code=("stages/fold_check.py", "core/folding.py", *_GRAPH_CODE),
+        code=("stages/fold_check.py", "core/frontend/folding.py", *_GRAPH_CODE),
         description="fold BatchNorm into conv weights and verify the folded graph",
     ),
     Stage(
@@ -56,8 +56,8 @@ STAGES: tuple[Stage, ...] = (
         entry="stages.calibrate:run",
         inputs=("fold_check",),
         params=("calib", *_TARGET_FORMAT, "data", "model.preprocess"),
-        code=("stages/calibrate.py", "core/calibration", "core/calib_table.py", "core/layers.py", "core/ops",
-              "core/datasets.py", "core/tf_runtime.py", "core/tf_statistics.py", *_GRAPH_CODE),
+        code=("stages/calibrate.py", "core/quantize/calibration", "core/quantize/table.py", "core/frontend/layers.py", "core/ir/ops",
+              "core/data/datasets.py", "core/frontend/tf_runtime.py", "core/quantize/statistics.py", *_GRAPH_CODE),
         description="collect activation statistics and choose each tensor's threshold and scale",
     ),
     Stage(
@@ -65,8 +65,8 @@ STAGES: tuple[Stage, ...] = (
         entry="stages.annotate:run",
         inputs=("fold_check", "calibrate"),
         params=("data", "model.preprocess", "model.task"),
-        code=("stages/annotate.py", "core/annotate.py", "core/evaluation.py", "core/calib_table.py", "core/layers.py",
-              "core/ops", "core/datasets.py", "core/tf_runtime.py", *_GRAPH_CODE),
+        code=("stages/annotate.py", "core/quantize/annotate.py", "core/quantize/evaluation.py", "core/quantize/table.py", "core/frontend/layers.py",
+              "core/ir/ops", "core/data/datasets.py", "core/frontend/tf_runtime.py", *_GRAPH_CODE),
         description="insert simulated quantization and measure its error against the float graph",
     ),
     Stage(
@@ -74,7 +74,7 @@ STAGES: tuple[Stage, ...] = (
         entry="stages.emit_ir:run",
         inputs=("fold_check", "calibrate"),
         params=(*_TARGET_FORMAT, "target.min_shift", "target.max_shift", "model.test_image", "model.preprocess", "data"),
-        code=("stages/emit_ir.py", *_IR_CODE, "core/calib_table.py", "core/datasets.py", *_GRAPH_CODE),
+        code=("stages/emit_ir.py", *_IR_CODE, "core/quantize/table.py", "core/data/datasets.py", *_GRAPH_CODE),
         description="write the TF2IR layer IR (net_def.json + params/*.npy) with a test image's integer tensors",
     ),
     Stage(
@@ -82,7 +82,7 @@ STAGES: tuple[Stage, ...] = (
         entry="stages.simulate:run",
         inputs=("emit_ir", "fold_check", "annotate"),
         params=("data", "model.preprocess", "model.task"),
-        code=("stages/simulate.py", *_IR_CODE, "core/evaluation.py", "core/tf_runtime.py", "core/datasets.py", *_GRAPH_CODE),
+        code=("stages/simulate.py", *_IR_CODE, "core/quantize/evaluation.py", "core/frontend/tf_runtime.py", "core/data/datasets.py", *_GRAPH_CODE),
         description="run the IR in integer arithmetic and compare it with the float and annotated graphs",
     ),
     Stage(
@@ -90,7 +90,7 @@ STAGES: tuple[Stage, ...] = (
         entry="stages.partition:run",
         inputs=("emit_ir",),
         params=("target.name", "target.accelerator"),
-        code=("stages/partition.py", "core/partition.py", "core/accelerator.py", "core/accel_lowering.py", "core/isa.py", *_IR_CODE),
+        code=("stages/partition.py", "core/backends/accel/partition.py", "core/backends/accel/target.py", "core/backends/accel/lowering.py", "core/backends/accel/isa.py", *_IR_CODE),
         description="split the IR between the target's accelerator and the host: fused groups, accelerator functions, pack/unpack",
     ),
     Stage(
@@ -99,9 +99,9 @@ STAGES: tuple[Stage, ...] = (
         inputs=("emit_ir", "partition"),
         params=("data", "model.preprocess", "target.name"),
         # the C runtime headers are not .py files: listed themselves so their content keys the stage
-        code=("stages/codegen.py", "core/codegen_c.py", "core/accel_codegen.py", "core/accel_lowering.py", "core/isa.py",
-              "core/partition.py", "core/accelerator.py", "core/c_runtime/qt_runtime.h", "core/c_runtime/qt_isa.h", *_IR_CODE,
-              "core/datasets.py"),
+        code=("stages/codegen.py", "core/backends/c/program.py", "core/backends/accel/codegen.py", "core/backends/accel/lowering.py", "core/backends/accel/isa.py",
+              "core/backends/accel/partition.py", "core/backends/accel/target.py", "core/backends/c/runtime/qt_runtime.h", "core/backends/accel/runtime/qt_isa.h", *_IR_CODE,
+              "core/data/datasets.py"),
         description="C99 for the host and instruction streams for the accelerator, compiled with the ISA simulator, "
                     "bit-exact against the integer simulator",
     ),

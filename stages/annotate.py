@@ -8,12 +8,12 @@ import json
 import math
 from pathlib import Path
 
-from core.annotate import annotate_graph, export_frozen_graph
-from core.calib_table import CalibrationTable
-from core.datasets import load_split
-from core.evaluation import compare, layer_tensor_pairs, plot_layer_sqnr, top1
-from core.graph import Graph
-from core.layers import bypass_fake_quant, group_layers
+from core.quantize.annotate import annotate_graph, export_frozen_graph
+from core.quantize.table import CalibrationTable
+from core.data.datasets import load_split
+from core.quantize.evaluation import compare, layer_tensor_pairs, plot_layer_sqnr, top1
+from core.frontend.graph import Graph
+from core.frontend.layers import bypass_fake_quant, group_layers
 from pipeline.config import Task, to_plain
 
 ANNOTATED_FILE = "annotated.pb"

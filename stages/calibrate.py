@@ -10,15 +10,15 @@ from pathlib import Path
 
 import numpy as np
 
-from core.calib_table import CalibrationTable
-from core.calibration.histogram import TensorStatistics
-from core.calibration.methods import METHODS, CalibrationSettings, get_method
-from core.calibration.table import CalibrationError, TargetSpec, build_calibration_table
-from core.datasets import load_split
-from core.graph import Graph
-from core.layers import LayerGraph, bypass_fake_quant, group_layers
-from core.tf_runtime import GraphRunner
-from core.tf_statistics import add_statistics_ops, observations
+from core.quantize.table import CalibrationTable
+from core.quantize.calibration.histogram import TensorStatistics
+from core.quantize.calibration.methods import METHODS, CalibrationSettings, get_method
+from core.quantize.calibration.build import CalibrationError, TargetSpec, build_calibration_table
+from core.data.datasets import load_split
+from core.frontend.graph import Graph
+from core.frontend.layers import LayerGraph, bypass_fake_quant, group_layers
+from core.frontend.tf_runtime import GraphRunner
+from core.quantize.statistics import add_statistics_ops, observations
 from pipeline.config import to_plain
 
 HISTOGRAM_DIR = "histograms"

@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from core.accel_codegen import generate_accel_program, plot_cycles
-from core.codegen_c import (
+from core.backends.accel.codegen import generate_accel_program, plot_cycles
+from core.backends.c.program import (
     CC_COMMAND,
     PROGRAM_FILE,
     CodegenError,
@@ -39,11 +39,11 @@ from core.codegen_c import (
     generate_c,
     run_program,
 )
-from core.datasets import load_split
-from core.ir import NETWORK_INPUT, PARAMS_DIR, Ir, read_ir
-from core.ops import IR_OPS
-from core.partition import PartitionPlan
-from core.simulator import IntegerSimulator, quantize
+from core.data.datasets import load_split
+from core.ir.io import NETWORK_INPUT, PARAMS_DIR, Ir, read_ir
+from core.ir.ops import IR_OPS
+from core.backends.accel.partition import PartitionPlan
+from core.ir.simulator import IntegerSimulator, quantize
 from pipeline.config import to_plain
 from stages.partition import PLAN_FILE
 

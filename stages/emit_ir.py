@@ -9,14 +9,14 @@ from pathlib import Path
 
 import numpy as np
 
-from core.calib_table import CalibrationTable
-from core.datasets import Preprocess, load_image, load_split, preprocess
-from core.graph import Graph
-from core.ir import build_ir, validate_ir, write_ir
-from core.layers import bypass_fake_quant, group_layers
-from core.ops import IR_OPS
-from core.ops.registry import IrError
-from core.simulator import IntegerSimulator
+from core.quantize.table import CalibrationTable
+from core.data.datasets import Preprocess, load_image, load_split, preprocess
+from core.frontend.graph import Graph
+from core.ir.io import build_ir, validate_ir, write_ir
+from core.frontend.layers import bypass_fake_quant, group_layers
+from core.ir.ops import IR_OPS
+from core.ir.ops.registry import IrError
+from core.ir.simulator import IntegerSimulator
 from pipeline.config import to_plain
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from core.folding import find_batch_norms, fold_batch_norms, fold_constants, max_abs_difference
-from core.graph import Graph
+from core.frontend.folding import find_batch_norms, fold_batch_norms, fold_constants, max_abs_difference
+from core.frontend.graph import Graph
 
 
 class FoldError(ValueError):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from core.graph import Graph
-from core.importer import import_graph, load_graph_def
+from core.frontend.graph import Graph
+from core.frontend.importer import import_graph, load_graph_def
 from pipeline.config import ModelFormat, to_plain
 
 FAKE_QUANT_OPS = ("FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxArgs")
@@ -17,7 +17,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     model = params.model
     metrics: dict[str, float] = {}
     if model.format is ModelFormat.builtin:
-        from core.builtin_models import build_builtin_model
+        from core.frontend.builtin_models import build_builtin_model
 
         built = build_builtin_model(to_plain(model.builtin), progress=ctx.progress)
         graph_def, input_tensor, end_points = built.graph_def, built.input_tensor, built.end_points

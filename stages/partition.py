@@ -10,9 +10,9 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from core.accelerator import Accelerator, accelerator_of
-from core.ir import read_ir
-from core.partition import HOST, partition, plot_partition
+from core.backends.accel.target import Accelerator, accelerator_of
+from core.ir.io import read_ir
+from core.backends.accel.partition import HOST, partition, plot_partition
 from pipeline.config import to_plain
 
 PLAN_FILE = "partition_plan.json"

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import numpy as np
 
-from core.datasets import load_split
-from core.evaluation import ErrorSums, plot_layer_sqnr
-from core.graph import Graph, tensor_node
-from core.ir import NETWORK_INPUT, output_log2scale_of, read_ir
-from core.layers import bypass_fake_quant, group_layers
-from core.simulator import IntegerSimulator, dequantize
-from core.tf_runtime import GraphRunner
+from core.data.datasets import load_split
+from core.quantize.evaluation import ErrorSums, plot_layer_sqnr
+from core.frontend.graph import Graph, tensor_node
+from core.ir.io import NETWORK_INPUT, output_log2scale_of, read_ir
+from core.frontend.layers import bypass_fake_quant, group_layers
+from core.ir.simulator import IntegerSimulator, dequantize
+from core.frontend.tf_runtime import GraphRunner
 from pipeline.config import Task, to_plain
 
 BATCH_SIZE = 64

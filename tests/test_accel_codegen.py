@@ -17,14 +17,14 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from conftest import PROJECT_ROOT, compose
-from core.accel_codegen import generate_accel_program
-from core.accelerator import Accelerator, load_target
-from core.codegen_c import CodegenError, compile_program, run_program
-from core.ir import END_POINT, NETWORK_INPUT, Ir, read_ir, validate_ir
-from core.isa import Alu, Finish, Gemm, Index, IsaError, Load, Loop, Store, decode, encode, encode_all, listing, without_notes
-from core.ops import IR_OPS
-from core.partition import ACCEL, ACCEL_LAYOUT, HOST, PartitionPlan, partition
-from core.simulator import IntegerSimulator
+from core.backends.accel.codegen import generate_accel_program
+from core.backends.accel.target import Accelerator, load_target
+from core.backends.c.program import CodegenError, compile_program, run_program
+from core.ir.io import END_POINT, NETWORK_INPUT, Ir, read_ir, validate_ir
+from core.backends.accel.isa import Alu, Finish, Gemm, Index, IsaError, Load, Loop, Store, decode, encode, encode_all, listing, without_notes
+from core.ir.ops import IR_OPS
+from core.backends.accel.partition import ACCEL, ACCEL_LAYOUT, HOST, PartitionPlan, partition
+from core.ir.simulator import IntegerSimulator
 
 TARGETS = PROJECT_ROOT / "conf" / "target"
 ACCEL_DATA, BIG = load_target(TARGETS / "accel.yaml")
@@ -280,7 +280,7 @@ def test_the_plan_round_trips_through_its_json():
 
 
 def test_a_layout_whose_block_is_not_innermost_is_refused():
-    from core.accelerator import AcceleratorError
+    from core.backends.accel.target import AcceleratorError
 
     with pytest.raises(AcceleratorError, match="innermost"):
         Accelerator.from_mapping({**ACCEL_DATA["accelerator"], "layout": ["H", "16", "W", "C/16"]}, name="x")

@@ -15,18 +15,18 @@ import pytest
 import tensorflow as tf
 
 from conftest import CIFAR10_DIR, MBV1_GRAPH, MODELS, SSD_GRAPH
-from core.annotate import FAKE_QUANT, FAKE_QUANT_PER_CHANNEL, AnnotateError, annotate_graph, export_frozen_graph
-from core.calib_table import CalibrationTable, TensorEntry
-from core.datasets import load_cifar10, load_image, preprocess
-from core.calibration.methods import CalibrationSettings
-from core.calibration.table import CalibrationError, TargetSpec, build_calibration_table
-from core.evaluation import SQNR_CAP_DB, compare, layer_tensor_pairs, plot_layer_sqnr, sqnr_db
-from core.folding import fold_batch_norms, fold_constants
-from core.graph import Graph, GraphError, canonical_tensor, tensor_node
-from core.importer import import_graph, load_graph_def
-from core.layers import QuantRange, bypass_fake_quant, group_layers
-from core.ops import IR_OPS
-from core.tf_runtime import GraphRunner
+from core.quantize.annotate import FAKE_QUANT, FAKE_QUANT_PER_CHANNEL, AnnotateError, annotate_graph, export_frozen_graph
+from core.quantize.table import CalibrationTable, TensorEntry
+from core.data.datasets import load_cifar10, load_image, preprocess
+from core.quantize.calibration.methods import CalibrationSettings
+from core.quantize.calibration.build import CalibrationError, TargetSpec, build_calibration_table
+from core.quantize.evaluation import SQNR_CAP_DB, compare, layer_tensor_pairs, plot_layer_sqnr, sqnr_db
+from core.frontend.folding import fold_batch_norms, fold_constants
+from core.frontend.graph import Graph, GraphError, canonical_tensor, tensor_node
+from core.frontend.importer import import_graph, load_graph_def
+from core.frontend.layers import QuantRange, bypass_fake_quant, group_layers
+from core.ir.ops import IR_OPS
+from core.frontend.tf_runtime import GraphRunner
 
 MBV1_INPUT = "images:0"
 MBV1_END = "MobilenetV1/Dense/act_quant/FakeQuantWithMinMaxVars:0"

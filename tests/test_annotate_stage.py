@@ -10,7 +10,7 @@ import pytest
 from rich.console import Console
 
 from conftest import CIFAR10_DIR, compose
-from core.calib_table import CalibrationTable
+from core.quantize.table import CalibrationTable
 from pipeline.main import run_pipeline
 
 QUIET = Console(file=open(os.devnull, "w"))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from core.builtin_models import (
+from core.frontend.builtin_models import (
     DIGITS_PREPROCESS,
     BuiltinModelError,
     DigitsModelSettings,
@@ -12,7 +12,7 @@ from core.builtin_models import (
     digits_keras_model,
     freeze_model,
 )
-from core.datasets import load_digits_split, preprocess
+from core.data.datasets import load_digits_split, preprocess
 
 IR_OPS = {"Conv2D", "DepthwiseConv2dNative", "AddV2", "AvgPool", "Relu6", "BiasAdd"}
 BATCH_NORM_ARITHMETIC = {"Rsqrt", "Mul", "Sub"}

@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from conftest import CIFAR10_DIR, MODELS, compose
-from core.calib_table import CalibrationTable
+from core.quantize.table import CalibrationTable
 from pipeline.main import run_pipeline
 from pipeline.runner import StageFailed
 
@@ -126,8 +126,8 @@ def test_a_log2scale_outside_the_targets_range_names_the_tensor_and_the_key(digi
 
 
 def test_nan_in_calibration_data_names_the_tensor_and_the_image(digits_tables):
-    from core.graph import Graph
-    from core.layers import group_layers
+    from core.frontend.graph import Graph
+    from core.frontend.layers import group_layers
     from stages.calibrate import CalibrationError, collect_statistics
 
     fold_dir = digits_tables["kl"][1].results[1].artifact.directory
@@ -140,11 +140,11 @@ def test_nan_in_calibration_data_names_the_tensor_and_the_image(digits_tables):
 
 
 def test_an_all_zero_tensor_gets_a_defined_scale_and_a_warning(digits_tables):
-    from core.calibration.histogram import TensorStatistics
-    from core.calibration.methods import CalibrationSettings
-    from core.calibration.table import TargetSpec, build_calibration_table
-    from core.graph import Graph
-    from core.layers import group_layers
+    from core.quantize.calibration.histogram import TensorStatistics
+    from core.quantize.calibration.methods import CalibrationSettings
+    from core.quantize.calibration.build import TargetSpec, build_calibration_table
+    from core.frontend.graph import Graph
+    from core.frontend.layers import group_layers
 
     graph = Graph.load(digits_tables["kl"][1].results[1].artifact.directory)
     layer_graph = group_layers(graph)
@@ -158,11 +158,11 @@ def test_an_all_zero_tensor_gets_a_defined_scale_and_a_warning(digits_tables):
 def test_in_graph_statistics_agree_with_fetching_and_histogramming_in_numpy(digits_tables):
     """Two independent paths over the same batches: TensorFlow reductions + merged
     per-batch histograms, and every activation fetched and streamed through update()."""
-    from core.datasets import load_split
-    from core.graph import Graph
-    from core.layers import group_layers
-    from core.calibration.histogram import TensorStatistics
-    from core.tf_runtime import GraphRunner
+    from core.data.datasets import load_split
+    from core.frontend.graph import Graph
+    from core.frontend.layers import group_layers
+    from core.quantize.calibration.histogram import TensorStatistics
+    from core.frontend.tf_runtime import GraphRunner
     from stages.calibrate import collect_statistics
 
     graph = Graph.load(digits_tables["kl"][1].results[1].artifact.directory)

@@ -12,17 +12,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from core.calibration import (METHODS, CalibrationDataError, CalibrationSettings, TensorStatistics,
+from core.quantize.calibration import (METHODS, CalibrationDataError, CalibrationSettings, TensorStatistics,
                               get_method, register_method)
-from core.calibration.histogram import histogram_of_magnitudes
-from core.calibration.methods.base import ThresholdMethod
-from core.calibration.methods.kl import kl_divergences, kl_threshold_bin
-from core.calibration.methods.kl_reference import (expand, kl_divergences_reference,
+from core.quantize.calibration.histogram import histogram_of_magnitudes
+from core.quantize.calibration.methods.base import ThresholdMethod
+from core.quantize.calibration.methods.kl import kl_divergences, kl_threshold_bin
+from core.quantize.calibration.methods.kl_reference import (expand, kl_divergences_reference,
                                                    kl_threshold_bin_reference, quantize)
-from core.calibration.methods.mse import expected_squared_error
-from core.calibration.methods.percentile import percentile_from_histogram
-from core.calibration.methods.qat import MissingFakeQuantRange
-from core.calibration.scales import (ShiftRangeError, check_shift_range, float_scale, log2scale,
+from core.quantize.calibration.methods.mse import expected_squared_error
+from core.quantize.calibration.methods.percentile import percentile_from_histogram
+from core.quantize.calibration.methods.qat import MissingFakeQuantRange
+from core.quantize.calibration.scales import (ShiftRangeError, check_shift_range, float_scale, log2scale,
                                      per_channel_absmax, per_channel_float_scales, qat_log2scale,
                                      weight_threshold, zero_tensor_log2scale)
 
@@ -498,7 +498,7 @@ def test_float_scales_and_weight_thresholds():
 def test_kl_ignores_the_zero_spike_of_a_relu6_output():
     """Half the values exactly 0 (a ReLU), the rest spread over (0, 6]: zeros are exact at
     any scale, so the threshold must not collapse toward 0 (it did: T = 0.75 on mbv1)."""
-    from core.calibration.methods import CalibrationSettings, get_method
+    from core.quantize.calibration.methods import CalibrationSettings, get_method
 
     rng = np.random.default_rng(0)
     values = np.concatenate([np.zeros(500_000), rng.uniform(0.0, 6.0, 500_000)])

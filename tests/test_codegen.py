@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from conftest import CIFAR10_DIR, MBV1_GRAPH, MODELS, compose
-from core.codegen_c import CompileError, c_array, c_symbols, compile_program, generate_c, run_program
-from core.ir import END_POINT, NETWORK_INPUT, Ir, read_ir, validate_ir
-from core.ops import IR_OPS
-from core.ops.conv import C_DOT_MIN_K, C_INT32_MAX, c_accumulator_bound
-from core.ops.shape_ops import RESIZE_FRAC_BITS
-from core.simulator import IntegerSimulator, quantize
+from core.backends.c.program import CompileError, c_array, c_symbols, compile_program, generate_c, run_program
+from core.ir.io import END_POINT, NETWORK_INPUT, Ir, read_ir, validate_ir
+from core.ir.ops import IR_OPS
+from core.ir.ops.conv import C_DOT_MIN_K, C_INT32_MAX, c_accumulator_bound
+from core.ir.ops.shape_ops import RESIZE_FRAC_BITS
+from core.ir.simulator import IntegerSimulator, quantize
 
 LAYERS = settings(max_examples=25, deadline=None, derandomize=True,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -44,8 +44,8 @@ def codegen_stage():
     if "codegen" in STAGE_NAMES:
         return stage_named("codegen")
     return Stage(name="codegen", entry="stages.codegen:run", inputs=("emit_ir",), params=("data", "model.preprocess"),
-                 code=("stages/codegen.py", "core/codegen_c.py", "core/c_runtime/qt_runtime.h", "core/ir.py",
-                       "core/simulator.py", "core/ops", "core/layers.py", "schemas/tf2ir_ir.schema.json", "core/datasets.py"))
+                 code=("stages/codegen.py", "core/backends/c/program.py", "core/backends/c/runtime/qt_runtime.h", "core/ir/io.py",
+                       "core/ir/simulator.py", "core/ir/ops", "core/frontend/layers.py", "schemas/tf2ir_ir.schema.json", "core/data/datasets.py"))
 
 
 # --- one layer: the C against the kernel ------------------------------------------------------
@@ -97,7 +97,7 @@ int main(void)
 
 
 def generate_c_runtime() -> str:
-    from core.codegen_c import RUNTIME_HEADER
+    from core.backends.c.program import RUNTIME_HEADER
 
     return RUNTIME_HEADER.read_text()
 
@@ -293,12 +293,12 @@ def test_symbols_are_c_identifiers_unique_and_the_source_byte_stable():
 @pytest.fixture(scope="module")
 def mbv1_ir() -> Ir:
     """The real mbv1_cifar10 IR with its own QAT ranges (calib.method=qat), as emit_ir builds it."""
-    from core.calibration.methods import CalibrationSettings
-    from core.calibration.table import TargetSpec, build_calibration_table
-    from core.folding import fold_batch_norms, fold_constants
-    from core.importer import import_graph, load_graph_def
-    from core.ir import build_ir
-    from core.layers import bypass_fake_quant, group_layers
+    from core.quantize.calibration.methods import CalibrationSettings
+    from core.quantize.calibration.build import TargetSpec, build_calibration_table
+    from core.frontend.folding import fold_batch_norms, fold_constants
+    from core.frontend.importer import import_graph, load_graph_def
+    from core.ir.io import build_ir
+    from core.frontend.layers import bypass_fake_quant, group_layers
 
     loaded = load_graph_def("frozen_graph", MBV1_GRAPH)
     qat = import_graph(loaded.graph_def, "images:0", [MBV1_END], origin=str(MBV1_GRAPH), source={})
@@ -309,7 +309,7 @@ def mbv1_ir() -> Ir:
 
 
 def test_mbv1_in_c_is_bit_identical_to_the_simulator(mbv1_ir, tmp_path):
-    from core.datasets import load_image, load_split, preprocess
+    from core.data.datasets import load_image, load_split, preprocess
 
     ship = preprocess(load_image(MODELS / "mobilenet_v1_0.5_128_cifar10" / "ship.png", 3)[np.newaxis], MBV1_PREPROCESS)
     cifar = load_split("cifar10", CIFAR10_DIR, "test_batch", MBV1_PREPROCESS, limit=20).images

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from core.datasets import (
+from core.data.datasets import (
     DatasetError,
     Preprocess,
     load_cifar10,

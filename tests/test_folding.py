@@ -1,4 +1,4 @@
-"""core.folding against real TensorFlow: the two shared QAT graphs, TF1 FusedBatchNorm graphs and a frozen Keras 3 model."""
+"""core.frontend.folding against real TensorFlow: the two shared QAT graphs, TF1 FusedBatchNorm graphs and a frozen Keras 3 model."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from core.folding import (
+from core.frontend.folding import (
     FAKE_QUANT_OPS,
     constant_node_names,
     find_batch_norms,
@@ -18,8 +18,8 @@ from core.folding import (
     fold_constants,
     max_abs_difference,
 )
-from core.graph import Graph, tensor_node
-from core.importer import import_graph
+from core.frontend.graph import Graph, tensor_node
+from core.frontend.importer import import_graph
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 MOBILENET = SHARED / "models" / "mobilenet_v1_0.5_128_cifar10" / "graph.pb"

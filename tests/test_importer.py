@@ -1,4 +1,4 @@
-"""core.importer against real TensorFlow: the two shared QAT graphs, small graphs built here, Keras/SavedModel files."""
+"""core.frontend.importer against real TensorFlow: the two shared QAT graphs, small graphs built here, Keras/SavedModel files."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from core.graph import GraphError
-from core.importer import SUPPORTED_OPS, LoadedModel, ModelImportError, import_graph, load_graph_def
+from core.frontend.graph import GraphError
+from core.frontend.importer import SUPPORTED_OPS, LoadedModel, ModelImportError, import_graph, load_graph_def
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 MOBILENET = SHARED / "models" / "mobilenet_v1_0.5_128_cifar10" / "graph.pb"

@@ -13,8 +13,8 @@ import pytest
 from rich.console import Console
 
 from conftest import CIFAR10_DIR, MODELS, compose
-from core.ir import NET_DEF_FILE, PARAMS_DIR, read_ir, validate_ir
-from core.ops.registry import IrError
+from core.ir.io import NET_DEF_FILE, PARAMS_DIR, read_ir, validate_ir
+from core.ir.ops.registry import IrError
 from pipeline.main import run_pipeline
 from pipeline.runner import StageFailed
 

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from conftest import MBV1_GRAPH, MODELS, SSD_GRAPH
-from core.graph import GraphError
-from core.layers import bypass_fake_quant, group_layers
+from core.frontend.graph import GraphError
+from core.frontend.layers import bypass_fake_quant, group_layers
 
 SSD_END_POINTS = [f"BoxPredictor_{k}/Reshape{suffix}:0" for k in range(6) for suffix in ("", "_1")]
 
@@ -17,8 +17,8 @@ SSD_END_POINTS = [f"BoxPredictor_{k}/Reshape{suffix}:0" for k in range(6) for su
 def _folded(path, input_tensor, end_points):
     import tensorflow as tf
 
-    from core.folding import fold_batch_norms, fold_constants
-    from core.importer import import_graph
+    from core.frontend.folding import fold_batch_norms, fold_constants
+    from core.frontend.importer import import_graph
 
     graph_def = tf.compat.v1.GraphDef()
     graph_def.ParseFromString(path.read_bytes())
@@ -71,7 +71,7 @@ def test_reshape_shares_the_scale_of_what_it_reshapes(ssd):
 def test_a_node_outside_every_layer_is_named():
     import tensorflow as tf
 
-    from core.graph import Graph
+    from core.frontend.graph import Graph
 
     with tf.Graph().as_default() as tf_graph:
         images = tf.compat.v1.placeholder(tf.float32, [None, 8, 8, 3], name="images")

@@ -13,13 +13,13 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import MBV1_GRAPH, MODELS
-from core.calib_table import CalibrationTable, TensorEntry
-from core.calibration.table import pow2_range
-from core.graph import Graph, GraphError
-from core.layers import group_layers
-from core.ops import IR_OPS
-from core.ops import conv as conv_module
-from core.ops.conv import (
+from core.quantize.table import CalibrationTable, TensorEntry
+from core.quantize.calibration.build import pow2_range
+from core.frontend.graph import Graph, GraphError
+from core.frontend.layers import group_layers
+from core.ir.ops import IR_OPS
+from core.ir.ops import conv as conv_module
+from core.ir.ops.conv import (
     FLOAT32_EXACT_INT,
     GEMM_MAX_K,
     INT8_PRODUCT_MAX,
@@ -29,7 +29,7 @@ from core.ops.conv import (
     fake_quant_ints,
     requantize,
 )
-from core.ops.registry import IrContext, IrError
+from core.ir.ops.registry import IrContext, IrError
 
 MBV1_DIR = MODELS / "mobilenet_v1_0.5_128_cifar10"
 MBV1_END = ["MobilenetV1/Dense/act_quant/FakeQuantWithMinMaxVars:0"]
@@ -332,11 +332,11 @@ def mbv1():
     input_log2scale (7, seed 000 section 3) stands in."""
     import tensorflow as tf
 
-    from core.calibration.methods import CalibrationSettings
-    from core.calibration.table import TargetSpec, build_calibration_table
-    from core.folding import fold_batch_norms, fold_constants
-    from core.importer import import_graph
-    from core.layers import bypass_fake_quant
+    from core.quantize.calibration.methods import CalibrationSettings
+    from core.quantize.calibration.build import TargetSpec, build_calibration_table
+    from core.frontend.folding import fold_batch_norms, fold_constants
+    from core.frontend.importer import import_graph
+    from core.frontend.layers import bypass_fake_quant
 
     graph_def = tf.compat.v1.GraphDef()
     graph_def.ParseFromString(MBV1_GRAPH.read_bytes())
@@ -407,9 +407,9 @@ def test_mbv1_kernels_equal_the_annotated_graphs_fake_quant_outputs(mbv1):
     every other conv/dwconv on its annotated (int8) input: the kernel's integers are the
     annotated graph's FakeQuant output integers. The qat table leaves the network input
     unquantized, so the annotated graph is fed the int8 input's real values, x_int / 128."""
-    from core.annotate import annotate_graph
-    from core.datasets import load_preprocessed_images
-    from core.tf_runtime import GraphRunner
+    from core.quantize.annotate import annotate_graph
+    from core.data.datasets import load_preprocessed_images
+    from core.frontend.tf_runtime import GraphRunner
 
     layer_graph, table, ctx = mbv1
     image, _ = load_preprocessed_images(MBV1_DIR / "ship.png", MBV1_PREPROCESS)

@@ -18,14 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import MBV1_GRAPH, MODELS, SSD_GRAPH
-from core.calib_table import CalibrationTable, TensorEntry
-from core.calibration.methods import CalibrationSettings
-from core.calibration.table import TargetSpec, build_calibration_table, pow2_range
-from core.graph import Graph
-from core.layers import bypass_fake_quant, group_layers
-from core.ops import IR_OPS
-from core.ops.registry import IrContext, IrError
-from core.ops.shape_ops import RESIZE_FRAC_BITS, source_coordinates
+from core.quantize.table import CalibrationTable, TensorEntry
+from core.quantize.calibration.methods import CalibrationSettings
+from core.quantize.calibration.build import TargetSpec, build_calibration_table, pow2_range
+from core.frontend.graph import Graph
+from core.frontend.layers import bypass_fake_quant, group_layers
+from core.ir.ops import IR_OPS
+from core.ir.ops.registry import IrContext, IrError
+from core.ir.ops.shape_ops import RESIZE_FRAC_BITS, source_coordinates
 
 examples = settings(deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow])
 SSD_END_POINTS = [f"BoxPredictor_{k}/Reshape{suffix}:0" for k in range(6) for suffix in ("", "_1")]
@@ -383,8 +383,8 @@ def test_a_field_the_target_cannot_encode_is_an_ir_error_naming_layer_and_field(
 
 
 def folded(path, input_tensor, end_points):
-    from core.folding import fold_batch_norms, fold_constants
-    from core.importer import import_graph
+    from core.frontend.folding import fold_batch_norms, fold_constants
+    from core.frontend.importer import import_graph
 
     graph_def = tf.compat.v1.GraphDef()
     graph_def.ParseFromString(path.read_bytes())

@@ -15,9 +15,9 @@ from omegaconf import OmegaConf
 from rich.console import Console
 
 from conftest import CIFAR10_DIR, MODELS, PROJECT_ROOT, compose
-from core.accelerator import Accelerator, AcceleratorError, accelerator_of, load_target
-from core.ir import END_POINT, NETWORK_INPUT, Ir, read_ir, validate_ir
-from core.partition import ACCEL, ACCEL_LAYOUT, HOST, partition
+from core.backends.accel.target import Accelerator, AcceleratorError, accelerator_of, load_target
+from core.ir.io import END_POINT, NETWORK_INPUT, Ir, read_ir, validate_ir
+from core.backends.accel.partition import ACCEL, ACCEL_LAYOUT, HOST, partition
 from pipeline.main import run_pipeline
 from stages.partition import PICTURE_FILE, PLAN_FILE, run as run_stage, target_accelerator
 

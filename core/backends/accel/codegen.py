@@ -21,13 +21,14 @@ names the first layer that differs, as in the host-only program.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
 
-from core.accel_lowering import Lowering, LoweringError, packed, packed_strides
-from core.codegen_c import (
+from core.backends.accel.lowering import Lowering, LoweringError, packed, packed_strides
+from core.backends.c.program import (
     ARENA_ALIGN,
     RUNTIME_HEADER,
     CodegenError,
@@ -40,12 +41,12 @@ from core.codegen_c import (
     plan_buffers,
     program_source,
 )
-from core.ir import NETWORK_INPUT, Ir
-from core.isa import INSTRUCTION_BYTES, Finish, Instruction, encode_all, listing, statistics
-from core.ops import IR_OPS
-from core.partition import ACCEL, ACCEL_LAYOUT, HOST_LAYOUT, PartitionPlan, Region
+from core.ir.io import NETWORK_INPUT, Ir
+from core.backends.accel.isa import INSTRUCTION_BYTES, Finish, Instruction, encode_all, listing, statistics
+from core.ir.ops import IR_OPS
+from core.backends.accel.partition import ACCEL, ACCEL_LAYOUT, HOST_LAYOUT, PartitionPlan, Region
 
-ISA_HEADER = RUNTIME_HEADER.parent / "qt_isa.h"
+ISA_HEADER = Path(__file__).resolve().parent / "runtime" / "qt_isa.h"
 VALUES_PER_LINE = 32
 
 
@@ -63,7 +64,7 @@ class AccelFunction:
         return encode_all(self.instructions)
 
     def layer_statistics(self, accelerator) -> dict[str, dict[str, float]]:
-        """core.isa.statistics of each layer's instructions."""
+        """core.backends.accel.isa.statistics of each layer's instructions."""
         return {layer: statistics(self.instructions[start : start + count], accelerator.cycles, accelerator.dma_bytes_per_cycle,
                                   accelerator.channel_block)
                 for layer, (start, count) in self.segments.items()}
@@ -120,7 +121,7 @@ def schedule(ir: Ir, plan: PartitionPlan) -> list[tuple[str, list[str]]]:
 def generate_accel_program(ir: Ir, plan: PartitionPlan) -> AccelProgram:
     accelerator = plan.accelerator
     if accelerator is None:
-        raise CodegenError(f"target {plan.target} has no accelerator: use core.codegen_c.generate_c")
+        raise CodegenError(f"target {plan.target} has no accelerator: use core.backends.c.program.generate_c")
     if [g.layer for g in plan.groups] != [layer["name"] for layer in ir.layers]:
         raise CodegenError("the partition plan is not the plan of this IR (its layers differ); re-run the partition stage")
     layers = {layer["name"]: layer for layer in ir.layers}

@@ -14,8 +14,8 @@ from typing import Any, Callable, Hashable
 
 import numpy as np
 
-from core.accelerator import Accelerator
-from core.isa import Alu, Index, Instruction, Load, Loop, Store
+from core.backends.accel.target import Accelerator
+from core.backends.accel.isa import Alu, Index, Instruction, Load, Loop, Store
 
 CONST_ALIGN = 64
 
@@ -109,7 +109,7 @@ class Lowering:
         self.resident.clear()
 
     def cycles(self, count_loads: int, dram_bytes: int, micro_ops: int = 0) -> float:
-        """The cost model's estimate of a tiling (see core.isa.instruction_cycles)."""
+        """The cost model's estimate of a tiling (see core.backends.accel.isa.instruction_cycles)."""
         cycles = self.accelerator.cycles
         return count_loads * cycles["load"] + dram_bytes / self.accelerator.dma_bytes_per_cycle + micro_ops * cycles["gemm"]
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.graph import Graph, Node
-from core.ops.conv import _absorb_activation
-from core.ops.registry import AnnotateRule, GraphIndex, IrContext, IrError, IrOp, Layer, QKind, register_op
+from core.frontend.graph import Graph, Node
+from core.ir.ops.conv import _absorb_activation
+from core.ir.ops.registry import AnnotateRule, GraphIndex, IrContext, IrError, IrOp, Layer, QKind, register_op
 
 INT8_MIN, INT8_MAX = -128, 127
 IR_ACTIVATIONS = ("Relu6", "None")  # seed 000, 4.2: activation_type
@@ -172,8 +172,8 @@ def add_lower_accel(fields: dict, params: dict, inputs: list, output, low, name:
     flat run of H * W * blocks vectors): both operands LOADed into ACC (int8, sign-extended),
     the finer one aligned by RSHR, ALU ADD, the output shift (SHL exact and saturating, or RSHR),
     MAX/MIN for Relu6 and int8, STORE."""
-    from core.accel_lowering import LoweringError, spans
-    from core.isa import Alu, Index, Load, Loop
+    from core.backends.accel.lowering import LoweringError, spans
+    from core.backends.accel.isa import Alu, Index, Load, Loop
 
     pl, addend = inputs
     if not all(t.strides == output.strides and t.vectors == output.vectors for t in (pl, addend)):

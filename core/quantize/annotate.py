@@ -33,10 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
-from core.calib_table import CalibrationTable, TensorEntry
-from core.graph import Graph, GraphError, Node, canonical_tensor, tensor_index, tensor_node
-from core.layers import LayerGraph
-from core.ops import IR_OPS, Layer
+from core.quantize.table import CalibrationTable, TensorEntry
+from core.frontend.graph import Graph, GraphError, Node, canonical_tensor, tensor_index, tensor_node
+from core.frontend.layers import LayerGraph
+from core.ir.ops import IR_OPS, Layer
 
 FAKE_QUANT = "FakeQuantWithMinMaxVars"
 FAKE_QUANT_PER_CHANNEL = "FakeQuantWithMinMaxVarsPerChannel"

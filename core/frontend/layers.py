@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from core.graph import Graph, GraphError, canonical_tensor, tensor_node
-from core.ops import IR_OPS, GraphIndex, Layer, QKind
+from core.frontend.graph import Graph, GraphError, canonical_tensor, tensor_node
+from core.ir.ops import IR_OPS, GraphIndex, Layer, QKind
 
 FAKE_QUANT_OPS = ("FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxArgs")
 # nodes a layer never owns: they carry values, not computation

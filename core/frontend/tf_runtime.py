@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from core.graph import Graph, canonical_tensor
+from core.frontend.graph import Graph, canonical_tensor
 
 DEFAULT_BATCH_SIZE = 64
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from core.graph import Graph, GraphError, canonical_tensor, tensor_index, tensor_node
+from core.frontend.graph import Graph, GraphError, canonical_tensor, tensor_index, tensor_node
 
 FORMATS = ("frozen_graph", "saved_model", "keras")
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable
 
-from core.graph import Graph, Node
+from core.frontend.graph import Graph, Node
 
 
 class QKind(Enum):
@@ -70,8 +70,8 @@ class IrError(ValueError):
 class IrContext:
     """What an op needs to describe a layer in the IR: shapes, producers, and the scales calibration chose."""
 
-    layer_graph: Any  # core.layers.LayerGraph: the folded float graph and its layers
-    table: Any  # core.calib_table.CalibrationTable, power-of-two target
+    layer_graph: Any  # core.frontend.layers.LayerGraph: the folded float graph and its layers
+    table: Any  # core.quantize.table.CalibrationTable, power-of-two target
     min_shift: int = 0
     max_shift: int = 31
     # the spec maps the image to int8 with this log2scale; a QAT table may leave the input out

@@ -7,9 +7,9 @@ import functools
 
 import numpy as np
 
-from core.graph import Graph, GraphError, Node
-from core.ops.add import INT8_MAX, INT8_MIN, check_signed_shift, round_shift, saturate
-from core.ops.registry import AnnotateRule, GraphIndex, IrContext, IrError, IrOp, Layer, QKind, register_op
+from core.frontend.graph import Graph, GraphError, Node
+from core.ir.ops.add import INT8_MAX, INT8_MIN, check_signed_shift, round_shift, saturate
+from core.ir.ops.registry import AnnotateRule, GraphIndex, IrContext, IrError, IrOp, Layer, QKind, register_op
 
 INT32_LIMIT = 2**31
 
@@ -300,8 +300,8 @@ def pool_lower_accel(fields: dict, params: dict, inputs: list, output, low, name
     for the first, ADD or MAX after), then: avg_pool SHL input_pre_ls and RSHR log2(window)
     (a power-of-two window without padding: the mean rounded half up is that shift); max_pool
     the shift from input to output scale; MAX/MIN to int8; STORE."""
-    from core.accel_lowering import LoweringError, Window, most_rows, spans
-    from core.isa import Alu, Index, Loop
+    from core.backends.accel.lowering import LoweringError, Window, most_rows, spans
+    from core.backends.accel.isa import Alu, Index, Loop
 
     (x,) = inputs
     window = Window.of(fields)

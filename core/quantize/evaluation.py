@@ -22,8 +22,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from core.graph import Graph, GraphError, canonical_tensor
-from core.tf_runtime import DEFAULT_BATCH_SIZE, GraphRunner
+from core.frontend.graph import Graph, GraphError, canonical_tensor
+from core.frontend.tf_runtime import DEFAULT_BATCH_SIZE, GraphRunner
 
 SQNR_CAP_DB = 200.0
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.calibration.histogram import TensorStatistics
-from core.tf_runtime import GraphRunner
+from core.quantize.calibration.histogram import TensorStatistics
+from core.frontend.tf_runtime import GraphRunner
 
 FETCHES_PER_TENSOR = 4  # per-image absmax, min, max, counts
 

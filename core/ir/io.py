@@ -18,15 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from core.layers import LayerGraph
-from core.ops import IR_OPS
-from core.ops.registry import IrContext, IrError
+from core.frontend.layers import LayerGraph
+from core.ir.ops import IR_OPS
+from core.ir.ops.registry import IrContext, IrError
 
 NET_DEF_FILE = "net_def.json"
 PARAMS_DIR = "params"
 NETWORK_INPUT = "input"
 END_POINT = "endpoint"
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "schemas" / "tf2ir_ir.schema.json"
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "tf2ir_ir.schema.json"
 
 
 @dataclass

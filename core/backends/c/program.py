@@ -39,10 +39,10 @@ from typing import Any
 
 import numpy as np
 
-from core.ir import NETWORK_INPUT, Ir
-from core.ops import IR_OPS
+from core.ir.io import NETWORK_INPUT, Ir
+from core.ir.ops import IR_OPS
 
-RUNTIME_HEADER = Path(__file__).resolve().parent / "c_runtime" / "qt_runtime.h"
+RUNTIME_HEADER = Path(__file__).resolve().parent / "runtime" / "qt_runtime.h"
 PROGRAM_FILE = "program.c"
 BINARY_FILE = "network"
 CC_COMMAND = ("cc", "-O2", "-std=c99", "-Wall", "-Werror")

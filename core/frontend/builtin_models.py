@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from core.datasets import DIGITS_CLASSES, Preprocess, load_digits_split, preprocess
+from core.data.datasets import DIGITS_CLASSES, Preprocess, load_digits_split, preprocess
 
 # sklearn digits are 0..16; this maps them to [-1, 1] like the real models' inputs
 DIGITS_PREPROCESS = Preprocess(size=(8, 8), channels=1, resize="none", scale=8.0, offset=-1.0)
@@ -228,10 +228,10 @@ def _accuracy(frozen_function, images: np.ndarray, labels: np.ndarray) -> float:
 
 # --- the training child process ---------------------------------------------
 def _train_in_child(config: DigitsModelSettings, scratch: Path, progress: Progress | None) -> None:
-    project_root = str(Path(__file__).resolve().parents[1])
+    project_root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, **ISOLATED_TRAINING_ENV}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [project_root, os.environ.get("PYTHONPATH")]))
-    command = [sys.executable, "-m", "core.builtin_models", json.dumps(asdict(config)), str(scratch)]
+    command = [sys.executable, "-m", "core.frontend.builtin_models", json.dumps(asdict(config)), str(scratch)]
     stderr_path = scratch / "stderr.txt"
     with open(stderr_path, "w") as stderr:
         child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.calib_table import CalibrationTable, TensorEntry
-from core.calibration.histogram import TensorStatistics
-from core.calibration.methods import CalibrationSettings, get_method
-from core.calibration.scales import float_scale, log2scale, qat_log2scale
-from core.layers import LayerGraph, QuantRange
-from core.ops import IR_OPS
+from core.quantize.table import CalibrationTable, TensorEntry
+from core.quantize.calibration.histogram import TensorStatistics
+from core.quantize.calibration.methods import CalibrationSettings, get_method
+from core.quantize.calibration.scales import float_scale, log2scale, qat_log2scale
+from core.frontend.layers import LayerGraph, QuantRange
+from core.ir.ops import IR_OPS
 
 
 class CalibrationError(ValueError):

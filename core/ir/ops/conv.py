@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.graph import Graph, GraphError, Node
-from core.ops.registry import AnnotateRule, GraphIndex, IrContext, IrError, IrOp, Layer, QKind, register_op
+from core.frontend.graph import Graph, GraphError, Node
+from core.ir.ops.registry import AnnotateRule, GraphIndex, IrContext, IrError, IrOp, Layer, QKind, register_op
 
 BIAS_OPS = ("BiasAdd", "Add", "AddV2")
 ACTIVATIONS = {"Relu6": "Relu6", "Relu": "Relu"}
@@ -1162,8 +1162,8 @@ def accumulator_fits_int32(fields: dict, params: dict) -> bool:
 def conv_lower_accel(fields: dict, params: dict, inputs: list, output, low, name: str) -> None:
     """conv and dwconv as accelerator instructions (the notes above), the tile chosen by the
     target's cost model among those that fit its buffers."""
-    from core.accel_lowering import LoweringError, Window, most_rows, spans
-    from core.isa import Gemm, Index, Load, Loop
+    from core.backends.accel.lowering import LoweringError, Window, most_rows, spans
+    from core.backends.accel.isa import Gemm, Index, Load, Loop
 
     (x,) = inputs
     window = Window.of(fields)

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from core.graph import Graph, Node, canonical_tensor, tensor_index, tensor_node
+from core.frontend.graph import Graph, Node, canonical_tensor, tensor_index, tensor_node
 
 FAKE_QUANT_OPS = frozenset({"FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxArgs", "FakeQuantWithMinMaxVarsPerChannel"})
 CONV_OPS = frozenset({"Conv2D", "DepthwiseConv2dNative"})

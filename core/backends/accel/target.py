@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from core.ir import SCHEMA_PATH
+from core.ir.io import SCHEMA_PATH
 
 SECTION = "accelerator"
 REQUIRED_CYCLES = ("load", "store", "gemm", "alu")

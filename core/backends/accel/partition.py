@@ -31,8 +31,8 @@ from typing import Any
 
 import networkx as nx
 
-from core.accelerator import Accelerator, Pattern
-from core.ir import END_POINT, NETWORK_INPUT, Ir
+from core.backends.accel.target import Accelerator, Pattern
+from core.ir.io import END_POINT, NETWORK_INPUT, Ir
 
 ACCEL, HOST = "accel", "host"
 ACCEL_LAYOUT, HOST_LAYOUT = "accelerator", "host"
@@ -278,7 +278,7 @@ def tile_violations(layer: dict, accelerator: Accelerator) -> list[str]:
     window tap; dwconv as a block-diagonal GEMM) and the accumulators (the row's int32
     results); a pool the accumulator buffer (the input rows, int8 widened to int32, and the
     results)."""
-    from core.accel_lowering import Window
+    from core.backends.accel.lowering import Window
 
     if layer["operation"] not in ("conv", "dwconv", "avg_pool", "max_pool"):
         return []
@@ -298,7 +298,7 @@ def tile_violations(layer: dict, accelerator: Accelerator) -> list[str]:
 def accumulator_violations(layer: dict, params: dict) -> list[str]:
     """The accelerator accumulates in int32: a conv/dwconv whose sums (with the bias and the
     rounding constant) could leave it runs on the host, which widens to int64."""
-    from core.ops.conv import accumulator_fits_int32
+    from core.ir.ops.conv import accumulator_fits_int32
 
     if layer["operation"] not in ("conv", "dwconv") or "weight" not in params:
         return []
@@ -453,7 +453,7 @@ def _label(layer: dict) -> str:
 def plot_partition(plan: PartitionPlan, ir: Ir, path: str | Path) -> Path:
     """The graph in columns by depth (longest path from the input), each layer coloured by where
     it runs, accelerator functions numbered, pack (^) and unpack (v) marks on the edges they sit
-    on. A bare Figure on the Agg canvas, as core.evaluation's plots."""
+    on. A bare Figure on the Agg canvas, as core.quantize.evaluation's plots."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.ir import NETWORK_INPUT, Ir, output_log2scale_of
-from core.ops import IR_OPS
+from core.ir.io import NETWORK_INPUT, Ir, output_log2scale_of
+from core.ir.ops import IR_OPS
 
 INT8_MIN, INT8_MAX = -128, 127
 

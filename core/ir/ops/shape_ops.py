@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from core.graph import Graph, GraphError, Node, tensor_node
-from core.ops.add import check_signed_shift, round_shift, saturate
-from core.ops.registry import AnnotateRule, GraphIndex, IrContext, IrError, IrOp, Layer, QKind, register_op
+from core.frontend.graph import Graph, GraphError, Node, tensor_node
+from core.ir.ops.add import check_signed_shift, round_shift, saturate
+from core.ir.ops.registry import AnnotateRule, GraphIndex, IrContext, IrError, IrOp, Layer, QKind, register_op
 
 AXIS_NAMES = {1: "H", 2: "W", 3: "C", -1: "C", -2: "W", -3: "H"}
 DIM_AXES = {"H": 1, "W": 2, "C": 3}
