@@ -13,7 +13,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
+from rich.console import Console
 
+from pipeline.cli import report_run, run_or_explain
 from pipeline.config import register
 
 register()
@@ -28,10 +30,6 @@ def _sweep_id() -> str | None:
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    from rich.console import Console
-
-    from pipeline.cli import report_run, run_or_explain
-
     console = Console(stderr=True, soft_wrap=True)
     sweep_id = _sweep_id()
     summary = run_or_explain(cfg, console, sweep_id=sweep_id)

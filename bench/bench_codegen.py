@@ -35,11 +35,14 @@ from mbv1 import END_POINT, MBV1, cifar_images, float_graph, qat_graph  # the re
 
 from core.quantize.calibration.methods import CalibrationSettings
 from core.quantize.calibration.build import TargetSpec, build_calibration_table
-from core.backends.c.program import compile_program, generate_c, run_program
-from core.frontend.folding import fold_batch_norms, fold_constants
-from core.ir.io import build_ir
-from core.frontend.layers import group_layers
-from core.ir.simulator import IntegerSimulator, quantize
+from core.backends.c.build import compile_program, run_program
+from core.backends.program import generate_c
+from core.frontend.constant_folding import fold_constants
+from core.frontend.folding import fold_batch_norms
+from core.ir.emit import build_ir
+from core.ir.layers import group_layers
+from core.ir.fixedpoint import quantize
+from core.ir.simulator import IntegerSimulator
 
 BUDGET = 2.0
 TFLITE_INPUT = "images"

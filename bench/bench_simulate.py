@@ -20,10 +20,11 @@ from mbv1 import cifar_images, float_graph, qat_graph  # the real model and data
 
 from core.quantize.calibration.methods import CalibrationSettings
 from core.quantize.calibration.build import TargetSpec, build_calibration_table
-from core.ir.io import build_ir
-from core.frontend.layers import group_layers
-from core.ir.ops import IR_OPS
-from core.ir.simulator import IntegerSimulator, quantize
+from core.ir.emit import build_ir
+from core.ir.layers import group_layers
+from core.ir.ops import OPS
+from core.ir.fixedpoint import quantize
+from core.ir.simulator import IntegerSimulator
 from core.frontend.tf_runtime import GraphRunner
 
 BUDGET = 1.5
@@ -60,9 +61,9 @@ def main() -> int:
     values = {"input": quantize(images, simulator.input_log2scale)}
     for layer in simulator.ir.layers:
         started = time.perf_counter()
-        values[layer["name"]] = IR_OPS[layer["operation"]].kernel(layer, simulator.ir.params.get(layer["name"], {}),
-                                                                  [values[name] for name in layer["previous_layer"]])
-        per_kind[layer["operation"]] += time.perf_counter() - started
+        values[layer.name] = OPS[layer.operation].kernel(layer, simulator.ir.params.get(layer.name, {}),
+                                                         [values[name] for name in layer.previous_layer])
+        per_kind[layer.operation] += time.perf_counter() - started
     print(f"batch {args.batch}, best of {args.repeats}")
     print(f"TensorFlow, QAT graph (float): {1000 * tf_seconds:8.1f} ms")
     print(f"integer simulator (IR):        {1000 * int_seconds:8.1f} ms")

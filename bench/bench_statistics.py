@@ -18,9 +18,9 @@ import time
 
 from mbv1 import cifar_images, float_graph  # the real model and data, from ../shared
 
-from core.frontend.layers import group_layers
+from core.ir.layers import group_layers
 from core.frontend.tf_runtime import GraphRunner
-from stages.calibrate import StatisticsCollector, collect_statistics
+from core.quantize.statistics import StatisticsCollector, collect_statistics
 
 BUDGET = 1.5
 

@@ -11,10 +11,11 @@ SHARED = ROOT.parent / "shared"
 
 import pipeline  # noqa: E402,F401  (quiet TensorFlow)
 from core.data.datasets import load_split  # noqa: E402
-from core.frontend.folding import fold_batch_norms, fold_constants  # noqa: E402
+from core.frontend.constant_folding import fold_constants  # noqa: E402
+from core.frontend.folding import fold_batch_norms  # noqa: E402
 from core.frontend.graph import Graph  # noqa: E402
 from core.frontend.importer import import_graph, load_graph_def  # noqa: E402
-from core.frontend.layers import QuantRange, bypass_fake_quant  # noqa: E402
+from core.frontend.fake_quant import QuantRange, bypass_fake_quant  # noqa: E402
 
 MBV1 = SHARED / "models" / "mobilenet_v1_0.5_128_cifar10" / "graph.pb"
 END_POINT = "MobilenetV1/Dense/act_quant/FakeQuantWithMinMaxVars:0"

@@ -6,6 +6,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 
 from pipeline.config import ConfigError, validate
+from pipeline.main import run_pipeline
 from pipeline.resources import ResourceError
 from pipeline.runner import RunSummary, StageFailed
 from pipeline.store import StoreError
@@ -15,8 +16,6 @@ USER_ERRORS = (ConfigError, ResourceError, StageFailed, StoreError)
 
 
 def run_or_explain(cfg: DictConfig, console: Console, sweep_id: str | None = None) -> RunSummary | None:
-    from pipeline.main import run_pipeline
-
     try:
         typed = validate(cfg)
         return run_pipeline(typed, sweep_id=sweep_id, console=console)

@@ -13,52 +13,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Optional
 
-from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from core.backends.accel.target import AcceleratorError, AcceleratorSpec, accelerator_of
+from pipeline.params import CalibMethod, DataKind, ModelFormat, Pow2Rounding, Resize, Task, to_plain
+from pipeline.stages import STAGE_NAMES
+
+__all__ = ["CalibMethod", "Config", "ConfigError", "DataKind", "FileRef", "ModelFormat", "Pow2Rounding", "Resize", "Task",
+           "flatten", "register", "select", "to_plain", "validate"]
 
 
 class ConfigError(ValueError):
     """A configuration value that no stage could work with."""
-
-
-class ModelFormat(Enum):
-    builtin = "builtin"
-    frozen_graph = "frozen_graph"
-    saved_model = "saved_model"
-    keras = "keras"
-
-
-class Task(Enum):
-    classification = "classification"
-    detection = "detection"
-
-
-class Resize(Enum):
-    none = "none"
-    tf_bilinear = "tf_bilinear"
-    pil_bilinear = "pil_bilinear"
-
-
-class DataKind(Enum):
-    digits = "digits"
-    cifar10 = "cifar10"
-    images = "images"
-
-
-class CalibMethod(Enum):
-    qat = "qat"
-    minmax = "minmax"
-    kl = "kl"
-    percentile = "percentile"
-    mse = "mse"
-
-
-class Pow2Rounding(Enum):
-    ceil = "ceil"
-    nearest = "nearest"
-    mse = "mse"
 
 
 def _positive(default: Any) -> Any:
@@ -142,60 +111,6 @@ class CalibConfig:
 
 
 @dataclass
-class KernelLimitConfig:
-    height: int = _positive(1)
-    width: int = _positive(1)
-
-
-@dataclass
-class PatternConfig:
-    """One fused pattern an accelerator runs; a null constraint is no constraint."""
-
-    name: str = MISSING
-    operations: list[str] = MISSING
-    activations: Optional[list[str]] = None
-    max_kernel: Optional[KernelLimitConfig] = None
-    strides: Optional[list[int]] = None
-    padding: Optional[bool] = None
-    dilation: Optional[bool] = None
-    pow2_window: Optional[bool] = None
-
-
-@dataclass
-class GemmBlockConfig:
-    batch: int = _positive(1)
-    block_in: int = _positive(16)
-    block_out: int = _positive(16)
-
-
-@dataclass
-class BuffersConfig:  # bytes
-    input: int = _positive(32768)
-    weight: int = _positive(262144)
-    accumulator: int = _positive(131072)
-
-
-@dataclass
-class ShiftRangeConfig:
-    min: int = 0
-    max: int = 31
-
-
-@dataclass
-class AcceleratorConfig:
-    """A VTA-like int8 accelerator as data (conf/target/accel.yaml; core/accelerator.py checks it)."""
-
-    patterns: list[PatternConfig] = MISSING
-    unsupported: list[str] = field(default_factory=list)
-    gemm_block: GemmBlockConfig = MISSING
-    buffers: BuffersConfig = MISSING
-    layout: list[str] = MISSING
-    shift_range: ShiftRangeConfig = MISSING
-    cycles: dict[str, int] = MISSING
-    dma_bytes_per_cycle: float = _positive(8.0)
-
-
-@dataclass
 class TargetConfig:
     name: str = "tf2ir"
     bits: int = _positive(8)
@@ -208,7 +123,7 @@ class TargetConfig:
     max_log2scale: int = 16
     min_shift: int = 0
     max_shift: int = _positive(31)
-    accelerator: Optional[AcceleratorConfig] = None  # none: everything runs on the host
+    accelerator: Optional[AcceleratorSpec] = None  # none: everything runs on the host (schema: core/backends/accel/target.py)
 
 
 @dataclass
@@ -244,8 +159,6 @@ SCHEMA_NAME = "schema"
 
 
 def register() -> None:
-    from hydra.core.config_store import ConfigStore
-
     ConfigStore.instance().store(name=SCHEMA_NAME, node=Config)
 
 
@@ -261,15 +174,11 @@ def validate(cfg: DictConfig) -> Config:
     typed = OmegaConf.to_object(cfg)
     _check_constraints(typed, prefix="")
     if typed.until is not None:
-        from pipeline.stages import STAGE_NAMES
-
         if typed.until not in STAGE_NAMES:
             raise ConfigError(f"until={typed.until!r}: not a stage; choose one of {', '.join(STAGE_NAMES)}")
     if typed.model.format is not ModelFormat.builtin and not (typed.model.file.path or typed.model.file.url):
         raise ConfigError(f"model {typed.model.name!r}: format {typed.model.format.value} needs model.file.path or model.file.url")
     if typed.target.accelerator is not None:
-        from core.backends.accel.target import AcceleratorError, accelerator_of
-
         try:
             accelerator_of(to_plain(typed.target), origin=f"target {typed.target.name}")
         except AcceleratorError as error:
@@ -291,21 +200,6 @@ def _check_constraints(node: Any, prefix: str) -> None:
             if not predicate(value):
                 raise ConfigError(f"{key}={value!r}: must be {expected}")
         _check_constraints(value, prefix=f"{key}.")
-
-
-def to_plain(node: Any) -> Any:
-    """A config subtree as plain JSON-able data (Enums as their values)."""
-    if isinstance(node, (DictConfig, ListConfig)):
-        node = OmegaConf.to_container(node, resolve=True, enum_to_str=True)
-    if dataclasses.is_dataclass(node):
-        node = {spec.name: getattr(node, spec.name) for spec in dataclasses.fields(node)}
-    if isinstance(node, dict):
-        return {str(k): to_plain(v) for k, v in node.items()}
-    if isinstance(node, (list, tuple)):
-        return [to_plain(v) for v in node]
-    if isinstance(node, Enum):
-        return node.value
-    return node
 
 
 def select(cfg: Any, dotted: str) -> Any:

@@ -12,6 +12,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 from rich.console import Console
 
+from pipeline.cli import USER_ERRORS
 from pipeline.config import Config, validate
 from pipeline.hashing import MANIFEST
 from pipeline.main import RichDisplay, replace_dir, write_json_atomic, open_store
@@ -73,8 +74,6 @@ def track(console: Console) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from pipeline.cli import USER_ERRORS
-
     console = Console(stderr=True, soft_wrap=True)
     if len(argv) != 1:
         console.print("usage: python -m pipeline.dvc_stage <stage>|--track")

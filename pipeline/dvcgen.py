@@ -4,12 +4,11 @@ stage's deps, params, outs and metrics are declared in one place."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import yaml
 
+from pipeline.code_version import PROJECT_ROOT, import_closure
 from pipeline.dvc_stage import DVC_DIR, metrics_file, out_dir
-from pipeline.runner import PROJECT_ROOT
 from pipeline.stages import STAGES
 
 RUNNER_CODE = [
@@ -28,7 +27,9 @@ def dvc_document() -> dict:
         stages[stage.name] = {
             "desc": stage.description,
             "cmd": f"python -m pipeline.dvc_stage {stage.name}",
-            "deps": [*stage.code, *[out_dir(up).as_posix() for up in stage.inputs]],
+            # the files the stage can run: the same closure that keys it in the store
+            "deps": [*(path.relative_to(PROJECT_ROOT).as_posix() for path in import_closure(stage.module)),
+                     *[out_dir(up).as_posix() for up in stage.inputs]],
             "params": list(stage.params),
             "outs": [out_dir(stage.name).as_posix()],
             "metrics": [{metrics_file(stage.name).as_posix(): {"cache": False}}],

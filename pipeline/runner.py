@@ -1,8 +1,9 @@
 """Runs declared stages against the store: compute a key, reuse or run, commit.
 
-A stage's key is the sha256 of its name, its code version (the digest of the
-files it declares), the config subset it declares (files named by the config
-count by content, not by path), and the digests of its input artifacts. The
+A stage's key is the sha256 of its name, its code version (the digest of every
+project file its entry module can run: pipeline/code_version.py), the config
+subset it declares (files named by the config count by content, not by path),
+and the digests of its input artifacts. The
 same `run_stage` serves run.py (inputs from the store) and dvc.yaml (inputs
 from DVC's output directories).
 """
@@ -16,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from pipeline.code_version import code_version as closure_version
 from pipeline.config import Config, FileRef, select, to_plain
-from pipeline.hashing import canonical_json, path_digest, sha256_bytes, sha256_file
+from pipeline.hashing import canonical_json, path_digest, sha256_bytes
 from pipeline.resources import ResolvedFile, is_empty, resolve
 from pipeline.stages import Stage
 from pipeline.store import Artifact, ArtifactStore
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 class StageFailed(RuntimeError):
@@ -91,13 +92,8 @@ class StageParams:
 
 
 def code_version(stage: Stage) -> str:
-    """Digest of the stage's source: each declared file, and every .py file of each declared package."""
-    files = {}
-    for declared in stage.code:
-        path = PROJECT_ROOT / declared
-        for source in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
-            files[source.relative_to(PROJECT_ROOT).as_posix()] = sha256_file(source)
-    return sha256_bytes(canonical_json(files))
+    """Digest of the stage's source: the import closure of its entry module, with the data files its modules declare."""
+    return closure_version(stage.module)
 
 
 def stage_params(stage: Stage, cfg: Config, cache_dir: Path) -> tuple[StageParams, dict[str, Any]]:
@@ -209,13 +205,6 @@ class Runner:
             "timings": {"wall_s": round(time.perf_counter() - started, 3)},
         }
         return self.store.commit(stage.name, key, build_dir, manifest)
-
-    def run(self, stages: tuple[Stage, ...]) -> list[StageResult]:
-        results: dict[str, StageResult] = {}
-        for stage in stages:
-            inputs = {name: results[name].artifact for name in stage.inputs}
-            results[stage.name] = self.run_stage(stage, inputs)
-        return list(results.values())
 
 
 @dataclass

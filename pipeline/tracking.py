@@ -17,7 +17,8 @@ from typing import Iterator
 from filelock import FileLock
 
 from pipeline.config import Config, flatten, to_plain
-from pipeline.runner import PROJECT_ROOT, StageResult, flat_metrics
+from pipeline.code_version import PROJECT_ROOT
+from pipeline.runner import StageResult, flat_metrics
 
 REPORT_SUFFIXES = (".md", ".json", ".png", ".svg", ".txt")
 MAX_PARAM_LENGTH = 500

@@ -8,13 +8,15 @@ import json
 import math
 from pathlib import Path
 
-from core.quantize.annotate import annotate_graph, export_frozen_graph
-from core.quantize.table import CalibrationTable
 from core.data.datasets import load_split
-from core.quantize.evaluation import compare, layer_tensor_pairs, plot_layer_sqnr, top1
+from core.frontend.fake_quant import bypass_fake_quant
 from core.frontend.graph import Graph
-from core.frontend.layers import bypass_fake_quant, group_layers
-from pipeline.config import Task, to_plain
+from core.ir.layers import group_layers
+from core.quantize.annotate import annotate_graph, export_frozen_graph
+from core.quantize.evaluation import compare, layer_tensor_pairs, top1
+from core.quantize.table import CalibrationTable
+from core.reports.layers import plot_layer_sqnr
+from pipeline.params import Task, to_plain
 
 ANNOTATED_FILE = "annotated.pb"
 

@@ -1,12 +1,12 @@
 """codegen: the emitted IR as programs that run, proved bit-identical to the integer simulator
 (seed 004's two-level code generation).
 
-With the partition plan of a target without an accelerator: one plain C99 program for the
-whole network (core/codegen_c.py). With an accelerator: an instruction stream per accelerator
-function (`<function>.bin` + `<function>.lst`) and the host C program that packs, unpacks, runs
-the host layers and drives each function through the reference ISA simulator
-(core/accel_codegen.py, core/c_runtime/qt_isa.h). The artifact is program.c, its headers and
-those streams.
+One generator (core/backends/program.py) for every target: with the partition plan of a target
+without an accelerator it is one plain C99 program for the whole network; with an accelerator,
+an instruction stream per accelerator function (`<function>.bin` + `<function>.lst`) and the
+host C program that packs, unpacks, runs the host layers and drives each function through the
+reference ISA simulator (core/backends/accel/runtime/qt_isa.h). The artifact is program.c, its
+headers and those streams.
 
 The program is compiled here with `cc -O2 -std=c99 -Wall -Werror`; a compiler refusal fails the
 stage with its diagnostics. The binary then runs on the IR's test image (the network input
@@ -25,26 +25,26 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from core.backends.accel.codegen import generate_accel_program, plot_cycles
-from core.backends.c.program import (
-    CC_COMMAND,
-    PROGRAM_FILE,
-    CodegenError,
-    compile_program,
-    first_difference,
-    generate_c,
-    run_program,
-)
-from core.data.datasets import load_split
-from core.ir.io import NETWORK_INPUT, PARAMS_DIR, Ir, read_ir
-from core.ir.ops import IR_OPS
+from core.backends.accel.cost import CostModel
 from core.backends.accel.partition import PartitionPlan
-from core.ir.simulator import IntegerSimulator, quantize
-from pipeline.config import to_plain
+from core.backends.c.build import CC_COMMAND, compile_program, first_difference, run_program
+from core.backends.c.emitter import CodegenError
+from core.backends.c.program import PROGRAM_FILE
+from core.backends.program import NetworkProgram, generate_program
+from core.data.datasets import load_split
+from core.ir.fixedpoint import quantize
+from core.ir.io import PARAMS_DIR, read_ir
+from core.ir.network import Ir
+from core.ir.op import NETWORK_INPUT
+from core.ir.ops import OPS
+from core.ir.simulator import IntegerSimulator
+from core.reports.cycles import plot_cycles
+from pipeline.params import to_plain
 from stages.partition import PLAN_FILE
 
 EVAL_IMAGES = 100
@@ -59,65 +59,29 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     ir_dir = Path(inputs["emit_ir"])
     ir = read_ir(ir_dir)
     plan = read_plan(Path(inputs["partition"]) / PLAN_FILE)
-    program = generate_c(ir) if plan.accelerator is None else generate_accel_program(ir, plan)
+    program = generate_program(ir, plan)
     program_c = program.write(out_dir)
     ctx.log(f"{PROGRAM_FILE}: {program.source_bytes} bytes of C, {program.constant_bytes} bytes of constants, "
             f"{program.arena_bytes} bytes of activation arena")
-    accel_metrics = {}
-    if plan.accelerator is not None:
-        accel_metrics = {f"accel_{key}": value for key, value in program.statistics.items()}
-        accel_metrics["accel_functions"] = len(program.functions)
-        accel_metrics["accel_instruction_bytes"] = sum(len(function.binary) for function in program.functions)
-        accel_metrics["accel_constant_bytes"] = program.accel_constant_bytes
-        plot_cycles(program, plan.accelerator, out_dir / "cycles.png",
-                    f"target {plan.target}: {accel_metrics['accel_cycles']:.0f} cycles estimated per inference, "
-                    f"{int(accel_metrics['accel_instructions'])} instructions")
-        counts = ", ".join(f"{int(accel_metrics['accel_count_' + kind])} {kind}" for kind in ("load", "gemm", "alu", "store"))
-        ctx.log(f"{len(program.functions)} accelerator function(s): {int(accel_metrics['accel_instructions'])} instructions "
-                f"({counts}), {accel_metrics['accel_cycles']:.0f} cycles estimated by target {plan.target}'s cost model")
-
+    accel_metrics = accelerator_metrics(program, plan, out_dir, ctx) if plan.accelerator is not None else {}
     test_input = ir_test_input(ir, ir_dir)
     data = params.data
     evaluation = load_split(data.kind.value, data.path, data.eval_split, to_plain(params.model.preprocess), limit=EVAL_IMAGES,
                             holdout_fraction=data.holdout_fraction, seed=data.split_seed)
     eval_inputs = quantize(evaluation.images, ir.input_log2scale)
     images = np.concatenate([test_input[np.newaxis], eval_inputs])
-
-    with tempfile.TemporaryDirectory(prefix="qt-codegen-") as work:
-        work = Path(work)
-        started = time.perf_counter()
-        binary = compile_program(program_c, work / "network")
-        compile_s = time.perf_counter() - started
-        ctx.log(f"compiled with {' '.join(CC_COMMAND)} in {compile_s:.1f} s")
-        ctx.progress(1, 3)
-
-        simulator = IntegerSimulator(ir)
-        expected = simulator.run_int8(images)
-        result = run_program(binary, program, images, work / "run")
-        matches = np.ones(len(images), dtype=bool)
-        for name in program.end_points:
-            ours, theirs = result.outputs[name], expected[name].reshape(result.outputs[name].shape)
-            matches &= (ours == theirs).reshape(len(images), -1).all(axis=1)
-        bitexact = float(matches.mean())
-        ctx.progress(2, 3)
-        if not matches.all():
-            raise CodegenMismatch(explain_mismatch(ir, program, program_c, images, matches, work))
-
-        timings = [run_program(binary, program, eval_inputs, work / "time").seconds for _ in range(TIMING_RUNS)]
-        latency_ms = 1000.0 * min(timings) / len(eval_inputs)
-        ctx.progress(3, 3)
-
+    checked = build_and_check(ir, program, program_c, images, len(eval_inputs), ctx)
     report = {
         "program": PROGRAM_FILE,
         "compiler": list(CC_COMMAND),
-        "compile_s": round(compile_s, 3),
+        "compile_s": round(checked.compile_s, 3),
         "symbols": program.symbols,
         "input_shape": list(program.input_shape),
         "end_points": [{"layer": name, "shape": list(program.shapes[name])} for name in program.end_points],
         "images": {"test_image": 1, "evaluation": len(eval_inputs), "source": evaluation.source},
-        "bitexact": bitexact,
-        "latency_ms_per_image": latency_ms,
-        "timing_runs_s": timings,
+        "bitexact": checked.bitexact,
+        "latency_ms_per_image": checked.latency_ms,
+        "timing_runs_s": checked.timings,
         "c_source_bytes": program.source_bytes,
         "constant_bytes": program.constant_bytes,
         "arena_bytes": program.arena_bytes,
@@ -130,17 +94,57 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     }
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     ctx.log(f"bit-exact on {len(images)} images (the IR's test image + {len(eval_inputs)} evaluation images); "
-            f"{latency_ms:.3f} ms per image")
-    return {
-        "bitexact": bitexact,
-        "images": len(images),
-        "latency_ms_per_image": latency_ms,
-        "c_source_bytes": program.source_bytes,
-        "constant_bytes": program.constant_bytes,
-        "arena_bytes": program.arena_bytes,
-        "compile_s": compile_s,
-        **accel_metrics,
-    }
+            f"{checked.latency_ms:.3f} ms per image")
+    return {"bitexact": checked.bitexact, "images": len(images), "latency_ms_per_image": checked.latency_ms,
+            "c_source_bytes": program.source_bytes, "constant_bytes": program.constant_bytes, "arena_bytes": program.arena_bytes,
+            "compile_s": checked.compile_s, **accel_metrics}
+
+
+def accelerator_metrics(program: NetworkProgram, plan: PartitionPlan, out_dir: Path, ctx) -> dict[str, float]:
+    """`accel_*`: the instruction statistics of the target's cost model, and the cycles picture."""
+    metrics = {f"accel_{key}": value for key, value in program.statistics.items()}
+    metrics["accel_functions"] = len(program.functions)
+    metrics["accel_instruction_bytes"] = sum(len(function.binary) for function in program.functions)
+    metrics["accel_constant_bytes"] = program.accel_constant_bytes
+    plot_cycles(program, CostModel.of(plan.accelerator), out_dir / "cycles.png",
+                f"target {plan.target}: {metrics['accel_cycles']:.0f} cycles estimated per inference, "
+                f"{int(metrics['accel_instructions'])} instructions")
+    counts = ", ".join(f"{int(metrics['accel_count_' + kind])} {kind}" for kind in ("load", "gemm", "alu", "store"))
+    ctx.log(f"{len(program.functions)} accelerator function(s): {int(metrics['accel_instructions'])} instructions "
+            f"({counts}), {metrics['accel_cycles']:.0f} cycles estimated by target {plan.target}'s cost model")
+    return metrics
+
+
+@dataclass
+class Checked:
+    bitexact: float  # the fraction of images whose end points all equal the simulator's
+    compile_s: float
+    timings: list[float]  # seconds in run_network over the evaluation images, per run
+    latency_ms: float  # the best run, per evaluation image
+
+
+def build_and_check(ir: Ir, program: NetworkProgram, program_c: Path, images: np.ndarray, evaluation: int, ctx) -> Checked:
+    """Compile, run on `images` (the test image first, then `evaluation` images), compare every
+    end point with the simulator's (CodegenMismatch naming the first differing layer), time."""
+    with tempfile.TemporaryDirectory(prefix="qt-codegen-") as work:
+        work = Path(work)
+        started = time.perf_counter()
+        binary = compile_program(program_c, work / "network")
+        compile_s = time.perf_counter() - started
+        ctx.log(f"compiled with {' '.join(CC_COMMAND)} in {compile_s:.1f} s")
+        ctx.progress(1, 3)
+        expected = IntegerSimulator(ir).run_int8(images)
+        result = run_program(binary, program, images, work / "run")
+        matches = np.ones(len(images), dtype=bool)
+        for name in program.end_points:
+            ours, theirs = result.outputs[name], expected[name].reshape(result.outputs[name].shape)
+            matches &= (ours == theirs).reshape(len(images), -1).all(axis=1)
+        ctx.progress(2, 3)
+        if not matches.all():
+            raise CodegenMismatch(explain_mismatch(ir, program, program_c, images, matches, work))
+        timings = [run_program(binary, program, images[1:], work / "time").seconds for _ in range(TIMING_RUNS)]
+        ctx.progress(3, 3)
+    return Checked(float(matches.mean()), compile_s, timings, 1000.0 * min(timings) / evaluation)
 
 
 def read_plan(path: Path) -> PartitionPlan:
@@ -153,10 +157,10 @@ def ir_test_input(ir: Ir, ir_dir: Path) -> np.ndarray:
     """The int8 HWC network input of the IR's test image, as emit_ir stored it: the input tensor
     (`<layer>_<kind>.npy`) of the first layer that reads the network input."""
     for layer in ir.layers:
-        for position, name in enumerate(layer["previous_layer"]):
+        for position, name in enumerate(layer.previous_layer):
             if name == NETWORK_INPUT:
-                kind = IR_OPS[layer["operation"]].input_kinds[position]
-                path = ir_dir / PARAMS_DIR / f"{layer['name']}_{kind}.npy"
+                kind = OPS[layer.operation].input_kinds[position]
+                path = ir_dir / PARAMS_DIR / f"{layer.name}_{kind}.npy"
                 if not path.is_file():
                     raise CodegenError(f"{path}: the IR carries no test input (emit_ir writes it)")
                 array = np.load(path)

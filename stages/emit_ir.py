@@ -9,15 +9,17 @@ from pathlib import Path
 
 import numpy as np
 
-from core.quantize.table import CalibrationTable
 from core.data.datasets import Preprocess, load_image, load_split, preprocess
+from core.frontend.fake_quant import bypass_fake_quant
 from core.frontend.graph import Graph
-from core.ir.io import build_ir, validate_ir, write_ir
-from core.frontend.layers import bypass_fake_quant, group_layers
-from core.ir.ops import IR_OPS
-from core.ir.ops.registry import IrError
+from core.ir.emit import build_ir
+from core.ir.io import validate_ir, write_ir
+from core.ir.layers import group_layers
+from core.ir.ops import OPS
+from core.ir.records import IrError
 from core.ir.simulator import IntegerSimulator
-from pipeline.config import to_plain
+from core.quantize.table import CalibrationTable
+from pipeline.params import to_plain
 
 
 def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]:
@@ -29,14 +31,14 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     layer_graph = group_layers(float_graph)
     target = params.target
     ir = build_ir(layer_graph, table, target.min_shift, target.max_shift, target.input_log2scale)
-    validate_ir(ir.layers, origin="emitted IR")
+    validate_ir(ir.to_json(), origin="emitted IR")
 
     image, image_source = test_image(params)
     values = IntegerSimulator(ir).run(image[np.newaxis], keep_all=True)
     write_ir(ir, out_dir, test_tensors(ir, values))
     counts: dict[str, int] = {}
     for layer in ir.layers:
-        counts[layer["operation"]] = counts.get(layer["operation"], 0) + 1
+        counts[layer.operation] = counts.get(layer.operation, 0) + 1
     (out_dir / "report.json").write_text(json.dumps({"layers": len(ir.layers), "operations": counts, "test_image": image_source,
                                                      "end_points": ir.end_point_layers}, indent=1, sort_keys=True) + "\n")
     ctx.log(f"{len(ir.layers)} layers ({', '.join(f'{n} {op}' for op, n in sorted(counts.items()))}); test image {image_source}")
@@ -61,8 +63,8 @@ def test_tensors(ir, values: dict[str, np.ndarray]) -> dict[str, dict[str, np.nd
     """Per layer: each input under its IR kind (input; add: pl, add; ...) and the output, HWC."""
     tensors = {}
     for layer in ir.layers:
-        kinds = IR_OPS[layer["operation"]].input_kinds
-        arrays = {kind: values[producer][0] for kind, producer in zip(kinds, layer["previous_layer"])}
-        arrays["output"] = values[layer["name"]][0]
-        tensors[layer["name"]] = arrays
+        kinds = OPS[layer.operation].input_kinds
+        arrays = {kind: values[producer][0] for kind, producer in zip(kinds, layer.previous_layer)}
+        arrays["output"] = values[layer.name][0]
+        tensors[layer.name] = arrays
     return tensors

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from core.frontend.folding import find_batch_norms, fold_batch_norms, fold_constants, max_abs_difference
+from core.frontend.constant_folding import fold_constants
+from core.frontend.folding import find_batch_norms, fold_batch_norms, max_abs_difference
 from core.frontend.graph import Graph
 
 

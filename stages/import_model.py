@@ -6,19 +6,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from core.frontend.builtin_models import build_builtin_model
+from core.frontend.fake_quant import FAKE_QUANT_OPS
 from core.frontend.graph import Graph
 from core.frontend.importer import import_graph, load_graph_def
-from pipeline.config import ModelFormat, to_plain
-
-FAKE_QUANT_OPS = ("FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxArgs")
+from pipeline.params import ModelFormat, to_plain
 
 
 def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]:
     model = params.model
     metrics: dict[str, float] = {}
     if model.format is ModelFormat.builtin:
-        from core.frontend.builtin_models import build_builtin_model
-
         built = build_builtin_model(to_plain(model.builtin), progress=ctx.progress)
         graph_def, input_tensor, end_points = built.graph_def, built.input_tensor, built.end_points
         metrics.update(built.metrics)
@@ -51,6 +49,6 @@ def import_report(graph: Graph) -> dict:
         "input_tensor": graph.input_tensor,
         "input_shape": graph.shape(graph.input_tensor),
         "end_points": {tensor: graph.shape(tensor) for tensor in graph.end_points},
-        "fake_quant_nodes": sum(op_counts.get(op, 0) for op in FAKE_QUANT_OPS),
+        "fake_quant_nodes": sum(op_counts.get(op, 0) for op in sorted(FAKE_QUANT_OPS)),
         "source": graph.source,
     }

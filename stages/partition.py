@@ -10,10 +10,11 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from core.backends.accel.partition import HOST, partition
 from core.backends.accel.target import Accelerator, accelerator_of
 from core.ir.io import read_ir
-from core.backends.accel.partition import HOST, partition, plot_partition
-from pipeline.config import to_plain
+from core.reports.partition import plot_partition
+from pipeline.params import to_plain
 
 PLAN_FILE = "partition_plan.json"
 PICTURE_FILE = "partition.png"

@@ -10,13 +10,17 @@ from pathlib import Path
 import numpy as np
 
 from core.data.datasets import load_split
-from core.quantize.evaluation import ErrorSums, plot_layer_sqnr
+from core.frontend.fake_quant import bypass_fake_quant
 from core.frontend.graph import Graph, tensor_node
-from core.ir.io import NETWORK_INPUT, output_log2scale_of, read_ir
-from core.frontend.layers import bypass_fake_quant, group_layers
-from core.ir.simulator import IntegerSimulator, dequantize
 from core.frontend.tf_runtime import GraphRunner
-from pipeline.config import Task, to_plain
+from core.ir.fixedpoint import dequantize
+from core.ir.io import read_ir
+from core.ir.layers import group_layers
+from core.ir.op import NETWORK_INPUT
+from core.ir.simulator import IntegerSimulator
+from core.quantize.evaluation import ErrorSums
+from core.reports.layers import plot_layer_sqnr
+from pipeline.params import Task, to_plain
 
 BATCH_SIZE = 64
 
@@ -42,7 +46,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
             integer = simulator.run(images, keep_all=True)
             float_ends = float_runner.run(float_graph.end_points, images, len(images))
             annotated_ends = annotated_runner.run(annotated.end_points, images, len(images))
-            integer_ends = [dequantize(integer[name], output_log2scale_of(ir.layer(name))) for name in end_layers]
+            integer_ends = [dequantize(integer[name], ir.layer(name).log2scale_of_output()) for name in end_layers]
             tally.add_end_points(float_ends, annotated_ends, integer_ends, None if labels is None else labels[start : start + len(images)])
             tally.add_layers(probe.compare(annotated_runner, integer, simulator.input_log2scale))
             ctx.progress(min(start + batch_size, len(evaluation.images)), len(evaluation.images))
@@ -69,7 +73,7 @@ class LayerProbe:
         self.ir_names = {layer.output: layer.ir_name for layer in layer_graph.layers}
         self.ir_names[layer_graph.graph.input_tensor] = NETWORK_INPUT
         self.input_tensor = annotated.input_tensor
-        self.log2scales = {layer.output: output_log2scale_of(ir.layer(layer.ir_name)) for layer in self.layers}
+        self.log2scales = {layer.output: ir.layer(layer.ir_name).log2scale_of_output() for layer in self.layers}
         self.ranges = {layer.output: _fake_quant_range(annotated, by_name, quantized[layer.output]) for layer in self.layers}
         self.probe_names: list[str] | None = None
 

@@ -20,6 +20,15 @@ sys.path.insert(0, str(PROJECT_ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
+def ir_record(operation: str, fields: dict, name: str = "layer", previous_layer=("input",), next_layer=("endpoint",)):
+    """The typed IR record of `operation` with these fields (the JSON keys of seed 000, 4.2)."""
+    from core.ir.ops import OPS
+
+    data = {"name": name, "operation": operation, "previous_layer": list(previous_layer), "next_layer": list(next_layer),
+            **{key: value for key, value in fields.items() if key != "operation"}}
+    return OPS[operation].record.from_json(data)
+
+
 def compose(*overrides: str):
     """The typed config run.py would get for these overrides."""
     from hydra import compose as hydra_compose

@@ -17,13 +17,16 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from conftest import PROJECT_ROOT, compose
-from core.backends.accel.codegen import generate_accel_program
 from core.backends.accel.target import Accelerator, load_target
-from core.backends.c.program import CodegenError, compile_program, run_program
-from core.ir.io import END_POINT, NETWORK_INPUT, Ir, read_ir, validate_ir
+from core.backends.c.build import compile_program, run_program
+from core.backends.c.emitter import CodegenError
+from core.ir.io import read_ir, validate_ir
+from core.ir.network import Ir
+from core.ir.op import END_POINT, NETWORK_INPUT
 from core.backends.accel.isa import Alu, Finish, Gemm, Index, IsaError, Load, Loop, Store, decode, encode, encode_all, listing, without_notes
-from core.ir.ops import IR_OPS
+from core.backends.accel.lowering import LOWERINGS
 from core.backends.accel.partition import ACCEL, ACCEL_LAYOUT, HOST, PartitionPlan, partition
+from core.backends.program import generate_program
 from core.ir.simulator import IntegerSimulator
 
 TARGETS = PROJECT_ROOT / "conf" / "target"
@@ -165,7 +168,7 @@ def networks(draw) -> Ir:
     first["next_layer"].append(END_POINT)
     pool["next_layer"].append(END_POINT)
     validate_ir(layers, origin="random network")
-    return Ir(layers, {"conv": first_params, "dw.conv": second_params})
+    return Ir.from_json(layers, {"conv": first_params, "dw.conv": second_params})
 
 
 @st.composite
@@ -187,7 +190,7 @@ def accelerators(draw) -> Accelerator:
 
 def _run_both(ir: Ir, accelerator: Accelerator, work: Path, images: int = 3):
     plan = partition(ir, accelerator)
-    program = generate_accel_program(ir, plan)
+    program = generate_program(ir, plan)
     binary = compile_program(program.write(work), work / "network", defines=("QT_PORTABLE",))
     rng = np.random.default_rng(0)
     inputs = rng.integers(-128, 128, (images, *program.input_shape)).astype(np.int8)
@@ -222,7 +225,7 @@ def _deep_layer(channels_in: int, channels_out: int, size: int, kernel: int, str
              "padding": {"top": pad, "bottom": pad, "left": pad, "right": pad}, "stride": hw(stride, stride), "dilations": hw(1, 1),
              "kernel_size": hw(kernel, kernel), "input_dtype": "int8", "output_dtype": "int8", "weight_dtype": "int8", "bias_dtype": "int8"}
     shape = (kernel, kernel, channels_in) if depthwise else (kernel, kernel, channels_in, channels_out)
-    return Ir([layer], {"big": {"weight": rng.integers(-128, 128, shape).astype(np.int8),
+    return Ir.from_json([layer], {"big": {"weight": rng.integers(-128, 128, shape).astype(np.int8),
                                 "bias": rng.integers(-128, 128, channels_out).astype(np.int8)}})
 
 
@@ -250,7 +253,7 @@ def test_a_bias_is_preloaded_into_the_accumulators_and_a_layer_without_one_reset
     plan, program, *_ = _run_both(ir, BIG, tmp_path / "bias", images=1)
     kinds = [(i.kind, getattr(i, "buffer", None), getattr(i, "reset", None)) for i in program.functions[0].instructions]
     assert ("LOAD", "ACC", None) in kinds and ("GEMM", None, True) not in kinds
-    layer = dict(ir.layers[0], load_bias=False, bias_shift=0, bias_log2scale=0)
+    layer = dataclasses.replace(ir.layers[0], load_bias=False, bias_shift=0, bias_log2scale=0)
     no_bias = Ir([layer], {"big": {"weight": ir.params["big"]["weight"]}})
     _, program, result, expected = _run_both(no_bias, BIG, tmp_path / "none", images=2)
     kinds = [(i.kind, getattr(i, "buffer", None), getattr(i, "reset", None)) for i in program.functions[0].instructions]
@@ -260,13 +263,13 @@ def test_a_bias_is_preloaded_into_the_accumulators_and_a_layer_without_one_reset
 
 def test_a_wrong_instruction_stops_the_isa_simulator_naming_the_function_and_instruction(tmp_path, monkeypatch):
     ir = _deep_layer(8, 8, 4, 1, 1)
-    original = IR_OPS["conv"].lower_accel
+    original = LOWERINGS["conv"]
 
-    def overrun(fields, params, inputs, output, low, name):
-        original(fields, params, inputs, output, low, name)
+    def overrun(record, params, inputs, output, low):
+        original.lower(record, params, inputs, output, low)
         low.emit(Alu("MOV", Loop(low.acc_units + 1), Index(0, 1), None, 0))
 
-    monkeypatch.setitem(IR_OPS, "conv", dataclasses.replace(IR_OPS["conv"], lower_accel=overrun))
+    monkeypatch.setitem(LOWERINGS, "conv", dataclasses.replace(original, lower=overrun))
     with pytest.raises(CodegenError, match=r"accelerator function accel_func_0, instruction \d+: ALU destination index"):
         _run_both(ir, BIG, tmp_path)
 
@@ -320,22 +323,22 @@ def test_a_wrong_lowering_fails_the_stage_naming_the_first_layer_that_differs(di
     from pipeline.main import run_pipeline
     from pipeline.runner import StageFailed
 
-    original = IR_OPS["dwconv"].lower_accel
+    original = LOWERINGS["dwconv"]
 
-    def low_clamp_off_by_one(fields, params, inputs, output, low, name):
+    def low_clamp_off_by_one(record, params, inputs, output, low):
         start = len(low.instructions)
-        original(fields, params, inputs, output, low, name)
+        original.lower(record, params, inputs, output, low)
         for position in range(start, len(low.instructions)):
             instruction = low.instructions[position]
             if isinstance(instruction, Alu) and instruction.op == "MAX":
                 low.instructions[position] = dataclasses.replace(instruction, imm=instruction.imm + 1)
 
-    monkeypatch.setitem(IR_OPS, "dwconv", dataclasses.replace(IR_OPS["dwconv"], lower_accel=low_clamp_off_by_one))
+    monkeypatch.setitem(LOWERINGS, "dwconv", dataclasses.replace(original, lower=low_clamp_off_by_one))
     workspace = [f"store.url={tmp_path / 'store'}", *digits_workspace[1:]]
     with pytest.raises(StageFailed) as failure:
         run_pipeline(compose(*workspace, "target=accel_small"), console=QUIET)
     cfg_layers = read_ir(next(p for p in (tmp_path / "store").rglob("net_def.json")).parent).layers
-    first = next(layer["name"] for layer in cfg_layers if layer["operation"] == "dwconv")
+    first = next(layer.name for layer in cfg_layers if layer.operation == "dwconv")
     assert f"on the IR's test image: layer {first} (dwconv)" in str(failure.value)
 
 
@@ -343,7 +346,7 @@ def test_a_conv_whose_sums_could_leave_int32_stays_on_the_host_and_still_matches
     # bias 63 << 25 leaves 2^25 of int32 headroom; 2304 products of |weight| ~128 with |x| <= 128 could
     # exceed it (random inputs do not: the simulator's int32 check passes), so the layer is the host's
     ir = _deep_layer(256, 8, 4, 3, 1)
-    layer = dict(ir.layers[0], bias_shift=25, bias_log2scale=ir.layers[0]["input_log2scale"] + ir.layers[0]["weight_log2scale"] - 25)
+    layer = dataclasses.replace(ir.layers[0], bias_shift=25, bias_log2scale=ir.layers[0].input_log2scale + ir.layers[0].weight_log2scale - 25)
     signs = np.random.default_rng(5).choice(np.array([-128, 127], np.int8), ir.params["big"]["weight"].shape)
     wide = Ir([layer], {"big": {"weight": signs, "bias": np.full(8, 63, np.int8)}})
     plan, program, result, expected = _run_both(wide, BIG, tmp_path, images=2)

@@ -15,17 +15,21 @@ import pytest
 import tensorflow as tf
 
 from conftest import CIFAR10_DIR, MBV1_GRAPH, MODELS, SSD_GRAPH
-from core.quantize.annotate import FAKE_QUANT, FAKE_QUANT_PER_CHANNEL, AnnotateError, annotate_graph, export_frozen_graph
+from core.frontend.fake_quant import FAKE_QUANT, FAKE_QUANT_PER_CHANNEL
+from core.quantize.annotate import AnnotateError, annotate_graph, export_frozen_graph
 from core.quantize.table import CalibrationTable, TensorEntry
 from core.data.datasets import load_cifar10, load_image, preprocess
 from core.quantize.calibration.methods import CalibrationSettings
 from core.quantize.calibration.build import CalibrationError, TargetSpec, build_calibration_table
-from core.quantize.evaluation import SQNR_CAP_DB, compare, layer_tensor_pairs, plot_layer_sqnr, sqnr_db
-from core.frontend.folding import fold_batch_norms, fold_constants
-from core.frontend.graph import Graph, GraphError, canonical_tensor, tensor_node
+from core.quantize.evaluation import SQNR_CAP_DB, compare, layer_tensor_pairs, sqnr_db
+from core.reports.layers import plot_layer_sqnr
+from core.frontend.constant_folding import fold_constants
+from core.frontend.folding import fold_batch_norms
+from core.frontend.graph import Graph, canonical_tensor, tensor_node
 from core.frontend.importer import import_graph, load_graph_def
-from core.frontend.layers import QuantRange, bypass_fake_quant, group_layers
-from core.ir.ops import IR_OPS
+from core.frontend.fake_quant import QuantRange, bypass_fake_quant
+from core.ir.layers import group_layers
+from core.ir.ops import OPS
 from core.frontend.tf_runtime import GraphRunner
 
 MBV1_INPUT = "images:0"
@@ -160,7 +164,7 @@ def test_ssd_reshape_gets_no_fake_quant_of_its_own(ssd):
     _, layer_graph, _, annotated = ssd
     by_name = annotated.by_name()
     for layer in (layer for layer in layer_graph.layers if layer.op == "reshape"):
-        assert IR_OPS["reshape"].annotate.output.name == "IDENTITY"
+        assert OPS["reshape"].annotate.output.name == "IDENTITY"
         assert not any(node.op == FAKE_QUANT and canonical_tensor(node.inputs[0]) == layer.output for node in annotated.nodes)
         assert layer.output in annotated.end_points  # the end point still names the reshape itself
         reads = by_name[layer.name].inputs[0]

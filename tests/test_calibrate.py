@@ -127,7 +127,7 @@ def test_a_log2scale_outside_the_targets_range_names_the_tensor_and_the_key(digi
 
 def test_nan_in_calibration_data_names_the_tensor_and_the_image(digits_tables):
     from core.frontend.graph import Graph
-    from core.frontend.layers import group_layers
+    from core.ir.layers import group_layers
     from stages.calibrate import CalibrationError, collect_statistics
 
     fold_dir = digits_tables["kl"][1].results[1].artifact.directory
@@ -144,7 +144,7 @@ def test_an_all_zero_tensor_gets_a_defined_scale_and_a_warning(digits_tables):
     from core.quantize.calibration.methods import CalibrationSettings
     from core.quantize.calibration.build import TargetSpec, build_calibration_table
     from core.frontend.graph import Graph
-    from core.frontend.layers import group_layers
+    from core.ir.layers import group_layers
 
     graph = Graph.load(digits_tables["kl"][1].results[1].artifact.directory)
     layer_graph = group_layers(graph)
@@ -160,7 +160,7 @@ def test_in_graph_statistics_agree_with_fetching_and_histogramming_in_numpy(digi
     per-batch histograms, and every activation fetched and streamed through update()."""
     from core.data.datasets import load_split
     from core.frontend.graph import Graph
-    from core.frontend.layers import group_layers
+    from core.ir.layers import group_layers
     from core.quantize.calibration.histogram import TensorStatistics
     from core.frontend.tf_runtime import GraphRunner
     from stages.calibrate import collect_statistics

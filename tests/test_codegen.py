@@ -1,4 +1,4 @@
-"""codegen: the C99 each op emits (core/ops/*.py `emit_c`), the program core/codegen_c.py
+"""codegen: the C99 each op emits (core/backends/c/ops/), the program core/backends/program.py
 assembles, and the codegen stage, each against the integer kernels the simulator runs.
 
 Property tests draw random small layers (shapes, strides, dilations, paddings, channel counts
@@ -9,7 +9,6 @@ through the stage as the pipeline runs it, and a compiler error surfacing as a s
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 from pathlib import Path
@@ -20,13 +19,22 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from conftest import CIFAR10_DIR, MBV1_GRAPH, MODELS, compose
-from core.backends.c.program import CompileError, c_array, c_symbols, compile_program, generate_c, run_program
-from core.ir.io import END_POINT, NETWORK_INPUT, Ir, read_ir, validate_ir
-from core.ir.ops import IR_OPS
-from core.ir.ops.conv import C_DOT_MIN_K, C_INT32_MAX, c_accumulator_bound
-from core.ir.ops.shape_ops import RESIZE_FRAC_BITS
-from core.ir.simulator import IntegerSimulator, quantize
+from conftest import CIFAR10_DIR, MBV1_GRAPH, MODELS, compose, ir_record
+from core.backends.c.build import CompileError, compile_program, run_program
+from core.backends.c.ops import emit_c
+from core.backends.c.program import RUNTIME_HEADER, c_array, c_symbols
+from core.backends.program import generate_c
+from core.ir.io import read_ir, validate_ir
+from core.ir.network import Ir
+from core.ir.op import END_POINT, NETWORK_INPUT
+from core.backends.c.ops import C_EMITTERS
+from core.backends.c.ops.conv import C_DOT_MIN_K
+from core.ir.fixedpoint import INT32_MAX
+from core.ir.ops import OPS
+from core.ir.ops.resize.record import RESIZE_FRAC_BITS
+from core.ir.fixedpoint import quantize
+from core.ir.simulator import IntegerSimulator
+from pipeline.stages import stage_named
 
 LAYERS = settings(max_examples=25, deadline=None, derandomize=True,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -34,18 +42,6 @@ IMAGES = 3  # per example, in one run of the binary
 QUIET = Console(file=open(os.devnull, "w"))
 MBV1_END = "MobilenetV1/Dense/act_quant/FakeQuantWithMinMaxVars:0"
 MBV1_PREPROCESS = {"size": [128, 128], "channels": 3, "resize": "tf_bilinear", "scale": 127.5, "offset": -1.0}
-
-
-def codegen_stage():
-    """The stage as the pipeline declares it; until pipeline/stages.py registers it, the
-    declaration stages/codegen.py asks for."""
-    from pipeline.stages import STAGE_NAMES, Stage, stage_named
-
-    if "codegen" in STAGE_NAMES:
-        return stage_named("codegen")
-    return Stage(name="codegen", entry="stages.codegen:run", inputs=("emit_ir",), params=("data", "model.preprocess"),
-                 code=("stages/codegen.py", "core/backends/c/program.py", "core/backends/c/runtime/qt_runtime.h", "core/ir/io.py",
-                       "core/ir/simulator.py", "core/ir/ops", "core/frontend/layers.py", "schemas/tf2ir_ir.schema.json", "core/data/datasets.py"))
 
 
 # --- one layer: the C against the kernel ------------------------------------------------------
@@ -58,7 +54,7 @@ def int8(rng: np.random.Generator, shape) -> np.ndarray:
 def one_layer_ir(fields: dict, params: dict, inputs: int = 1) -> Ir:
     layer = {"name": "layer.under-test", **fields, "previous_layer": [NETWORK_INPUT] * inputs, "next_layer": [END_POINT]}
     validate_ir([layer], origin="test layer")
-    return Ir([layer], {layer["name"]: params} if params else {})
+    return Ir.from_json([layer], {layer["name"]: params} if params else {})
 
 
 def c_output(ir: Ir, inputs: list[np.ndarray], work: Path) -> np.ndarray:
@@ -69,14 +65,14 @@ def c_output(ir: Ir, inputs: list[np.ndarray], work: Path) -> np.ndarray:
     if len(inputs) == 1:
         program = generate_c(ir)
         binary = compile_program(program.write(work))
-        return run_program(binary, program, inputs[0], work / "run").outputs[layer["name"]]
-    symbol = c_symbols(ir)[layer["name"]]
+        return run_program(binary, program, inputs[0], work / "run").outputs[layer.name]
+    symbol = c_symbols(ir)[layer.name]
     sizes = [int(np.prod(x.shape[1:])) for x in inputs]
-    expected = IR_OPS[layer["operation"]].kernel(layer, {}, [x[:1] for x in inputs])
+    expected = OPS[layer.operation].kernel(layer, {}, [x[:1] for x in inputs])
     out_size = int(np.prod(expected.shape[1:]))
     source = f"""#include <stdio.h>
 #include "qt_runtime.h"
-{IR_OPS[layer['operation']].emit_c(layer, symbol)}
+{emit_c(layer, symbol)}
 int main(void)
 {{
     static int8_t in0[{sizes[0]}], in1[{sizes[1]}], out[{out_size}];
@@ -97,8 +93,6 @@ int main(void)
 
 
 def generate_c_runtime() -> str:
-    from core.backends.c.program import RUNTIME_HEADER
-
     return RUNTIME_HEADER.read_text()
 
 
@@ -106,7 +100,7 @@ def check_layer(fields: dict, params: dict, inputs: list[np.ndarray], work: Path
     ir = one_layer_ir(fields, params, len(inputs))
     (layer,) = ir.layers
     try:
-        expected = IR_OPS[layer["operation"]].kernel(layer, params, inputs)
+        expected = OPS[layer.operation].kernel(layer, params, inputs)
     except OverflowError:  # the kernel refuses an int32 overflow; nothing to compare
         assume(False)
     ours = c_output(ir, inputs, work)
@@ -177,11 +171,19 @@ def test_dwconv_c_is_the_kernel_bit_for_bit(tmp_path, case):
     check_layer(fields, params, [int8(rng, (IMAGES, size["height"], size["width"], c))], tmp_path)
 
 
+def _conv_record(kernel: int, channels: int, bias_shift: int):
+    fields = {"activation_type": "None", "input_log2scale": 0, "weight_log2scale": 8, "bias_log2scale": 8 - bias_shift,
+              "output_log2scale": 0, "output_shift": 8, "bias_shift": bias_shift, "load_bias": True, "input_channel_num": channels,
+              "output_channel_num": 1, "input_size": hw(kernel, kernel), "output_size": hw(1, 1),
+              "padding": {"top": 0, "bottom": 0, "left": 0, "right": 0}, "stride": hw(1, 1), "dilations": hw(1, 1),
+              "kernel_size": hw(kernel, kernel)}
+    return ir_record("conv", fields)
+
+
 def test_the_conv_forms_cover_both_gemms_and_int64():
     """The property tests' ranges reach every code path of the conv emitter."""
-    base = {"output_shift": 8, "bias_shift": 4, "load_bias": True}
     assert 3 * 3 * 40 >= C_DOT_MIN_K > 3 * 3 * 3  # dot and broadcast forms
-    assert c_accumulator_bound({**base, "bias_shift": 26}, 9) > C_INT32_MAX >= c_accumulator_bound(base, 16 * 40)
+    assert _conv_record(3, 1, bias_shift=26).accumulator_bound() > INT32_MAX >= _conv_record(4, 40, bias_shift=4).accumulator_bound()
 
 
 @st.composite
@@ -276,17 +278,17 @@ def test_reshape_c_copies_the_bytes(tmp_path):
 
 
 def test_every_ir_operation_has_a_c_emitter():
-    assert all(op.emit_c is not None for op in IR_OPS.values())
+    assert set(C_EMITTERS) == set(OPS)
 
 
 def test_symbols_are_c_identifiers_unique_and_the_source_byte_stable():
     layers = [{"name": name, "operation": "reshape", "reshape_param": [4], "input_shape": [2, 2, 1], "output_shape": [4],
                "dtype": "int8", "log2scale": 0, "previous_layer": [NETWORK_INPUT], "next_layer": [END_POINT]}
               for name in ("a/b", "a_b", "a-b")]
-    ir = Ir(layers, {})
+    ir = Ir.from_json(layers, {})
     symbols = c_symbols(ir)
     assert list(symbols.values()) == ["layer_a_b", "layer_a_b_2", "layer_a_b_3"]
-    assert generate_c(ir).source == generate_c(Ir([dict(layer) for layer in layers], {})).source
+    assert generate_c(ir).source == generate_c(Ir.from_json([dict(layer) for layer in layers], {})).source
     assert c_array("x", np.array([-128, 0, 127], np.int8)) == "static const int8_t x[3] = {\n    -128,0,127\n};\n"
 
 
@@ -295,10 +297,12 @@ def mbv1_ir() -> Ir:
     """The real mbv1_cifar10 IR with its own QAT ranges (calib.method=qat), as emit_ir builds it."""
     from core.quantize.calibration.methods import CalibrationSettings
     from core.quantize.calibration.build import TargetSpec, build_calibration_table
-    from core.frontend.folding import fold_batch_norms, fold_constants
+    from core.frontend.constant_folding import fold_constants
+    from core.frontend.folding import fold_batch_norms
     from core.frontend.importer import import_graph, load_graph_def
-    from core.ir.io import build_ir
-    from core.frontend.layers import bypass_fake_quant, group_layers
+    from core.ir.emit import build_ir
+    from core.frontend.fake_quant import bypass_fake_quant
+    from core.ir.layers import group_layers
 
     loaded = load_graph_def("frozen_graph", MBV1_GRAPH)
     qat = import_graph(loaded.graph_def, "images:0", [MBV1_END], origin=str(MBV1_GRAPH), source={})
@@ -334,7 +338,7 @@ def test_a_dump_build_writes_every_layer(mbv1_ir, tmp_path):
     result = run_program(binary, program, images, tmp_path / "run", dump=True)
     expected = IntegerSimulator(mbv1_ir).run_int8(images, keep_all=True)
     for layer in mbv1_ir.layers:
-        assert np.array_equal(result.layers[layer["name"]], expected[layer["name"]]), layer["name"]
+        assert np.array_equal(result.layers[layer.name], expected[layer.name]), layer.name
 
 
 # --- the stage --------------------------------------------------------------------------------
@@ -364,7 +368,7 @@ def _run_codegen(cfg, emit_ir, partition, store_url: str | None = None):
     from pipeline.store import ArtifactStore
 
     store = ArtifactStore(store_url or cfg.store.url, local_cache=Path(cfg.store.cache_dir))
-    return Runner(cfg, store, _Display()).run_stage(codegen_stage(), {"emit_ir": emit_ir, "partition": partition})
+    return Runner(cfg, store, _Display()).run_stage(stage_named("codegen"), {"emit_ir": emit_ir, "partition": partition})
 
 
 def test_digits_through_the_codegen_stage(digits_ir):
@@ -383,9 +387,9 @@ def test_a_compiler_error_fails_the_stage_with_the_compilers_message(digits_ir, 
     from pipeline.runner import StageFailed
 
     cfg, emit_ir, partition = digits_ir
-    conv = IR_OPS["conv"]
-    broken = lambda fields, symbol: conv.emit_c(fields, symbol) + f"static int {symbol}_broken = ;\n"  # noqa: E731
-    monkeypatch.setitem(IR_OPS, "conv", dataclasses.replace(conv, emit_c=broken))
+    conv = C_EMITTERS["conv"]
+    broken = lambda record, symbol: conv(record, symbol) + f"static int {symbol}_broken = ;\n"  # noqa: E731
+    monkeypatch.setitem(C_EMITTERS, "conv", broken)
     with pytest.raises(StageFailed, match=r"(?s)stage codegen failed: cc -O2 -std=c99 -Wall -Werror .*program\.c:\d+:\d+: error: expected"):
         _run_codegen(cfg, emit_ir, partition, store_url=str(tmp_path / "store"))
     with pytest.raises(CompileError, match="error: expected"):
@@ -396,12 +400,12 @@ def test_a_wrong_layer_fails_the_stage_naming_the_first_layer_that_differs(digit
     from pipeline.runner import StageFailed
 
     cfg, emit_ir, partition = digits_ir
-    dwconv = IR_OPS["dwconv"]
-    first = next(layer["name"] for layer in read_ir(emit_ir.directory).layers if layer["operation"] == "dwconv")
+    dwconv = C_EMITTERS["dwconv"]
+    first = next(layer.name for layer in read_ir(emit_ir.directory).layers if layer.operation == "dwconv")
 
-    def off_by_one(fields, symbol):  # every sum one product's worth too large
-        return dwconv.emit_c(fields, symbol).replace("acc[i] += (int16_t)(x[i] * w[i]);", "acc[i] += (int16_t)(x[i] * w[i]) + 1;")
+    def off_by_one(record, symbol):  # every sum one product's worth too large
+        return dwconv(record, symbol).replace("acc[i] += (int16_t)(x[i] * w[i]);", "acc[i] += (int16_t)(x[i] * w[i]) + 1;")
 
-    monkeypatch.setitem(IR_OPS, "dwconv", dataclasses.replace(dwconv, emit_c=off_by_one))
+    monkeypatch.setitem(C_EMITTERS, "dwconv", off_by_one)
     with pytest.raises(StageFailed, match=rf"differs from the integer simulator on \d+ of 101 images; on the IR's test image: layer {first} \(dwconv\)"):
         _run_codegen(cfg, emit_ir, partition, store_url=str(tmp_path / "store"))

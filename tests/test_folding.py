@@ -10,14 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from core.frontend.folding import (
-    FAKE_QUANT_OPS,
-    constant_node_names,
-    find_batch_norms,
-    fold_batch_norms,
-    fold_constants,
-    max_abs_difference,
-)
+from core.frontend.constant_folding import constant_node_names, fold_constants
+from core.frontend.fake_quant import FAKE_QUANT_OPS
+from core.frontend.folding import find_batch_norms, fold_batch_norms, max_abs_difference
 from core.frontend.graph import Graph, tensor_node
 from core.frontend.importer import import_graph
 

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from conftest import CIFAR10_DIR, MODELS, compose
 from core.ir.io import NET_DEF_FILE, PARAMS_DIR, read_ir, validate_ir
-from core.ir.ops.registry import IrError
+from core.ir.records import IrError
 from pipeline.main import run_pipeline
 from pipeline.runner import StageFailed
 
@@ -50,7 +50,8 @@ def test_emitted_ir_agrees_with_the_reference_on_every_key_it_has(mbv1_qat):
 def test_every_layer_has_its_tensors_in_the_specs_layouts(mbv1_qat):
     directory = _artifact(mbv1_qat, "emit_ir").directory
     ir = read_ir(directory)
-    for layer in ir.layers:
+    for record in ir.layers:
+        layer = record.to_json()
         name = layer["name"]
         output = np.load(directory / PARAMS_DIR / f"{name}_output.npy")
         assert output.dtype == np.int8 and output.shape == (layer["output_size"]["height"], layer["output_size"]["width"], layer["output_channel_num"])
@@ -91,8 +92,8 @@ def test_ssd_ir_has_the_tools_95_layers(workspace, tmp_path):
     assert metrics["emit_ir.end_points"] == 12
     assert metrics["simulate.layer_agreement_min"] >= 0.999
     ir = read_ir(_artifact(summary, "emit_ir").directory)
-    add = next(layer for layer in ir.layers if layer["operation"] == "add")
-    assert add["previous_layer"] == [add["pl_name"], add["add_name"]]
+    add = next(layer for layer in ir.layers if layer.operation == "add")
+    assert add.previous_layer == (add.pl_name, add.add_name)
 
 
 def test_a_shift_outside_the_targets_range_names_the_layer_and_the_field(mbv1_qat, model_cache, tmp_path):

@@ -9,7 +9,8 @@ import pytest
 
 from conftest import MBV1_GRAPH, MODELS, SSD_GRAPH
 from core.frontend.graph import GraphError
-from core.frontend.layers import bypass_fake_quant, group_layers
+from core.frontend.fake_quant import bypass_fake_quant
+from core.ir.layers import group_layers
 
 SSD_END_POINTS = [f"BoxPredictor_{k}/Reshape{suffix}:0" for k in range(6) for suffix in ("", "_1")]
 
@@ -17,7 +18,9 @@ SSD_END_POINTS = [f"BoxPredictor_{k}/Reshape{suffix}:0" for k in range(6) for su
 def _folded(path, input_tensor, end_points):
     import tensorflow as tf
 
-    from core.frontend.folding import fold_batch_norms, fold_constants
+    from core.frontend.constant_folding import fold_constants
+
+    from core.frontend.folding import fold_batch_norms
     from core.frontend.importer import import_graph
 
     graph_def = tf.compat.v1.GraphDef()

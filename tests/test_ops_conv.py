@@ -12,24 +12,19 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from conftest import MBV1_GRAPH, MODELS
-from core.quantize.table import CalibrationTable, TensorEntry
-from core.quantize.calibration.build import pow2_range
+from conftest import MBV1_GRAPH, MODELS, ir_record
 from core.frontend.graph import Graph, GraphError
-from core.frontend.layers import group_layers
-from core.ir.ops import IR_OPS
-from core.ir.ops import conv as conv_module
-from core.ir.ops.conv import (
-    FLOAT32_EXACT_INT,
-    GEMM_MAX_K,
-    INT8_PRODUCT_MAX,
-    conv_accumulator,
-    conv_kernel,
-    dwconv_accumulator,
-    fake_quant_ints,
-    requantize,
-)
-from core.ir.ops.registry import IrContext, IrError
+from core.ir.activations import ACTIVATIONS
+from core.ir.fixedpoint import FLOAT32_EXACT_INT, GEMM_MAX_K, INT8_PRODUCT_MAX, fake_quant_ints
+from core.ir.layers import group_layers
+from core.ir.op import IrContext
+from core.ir.ops import OPS
+from core.ir.ops.conv import requantize as requantize_module
+from core.ir.ops.conv.kernel import conv_accumulator, conv_kernel, dwconv_accumulator
+from core.ir.ops.conv.requantize import requantize
+from core.ir.records import IrError
+from core.quantize.calibration.build import pow2_range
+from core.quantize.table import CalibrationTable, TensorEntry
 
 MBV1_DIR = MODELS / "mobilenet_v1_0.5_128_cifar10"
 MBV1_END = ["MobilenetV1/Dense/act_quant/FakeQuantWithMinMaxVars:0"]
@@ -153,9 +148,9 @@ def _run_case(op, case):
                         case["channels"], case["has_bias"], case["activation"], case["scales"], rng)
     graph = _graph(build, (*case["size"], case["channels"][0]))
     ctx, layer = _context(graph, case["scales"])
-    fields, params = IR_OPS[op].ir_fields(layer, ctx), IR_OPS[op].ir_params(layer, ctx)
+    record, params = OPS[op].describe(layer, ctx), OPS[op].params(layer, ctx)
     x = rng.integers(-128, 128, (3, *case["size"], case["channels"][0]), dtype=np.int8)
-    return layer, fields, params, x
+    return record, params, x
 
 
 # --- (a) the kernel against TensorFlow's float convolution --------------------------------------------
@@ -169,9 +164,10 @@ def test_kernel_is_bit_identical_to_tf_float_conv_with_the_specs_rounding(op, ar
     """Both of the kernels' exact arithmetics (float32 where |sum| + |offset| <= 2^24, else
     int32), against TF's float64 convolution and the spec's rounding in real numbers."""
     case = data.draw(conv_cases(op))
-    layer, fields, params, x = _run_case(op, case)
-    with mock.patch.object(conv_module, "FLOAT32_ACCUMULATION", arithmetic == "float32"):
-        out = IR_OPS[op].kernel(fields, params, [x])
+    record, params, x = _run_case(op, case)
+    fields = record.to_json()
+    with mock.patch.object(requantize_module, "FLOAT32_ACCUMULATION", arithmetic == "float32"):
+        out = OPS[op].kernel(record, params, [x])
     assert out.dtype == np.int8
     expected = _tf_reference(op, x, params, fields, case["padding"])
     np.testing.assert_array_equal(out, expected)
@@ -210,7 +206,7 @@ def test_the_float32_gemm_is_exact_beyond_its_chunk_limit():
     assert naive[0, 1] != expected[0, 0, 0, 1]  # one float32 GEMM over all of K is not exact here
     # through the kernel: the same sums, requantized (int32 accumulator: 1170 * 2^14 < 2^31)
     fields = _fields(5, 130, 4, 3, shift=18, bias_shift=0, load_bias=False, activation="None", output_log2scale=0)
-    out = conv_kernel(fields, {"weight": w}, [x])
+    out = conv_kernel(ir_record("conv", fields), {"weight": w}, [x])
     np.testing.assert_array_equal(out, np.clip(np.floor(expected / 2.0**18 + 0.5), -128, 127).astype(np.int8))
 
 
@@ -223,19 +219,18 @@ def test_depthwise_accumulator_worst_case_is_exact():
 
 def test_rounding_is_half_up_and_relu6_clamps_at_the_output_scale():
     acc = np.array([[-6, -5, -3, -2, 2, 3, 5, 6, 10**6]], np.int64)[..., np.newaxis]  # [1, 9, 1]
-    none = {"output_shift": 2, "load_bias": False, "activation_type": "None", "output_log2scale": 0}
     # x / 4: -1.5 -> -1, -1.25 -> -1, -0.75 -> -1, -0.5 -> 0, 0.5 -> 1, 0.75 -> 1, 1.25 -> 1, 1.5 -> 2, saturated
-    assert requantize(acc, None, none).ravel().tolist() == [-1, -1, -1, 0, 1, 1, 1, 2, 127]
-    relu6 = {**none, "activation_type": "Relu6", "output_log2scale": -2}  # 6 real = 1.5 steps -> clamp at 2
-    assert requantize(acc, None, relu6).ravel().tolist() == [0, 0, 0, 0, 1, 1, 1, 2, 2]
-    biased = {**none, "load_bias": True, "bias_shift": 3}
-    assert requantize(np.zeros((1, 1, 1), np.int64), np.array([-1], np.int8), biased).item() == -2  # -8 / 4
+    assert requantize(acc, None, output_shift=2).ravel().tolist() == [-1, -1, -1, 0, 1, 1, 1, 2, 127]
+    relu6 = ACTIVATIONS["Relu6"].clamp(-2)  # 6 real = 1.5 steps -> clamp at 2
+    assert relu6 == (0, 2)
+    assert requantize(acc, None, output_shift=2, clamp=relu6).ravel().tolist() == [0, 0, 0, 0, 1, 1, 1, 2, 2]
+    assert requantize(np.zeros((1, 1, 1), np.int64), np.array([-1], np.int8), output_shift=2, bias_shift=3).item() == -2  # -8 / 4
 
 
 def test_an_accumulator_beyond_int32_is_refused():
     fields = _fields(1, 1, 1, 1, shift=0, bias_shift=25, load_bias=True, activation="None", output_log2scale=0)
     with pytest.raises(OverflowError, match="int32"):
-        conv_kernel(fields, {"weight": np.full((1, 1, 1, 1), 127, np.int8), "bias": np.array([127], np.int8)},
+        conv_kernel(ir_record("conv", fields), {"weight": np.full((1, 1, 1, 1), 127, np.int8), "bias": np.array([127], np.int8)},
                     [np.full((1, 1, 1, 1), 127, np.int8)])
 
 
@@ -255,7 +250,7 @@ def test_padding_fields_reproduce_tfs_output_shape_and_values(size, kernel, stri
     w = rng.integers(-3, 4, (kernel, kernel, 1, 1)).astype(np.float32)
     graph = _graph(lambda x: tf.nn.conv2d(x, w, stride, padding, dilations=dilation, name="conv"), (size, size + 1, 1))
     ctx, layer = _context(graph, scales)
-    fields = IR_OPS["conv"].ir_fields(layer, ctx)
+    fields = OPS["conv"].describe(layer, ctx).to_json()
     pad, out = fields["padding"], fields["output_size"]
     assert [out["height"], out["width"]] == graph.shape(layer.output)[1:3]
     effective = (kernel - 1) * dilation + 1
@@ -274,7 +269,7 @@ def test_mbv1_first_layer_padding_is_tfs_rule():
     w = np.ones((3, 3, 3, 16), np.float32)
     graph = _graph(lambda x: tf.nn.conv2d(x, w, 2, "SAME", name="conv"), (128, 128, 3))
     ctx, layer = _context(graph, {"input": 7, "weight": 7, "output": 4})
-    fields = IR_OPS["conv"].ir_fields(layer, ctx)
+    fields = OPS["conv"].describe(layer, ctx).to_json()
     assert fields["padding"] == {"top": 0, "bottom": 1, "left": 0, "right": 1}
     assert fields["load_bias"] is False and fields["bias_log2scale"] == 0 and fields["bias_shift"] == 0
     assert fields["output_shift"] == 10 and fields["output_size"] == {"height": 64, "width": 64}
@@ -290,7 +285,7 @@ def test_a_folded_pad_and_explicit_padding_are_the_layers_padding():
 
     for build in (padded, lambda x: tf.nn.conv2d(x, w, 1, [[0, 0], [2, 0], [1, 3], [0, 0]], name="conv")):
         ctx, layer = _context(_graph(build, (6, 5, 2)), {"input": 0, "weight": 0, "output": 0})
-        assert IR_OPS["conv"].ir_fields(layer, ctx)["padding"] == {"top": 2, "bottom": 0, "left": 1, "right": 3}
+        assert OPS["conv"].describe(layer, ctx).to_json()["padding"] == {"top": 2, "bottom": 0, "left": 1, "right": 3}
 
 
 def test_an_atrous_block_is_one_dilated_layer_named_after_its_conv():
@@ -307,7 +302,7 @@ def test_an_atrous_block_is_one_dilated_layer_named_after_its_conv():
     assert layer.name == "aspp" and layer.op == "conv" and layer.activation == "Relu6"
     assert [graph.node(name).op for name in layer.nodes] == ["SpaceToBatchND", "Conv2D", "BatchToSpaceND", "BiasAdd", "Relu6"]
     assert layer.inputs == ["x:0"] and layer.output == "relu:0"
-    fields = IR_OPS["conv"].ir_fields(layer, ctx)
+    fields = OPS["conv"].describe(layer, ctx).to_json()
     # TF pads [[2, 3], [2, 3]] and crops [[0, 1], [0, 1]]: the dilated conv's SAME padding, 2 on each side
     assert fields["dilations"] == {"height": 2, "width": 2} and fields["stride"] == {"height": 1, "width": 1}
     assert fields["padding"] == {"top": 2, "bottom": 2, "left": 2, "right": 2}
@@ -334,9 +329,10 @@ def mbv1():
 
     from core.quantize.calibration.methods import CalibrationSettings
     from core.quantize.calibration.build import TargetSpec, build_calibration_table
-    from core.frontend.folding import fold_batch_norms, fold_constants
+    from core.frontend.constant_folding import fold_constants
+    from core.frontend.folding import fold_batch_norms
     from core.frontend.importer import import_graph
-    from core.frontend.layers import bypass_fake_quant
+    from core.frontend.fake_quant import bypass_fake_quant
 
     graph_def = tf.compat.v1.GraphDef()
     graph_def.ParseFromString(MBV1_GRAPH.read_bytes())
@@ -355,7 +351,7 @@ def test_mbv1_fields_are_the_reference_irs(mbv1):
     convs = [layer for layer in layer_graph.layers if layer.op in ("conv", "dwconv")]
     assert len(convs) == 28
     for layer in convs:
-        fields = IR_OPS[layer.op].ir_fields(layer, ctx)
+        fields = OPS[layer.op].describe(layer, ctx).to_json()
         expected = {key: value for key, value in reference[layer.ir_name].items() if key not in NOT_FIELDS}
         assert {key: fields[key] for key in expected} == expected, layer.ir_name
         assert fields["dilations"] == {"height": 1, "width": 1}  # the key the reference predates
@@ -370,7 +366,7 @@ def test_mbv1_params_are_the_fake_quant_integers(mbv1):
     for layer in layer_graph.layers[:4] + layer_graph.layers[-1:]:
         if layer.op not in ("conv", "dwconv"):
             continue
-        params = IR_OPS[layer.op].ir_params(layer, ctx)
+        params = OPS[layer.op].params(layer, ctx)
         for kind, const in (("weight", layer.weight), ("bias", layer.bias)):
             entry = table.tensors[f"{const}:0"]
             fake = tf.quantization.fake_quant_with_min_max_vars(ctx.graph.constants[const], *entry.range).numpy()
@@ -423,16 +419,16 @@ def test_mbv1_kernels_equal_the_annotated_graphs_fake_quant_outputs(mbv1):
         values = runner.run(fetches, (first_input / 128.0).astype(np.float32))
     inputs, outputs = values[: len(convs)], values[len(convs) :]
     for layer, x, y in zip(convs, inputs, outputs):
-        fields, params = IR_OPS[layer.op].ir_fields(layer, ctx), IR_OPS[layer.op].ir_params(layer, ctx)
-        x_int = np.round(x.astype(np.float64) * 2.0 ** fields["input_log2scale"])
-        np.testing.assert_array_equal(x_int, x.astype(np.float64) * 2.0 ** fields["input_log2scale"])  # on the int8 grid
-        expected = np.round(y.astype(np.float64) * 2.0 ** fields["output_log2scale"])
-        out = IR_OPS[layer.op].kernel(fields, params, [x_int.astype(np.int8)])
+        record, params = OPS[layer.op].describe(layer, ctx), OPS[layer.op].params(layer, ctx)
+        x_int = np.round(x.astype(np.float64) * 2.0 ** record.input_log2scale)
+        np.testing.assert_array_equal(x_int, x.astype(np.float64) * 2.0 ** record.input_log2scale)  # on the int8 grid
+        expected = np.round(y.astype(np.float64) * 2.0 ** record.output_log2scale)
+        out = OPS[layer.op].kernel(record, params, [x_int.astype(np.int8)])
         assert out.shape == expected.shape
         assert np.mean(out == expected) >= 0.999, layer.ir_name
-        with mock.patch.object(conv_module, "FLOAT32_ACCUMULATION", False):
-            np.testing.assert_array_equal(IR_OPS[layer.op].kernel(fields, params, [x_int.astype(np.int8)]), out)
-    assert convs[0].inputs == ["images:0"] and IR_OPS["conv"].ir_fields(convs[0], ctx)["input_log2scale"] == 7
+        with mock.patch.object(requantize_module, "FLOAT32_ACCUMULATION", False):
+            np.testing.assert_array_equal(OPS[layer.op].kernel(record, params, [x_int.astype(np.int8)]), out)
+    assert convs[0].inputs == ["images:0"] and OPS["conv"].describe(convs[0], ctx).input_log2scale == 7
 
 
 # --- (e) what the IR cannot express ------------------------------------------------------------------------
@@ -455,22 +451,20 @@ def _one_layer(op="conv", activation="Relu6", multiplier=1, stride=1, dilation=1
 def test_a_negative_output_shift_names_the_layer_and_the_field():
     ctx, layer = _context(_one_layer(), {"input": 4, "weight": 3, "bias": 5, "output": 8})
     with pytest.raises(IrError, match=r"block_conv: output_shift = -1 .*target.min_shift"):
-        IR_OPS["conv"].ir_fields(layer, ctx)
+        OPS["conv"].describe(layer, ctx).to_json()
     ctx, layer = _context(_one_layer(), {"input": 4, "weight": 3, "bias": 9, "output": 5})
     with pytest.raises(IrError, match=r"block_conv: bias_shift = -2"):
-        IR_OPS["conv"].ir_fields(layer, ctx)
+        OPS["conv"].describe(layer, ctx).to_json()
 
 
 def test_relu_is_not_an_ir_activation():
-    ctx, layer = _context(_one_layer(activation="Relu"), {"input": 4, "weight": 4, "bias": 4, "output": 4})
-    assert layer.activation == "Relu"
-    with pytest.raises(IrError, match=r"block_conv: activation_type 'Relu'.*no Relu"):
-        IR_OPS["conv"].ir_fields(layer, ctx)
+    with pytest.raises(GraphError, match=r"node block/act \(Relu\) is not part of any IR layer.*activations Relu6"):
+        group_layers(_one_layer(activation="Relu"))
 
 
 def test_a_depthwise_channel_multiplier_is_refused():
     ctx, layer = _context(_one_layer("dwconv", multiplier=2), {"input": 4, "weight": 4, "bias": 4, "output": 4})
-    for describe in (IR_OPS["dwconv"].ir_fields, IR_OPS["dwconv"].ir_params):
+    for describe in (OPS["dwconv"].describe, OPS["dwconv"].params):
         with pytest.raises(IrError, match=r"block_dw: weight: depthwise channel multiplier 2"):
             describe(layer, ctx)
 
@@ -478,7 +472,7 @@ def test_a_depthwise_channel_multiplier_is_refused():
 def test_a_dilated_conv_with_a_stride_is_refused():
     ctx, layer = _context(_one_layer(stride=2, dilation=2), {"input": 4, "weight": 4, "bias": 4, "output": 4})
     with pytest.raises(IrError, match=r"block_conv: dilations .* requires stride 1"):
-        IR_OPS["conv"].ir_fields(layer, ctx)
+        OPS["conv"].describe(layer, ctx).to_json()
 
 
 def test_a_pad_that_cannot_be_folded_is_named():
@@ -500,10 +494,10 @@ def test_a_weight_beyond_its_range_is_refused_unless_the_range_is_the_qat_graphs
 
     ctx, layer = _context(_one_layer(), {"input": 4, "weight": 7, "bias": 4, "output": 4})  # 1.0 > 127/128
     with pytest.raises(IrError, match=r"block_conv: weight .*never\s+saturated"):
-        IR_OPS["conv"].ir_params(layer, ctx)
+        OPS["conv"].params(layer, ctx)
     entry = ctx.table.tensors[f"{layer.weight}:0"]
     entry.method = "qat"
-    weight = IR_OPS["conv"].ir_params(layer, ctx)["weight"]
+    weight = OPS["conv"].params(layer, ctx)["weight"]
     fake = tf.quantization.fake_quant_with_min_max_vars(ctx.graph.constants[layer.weight], *entry.range).numpy()
     np.testing.assert_array_equal(weight, fake * 128)
     assert (weight == 127).all()
@@ -511,5 +505,7 @@ def test_a_weight_beyond_its_range_is_refused_unless_the_range_is_the_qat_graphs
 
 def test_conv_and_dwconv_register_their_ir_pieces():
     for name in ("conv", "dwconv"):
-        op = IR_OPS[name]
-        assert op.ir_fields and op.ir_params and op.kernel and op.input_kinds == ("input",)
+        op = OPS[name]
+        assert op.record.operation == name and op.input_kinds == ("input",) and op.annotate.weight and op.annotate.bias
+        assert op.params is not OPS["add"].params  # constants of its own
+    assert OPS["conv"].annotate.weight_channel_axes == (3,) and OPS["dwconv"].annotate.weight_channel_axes == (2, 3)

@@ -17,15 +17,17 @@ import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import MBV1_GRAPH, MODELS, SSD_GRAPH
+from conftest import MBV1_GRAPH, MODELS, SSD_GRAPH, ir_record
 from core.quantize.table import CalibrationTable, TensorEntry
 from core.quantize.calibration.methods import CalibrationSettings
 from core.quantize.calibration.build import TargetSpec, build_calibration_table, pow2_range
 from core.frontend.graph import Graph
-from core.frontend.layers import bypass_fake_quant, group_layers
-from core.ir.ops import IR_OPS
-from core.ir.ops.registry import IrContext, IrError
-from core.ir.ops.shape_ops import RESIZE_FRAC_BITS, source_coordinates
+from core.frontend.fake_quant import bypass_fake_quant
+from core.ir.layers import group_layers
+from core.ir.ops import OPS
+from core.ir.op import IrContext
+from core.ir.records import IrError
+from core.ir.ops.resize.record import RESIZE_FRAC_BITS, source_coordinates
 
 examples = settings(deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow])
 SSD_END_POINTS = [f"BoxPredictor_{k}/Reshape{suffix}:0" for k in range(6) for suffix in ("", "_1")]
@@ -49,7 +51,7 @@ def int8(rng: np.random.Generator, shape) -> np.ndarray:
 
 
 def run(layer, fields, inputs) -> np.ndarray:
-    result = IR_OPS[layer.op].kernel(fields, {}, inputs)
+    result = OPS[layer.op].kernel(ir_record(layer.op, fields, layer.ir_name, ["input"] * len(inputs)), {}, inputs)
     assert result.dtype == np.int8
     return result.astype(np.int64)
 
@@ -80,8 +82,10 @@ def last_layer(layer_graph):
 
 
 def fields_of(layer_graph, context, layer=None):
+    """The layer's IR fields (its record's JSON but for the keys every layer has)."""
     layer = layer or last_layer(layer_graph)
-    return IR_OPS[layer.op].ir_fields(layer, context)
+    record = OPS[layer.op].describe(layer, context)
+    return {key: value for key, value in record.to_json().items() if key not in EMITTER_KEYS}
 
 
 pool_cases = st.fixed_dictionaries({
@@ -370,8 +374,6 @@ def test_resize_fields_and_fixed_point_design():
      {"input": 7, "a": -30, "pool": 5}, {}, r"\|input0_log2scale - output_log2scale\| = 35"),
     (lambda x: tf.raw_ops.ResizeBilinear(images=x, size=[8, 8], name="pool"), {"input": 2, "pool": 30}, {},
      "the output shift .* = -8 is outside"),
-    (lambda x: tf.nn.relu(tf.add(x, tf.nn.max_pool2d(x, 1, 1, "VALID", name="a"), name="pool")), {"input": 7, "a": 7, "pool": 7}, {},
-     "activation_type Relu"),
 ])
 def test_a_field_the_target_cannot_encode_is_an_ir_error_naming_layer_and_field(build, scales, limits, field):
     layer_graph, context = op_context(build, [4, 4, 2], scales, **limits)
@@ -383,7 +385,8 @@ def test_a_field_the_target_cannot_encode_is_an_ir_error_naming_layer_and_field(
 
 
 def folded(path, input_tensor, end_points):
-    from core.frontend.folding import fold_batch_norms, fold_constants
+    from core.frontend.constant_folding import fold_constants
+    from core.frontend.folding import fold_batch_norms
     from core.frontend.importer import import_graph
 
     graph_def = tf.compat.v1.GraphDef()

@@ -16,7 +16,9 @@ from rich.console import Console
 
 from conftest import CIFAR10_DIR, MODELS, PROJECT_ROOT, compose
 from core.backends.accel.target import Accelerator, AcceleratorError, accelerator_of, load_target
-from core.ir.io import END_POINT, NETWORK_INPUT, Ir, read_ir, validate_ir
+from core.ir.io import read_ir, validate_ir
+from core.ir.network import Ir
+from core.ir.op import END_POINT, NETWORK_INPUT
 from core.backends.accel.partition import ACCEL, ACCEL_LAYOUT, HOST, partition
 from pipeline.main import run_pipeline
 from stages.partition import PICTURE_FILE, PLAN_FILE, run as run_stage, target_accelerator
@@ -78,7 +80,7 @@ def ir_of(*layers, ends=None) -> Ir:
         readers = [other["name"] for other in layers if layer["name"] in other["previous_layer"]]
         layer["next_layer"] = [END_POINT] if layer["name"] in ends else readers
     validate_ir(list(layers), origin="hand-built IR")
-    return Ir(list(layers))
+    return Ir.from_json(list(layers))
 
 
 def points(changes):
@@ -307,4 +309,4 @@ def test_ssd_keeps_its_reshapes_on_the_host_and_nearly_all_macs_on_the_accelerat
     # and a target without an accelerator: the honest all-host plan
     host = _stage(real_irs["ssd"], {"name": "tf2ir"}, tmp_path / "host")
     assert (host["layers_host"], host["regions"], host["pack_count"], host["mac_share_accel"]) == (95, 0, 0, 0.0)
-    assert read_ir(real_irs["ssd"]).layers[0]["previous_layer"] == [NETWORK_INPUT]
+    assert read_ir(real_irs["ssd"]).layers[0].previous_layer == (NETWORK_INPUT,)

@@ -1,4 +1,4 @@
-"""Constant folding and BatchNorm folding (IR spec, section 3).
+"""BatchNorm folding (IR spec, section 3), after constant folding (constant_folding.py).
 
 The IR has no BatchNorm layer: every conv carries its normalization in its
 weights and bias. Two kinds of graph reach this module:
@@ -17,190 +17,18 @@ Every function returns a new Graph and leaves its argument untouched.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from core.frontend.fake_quant import FAKE_QUANT_OPS
 from core.frontend.graph import Graph, Node, canonical_tensor, tensor_index, tensor_node
+from core.frontend.rewrite import const_node, copy_node, evaluate, finish, readers_of, unique_name
 
-FAKE_QUANT_OPS = frozenset({"FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxArgs", "FakeQuantWithMinMaxVarsPerChannel"})
 CONV_OPS = frozenset({"Conv2D", "DepthwiseConv2dNative"})
 FUSED_BATCH_NORM_OPS = frozenset({"FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"})
 ADD_OPS = frozenset({"Add", "AddV2"})
 
 
-# --- small graph utilities ------------------------------------------------------
-def _copy_node(node: Node, **changes: Any) -> Node:
-    """A node that shares nothing mutable with `node`, so results never alias their inputs."""
-    fields_ = {
-        "name": node.name,
-        "op": node.op,
-        "inputs": list(node.inputs),
-        "attrs": {key: dict(value) for key, value in node.attrs.items()},
-        "output_shapes": [None if shape is None else list(shape) for shape in node.output_shapes],
-    }
-    fields_.update(changes)
-    return Node(**fields_)
-
-
-def _const_node(name: str, value: np.ndarray) -> Node:
-    return Node(name, "Const", [], {"dtype": {"type": value.dtype.name}}, [list(value.shape)])
-
-
-def _has_shapes(graph: Graph) -> bool:
-    return any(node.output_shapes for node in graph.nodes)
-
-
-def _readers(graph: Graph) -> dict[str, list[tuple[Node, int]]]:
-    """Tensor ('node:i') -> (consumer node, input position) for every read of it."""
-    readers: dict[str, list[tuple[Node, int]]] = {}
-    for node in graph.nodes:
-        for position, tensor in enumerate(node.inputs):
-            readers.setdefault(canonical_tensor(tensor), []).append((node, position))
-    return readers
-
-
-def _unique_name(base: str, taken: set[str]) -> str:
-    name, counter = base, 1
-    while name in taken:
-        name, counter = f"{base}_{counter}", counter + 1
-    taken.add(name)
-    return name
-
-
-def remove_dead_nodes(graph: Graph) -> Graph:
-    """Only what the end points (and the input placeholder) depend on, in the same order."""
-    by_name = graph.by_name()
-    live: set[str] = set()
-    stack = [tensor_node(t) for t in graph.end_points] + [tensor_node(graph.input_tensor)]
-    while stack:
-        name = stack.pop()
-        if name in live or name not in by_name:
-            continue
-        live.add(name)
-        stack.extend(tensor_node(t) for t in by_name[name].inputs)
-    nodes = [_copy_node(node) for node in graph.nodes if node.name in live]
-    constants = {name: value for name, value in graph.constants.items() if name in live}
-    return Graph(nodes, constants, graph.input_tensor, list(graph.end_points), dict(graph.source))
-
-
-def _finish(template: Graph, nodes: list[Node], constants: dict[str, np.ndarray]) -> Graph:
-    """Prune, and re-derive shapes when the input graph carried them (the importer's graphs do)."""
-    graph = remove_dead_nodes(Graph(nodes, constants, template.input_tensor, list(template.end_points), dict(template.source)))
-    if _has_shapes(template):
-        graph.infer_shapes()
-    return graph
-
-
-def _run(graph: Graph, fetches: list[str], feed: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
-    """Evaluate `fetches` with TensorFlow itself, in one Session.run."""
-    import tensorflow as tf
-
-    tf_graph = tf.Graph()
-    with tf_graph.as_default():
-        tf.compat.v1.import_graph_def(graph.to_graph_def(), name="")
-    with tf.compat.v1.Session(graph=tf_graph) as session:
-        values = session.run(fetches, feed_dict=feed or {})
-    return [np.asarray(value) for value in values]
-
-
-# --- 1. constant folding --------------------------------------------------------
-def _is_evaluable_op(op: str) -> bool:
-    """Deterministic, registered, and not a FakeQuant (later stages read QAT ranges off those)."""
-    from tensorflow.python.framework import op_def_registry
-
-    if op in FAKE_QUANT_OPS or op == "Const":
-        return False
-    op_def = op_def_registry.get(op)
-    return op_def is not None and not op_def.is_stateful
-
-
-def constant_node_names(graph: Graph) -> set[str]:
-    """Non-Const nodes whose every input is (transitively) a constant."""
-    constant: set[str] = {node.name for node in graph.nodes if node.op == "Const"}
-    input_node = tensor_node(graph.input_tensor)
-    folded: set[str] = set()
-    for node in graph.nodes:  # topological order: inputs are decided before their readers
-        if node.name == input_node or not node.inputs or not _is_evaluable_op(node.op):
-            continue
-        if all(tensor_node(t) in constant for t in node.inputs):
-            constant.add(node.name)
-            folded.add(node.name)
-    return folded
-
-
-def _tensors_to_materialize(graph: Graph, folded: set[str]) -> list[str]:
-    """Outputs of folded nodes that something outside the folded region still reads."""
-    needed: dict[str, None] = {}
-    for node in graph.nodes:
-        if node.name in folded:
-            continue
-        for tensor in node.inputs:
-            if tensor_node(tensor) in folded:
-                needed[canonical_tensor(tensor)] = None
-    for tensor in graph.end_points:
-        if tensor_node(tensor) in folded:
-            needed[canonical_tensor(tensor)] = None
-    return list(needed)
-
-
-def _const_names(graph: Graph, tensors: list[str]) -> dict[str, str]:
-    """Tensor -> the name of the Const replacing it."""
-    taken = {node.name for node in graph.nodes}
-    # output 0 keeps the node's name, so names like 'Conv_0/mul_fold' survive folding
-    names = {tensor: tensor_node(tensor) for tensor in tensors if tensor_index(tensor) == 0}
-    for tensor in tensors:
-        if tensor_index(tensor) != 0:
-            names[tensor] = _unique_name(f"{tensor_node(tensor)}/output_{tensor_index(tensor)}", taken)
-    return names
-
-
-def fold_constants(graph: Graph) -> Graph:
-    """Replace every constant-only computation by a Const holding TensorFlow's own result.
-
-    FakeQuant nodes are kept even when their input is constant: their min/max are
-    the QAT ranges that calibration and IR emission read.
-    """
-    folded = constant_node_names(graph)
-    tensors = _tensors_to_materialize(graph, folded)
-    if not tensors:
-        return _finish(graph, [_copy_node(node) for node in graph.nodes], dict(graph.constants))
-    values = dict(zip(tensors, _run(_constant_subgraph(graph, tensors), tensors)))
-    renamed = _const_names(graph, tensors)
-    outputs_of: dict[str, list[str]] = {}
-    for tensor in tensors:
-        outputs_of.setdefault(tensor_node(tensor), []).append(tensor)
-
-    nodes: list[Node] = []
-    constants = dict(graph.constants)
-    for node in graph.nodes:
-        if node.name not in folded:
-            nodes.append(_copy_node(node, inputs=[renamed.get(canonical_tensor(t), t) for t in node.inputs]))
-            continue
-        for tensor in outputs_of.get(node.name, []):  # in place of the node, so the order stays topological
-            nodes.append(_const_node(renamed[tensor], values[tensor]))
-            constants[renamed[tensor]] = values[tensor]
-    end_points = [canonical_tensor(renamed.get(canonical_tensor(t), t)) for t in graph.end_points]
-    result = Graph(nodes, constants, graph.input_tensor, end_points, dict(graph.source))
-    return _finish(result, result.nodes, result.constants)
-
-
-def _constant_subgraph(graph: Graph, tensors: list[str]) -> Graph:
-    """Just the nodes `tensors` depend on: all constant, so no placeholder is needed to run them."""
-    by_name = graph.by_name()
-    keep: set[str] = set()
-    stack = [tensor_node(t) for t in tensors]
-    while stack:
-        name = stack.pop()
-        if name not in keep:
-            keep.add(name)
-            stack.extend(tensor_node(t) for t in by_name[name].inputs)
-    nodes = [node for node in graph.nodes if node.name in keep]
-    constants = {name: value for name, value in graph.constants.items() if name in keep}
-    return Graph(nodes, constants, graph.input_tensor, [], {})
-
-
-# --- 2. BatchNorm folding ---------------------------------------------------------
 @dataclass
 class FoldResult:
     graph: Graph
@@ -321,7 +149,7 @@ def _fused_batch_norm_problem(graph: Graph, node: Node) -> str | None:
     variable = [t for t in node.inputs[1:5] if tensor_node(t) not in graph.constants]
     if variable:
         return f"its scale/offset/mean/variance inputs are not all constants ({', '.join(variable)})"
-    readers = _readers(graph)
+    readers = readers_of(graph)
     statistics = [t for t in readers if tensor_node(t) == node.name and tensor_index(t) > 0]
     if statistics or any(tensor_node(t) == node.name and tensor_index(t) > 0 for t in graph.end_points):
         return "its batch-statistics outputs (1..5) are read, so the op cannot be removed"
@@ -383,18 +211,18 @@ def _rewrite_chain(graph: Graph, chain: _Chain, readers: dict, taken: set[str]) 
     if chain.affine.normalizes:
         weights_name = tensor_node(weights_input)
         if len(readers.get(canonical_tensor(weights_input), [])) != 1:  # shared weights: leave the other reader's intact
-            weights_name = _unique_name(f"{conv.name}/folded_weights", taken)
+            weights_name = unique_name(f"{conv.name}/folded_weights", taken)
         weights = _scaled_weights(conv, graph.constants[tensor_node(weights_input)], chain.affine.scale)
         constants[weights_name] = weights
-        replacements[conv.name] = [_const_node(weights_name, weights), _copy_node(conv, inputs=[conv.inputs[0], weights_name])]
+        replacements[conv.name] = [const_node(weights_name, weights), copy_node(conv, inputs=[conv.inputs[0], weights_name])]
         if weights_name == tensor_node(weights_input):
             replacements[weights_name] = []  # re-emitted just before the conv
 
-    bias_name = _unique_name(f"{last.name}/folded_bias", taken)
+    bias_name = unique_name(f"{last.name}/folded_bias", taken)
     bias = chain.affine.offset.astype(np.dtype(dtype))
     constants[bias_name] = bias
     # the BiasAdd takes the last op's name so its readers (and end points) need no change
-    replacements[last.name] = [_const_node(bias_name, bias), _bias_add_node(last.name, conv.name, bias_name, dtype)]
+    replacements[last.name] = [const_node(bias_name, bias), _bias_add_node(last.name, conv.name, bias_name, dtype)]
     return replacements, constants
 
 
@@ -406,7 +234,7 @@ def _batch_norm_name(chain: _Chain) -> str:
 
 def _fold_float_chains(graph: Graph) -> tuple[list[Node], dict[str, np.ndarray], list[dict], list[dict]]:
     """The rewritten nodes (not yet pruned), their constants, the folded BNs and the plain bias rewrites."""
-    by_name, readers = graph.by_name(), _readers(graph)
+    by_name, readers = graph.by_name(), readers_of(graph)
     chains = [chain for node in graph.nodes if node.op in CONV_OPS and (chain := _match_chain(graph, by_name, readers, node))]
     taken = {node.name for node in graph.nodes}
     replacements: dict[str, list[Node]] = {}
@@ -415,7 +243,7 @@ def _fold_float_chains(graph: Graph) -> tuple[list[Node], dict[str, np.ndarray],
         nodes, new_constants = _rewrite_chain(graph, chain, readers, taken)
         replacements.update(nodes)
         constants.update(new_constants)
-    nodes = [new for node in graph.nodes for new in replacements.get(node.name, [_copy_node(node)])]
+    nodes = [new for node in graph.nodes for new in replacements.get(node.name, [copy_node(node)])]
     folded = [
         {"batch_norm": _batch_norm_name(chain), "conv": chain.conv.name, "ops": [op.name for op in chain.ops]}
         for chain in chains
@@ -449,11 +277,11 @@ def _rewrite_quantized_bias_adds(graph: Graph) -> tuple[Graph, list[dict]]:
     for node in graph.nodes:
         match = _quantized_bias_operand(graph, by_name, node)
         if match is None:
-            nodes.append(_copy_node(node))
+            nodes.append(copy_node(node))
             continue
         conv, bias_tensor = match
         bias_add = _bias_add_node(node.name, conv.name, bias_tensor, node.attr("T", "float32"))
-        nodes.append(_copy_node(bias_add, output_shapes=[list(s) if s else s for s in node.output_shapes]))
+        nodes.append(copy_node(bias_add, output_shapes=[list(s) if s else s for s in node.output_shapes]))
         rewritten.append({"name": node.name, "conv": conv.name})
     if not rewritten:
         return graph, []
@@ -468,7 +296,7 @@ def fold_batch_norms(graph: Graph) -> FoldResult:
     """
     canonical, quantized_bias_adds = _rewrite_quantized_bias_adds(graph)
     nodes, constants, folded, float_bias_adds = _fold_float_chains(canonical)
-    result = _finish(graph, nodes, constants)
+    result = finish(graph, nodes, constants)
     unfolded = [dict(item, reason=_why_not_folded(result, item)) for item in find_batch_norms(result)]
     return FoldResult(result, folded, unfolded, quantized_bias_adds + float_bias_adds)
 
@@ -506,7 +334,7 @@ def _is_batch_norm_like_mul(graph: Graph, readers: dict, node: Node) -> bool:
 def find_batch_norms(graph: Graph) -> list[dict]:
     """Every FusedBatchNorm*, and every BN-like Mul + Add after a conv, still in the graph."""
     by_name = graph.by_name()
-    readers = _readers(graph)
+    readers = readers_of(graph)
     found: list[dict] = []
     for node in graph.nodes:
         if node.op in FUSED_BATCH_NORM_OPS:
@@ -532,7 +360,7 @@ def _why_not_folded(graph: Graph, item: dict) -> str:
         producer = by_name[tensor_node(path[-1])] if path else None
         found = f"{producer.op} {producer.name!r}" if producer else f"{data_input!r}"
         return f"not after a Conv2D/DepthwiseConv2dNative: its input comes from {found}"
-    readers = _readers(graph)
+    readers = readers_of(graph)
     for tensor in path:
         reading = [reader.name for reader, _ in readers.get(tensor, [])]
         if tensor in {canonical_tensor(t) for t in graph.end_points} or len(reading) > 1:
@@ -547,7 +375,7 @@ def _why_not_folded(graph: Graph, item: dict) -> str:
 # --- 3. checking a fold -----------------------------------------------------------
 def run_graph(graph: Graph, sample_input: np.ndarray) -> list[np.ndarray]:
     """The end points' values for `sample_input`, computed by TensorFlow."""
-    return _run(graph, list(graph.end_points), {graph.input_tensor: sample_input})
+    return evaluate(graph, list(graph.end_points), {graph.input_tensor: sample_input})
 
 
 def max_abs_difference(original: Graph, folded: Graph, sample_input: np.ndarray) -> dict:
@@ -565,5 +393,3 @@ def max_abs_difference(original: Graph, folded: Graph, sample_input: np.ndarray)
         "max_abs_difference": max(per_end_point.values(), default=0.0),
         "max_abs_reference": max((float(np.max(np.abs(ref), initial=0.0)) for ref in reference), default=0.0),
     }
-
-

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from core.frontend.fake_quant import PER_TENSOR_FAKE_QUANT_OPS
 from core.frontend.graph import Graph, GraphError, canonical_tensor, tensor_index, tensor_node
 
 FORMATS = ("frozen_graph", "saved_model", "keras")
@@ -41,8 +42,7 @@ SUPPORTED_OPS = frozenset(
         "Minimum",
         "Relu",
         "Relu6",
-        "FakeQuantWithMinMaxVars",
-        "FakeQuantWithMinMaxArgs",
+        *PER_TENSOR_FAKE_QUANT_OPS,
         "FusedBatchNorm",
         "FusedBatchNormV3",
         "AvgPool",

@@ -1,134 +1,159 @@
-"""The folded graph seen as IR layers: which nodes execute together, and which
-tensors the hardware holds in int8 (and so must be calibrated).
+"""The folded graph seen as layers: which nodes execute together as one operation, and
+what each of its tensors is (an activation input, a weight, a bias, an output that shares
+its input's scale), so that calibration and annotation know what to quantize.
 
-A QAT graph is first seen as the float graph it contains: `bypass_fake_quant`
-removes its FakeQuant nodes and keeps their ranges, keyed by the tensor each
-one quantized, so calibration methods compare on the same float model and the
-`qat` method can read the graph's own ranges.
+The machinery is here; the patterns themselves belong to the IR operations that define
+them (core/ir/ops/<op>/), which `core.ir.layers.group_layers` passes in.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Callable, Iterable, Mapping
 
-from core.frontend.graph import Graph, GraphError, canonical_tensor, tensor_node
-from core.ir.ops import IR_OPS, GraphIndex, Layer, QKind
+from core.frontend.graph import Graph, GraphError, Node, canonical_tensor
 
-FAKE_QUANT_OPS = ("FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxArgs")
 # nodes a layer never owns: they carry values, not computation
 PASSIVE_OPS = ("Const", "Placeholder")
 
 
+class QKind(Enum):
+    """TVM's QAnnotateKind: what a simulated quantize does to a tensor."""
+
+    INPUT = "input"  # quantized where it is consumed
+    WEIGHT = "weight"  # a constant, quantized without saturation
+    ACTIVATION = "activation"  # produced in the accumulator's domain; quantized before its next use
+    IDENTITY = "identity"  # passes its input's annotation (and scale) through
+
+
 @dataclass(frozen=True)
-class QuantRange:
-    """A FakeQuant's range: min, max, bits, narrow_range."""
+class AnnotateRule:
+    """How simulated quantization wraps one operation (seed 001).
 
-    min: float
-    max: float
-    num_bits: int = 8
-    narrow_range: bool = False
+    `inputs` gives the kind required of each activation input; `output` the kind of what
+    the op produces. An op whose output kind is IDENTITY shares its input's scale
+    (reshape): no quantize is inserted after it. `weight_channel_axes`: the axes of the
+    weight that index its output channels (merged, in order, for per-channel scales)."""
 
-
-def bypass_fake_quant(graph: Graph) -> tuple[Graph, dict[str, QuantRange]]:
-    """(the float graph, tensor -> range of the FakeQuant that read it)."""
-    by_name = graph.by_name()
-    replaced: dict[str, str] = {}  # FakeQuant output -> the tensor it quantized
-    ranges: dict[str, QuantRange] = {}
-    for node in graph.nodes:
-        if node.op not in FAKE_QUANT_OPS:
-            continue
-        source = _follow(replaced, canonical_tensor(node.inputs[0]))
-        replaced[f"{node.name}:0"] = source
-        ranges[source] = _fake_quant_range(graph, by_name, node)
-    if not replaced:
-        return graph, {}
-    nodes = [
-        dataclasses.replace(node, inputs=[_follow(replaced, canonical_tensor(t)) for t in node.inputs])
-        for node in graph.nodes
-        if node.op not in FAKE_QUANT_OPS
-    ]
-    float_graph = Graph(
-        nodes,
-        dict(graph.constants),
-        graph.input_tensor,
-        [_follow(replaced, tensor) for tensor in graph.end_points],
-        {**graph.source, "fake_quant_bypassed": True},
-    )
-    return _drop_unread(float_graph), ranges
+    inputs: tuple[QKind, ...]
+    output: QKind
+    weight: bool = False  # has a quantized weight
+    bias: bool = False  # has a quantized bias
+    weight_channel_axes: tuple[int, ...] = ()
 
 
-def _follow(replaced: dict[str, str], tensor: str) -> str:
-    while tensor in replaced:
-        tensor = replaced[tensor]
-    return tensor
+@dataclass
+class Layer:
+    """A group of graph nodes that the IR (and the hardware) executes as one operation."""
+
+    name: str  # the TensorFlow op that defines it (the IR name is this with '/' -> '_')
+    op: str  # IR operation name
+    inputs: list[str]  # activation tensors read, canonical 'node:0'
+    output: str  # the tensor it produces (after any fused activation)
+    nodes: list[str]  # every graph node that belongs to it
+    weight: str | None = None  # Const node name
+    bias: str | None = None  # Const node name
+    activation: str = "None"  # an IR activation_type (core/ir/activations.py)
+    attrs: Any = None  # the operation's own matched attributes (a dataclass of its pattern module)
+    rule: AnnotateRule | None = None  # its operation's, set by group_layers
+
+    @property
+    def ir_name(self) -> str:
+        return self.name.replace("/", "_")
 
 
-def _fake_quant_range(graph: Graph, by_name, node) -> QuantRange:
-    if node.op == "FakeQuantWithMinMaxArgs":
-        low, high = node.attr("min"), node.attr("max")
-    else:
-        low, high = (_scalar_const(graph, by_name, node, tensor) for tensor in node.inputs[1:3])
-    return QuantRange(float(low), float(high), int(node.attr("num_bits", 8)), bool(node.attr("narrow_range", False)))
+class GraphIndex:
+    """Lookups the matchers share: nodes by name, readers of each tensor, constants."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.nodes = graph.by_name()
+        self.readers: dict[str, list[Node]] = {}
+        for node in graph.nodes:
+            for tensor in node.inputs:
+                self.readers.setdefault(canonical_tensor(tensor), []).append(node)
+        self.end_points = set(graph.end_points)
+
+    def producer(self, tensor: str) -> Node:
+        return self.nodes[tensor.split(":")[0]]
+
+    def is_const(self, tensor: str) -> bool:
+        return self.producer(tensor).op == "Const"
+
+    def const(self, tensor: str):
+        return self.graph.constants[self.producer(tensor).name]
+
+    def sole_reader(self, tensor: str) -> Node | None:
+        """The one node reading `tensor`, if exactly one does and it is not an end point."""
+        readers = self.readers.get(canonical_tensor(tensor), [])
+        if len(readers) != 1 or canonical_tensor(tensor) in self.end_points:
+            return None
+        return readers[0]
 
 
-def _scalar_const(graph: Graph, by_name, node, tensor: str) -> float:
-    producer = by_name[tensor_node(tensor)]
-    if producer.op != "Const":
-        raise GraphError(f"{node.name}: its range input {tensor} is not a constant (a frozen graph is expected)")
-    return float(graph.constants[producer.name].reshape(-1)[0])
+def always(graph: Graph, node: Node, index: GraphIndex) -> bool:
+    return True
 
 
-def _drop_unread(graph: Graph) -> Graph:
-    """Remove Consts nobody reads any more (the FakeQuant min/max)."""
-    read = {tensor_node(tensor) for node in graph.nodes for tensor in node.inputs}
-    read |= {tensor_node(graph.input_tensor)} | {tensor_node(t) for t in graph.end_points}
-    nodes = [node for node in graph.nodes if node.op != "Const" or node.name in read]
-    constants = {name: value for name, value in graph.constants.items() if name in read}
-    return Graph(nodes, constants, graph.input_tensor, graph.end_points, graph.source)
+@dataclass(frozen=True)
+class Pattern:
+    """Where a layer of IR operation `op` starts in the graph: a node of one of `tf_ops` for
+    which `applies` holds (it tells apart ops that share a TF op, e.g. an Add of two
+    activations from a bias Add); `match` builds the Layer from there."""
+
+    op: str
+    tf_ops: tuple[str, ...]
+    match: Callable[[Graph, Node, GraphIndex], Layer]
+    applies: Callable[[Graph, Node, GraphIndex], bool] = always
 
 
 @dataclass
 class LayerGraph:
     graph: Graph  # the float graph the layers partition
     layers: list[Layer]  # in execution order
+    _producers: dict[str, Layer] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        self._producers = {layer.output: layer for layer in self.layers}
 
     def producer_of(self, tensor: str) -> Layer | None:
-        for layer in self.layers:
-            if layer.output == tensor:
-                return layer
-        return None
+        return self._producers.get(tensor)
 
     def quantized_tensors(self) -> list[str]:
         """The tensors held in int8: the network input and every layer output that
         has a scale of its own (an IDENTITY op such as reshape shares its input's)."""
         tensors = [self.graph.input_tensor]
         for layer in self.layers:
-            if IR_OPS[layer.op].annotate.output is not QKind.IDENTITY:
+            if layer.rule.output is not QKind.IDENTITY:
                 tensors.append(layer.output)
         return tensors
 
     def scale_source(self, tensor: str) -> str:
         """The quantized tensor whose scale `tensor` carries (through identity-like layers)."""
         layer = self.producer_of(tensor)
-        while layer is not None and IR_OPS[layer.op].annotate.output is QKind.IDENTITY:
+        while layer is not None and layer.rule.output is QKind.IDENTITY:
             tensor = layer.inputs[0]
             layer = self.producer_of(tensor)
         return tensor
 
 
-def group_layers(graph: Graph) -> LayerGraph:
-    """Partition a folded, FakeQuant-free graph into IR layers; every computing node
-    must belong to exactly one, or the graph is not expressible in the IR."""
+def group_layers(graph: Graph, patterns: Iterable[Pattern], rules: Mapping[str, AnnotateRule],
+                 what: str = "") -> LayerGraph:
+    """Partition a folded, FakeQuant-free graph into layers by `patterns`; every computing
+    node must belong to exactly one, or the graph is not expressible. `rules`: each
+    operation's annotate rule; `what` describes the patterns' fusions in the refusal."""
+    patterns = list(patterns)
     index = GraphIndex(graph)
     owner: dict[str, str] = {}
     layers: list[Layer] = []
     for node in graph.nodes:
         if node.name in owner or node.op in PASSIVE_OPS:
             continue
-        ir_op = _ir_op_for(graph, node, index)
-        layer = ir_op.match(graph, node, index)
+        pattern = _pattern_for(graph, node, index, patterns, what)
+        layer = pattern.match(graph, node, index)
         layer.inputs = [canonical_tensor(tensor) for tensor in layer.inputs]
+        layer.rule = rules[layer.op]
         for name in layer.nodes:
             if name in owner:
                 raise GraphError(f"node {name} belongs to both layer {owner[name]} and layer {layer.name}")
@@ -137,13 +162,13 @@ def group_layers(graph: Graph) -> LayerGraph:
     return LayerGraph(graph, layers)
 
 
-def _ir_op_for(graph: Graph, node, index: GraphIndex):
-    for ir_op in IR_OPS.values():
-        if node.op in ir_op.tf_ops and ir_op.applies(graph, node, index):
-            return ir_op
-    supported = sorted({op for ir_op in IR_OPS.values() for op in ir_op.tf_ops})
+def _pattern_for(graph: Graph, node: Node, index: GraphIndex, patterns: list[Pattern], what: str) -> Pattern:
+    for pattern in patterns:
+        if node.op in pattern.tf_ops and pattern.applies(graph, node, index):
+            return pattern
+    operations = sorted({pattern.op for pattern in patterns})
+    supported = sorted({op for pattern in patterns for op in pattern.tf_ops})
     raise GraphError(
         f"node {node.name} ({node.op}) is not part of any IR layer; the IR expresses "
-        f"{', '.join(sorted(IR_OPS))} (from TensorFlow ops {', '.join(supported)}), "
-        f"with BiasAdd and Relu6 fused into the conv or add before them"
+        f"{', '.join(operations)} (from TensorFlow ops {', '.join(supported)}){what}"
     )

@@ -35,17 +35,9 @@ import numpy as np
 
 from core.quantize.table import CalibrationTable, TensorEntry
 from core.frontend.graph import Graph, GraphError, Node, canonical_tensor, tensor_index, tensor_node
-from core.frontend.layers import LayerGraph
-from core.ir.ops import IR_OPS, Layer
-
-FAKE_QUANT = "FakeQuantWithMinMaxVars"
-FAKE_QUANT_PER_CHANNEL = "FakeQuantWithMinMaxVarsPerChannel"
+from core.frontend.fake_quant import FAKE_QUANT, FAKE_QUANT_PER_CHANNEL
+from core.frontend.layers import Layer, LayerGraph
 BIAS_BITS = 32  # the hardware accumulates and adds biases in int32
-
-# How a weight's output channels are laid out, by the TF op reading it: FakeQuant
-# per channel quantizes along the last axis, so the axes listed are merged into one
-# last axis first (a depthwise [H, W, C, M] weight has C*M output channels, c*M + m).
-OUTPUT_CHANNEL_AXES = {"Conv2D": (3,), "DepthwiseConv2dNative": (2, 3)}
 
 
 class AnnotateError(GraphError):
@@ -142,8 +134,10 @@ def _reader_in_layer(graph: Graph, layer: Layer, tensor: str) -> Node:
 def _per_channel(edit: _Insertions, layer: Layer, reader: Node, tensor: str, entry: TensorEntry, scope: str, bits: int) -> str:
     """Per-output-channel FakeQuant; the channel axes are merged into a last axis around it."""
     shape = list(edit.graph.constants[tensor_node(tensor)].shape)
-    axes = (0,) if len(shape) == 1 else OUTPUT_CHANNEL_AXES.get(reader.op)  # a bias is one value per channel
-    if axes is None:
+    # a bias is one value per channel; a weight's output channels are the axes its rule names, merged
+    # into one last axis around the FakeQuant, which quantizes along the last axis
+    axes = (0,) if len(shape) == 1 else layer.rule.weight_channel_axes
+    if not axes:
         raise AnnotateError(f"layer {layer.name}: per-channel weights of a {reader.op} are not supported (conv and dwconv are)")
     channels = int(np.prod([shape[axis] for axis in axes]))
     ranges = np.asarray(entry.channel_ranges, np.float32)
@@ -231,7 +225,7 @@ def annotate_graph(layer_graph: LayerGraph, table: CalibrationTable, *, allow_mi
     for tensor, entry in _activation_entries(layer_graph, table, allow_missing):
         _annotate_activation(edit, tensor, entry, tensor == graph.input_tensor, table.bits)
     for layer in layer_graph.layers:
-        rule = IR_OPS[layer.op].annotate
+        rule = layer.rule
         for wanted, const, kind in ((rule.weight, layer.weight, "weight"), (rule.bias, layer.bias, "bias")):
             if wanted and const is not None:
                 _annotate_constant(edit, layer, const, kind, table)

@@ -17,12 +17,10 @@ reaches: ~6 dB per bit) so results stay finite numbers in JSON and plots.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 
-from core.frontend.graph import Graph, GraphError, canonical_tensor
+from core.frontend.graph import Graph, GraphError
 from core.frontend.tf_runtime import DEFAULT_BATCH_SIZE, GraphRunner
 
 SQNR_CAP_DB = 200.0
@@ -165,32 +163,6 @@ def layer_tensor_pairs(layer_graph, annotated_graph: Graph) -> dict[str, tuple[s
     order, for every layer output that `annotate_graph` quantized."""
     quantized = annotated_graph.source.get("annotation", {}).get("activations", {})
     return {layer.name: (layer.output, quantized[layer.output]) for layer in layer_graph.layers if layer.output in quantized}
-
-
-def plot_layer_sqnr(per_layer: dict[str, float], path: str | Path, title: str) -> Path:
-    """A PNG bar chart of SQNR per layer, in the dict's (execution) order.
-
-    Uses a bare Figure on the Agg canvas rather than pyplot, so plotting needs no
-    display and leaves pyplot's global state alone in a long-running process."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    names, values = list(per_layer), [float(v) for v in per_layer.values()]
-    figure = Figure(figsize=(max(6.0, 0.25 * len(names) + 2.0), 4.5), layout="constrained")
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
-    positions = np.arange(len(names))
-    axes.bar(positions, values, color="tab:blue")
-    axes.plot(positions, values, color="tab:orange", marker=".", linewidth=1)
-    axes.set_xticks(positions, names, rotation=90, fontsize=6)
-    axes.set_ylabel(f"SQNR (dB, capped at {SQNR_CAP_DB:g})")
-    axes.set_xlabel("layer (execution order)")
-    axes.set_title(title)
-    axes.grid(axis="y", alpha=0.3)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
-    return path
 
 
 def top1(graph: Graph, images: np.ndarray, labels: np.ndarray, batch_size: int = DEFAULT_BATCH_SIZE) -> float:

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.quantize.calibration.histogram import TensorStatistics
+from core.frontend.graph import Graph
 from core.frontend.tf_runtime import GraphRunner
+from core.quantize.calibration.build import CalibrationError
+from core.quantize.calibration.histogram import TensorStatistics
 
 FETCHES_PER_TENSOR = 4  # per-image absmax, min, max, counts
 
@@ -58,3 +60,44 @@ def observations(values: list[np.ndarray], tensors: list[str], num_bins: int) ->
                    "absmax": float(np.max(per_image))}
         result[tensor] = BatchObservation(per_image, TensorStatistics.from_dict(scalars, counts))
     return result
+
+
+class StatisticsCollector:
+    """Observes `tensors` of `graph` batch by batch, reduced inside the graph
+    (the ops above): one graph execution per batch, memory constant in the image count."""
+
+    def __init__(self, graph: Graph, tensors: list[str], num_bins: int, source: str):
+        self.tensors, self.num_bins, self.source = tensors, num_bins, source
+        self.stats = {tensor: TensorStatistics(num_bins) for tensor in tensors}
+        self.runner = GraphRunner(graph)
+        self.fetches = add_statistics_ops(self.runner, tensors, num_bins)
+        self.seen = 0
+
+    def observe(self, images: np.ndarray, batch_size: int) -> None:
+        for values in self.runner.batches(self.fetches, images, batch_size):
+            for tensor, observed in observations(values, self.tensors, self.num_bins).items():
+                bad = ~np.isfinite(observed.per_image_absmax)
+                if bad.any():
+                    raise CalibrationError(
+                        f"calibration image {self.seen + int(np.argmax(bad))} of {self.source}: tensor {tensor} has "
+                        f"NaN/Inf values; check the data and the model's preprocessing"
+                    )
+                self.stats[tensor].merge(observed.statistics)
+            self.seen += len(values[0])
+
+    def close(self) -> None:
+        self.runner.close()
+
+
+def collect_statistics(graph: Graph, tensors: list[str], images: np.ndarray, batch_size: int, num_bins: int,
+                       source: str, progress) -> dict[str, TensorStatistics]:
+    if len(images) == 0:
+        raise CalibrationError(f"{source}: the calibration data set is empty")
+    collector = StatisticsCollector(graph, tensors, num_bins, source)
+    try:
+        for start in range(0, len(images), batch_size):
+            collector.observe(images[start : start + batch_size], batch_size)
+            progress(collector.seen, len(images))
+    finally:
+        collector.close()
+    return collector.stats

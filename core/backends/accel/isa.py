@@ -1,6 +1,6 @@
 """The accelerator's instruction set: a VTA-like int8 machine (seed 004 [0058]-[0064]) with three
 on-chip buffers, a block GEMM core, a vector ALU and a DMA engine, parameterized by a target's
-`accelerator:` description (core/accelerator.py).
+`accelerator:` description (core/backends/accel/target.py).
 
 State
   INP  int8,  `buffers.input` bytes, addressed in vectors of B = gemm_block.block_in int8s.
@@ -9,8 +9,9 @@ State
   DRAM two segments the host shares: DATA (activations, read and written) and CONST (the
        program's tiled weights and int32 biases, read only). Addresses are byte offsets.
 
-Instructions: 16 little-endian uint32 words (64 bytes) each; word 0 = opcode | sub << 8 |
-flags << 16. Loops: a 3-deep nest i0 < e0, i1 < e1, i2 < e2; an operand's index is
+Instructions: 16 little-endian uint32 words (64 bytes) each, laid out by the table LAYOUT
+(from which `encode`, `decode` and the C decoder's constants, qt_isa_layout.h, are all made).
+Loops: a 3-deep nest i0 < e0, i1 < e1, i2 < e2; an operand's index is
 base + i0 * f0 + i1 * f1 + i2 * f2 (in its buffer's units).
 
   LOAD   sub = buffer (INP, WGT, ACC = int32 vectors, ACC8 = int8 vectors sign-extended into
@@ -28,16 +29,15 @@ base + i0 * f0 + i1 * f1 + i2 * f2 (in its buffer's units).
          the second operand is the immediate for every lane, else acc[s]. Result to acc[d].
   FINISH the end of an accelerator function.
 
-The reference implementation is core/c_runtime/qt_isa.h (C, compiled with the program);
-`estimate_cycles` is the target's cost model over an instruction list.
+The reference implementation is core/backends/accel/runtime/qt_isa.h (C, compiled with the
+program); the cost model is core/backends/accel/cost.py.
 """
 
 from __future__ import annotations
 
 import struct
-from collections import Counter
 from dataclasses import dataclass, fields
-from typing import Iterable, Mapping
+from typing import Iterable
 
 WORDS = 16
 INSTRUCTION_BYTES = 4 * WORDS
@@ -48,7 +48,63 @@ ALU_OPS = {"MOV": 0, "ADD": 1, "MAX": 2, "MIN": 3, "RSHR": 4, "SHL": 5}
 FLAG_CONST = 1  # LOAD: from the CONST segment
 FLAG_RESET = 1  # GEMM: zero the accumulators
 FLAG_IMM = 1  # ALU: immediate second operand
-U16 = 0xFFFF
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of an instruction: `bits` bits of word `word` from bit `shift`; `signed` fields
+    are two's complement."""
+
+    name: str
+    word: int
+    shift: int
+    bits: int
+    signed: bool = False
+
+    @property
+    def mask(self) -> int:
+        return (1 << self.bits) - 1
+
+    def pack(self, value: int) -> int:
+        low, high = (-(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1) if self.signed else (0, self.mask)
+        if not low <= value <= high:
+            raise IsaError(f"{value} does not fit the {self.bits}-bit field {self.name}")
+        return (value & self.mask) << self.shift
+
+    def unpack(self, words: tuple[int, ...]) -> int:
+        value = words[self.word] >> self.shift & self.mask
+        return value - (1 << self.bits) if self.signed and value >> (self.bits - 1) else value
+
+
+def _header() -> list[Field]:
+    return [Field("opcode", 0, 0, 8), Field("sub", 0, 8, 8), Field("flags", 0, 16, 16)]
+
+
+def _strides(first_word: int, prefix: str) -> list[Field]:
+    return [Field(f"{prefix}{axis}", first_word + k, 0, 32, signed=True) for k, axis in enumerate(("0", "1", "2"))]
+
+
+def _box(word: int) -> list[Field]:
+    """y, x (16 bits each) in `word`, c (16 bits) in the next."""
+    return [Field("y", word, 0, 16), Field("x", word, 16, 16), Field("c", word + 1, 0, 16)]
+
+
+def _loop() -> list[Field]:
+    return [Field("e0", 4, 0, 16), Field("e1", 4, 16, 16), Field("e2", 5, 0, 16)]
+
+
+# The one description of the binary format: encode, decode and qt_isa_layout.h come from it.
+LAYOUT: dict[str, tuple[Field, ...]] = {
+    "LOAD": (*_header(), Field("dram", 1, 0, 32), Field("base", 2, 0, 32), *_box(3), Field("pad_top", 4, 16, 8),
+             Field("pad_bottom", 4, 24, 8), Field("pad_left", 5, 0, 8), Field("pad_right", 5, 8, 8),
+             Field("pad_value", 5, 16, 8, signed=True), *_strides(6, "s")),
+    "STORE": (*_header(), Field("dram", 1, 0, 32), Field("base", 2, 0, 32), *_box(3), *_strides(6, "s")),
+    "GEMM": (*_header(), Field("acc", 1, 0, 32), Field("inp", 2, 0, 32), Field("wgt", 3, 0, 32), *_loop(),
+             *_strides(6, "acc_f"), *_strides(9, "inp_f"), *_strides(12, "wgt_f")),
+    "ALU": (*_header(), Field("dst", 1, 0, 32), Field("src", 2, 0, 32), Field("imm", 3, 0, 32, signed=True), *_loop(),
+            *_strides(6, "dst_f"), *_strides(9, "src_f")),
+    "FINISH": tuple(_header()),
+}
 
 
 class IsaError(ValueError):
@@ -67,6 +123,9 @@ class Loop:
     def count(self) -> int:
         return self.e0 * self.e1 * self.e2
 
+    def values(self) -> dict[str, int]:
+        return {"e0": self.e0, "e1": self.e1, "e2": self.e2}
+
 
 @dataclass(frozen=True)
 class Index:
@@ -79,6 +138,17 @@ class Index:
 
     def last(self, loop: Loop) -> int:
         return self.base + max(0, loop.e0 - 1) * self.f0 + max(0, loop.e1 - 1) * self.f1 + max(0, loop.e2 - 1) * self.f2
+
+    def values(self, prefix: str) -> dict[str, int]:
+        return {prefix: self.base, f"{prefix}_f0": self.f0, f"{prefix}_f1": self.f1, f"{prefix}_f2": self.f2}
+
+    @classmethod
+    def read(cls, values: dict[str, int], prefix: str) -> "Index":
+        return cls(values[prefix], values[f"{prefix}_f0"], values[f"{prefix}_f1"], values[f"{prefix}_f2"])
+
+
+def _box_values(size: tuple[int, int, int], strides: tuple[int, int, int]) -> dict[str, int]:
+    return {"y": size[0], "x": size[1], "c": size[2], "s0": strides[0], "s1": strides[1], "s2": strides[2]}
 
 
 @dataclass(frozen=True)
@@ -108,12 +178,16 @@ class Load:
     def dram_bytes(self, block: int) -> int:
         return self.size[0] * self.size[1] * self.size[2] * unit_bytes(self.buffer, block)
 
-    def words(self) -> list[int]:
-        y, x, c = self.size
+    def values(self) -> dict[str, int]:
         top, bottom, left, right = self.pads
-        return [_word0("LOAD", BUFFERS[self.buffer], FLAG_CONST if self.const else 0), self.dram, self.base,
-                _pair(y, x), _pair(c, _byte(top) | _byte(bottom) << 8), _byte(left) | _byte(right) << 8 | (self.pad_value & 0xFF) << 16,
-                *self.strides]
+        return {"sub": BUFFERS[self.buffer], "flags": FLAG_CONST if self.const else 0, "dram": self.dram, "base": self.base,
+                **_box_values(self.size, self.strides), "pad_top": top, "pad_bottom": bottom, "pad_left": left,
+                "pad_right": right, "pad_value": self.pad_value}
+
+    @classmethod
+    def read(cls, v: dict[str, int]) -> "Load":
+        return cls(_name(BUFFERS, v["sub"], "buffer"), v["dram"], v["base"], (v["y"], v["x"], v["c"]), (v["s0"], v["s1"], v["s2"]),
+                   (v["pad_top"], v["pad_bottom"], v["pad_left"], v["pad_right"]), v["pad_value"], bool(v["flags"] & FLAG_CONST))
 
     def text(self) -> str:
         segment = "CONST" if self.const else "DATA"
@@ -139,9 +213,12 @@ class Store:
     def dram_bytes(self, block: int) -> int:
         return self.units * block
 
-    def words(self) -> list[int]:
-        y, x, c = self.size
-        return [_word0("STORE", 0, 0), self.dram, self.base, _pair(y, x), _pair(c, 0), 0, *self.strides]
+    def values(self) -> dict[str, int]:
+        return {"sub": 0, "flags": 0, "dram": self.dram, "base": self.base, **_box_values(self.size, self.strides)}
+
+    @classmethod
+    def read(cls, v: dict[str, int]) -> "Store":
+        return cls(v["dram"], v["base"], (v["y"], v["x"], v["c"]), (v["s0"], v["s1"], v["s2"]))
 
     def text(self) -> str:
         return f"STORE  ACC  [{self.base}] -> DATA[{self.dram}] size={list(self.size)} stride={list(self.strides)}"
@@ -158,11 +235,14 @@ class Gemm:
 
     kind = "GEMM"
 
-    def words(self) -> list[int]:
-        loop = self.loop
-        return [_word0("GEMM", 0, FLAG_RESET if self.reset else 0), self.acc.base, self.inp.base, self.wgt.base,
-                _pair(loop.e0, loop.e1), _pair(loop.e2, 0),
-                self.acc.f0, self.acc.f1, self.acc.f2, self.inp.f0, self.inp.f1, self.inp.f2, self.wgt.f0, self.wgt.f1, self.wgt.f2]
+    def values(self) -> dict[str, int]:
+        return {"sub": 0, "flags": FLAG_RESET if self.reset else 0, **self.loop.values(), **self.acc.values("acc"),
+                **self.inp.values("inp"), **self.wgt.values("wgt")}
+
+    @classmethod
+    def read(cls, v: dict[str, int]) -> "Gemm":
+        return cls(Loop(v["e0"], v["e1"], v["e2"]), Index.read(v, "acc"), Index.read(v, "inp"), Index.read(v, "wgt"),
+                   bool(v["flags"] & FLAG_RESET))
 
     def text(self) -> str:
         operands = f"acc={_index_text(self.acc)}" if self.reset else \
@@ -181,10 +261,15 @@ class Alu:
 
     kind = "ALU"
 
-    def words(self) -> list[int]:
-        loop, src = self.loop, self.src or Index(0)
-        return [_word0("ALU", ALU_OPS[self.op], FLAG_IMM if self.src is None else 0), self.dst.base, src.base, self.imm,
-                _pair(loop.e0, loop.e1), _pair(loop.e2, 0), self.dst.f0, self.dst.f1, self.dst.f2, src.f0, src.f1, src.f2]
+    def values(self) -> dict[str, int]:
+        return {"sub": ALU_OPS[self.op], "flags": FLAG_IMM if self.src is None else 0, "imm": self.imm, **self.loop.values(),
+                **self.dst.values("dst"), **(self.src or Index(0)).values("src")}
+
+    @classmethod
+    def read(cls, v: dict[str, int]) -> "Alu":
+        immediate = bool(v["flags"] & FLAG_IMM)
+        return cls(_name(ALU_OPS, v["sub"], "ALU operation"), Loop(v["e0"], v["e1"], v["e2"]), Index.read(v, "dst"),
+                   None if immediate else Index.read(v, "src"), v["imm"] if immediate else 0)
 
     def text(self) -> str:
         operand = f"#{self.imm}" if self.src is None else _index_text(self.src)
@@ -197,14 +282,19 @@ class Finish:
 
     kind = "FINISH"
 
-    def words(self) -> list[int]:
-        return [_word0("FINISH", 0, 0)]
+    def values(self) -> dict[str, int]:
+        return {"sub": 0, "flags": 0}
+
+    @classmethod
+    def read(cls, v: dict[str, int]) -> "Finish":
+        return cls()
 
     def text(self) -> str:
         return "FINISH"
 
 
 Instruction = Load | Store | Gemm | Alu | Finish
+KINDS = {"LOAD": Load, "STORE": Store, "GEMM": Gemm, "ALU": Alu, "FINISH": Finish}
 
 
 def unit_bytes(buffer: str, block: int) -> int:
@@ -212,21 +302,11 @@ def unit_bytes(buffer: str, block: int) -> int:
     return {"INP": block, "ACC8": block, "WGT": block * block, "ACC": 4 * block}[buffer]
 
 
-def _word0(opcode: str, sub: int, flags: int) -> int:
-    return OPCODES[opcode] | sub << 8 | flags << 16
-
-
-def _pair(low: int, high: int) -> int:
-    for value in (low, high):
-        if not 0 <= value <= U16:
-            raise IsaError(f"{value} does not fit a 16-bit field")
-    return low | high << 16
-
-
-def _byte(value: int) -> int:
-    if not 0 <= value <= 0xFF:
-        raise IsaError(f"padding {value} does not fit an 8-bit field")
-    return value
+def _name(table: dict[str, int], code: int, what: str) -> str:
+    for name, value in table.items():
+        if value == code:
+            return name
+    raise IsaError(f"unknown {what} {code}")
 
 
 def _index_text(index: Index) -> str:
@@ -235,54 +315,32 @@ def _index_text(index: Index) -> str:
 
 
 def encode(instruction: Instruction) -> bytes:
-    words = instruction.words()
-    if len(words) > WORDS:  # pragma: no cover  (a format change that forgot WORDS)
-        raise IsaError(f"{instruction.kind}: {len(words)} words > {WORDS}")
-    try:
-        return struct.pack(f"<{WORDS}I", *(w & 0xFFFFFFFF for w in words), *([0] * (WORDS - len(words))))
-    except struct.error as error:
-        raise IsaError(f"{instruction.text()}: {error}") from None
+    values = {"opcode": OPCODES[instruction.kind], **instruction.values()}
+    words = [0] * WORDS
+    for spec in LAYOUT[instruction.kind]:
+        try:
+            words[spec.word] |= spec.pack(int(values[spec.name]))
+        except IsaError as error:
+            raise IsaError(f"{instruction.text()}: {error}") from None
+    return struct.pack(f"<{WORDS}I", *words)
 
 
 def encode_all(instructions: Iterable[Instruction]) -> bytes:
     return b"".join(encode(instruction) for instruction in instructions)
 
 
-def _signed(word: int) -> int:
-    return word - (1 << 32) if word & 0x80000000 else word
-
-
 def decode(data: bytes) -> list[Instruction]:
     """The instructions of a binary stream (notes are not encoded: they come back empty)."""
     if len(data) % INSTRUCTION_BYTES:
         raise IsaError(f"{len(data)} bytes: not a whole number of {INSTRUCTION_BYTES}-byte instructions")
-    opcodes = {v: k for k, v in OPCODES.items()}
-    buffers = {v: k for k, v in BUFFERS.items()}
-    alu_ops = {v: k for k, v in ALU_OPS.items()}
     decoded: list[Instruction] = []
     for start in range(0, len(data), INSTRUCTION_BYTES):
-        w = struct.unpack_from(f"<{WORDS}I", data, start)
-        opcode, sub, flags = opcodes.get(w[0] & 0xFF), w[0] >> 8 & 0xFF, w[0] >> 16
-        s = [_signed(word) for word in w]
-        if opcode == "LOAD":
-            pad_value = w[5] >> 16 & 0xFF
-            decoded.append(Load(buffers[sub], w[1], w[2], (w[3] & U16, w[3] >> 16, w[4] & U16), (s[6], s[7], s[8]),
-                                (w[4] >> 16 & 0xFF, w[4] >> 24, w[5] & 0xFF, w[5] >> 8 & 0xFF),
-                                pad_value - 256 if pad_value > 127 else pad_value, bool(flags & FLAG_CONST)))
-        elif opcode == "STORE":
-            decoded.append(Store(w[1], w[2], (w[3] & U16, w[3] >> 16, w[4] & U16), (s[6], s[7], s[8])))
-        elif opcode == "GEMM":
-            loop = Loop(w[4] & U16, w[4] >> 16, w[5] & U16)
-            decoded.append(Gemm(loop, Index(w[1], *s[6:9]), Index(w[2], *s[9:12]), Index(w[3], *s[12:15]), bool(flags & FLAG_RESET)))
-        elif opcode == "ALU":
-            loop = Loop(w[4] & U16, w[4] >> 16, w[5] & U16)
-            immediate = bool(flags & FLAG_IMM)
-            decoded.append(Alu(alu_ops[sub], loop, Index(w[1], *s[6:9]), None if immediate else Index(w[2], *s[9:12]),
-                               s[3] if immediate else 0))
-        elif opcode == "FINISH":
-            decoded.append(Finish())
-        else:
-            raise IsaError(f"instruction {start // INSTRUCTION_BYTES}: unknown opcode {w[0] & 0xFF}")
+        words = struct.unpack_from(f"<{WORDS}I", data, start)
+        try:
+            kind = _name(OPCODES, words[0] & 0xFF, "opcode")
+        except IsaError as error:
+            raise IsaError(f"instruction {start // INSTRUCTION_BYTES}: {error}") from None
+        decoded.append(KINDS[kind].read({spec.name: spec.unpack(words) for spec in LAYOUT[kind]}))
     return decoded
 
 
@@ -301,46 +359,17 @@ def listing(instructions: list[Instruction], offset: int = 0) -> str:
     return "".join(lines)
 
 
-# --- cost model ---------------------------------------------------------------------------------
-
-
-def micro_ops(instruction: Instruction) -> int:
-    return instruction.loop.count if isinstance(instruction, (Gemm, Alu)) else 0
-
-
-def instruction_cycles(instruction: Instruction, cycles: Mapping[str, int], dma_bytes_per_cycle: float, block: int) -> float:
-    """The target's cost of one instruction: DMA set-up + bytes / bandwidth; one GEMM or ALU
-    micro-op per loop iteration; `sync` (0 if the target gives none) for FINISH."""
-    if isinstance(instruction, Load):
-        return cycles["load"] + -(-instruction.dram_bytes(block) // dma_bytes_per_cycle)
-    if isinstance(instruction, Store):
-        return cycles["store"] + -(-instruction.dram_bytes(block) // dma_bytes_per_cycle)
-    if isinstance(instruction, Gemm):
-        return cycles["gemm"] * instruction.loop.count
-    if isinstance(instruction, Alu):
-        return cycles["alu"] * instruction.loop.count
-    return cycles.get("sync", 0)
-
-
-def statistics(instructions: list[Instruction], cycles: Mapping[str, int], dma_bytes_per_cycle: float, block: int) -> dict[str, float]:
-    """Counts by kind (ALU also by operation), micro-ops, DMA bytes and estimated cycles: the
-    instructions run one after another (no overlap of DMA and compute: an upper bound)."""
-    kinds = Counter(instruction.kind for instruction in instructions)
-    stats: dict[str, float] = {f"count_{kind.lower()}": kinds.get(kind, 0) for kind in OPCODES}
-    for op in ALU_OPS:
-        stats[f"count_alu_{op.lower()}"] = sum(1 for i in instructions if isinstance(i, Alu) and i.op == op)
-    stats["count_gemm_reset"] = sum(1 for i in instructions if isinstance(i, Gemm) and i.reset)
-    stats["instructions"] = len(instructions)
-    stats["gemm_micro_ops"] = sum(micro_ops(i) for i in instructions if isinstance(i, Gemm))
-    stats["alu_micro_ops"] = sum(micro_ops(i) for i in instructions if isinstance(i, Alu))
-    stats["load_bytes"] = sum(i.dram_bytes(block) for i in instructions if isinstance(i, Load))
-    stats["store_bytes"] = sum(i.dram_bytes(block) for i in instructions if isinstance(i, Store))
-    by_kind = Counter()
-    for instruction in instructions:
-        by_kind[instruction.kind] += instruction_cycles(instruction, cycles, dma_bytes_per_cycle, block)
-    for kind in OPCODES:
-        stats[f"cycles_{kind.lower()}"] = float(by_kind.get(kind, 0))
-    stats["cycles"] = float(sum(by_kind.values()))
-    return stats
-
-
+def layout_header() -> str:
+    """qt_isa_layout.h: the C decoder's view of LAYOUT and the code tables, generated so that the
+    simulator can never read a field where the encoder did not put it."""
+    lines = ["/* qt_isa_layout.h: generated by core/backends/accel/isa.py from its LAYOUT table; do not edit. */",
+             "#ifndef QT_ISA_LAYOUT_H", "#define QT_ISA_LAYOUT_H", ""]
+    for prefix, table in (("QT_OP", OPCODES), ("QT_BUF", BUFFERS), ("QT_ALU", ALU_OPS)):
+        lines += [f"#define {prefix}_{name} {value}" for name, value in table.items()]
+    lines += [f"#define QT_FLAG_CONST {FLAG_CONST}", f"#define QT_FLAG_RESET {FLAG_RESET}", f"#define QT_FLAG_IMM {FLAG_IMM}", ""]
+    for kind, specs in LAYOUT.items():
+        for spec in specs:
+            name = f"QT_{kind}_{spec.name.upper()}"
+            lines.append(f"#define {name}_WORD {spec.word}\n#define {name}_SHIFT {spec.shift}\n#define {name}_BITS {spec.bits}")
+    lines += ["", "#endif /* QT_ISA_LAYOUT_H */", ""]
+    return "\n".join(lines)

@@ -10,14 +10,17 @@ Each IR operation's lowering lives with its other semantics in core/ops/<op>.py
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable
+from typing import Callable, Hashable
 
 import numpy as np
 
-from core.backends.accel.target import Accelerator
+from core.backends.accel.cost import CostModel
 from core.backends.accel.isa import Alu, Index, Instruction, Load, Loop, Store
+from core.backends.accel.target import Accelerator
+from core.ir.window import Window
 
 CONST_ALIGN = 64
+ACCUMULATOR_BYTES = 4  # int32
 
 
 class LoweringError(ValueError):
@@ -83,7 +86,7 @@ class Lowering:
 
     @property
     def acc_units(self) -> int:
-        return self.accelerator.buffers.accumulator // (4 * self.block)
+        return self.accelerator.buffers.accumulator // (ACCUMULATOR_BYTES * self.block)
 
     def constant(self, data: np.ndarray) -> int:
         """Append little-endian constant data (aligned); its byte address in CONST."""
@@ -108,10 +111,9 @@ class Lowering:
         """A new layer: nothing in the buffers is known to be reusable."""
         self.resident.clear()
 
-    def cycles(self, count_loads: int, dram_bytes: int, micro_ops: int = 0) -> float:
-        """The cost model's estimate of a tiling (see core.backends.accel.isa.instruction_cycles)."""
-        cycles = self.accelerator.cycles
-        return count_loads * cycles["load"] + dram_bytes / self.accelerator.dma_bytes_per_cycle + micro_ops * cycles["gemm"]
+    @property
+    def cost(self) -> CostModel:
+        return CostModel.of(self.accelerator)
 
     # --- element-wise finishing: requantize, clamp, store -------------------------------------
 
@@ -135,7 +137,6 @@ class Lowering:
         (r0, r1), (b0, b1) = rows, blocks
         self.emit(Store(out.at(r0, 0, b0), base, (r1 - r0, out.width, b1 - b0), out.strides, note))
 
-
     def emit_store_flat(self, base: int, address: int, vectors: int, note: str) -> None:
         """ACC vectors [base, base + vectors) -> DATA from `address`, contiguous."""
         self.emit(Store(address, base, (1, vectors, 1), (0, 1, 0), note))
@@ -152,62 +153,24 @@ def packed(accelerator: Accelerator, address: int, shape: list[int] | tuple[int,
 # --- windows: rows of the padded input a tile of output rows reads ----------------------------
 
 
-@dataclass(frozen=True)
-class Window:
-    """A windowed layer's geometry (conv, dwconv, pools) in the IR's fields."""
-
-    height: int
-    width: int
-    out_height: int
-    out_width: int
-    kernel: tuple[int, int]
-    stride: tuple[int, int]
-    dilation: tuple[int, int]
-    pad_top: int
-    pad_left: int
-
-    @classmethod
-    def of(cls, fields: dict[str, Any]) -> "Window":
-        dilations = fields.get("dilations", {"height": 1, "width": 1})
-        return cls(int(fields["input_size"]["height"]), int(fields["input_size"]["width"]), int(fields["output_size"]["height"]),
-                   int(fields["output_size"]["width"]), (int(fields["kernel_size"]["height"]), int(fields["kernel_size"]["width"])),
-                   (int(fields["stride"]["height"]), int(fields["stride"]["width"])),
-                   (int(dilations["height"]), int(dilations["width"])), int(fields["padding"]["top"]), int(fields["padding"]["left"]))
-
-    @property
-    def taps(self) -> int:
-        return self.kernel[0] * self.kernel[1]
-
-    @property
-    def padded_width(self) -> int:
-        """Columns of the padded input the windows read (at least the input and its left padding)."""
-        return max(self.width + self.pad_left, (self.out_width - 1) * self.stride[1] + (self.kernel[1] - 1) * self.dilation[1] + 1)
-
-    def input_rows(self, rows: int) -> int:
-        """Padded input rows that `rows` output rows read."""
-        return (rows - 1) * self.stride[0] + (self.kernel[0] - 1) * self.dilation[0] + 1
-
-    def tap_offset(self, kh: int, kw: int) -> tuple[int, int]:
-        return kh * self.dilation[0], kw * self.dilation[1]
-
-    def load_rows(self, buffer: str, base: int, tensor: PackedTensor, rows: tuple[int, int], blocks: tuple[int, int],
-                  pad_value: int, note: str) -> Load:
-        """The LOAD of the padded input box [input_rows][padded_width][blocks] output rows
-        [r0, r1) read: rows and columns outside the input filled with pad_value."""
-        r0, r1 = rows
-        first = r0 * self.stride[0] - self.pad_top  # input row of the box's first row
-        total = self.input_rows(r1 - r0)
-        start, stop = max(0, first), min(self.height, first + total)
-        inside = max(0, stop - start)
-        top = min(total, start - first) if inside else total
-        bottom = total - top - inside
-        right = self.padded_width - self.width - self.pad_left
-        b0, b1 = blocks
-        if inside == 0:  # all padding: no DRAM read
-            return Load(buffer, tensor.address, base, (0, tensor.width, b1 - b0), tensor.strides, (total, 0, self.pad_left, right),
-                        pad_value, note=note)
-        return Load(buffer, tensor.at(start, 0, b0), base, (inside, tensor.width, b1 - b0), tensor.strides,
-                    (top, bottom, self.pad_left, right), pad_value, note=note)
+def load_rows(window: Window, buffer: str, base: int, tensor: PackedTensor, rows: tuple[int, int], blocks: tuple[int, int],
+              pad_value: int, note: str) -> Load:
+    """The LOAD of the padded input box [input_rows][padded_width][blocks] that output rows
+    [r0, r1) of `window` read: rows and columns outside the input filled with pad_value."""
+    r0, r1 = rows
+    first = r0 * window.stride[0] - window.pad_top  # input row of the box's first row
+    total = window.input_rows(r1 - r0)
+    start, stop = max(0, first), min(window.height, first + total)
+    inside = max(0, stop - start)
+    top = min(total, start - first) if inside else total
+    bottom = total - top - inside
+    right = window.padded_width - window.width - window.pad_left
+    b0, b1 = blocks
+    if inside == 0:  # all padding: no DRAM read
+        return Load(buffer, tensor.address, base, (0, tensor.width, b1 - b0), tensor.strides, (total, 0, window.pad_left, right),
+                    pad_value, note=note)
+    return Load(buffer, tensor.at(start, 0, b0), base, (inside, tensor.width, b1 - b0), tensor.strides,
+                (top, bottom, window.pad_left, right), pad_value, note=note)
 
 
 def spans(total: int, per_tile: int) -> list[tuple[int, int]]:
@@ -225,3 +188,42 @@ def most_rows(window: Window, fits: Callable[[int], bool]) -> int:
         else:
             high = middle - 1
     return low
+
+
+# --- the registry of per-operation lowerings (ops/) -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class OpLowering:
+    """How one IR operation runs on the accelerator.
+
+    lower(record, params, inputs, output, lowering): append to `lowering` what reads the
+        PackedTensors `inputs` and writes `output`; LoweringError if it cannot.
+    tile_needs(record, accelerator): bytes of each buffer ("input", "weight", "accumulator")
+        that the smallest tile the lowering can cut the layer into needs (partition's check)."""
+
+    lower: Callable[..., None]
+    tile_needs: Callable[..., dict[str, int]]
+
+
+LOWERINGS: dict[str, OpLowering] = {}
+HOST_ONLY: dict[str, str] = {}  # operation -> why it never runs on the accelerator
+
+
+def lowers(operation: str, tile_needs: Callable[..., dict[str, int]]) -> Callable:
+    """Decorator: register the accelerator lowering of `operation`."""
+
+    def register(lower: Callable[..., None]) -> Callable[..., None]:
+        if operation in LOWERINGS or operation in HOST_ONLY:
+            raise ValueError(f"{operation!r} declared twice in the accelerator's registry")
+        LOWERINGS[operation] = OpLowering(lower, tile_needs)
+        return lower
+
+    return register
+
+
+def host_only(operation: str, why: str) -> None:
+    """Declare that `operation` never runs on the accelerator (partition keeps it on the host)."""
+    if operation in LOWERINGS or operation in HOST_ONLY:
+        raise ValueError(f"{operation!r} declared twice in the accelerator's registry")
+    HOST_ONLY[operation] = why

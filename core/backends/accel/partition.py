@@ -26,20 +26,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 import networkx as nx
 
+from core.backends.accel.ops import lowering_of
 from core.backends.accel.target import Accelerator, Pattern
-from core.ir.io import END_POINT, NETWORK_INPUT, Ir
+from core.ir.fixedpoint import INT32_MAX
+from core.ir.network import Ir
+from core.ir.op import END_POINT, NETWORK_INPUT
+from core.ir.records import IrLayer
+from core.ir.window import NO_DILATION
 
 ACCEL, HOST = "accel", "host"
 ACCEL_LAYOUT, HOST_LAYOUT = "accelerator", "host"
-# Operators whose every output element depends only on the input elements at the same position:
-# they compute the same thing on any layout, so they may run on packed data (seed 004 [0048]).
-ELEMENTWISE_OPERATIONS = frozenset({"add"})
-ACCUMULATOR_BYTES = 4  # int32
 
 
 @dataclass(frozen=True)
@@ -146,67 +146,12 @@ class PartitionPlan:
         }
 
 
-# --- layer geometry from the IR fields ------------------------------------------------------
-
-
-def _hw(size: dict) -> list[int]:
-    return [size["height"], size["width"]]
-
-
-def output_shape(layer: dict) -> list[int]:
-    """The layer's output shape without the batch: HWC, or a reshape's output_shape."""
-    operation = layer["operation"]
-    if operation == "reshape":
-        return list(layer["output_shape"])
-    if operation == "add":
-        return [*_hw(layer["input_size"]), layer["input_channel_num"]]
-    if operation == "resize_bilinear":
-        return [*_hw(layer["output_size"]), layer["input_channel_num"]]
-    return [*_hw(layer["output_size"]), layer["output_channel_num"]]
-
-
-def input_shape(layer: dict, position: int) -> list[int]:
-    """The shape of the layer's input at `position` (previous_layer order)."""
-    operation = layer["operation"]
-    if operation == "reshape":
-        return list(layer["input_shape"])
-    if operation == "concat2":
-        return [*_hw(layer[f"input{position}_size"]), layer[f"input{position}_channel_num"]]
-    return [*_hw(layer["input_size"]), layer["input_channel_num"]]
-
-
-def layer_macs(layer: dict) -> int:
-    """Multiply-accumulates of one inference: conv Ho*Wo*Co*Kh*Kw*Ci, dwconv Ho*Wo*C*Kh*Kw;
-    the other operations multiply nothing (adds, window sums and maxima, data movement)."""
-    operation = layer["operation"]
-    if operation not in ("conv", "dwconv"):
-        return 0
-    window = layer["kernel_size"]["height"] * layer["kernel_size"]["width"]
-    outputs = math.prod(output_shape(layer))
-    return outputs * window * (layer["input_channel_num"] if operation == "conv" else 1)
-
-
-def fused_operators(layer: dict) -> list[str]:
-    operation = layer["operation"]
-    activation = ["relu6"] if layer.get("activation_type") == "Relu6" else []
-    if operation in ("conv", "dwconv"):
-        core = "conv2d" if operation == "conv" else "depthwise_conv2d"
-        return [core, *(["bias_add"] if layer["load_bias"] else []), "requantize", *activation]
-    if operation == "add":
-        return ["add", "requantize", *activation]
-    if operation == "avg_pool":
-        return [operation, "requantize"]  # the window sum's division is a requantization
-    if operation == "max_pool":
-        return [operation, *(["requantize"] if layer["input_log2scale"] != layer["output_log2scale"] else [])]
-    return [operation]
-
-
 # --- 1. pattern matching and annotation ------------------------------------------------------
 
 
-def match_layer(layer: dict, accelerator: Accelerator | None, target: str, params: dict | None = None) -> tuple[Pattern | None, str]:
+def match_layer(layer: IrLayer, accelerator: Accelerator | None, target: str, params: dict | None = None) -> tuple[Pattern | None, str]:
     """(the pattern that runs the layer on the accelerator, or None; the reason)."""
-    operation = layer["operation"]
+    operation = layer.operation
     if accelerator is None:
         return None, f"target {target} has no accelerator"
     if operation in accelerator.unsupported:
@@ -214,8 +159,12 @@ def match_layer(layer: dict, accelerator: Accelerator | None, target: str, param
     patterns = accelerator.patterns_for(operation)
     if not patterns:
         return None, f"no pattern of {target} covers {operation}"
+    lowering = lowering_of(operation)
+    if lowering is None:
+        return None, f"{operation} has no accelerator lowering (host only)"
     failures = []
-    common = shift_violations(layer, accelerator) + tile_violations(layer, accelerator) + accumulator_violations(layer, params or {})
+    common = shift_violations(layer, accelerator) + tile_violations(layer, accelerator, lowering.tile_needs(layer, accelerator))
+    common += accumulator_violations(layer, params or {})
     for pattern in patterns:
         problems = pattern_violations(pattern, layer) + common
         if not problems:
@@ -224,85 +173,55 @@ def match_layer(layer: dict, accelerator: Accelerator | None, target: str, param
     return None, " | ".join(failures)
 
 
-def pattern_violations(pattern: Pattern, layer: dict) -> list[str]:
+def pattern_violations(pattern: Pattern, layer: IrLayer) -> list[str]:
+    """What of the layer's record breaks the pattern's constraints (each constraint reads the
+    record fields it is stated for: core/backends/accel/target.py CONSTRAINT_READS)."""
     problems = []
-    if pattern.activations is not None and layer["activation_type"] not in pattern.activations:
-        problems.append(f"activation {layer['activation_type']} not in {list(pattern.activations)}")
+    if pattern.activations is not None and layer.activation_type not in pattern.activations:
+        problems.append(f"activation {layer.activation_type} not in {list(pattern.activations)}")
     if pattern.max_kernel is not None:
-        kernel = _hw(layer["kernel_size"])
+        kernel = layer.kernel_size.pair()
         if kernel[0] > pattern.max_kernel[0] or kernel[1] > pattern.max_kernel[1]:
             problems.append(f"kernel {kernel[0]}x{kernel[1]} exceeds max_kernel {pattern.max_kernel[0]}x{pattern.max_kernel[1]}")
     if pattern.strides is not None:
-        stride = _hw(layer["stride"])
+        stride = layer.stride.pair()
         # along an axis with one output position (a global pool) the stride is never applied
-        if any(s not in pattern.strides and out > 1 for s, out in zip(stride, _hw(layer["output_size"]))):
+        if any(s not in pattern.strides and out > 1 for s, out in zip(stride, layer.output_size.pair())):
             problems.append(f"stride {stride[0]}x{stride[1]} not in strides {list(pattern.strides)}")
-    if pattern.padding is False and any(layer["padding"].values()):
-        pad = layer["padding"]
-        problems.append(f"padding {[pad['top'], pad['bottom'], pad['left'], pad['right']]} unsupported (padding: false)")
+    if pattern.padding is False and layer.padding.any():
+        problems.append(f"padding {layer.padding.as_list()} unsupported (padding: false)")
     if pattern.dilation is False:
-        dilation = _hw(layer.get("dilations", {"height": 1, "width": 1}))
-        if dilation != [1, 1]:
+        dilation = getattr(layer, "dilations", NO_DILATION).pair()
+        if dilation != (1, 1):
             problems.append(f"dilation {dilation[0]}x{dilation[1]} unsupported (dilation: false)")
     if pattern.pow2_window:
-        count = layer["kernel_size"]["height"] * layer["kernel_size"]["width"]
+        count = layer.window.taps
         if count & (count - 1):
             problems.append(f"window of {count} elements is not a power of two (pow2_window: the mean must be a shift)")
     return problems
 
 
-def _shifts(layer: dict) -> dict[str, int]:
-    """The shift amounts the layer's requantization needs (magnitudes; the sign is the direction)."""
-    operation = layer["operation"]
-    if operation in ("conv", "dwconv"):
-        return {"output_shift": layer["output_shift"], **({"bias_shift": layer["bias_shift"]} if layer["load_bias"] else {})}
-    if operation == "add":
-        return {"|output_shift_bit|": abs(layer["output_shift_bit"]),
-                "|pl_log2scale - add_log2scale|": abs(layer["pl_log2scale"] - layer["add_log2scale"])}
-    if operation == "avg_pool":
-        return {"input_pre_ls": layer["input_pre_ls"]}
-    if operation == "max_pool":
-        return {"|input_log2scale - output_log2scale|": abs(layer["input_log2scale"] - layer["output_log2scale"])}
-    return {}
-
-
-def shift_violations(layer: dict, accelerator: Accelerator) -> list[str]:
+def shift_violations(layer: IrLayer, accelerator: Accelerator) -> list[str]:
     low, high = accelerator.shift_range
-    return [f"{name} = {value} outside shift_range [{low}, {high}]" for name, value in _shifts(layer).items() if not low <= value <= high]
+    return [f"{shift.label} = {shift.amount} outside shift_range [{low}, {high}]" for shift in layer.shifts()
+            if not low <= shift.amount <= high]
 
 
-def tile_violations(layer: dict, accelerator: Accelerator) -> list[str]:
-    """The smallest tile the lowering (core/ops, `lower_accel`) can cut a windowed layer into,
-    one row of output vectors of one channel block, must fit each buffer it uses: conv/dwconv
-    the input buffer (the window's rows of padded input), the weight buffer (one block per
-    window tap; dwconv as a block-diagonal GEMM) and the accumulators (the row's int32
-    results); a pool the accumulator buffer (the input rows, int8 widened to int32, and the
-    results)."""
-    from core.backends.accel.lowering import Window
-
-    if layer["operation"] not in ("conv", "dwconv", "avg_pool", "max_pool"):
-        return []
-    block = accelerator.channel_block
-    window = Window.of(layer)
-    input_vectors = window.input_rows(1) * window.padded_width
-    if layer["operation"] in ("conv", "dwconv"):
-        needs = {"input": input_vectors * block, "weight": window.taps * block * block,
-                 "accumulator": window.out_width * block * ACCUMULATOR_BYTES}
-    else:
-        needs = {"accumulator": (input_vectors + window.out_width) * block * ACCUMULATOR_BYTES}
+def tile_violations(layer: IrLayer, accelerator: Accelerator, needs: dict[str, int]) -> list[str]:
+    """The smallest tile the operation's lowering (core/backends/accel/ops/) can cut the layer
+    into must fit each buffer it uses."""
     buffers = accelerator.buffers
     return [f"a minimal tile needs {need} bytes of the {name} buffer ({getattr(buffers, name)} bytes)"
             for name, need in needs.items() if need > getattr(buffers, name)]
 
 
-def accumulator_violations(layer: dict, params: dict) -> list[str]:
-    """The accelerator accumulates in int32: a conv/dwconv whose sums (with the bias and the
-    rounding constant) could leave it runs on the host, which widens to int64."""
-    from core.ir.ops.conv import accumulator_fits_int32
-
-    if layer["operation"] not in ("conv", "dwconv") or "weight" not in params:
+def accumulator_violations(layer: IrLayer, params: dict) -> list[str]:
+    """The accelerator accumulates in int32: a layer whose sums (with the bias and the rounding
+    constant) could leave it runs on the host, which widens to int64."""
+    if "weight" not in params:
         return []
-    if accumulator_fits_int32(layer, params):
+    bound = layer.accumulator_bound(params)
+    if bound is None or bound <= INT32_MAX:
         return []
     return ["its accumulators could exceed int32 (sum of |weight| x 128 + |bias << bias_shift| + rounding)"]
 
@@ -310,65 +229,72 @@ def accumulator_violations(layer: dict, params: dict) -> list[str]:
 # --- the whole plan --------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Edges:
+    """Who reads what: producers per layer (distinct, in order), readers per tensor (named by
+    the layer producing it, "input" for the network input; END_POINT for the network's output)."""
+
+    producers: dict[str, list[str]]
+    readers: dict[str, list[str]]
+
+    @classmethod
+    def of(cls, ir: Ir) -> "_Edges":
+        producers = {layer.name: list(dict.fromkeys(layer.previous_layer)) for layer in ir.layers}
+        readers: dict[str, list[str]] = {NETWORK_INPUT: [], **{layer.name: [] for layer in ir.layers}}
+        for layer in ir.layers:
+            for producer in producers[layer.name]:
+                readers[producer].append(layer.name)
+            if END_POINT in layer.next_layer:
+                readers[layer.name].append(END_POINT)
+        return cls(producers, readers)
+
+
 def partition(ir: Ir, accelerator: Accelerator | None, target: str | None = None) -> PartitionPlan:
     """The plan for running `ir` on `accelerator` (None: all on the host) of the target named `target`."""
     target = target or (accelerator.name if accelerator is not None else "host")
-    layers = ir.layers
-    producers = {layer["name"]: list(dict.fromkeys(layer["previous_layer"])) for layer in layers}
-    readers: dict[str, list[str]] = {NETWORK_INPUT: [], **{layer["name"]: [] for layer in layers}}
-    for layer in layers:
-        for producer in producers[layer["name"]]:
-            readers[producer].append(layer["name"])
-    for layer in layers:
-        if END_POINT in layer["next_layer"]:
-            readers[layer["name"]].append(END_POINT)
-
-    matches = {layer["name"]: match_layer(layer, accelerator, target, ir.params.get(layer["name"], {})) for layer in layers}
+    edges = _Edges.of(ir)
+    matches = {layer.name: match_layer(layer, accelerator, target, ir.params.get(layer.name, {})) for layer in ir.layers}
     on_accel = {name for name, (pattern, _) in matches.items() if pattern is not None}
-    members, notes = _regions(layers, producers, on_accel)
-    region_names = {}
-    for number, region_layers in enumerate(members):
-        for name in region_layers:
-            region_names[name] = f"{target}_func_{number}"
-
-    layout = _layouts(layers, producers, readers, on_accel)
-    shapes = {layer["name"]: output_shape(layer) for layer in layers}
-    for layer in layers:
-        for position, producer in enumerate(layer["previous_layer"]):
-            if producer == NETWORK_INPUT:
-                shapes.setdefault(NETWORK_INPUT, input_shape(layer, position))
-    tensors = [NETWORK_INPUT, *(layer["name"] for layer in layers)]  # named by their producers
-    packs, unpacks = [], []
-    for tensor in tensors:
-        wanted = {reader: HOST_LAYOUT if reader == END_POINT else layout[reader] for reader in readers[tensor]}
-        have = layout.get(tensor, HOST_LAYOUT)
-        changing = [reader for reader, need in wanted.items() if need != have]
-        if changing:
-            shape = shapes[tensor]
-            change = LayoutChange("pack" if have == HOST_LAYOUT else "unpack", tensor, changing, shape,
-                                  math.prod(shape), accelerator.packed_bytes(shape))
-            (packs if change.kind == "pack" else unpacks).append(change)
-
-    groups = []
-    for index, layer in enumerate(layers):
-        name = layer["name"]
-        pattern, reason = matches[name]
-        groups.append(Group(name, index, layer["operation"], fused_operators(layer), HOST if pattern is None else ACCEL,
-                            None if pattern is None else pattern.name, reason, region_names.get(name), layout[name], layer_macs(layer)))
+    members, notes = _regions(ir.layers, edges.producers, on_accel)
+    region_names = {name: f"{target}_func_{number}" for number, region_layers in enumerate(members) for name in region_layers}
+    layout = _layouts(ir.layers, edges, on_accel)
+    packs, unpacks = _layout_changes(ir, edges, layout, accelerator)
+    groups = [Group(layer.name, index, layer.operation, layer.fused_operators(), HOST if matches[layer.name][0] is None else ACCEL,
+                    None if matches[layer.name][0] is None else matches[layer.name][0].name, matches[layer.name][1],
+                    region_names.get(layer.name), layout[layer.name], layer.macs())
+              for index, layer in enumerate(ir.layers)]
     macs = {group.layer: group.macs for group in groups}
+    tensors = [NETWORK_INPUT, *(layer.name for layer in ir.layers)]  # named by their producers
     regions = []
     for region_layers in members:
         inside = set(region_layers)
-        inputs = [t for t in tensors if t not in inside and any(r in inside for r in readers[t])]
-        outputs = [t for t in region_layers if any(r not in inside for r in readers[t])]
-        regions.append(Region(region_names[region_layers[0]], region_layers, inputs, outputs,
+        regions.append(Region(region_names[region_layers[0]], region_layers,
+                              [t for t in tensors if t not in inside and any(r in inside for r in edges.readers[t])],
+                              [t for t in region_layers if any(r not in inside for r in edges.readers[t])],
                               pack=any(r in inside for change in packs for r in change.readers),
                               unpack=any(change.tensor in inside for change in unpacks),
                               macs=sum(macs[name] for name in region_layers)))
     return PartitionPlan(target, accelerator, groups, regions, packs, unpacks, notes)
 
 
-def _regions(layers: list[dict], producers: dict[str, list[str]], on_accel: set[str]) -> tuple[list[list[str]], list[str]]:
+def _layout_changes(ir: Ir, edges: _Edges, layout: dict[str, str], accelerator: Accelerator | None) -> tuple[list, list]:
+    """(packs, unpacks): each tensor whose readers need the other layout than it is in changes
+    once, for all of them."""
+    shapes = {layer.name: layer.shape_of_output() for layer in ir.layers}
+    packs, unpacks = [], []
+    for tensor in [NETWORK_INPUT, *(layer.name for layer in ir.layers)]:
+        wanted = {reader: HOST_LAYOUT if reader == END_POINT else layout[reader] for reader in edges.readers[tensor]}
+        have = layout.get(tensor, HOST_LAYOUT)
+        changing = [reader for reader, need in wanted.items() if need != have]
+        if changing:
+            shape = list(ir.input_shape if tensor == NETWORK_INPUT else shapes[tensor])
+            change = LayoutChange("pack" if have == HOST_LAYOUT else "unpack", tensor, changing, shape,
+                                  math.prod(shape), accelerator.packed_bytes(shape))
+            (packs if change.kind == "pack" else unpacks).append(change)
+    return packs, unpacks
+
+
+def _regions(layers: list[IrLayer], producers: dict[str, list[str]], on_accel: set[str]) -> tuple[list[list[str]], list[str]]:
     """Accelerator layers merged along edges into functions, in execution order. The quotient
     graph (one node per function so far, one per host layer) stays acyclic: two functions joined
     by an edge are merged only when no other path connects them."""
@@ -377,7 +303,7 @@ def _regions(layers: list[dict], producers: dict[str, list[str]], on_accel: set[
     members: dict[Any, list[str]] = {}
     notes = []
     for layer in layers:
-        name = layer["name"]
+        name = layer.name
         node = ("function", name) if name in on_accel else ("host", name)
         node_of[name] = node
         quotient.add_node(node)
@@ -403,7 +329,7 @@ def _regions(layers: list[dict], producers: dict[str, list[str]], on_accel: set[
             members[first].extend(members.pop(second))
             for moved in members[first]:
                 node_of[moved] = first
-    position = {layer["name"]: i for i, layer in enumerate(layers)}
+    position = {layer.name: i for i, layer in enumerate(layers)}
     regions = [sorted(names, key=position.__getitem__) for names in members.values()]
     return sorted(regions, key=lambda names: position[names[0]]), notes
 
@@ -417,12 +343,14 @@ def _detour(graph: nx.DiGraph, source: Any, target: Any) -> str | None:
     return None
 
 
-def _layouts(layers: list[dict], producers: dict[str, list[str]], readers: dict[str, list[str]], on_accel: set[str]) -> dict[str, str]:
+def _layouts(layers: list[IrLayer], edges: _Edges, on_accel: set[str]) -> dict[str, str]:
     """The layout each layer reads and writes: accelerator layers the accelerator's; an island of
     connected host element-wise layers the accelerator's when everything feeding it and everything
     it feeds is an accelerator layer (not the network input, not an end point), else the host's."""
-    layout = {layer["name"]: ACCEL_LAYOUT if layer["name"] in on_accel else HOST_LAYOUT for layer in layers}
-    elementwise = {layer["name"] for layer in layers if layer["name"] not in on_accel and layer["operation"] in ELEMENTWISE_OPERATIONS}
+    producers, readers = edges.producers, edges.readers
+    layout = {layer.name: ACCEL_LAYOUT if layer.name in on_accel else HOST_LAYOUT for layer in layers}
+    # element-wise operations compute the same thing on any layout: they may run on packed data (seed 004 [0048])
+    elementwise = {layer.name for layer in layers if layer.name not in on_accel and layer.elementwise}
     graph = nx.Graph()
     graph.add_nodes_from(elementwise)
     graph.add_edges_from((producer, name) for name in elementwise for producer in producers[name] if producer in elementwise)
@@ -433,115 +361,3 @@ def _layouts(layers: list[dict], producers: dict[str, list[str]], readers: dict[
             for name in island:
                 layout[name] = ACCEL_LAYOUT
     return layout
-
-
-# --- picture -----------------------------------------------------------------------------------
-
-MAX_COLUMNS_PER_ROW = 26
-_SHORT = {"conv": "conv", "dwconv": "dw", "add": "add", "avg_pool": "avg", "max_pool": "max", "reshape": "rshp",
-          "concat2": "cat", "resize_bilinear": "rsz"}
-
-
-def _label(layer: dict) -> str:
-    short = _SHORT.get(layer["operation"], layer["operation"])
-    if "kernel_size" in layer:
-        kernel, stride = layer["kernel_size"], layer["stride"]
-        short += f"{kernel['height']}x{kernel['width']}" + (f"/{stride['height']}" if stride["height"] > 1 else "")
-    return short
-
-
-def plot_partition(plan: PartitionPlan, ir: Ir, path: str | Path) -> Path:
-    """The graph in columns by depth (longest path from the input), each layer coloured by where
-    it runs, accelerator functions numbered, pack (^) and unpack (v) marks on the edges they sit
-    on. A bare Figure on the Agg canvas, as core.quantize.evaluation's plots."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import FancyArrowPatch
-
-    layers = ir.layers
-    depth = {NETWORK_INPUT: 0}
-    for layer in layers:
-        depth[layer["name"]] = 1 + max(depth[p] for p in layer["previous_layer"])
-    columns: dict[int, list[str]] = {}
-    for name in [NETWORK_INPUT, *(layer["name"] for layer in layers)]:
-        columns.setdefault(depth[name], []).append(name)
-    # long graphs wrap: depths 0..per_row-1 on the first band, the next per_row on the one below, ...
-    per_row = len(columns) if len(columns) <= MAX_COLUMNS_PER_ROW else -(-len(columns) // -(-len(columns) // MAX_COLUMNS_PER_ROW))
-    bands = -(-len(columns) // per_row)
-    heights = [max(len(columns[c]) for c in columns if c // per_row == b) + 1.2 for b in range(bands)]
-    tops = [-sum(heights[:b]) - heights[b] / 2 for b in range(bands)]  # each band's centre line
-    position = {}
-    for column, names in columns.items():
-        for row, name in enumerate(names):
-            position[name] = (float(column % per_row), tops[column // per_row] + (len(names) - 1) / 2 - row)
-    ends = [layer["name"] for layer in layers if END_POINT in layer["next_layer"]]
-    for name in ends:
-        position[f"{END_POINT}:{name}"] = (position[name][0] + 0.6, position[name][1])
-
-    width = max(6.0, 0.5 * per_row + 2.0)
-    height = max(3.0, 0.5 * sum(heights) + 1.5)
-    figure = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(figure)
-    axes = figure.add_subplot()
-    groups = {group.layer: group for group in plan.groups}
-    colours = {ACCEL: "tab:blue", HOST: "tab:orange"}
-
-    edges = [(p, layer["name"]) for layer in layers for p in dict.fromkeys(layer["previous_layer"])]
-    edges += [(name, f"{END_POINT}:{name}") for name in ends]
-    for source, target in edges:
-        (x0, y0), (x1, y1) = position[source], position[target]
-        same_band = depth[source] // per_row == depth[target.removeprefix(f"{END_POINT}:")] // per_row
-        bend = 0.25 if same_band and x1 - x0 > 1.01 else 0.0  # arcs for skip connections, clear of the layers between
-        axes.add_patch(FancyArrowPatch((x0, y0), (x1, y1), arrowstyle="-|>", mutation_scale=6, linewidth=0.6,
-                                       color="0.55", connectionstyle=f"arc3,rad={bend}", shrinkA=4, shrinkB=4, zorder=1))
-    for changes, marker, colour in ((plan.packs, "^", "tab:green"), (plan.unpacks, "v", "tab:red")):
-        for change in changes:
-            for reader in change.readers:
-                target = f"{END_POINT}:{change.tensor}" if reader == END_POINT else reader
-                (x0, y0), (x1, y1) = position[change.tensor], position[target]
-                at = 0.65 if change.kind == "pack" else 0.35  # next to the accelerator side
-                axes.plot(x0 + at * (x1 - x0), y0 + at * (y1 - y0), marker=marker, color=colour, markersize=7,
-                          markeredgecolor="black", markeredgewidth=0.4, zorder=4, linestyle="none")
-
-    for layer in layers:
-        group = groups[layer["name"]]
-        x, y = position[layer["name"]]
-        on_packed = group.target == HOST and group.layout == ACCEL_LAYOUT
-        axes.plot(x, y, marker="o", markersize=9, color=colours[group.target], zorder=3, linestyle="none",
-                  markeredgecolor="tab:blue" if on_packed else "black", markeredgewidth=2.0 if on_packed else 0.5)
-        axes.annotate(_label(layer), (x, y), xytext=(0, -8), textcoords="offset points", ha="center", va="top", fontsize=5)
-        if group.region is not None:
-            axes.annotate(group.region.rsplit("_", 1)[-1], (x, y), ha="center", va="center", fontsize=4.5, color="white", zorder=5)
-    for name, marker, label in [(NETWORK_INPUT, "s", "input"), *((f"{END_POINT}:{n}", "s", "") for n in ends)]:
-        axes.plot(*position[name], marker=marker, markersize=6, color="black", zorder=3, linestyle="none")
-        if label:
-            axes.annotate(label, position[name], xytext=(0, -7), textcoords="offset points", ha="center", va="top", fontsize=6)
-
-    legend = [
-        Line2D([], [], marker="o", color="tab:blue", linestyle="none", markeredgecolor="black", label="accelerator (number: function)"),
-        Line2D([], [], marker="o", color="tab:orange", linestyle="none", markeredgecolor="black", label="host"),
-        Line2D([], [], marker="o", color="tab:orange", linestyle="none", markeredgecolor="tab:blue", markeredgewidth=2,
-               label="host, element-wise on packed data"),
-        Line2D([], [], marker="^", color="tab:green", linestyle="none", markeredgecolor="black", label="pack"),
-        Line2D([], [], marker="v", color="tab:red", linestyle="none", markeredgecolor="black", label="unpack"),
-        Line2D([], [], marker="s", color="black", linestyle="none", label="network input / end point"),
-    ]
-    axes.legend(handles=legend, loc="upper left", fontsize=7, ncols=3, frameon=False, bbox_to_anchor=(0.0, 1.0))
-    metrics = plan.metrics()
-    axes.set_title(f"target {plan.target}: {metrics['layers_accel']}/{metrics['layers']} layers on the accelerator in "
-                   f"{metrics['regions']} function(s), MAC share {metrics['mac_share_accel']:.1%},\n{metrics['pack_count']} pack, "
-                   f"{metrics['unpack_count']} unpack, {metrics['boundary_bytes']} bytes across", fontsize=9)
-    xs = [x for x, _ in position.values()]
-    ys = [y for _, y in position.values()]
-    axes.set_xlim(min(xs) - 0.6, max(xs) + 0.6)
-    axes.set_ylim(min(ys) - 0.8, max(ys) + 1.2)
-    axes.set_xlabel(f"depth (longest path from the input){f', wrapped every {per_row}' if bands > 1 else ''}")
-    axes.set_xticks([])
-    axes.set_yticks([])
-    for side in ("top", "right", "left", "bottom"):
-        axes.spines[side].set_visible(False)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    return path

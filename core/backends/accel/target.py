@@ -3,10 +3,11 @@ conf/target/<name>.yaml): the fused patterns it executes and their constraints, 
 operations that always stay on the host, its GEMM block, on-chip buffers, blocked data layout,
 shifter range and instruction costs (seed 004: a VTA-like int8 accelerator behind a DL compiler).
 
-`Accelerator.from_mapping` builds the frozen description from a plain mapping and refuses
-anything it could not honour, naming the key (`accelerator.patterns[2].max_kernel.height`);
-`accelerator_of` does that for a whole target mapping (None when it has no accelerator: every
-layer then runs on the host). The partition stage uses it now, code generation later.
+`AcceleratorSpec` is that section's schema as plain dataclasses (the Hydra structured config
+of `target.accelerator`: a typo or a wrong type fails at composition). `Accelerator.from_mapping`
+builds the frozen description from the plain data and makes every check the types cannot,
+once, naming the key (`accelerator.patterns[2].max_kernel.height`); `accelerator_of` does that
+for a whole target mapping (None when it has no accelerator: every layer then runs on the host).
 """
 
 from __future__ import annotations
@@ -14,47 +15,114 @@ from __future__ import annotations
 import json
 import math
 import re
+import dataclasses
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
-from core.ir.io import SCHEMA_PATH
+import yaml
+
+from core.ir.activations import ACTIVATIONS
+from core.ir.io import schema_branches
+from core.ir.ops import OPS
 
 SECTION = "accelerator"
 REQUIRED_CYCLES = ("load", "store", "gemm", "alu")
 
-# Which IR operations each pattern constraint can be stated for (the fields it reads).
-WINDOW_OPERATIONS = ("conv", "dwconv", "avg_pool", "max_pool")
-CONSTRAINT_OPERATIONS = {
-    "activations": ("conv", "dwconv", "add"),  # activation_type
-    "max_kernel": WINDOW_OPERATIONS,  # kernel_size
-    "strides": WINDOW_OPERATIONS,  # stride
-    "padding": WINDOW_OPERATIONS,  # padding: false = only unpadded windows
-    "dilation": ("conv", "dwconv"),  # dilations: false = only dilation 1
-    "pow2_window": ("avg_pool",),  # true = the window's element count is a power of two (the mean is a shift)
-}
+
+# --- the `accelerator:` section's schema (Hydra structured config) -------------------------------
+
+
+@dataclass
+class KernelLimitSpec:
+    height: int
+    width: int
+
+
+@dataclass
+class PatternSpec:
+    """One fused pattern an accelerator runs; a null constraint is no constraint."""
+
+    name: str
+    operations: list[str]
+    activations: Optional[list[str]] = None
+    max_kernel: Optional[KernelLimitSpec] = None
+    strides: Optional[list[int]] = None
+    padding: Optional[bool] = None
+    dilation: Optional[bool] = None
+    pow2_window: Optional[bool] = None
+
+
+@dataclass
+class GemmBlockSpec:
+    batch: int = 1
+    block_in: int = 16
+    block_out: int = 16
+
+
+@dataclass
+class BuffersSpec:  # bytes
+    input: int = 32768
+    weight: int = 262144
+    accumulator: int = 131072
+
+
+@dataclass
+class ShiftRangeSpec:
+    min: int = 0
+    max: int = 31
+
+
+@dataclass
+class AcceleratorSpec:
+    """A VTA-like int8 accelerator as data (conf/target/accel.yaml); `Accelerator.from_mapping` checks it."""
+
+    patterns: list[PatternSpec]
+    gemm_block: GemmBlockSpec
+    buffers: BuffersSpec
+    layout: list[str]
+    shift_range: ShiftRangeSpec
+    cycles: dict[str, int]
+    unsupported: list[str] = field(default_factory=list)
+    dma_bytes_per_cycle: float = 8.0
+
+
+# --- the checked description ------------------------------------------------------------------------
 
 
 class AcceleratorError(ValueError):
     """An accelerator description that partition or code generation could not honour."""
 
 
-@lru_cache(maxsize=1)
-def _schema_branches() -> dict[str, dict]:
-    schema = json.loads(SCHEMA_PATH.read_text())
-    return {branch["properties"]["operation"]["const"]: branch for branch in schema["items"]["oneOf"]}
-
-
 def ir_operations() -> tuple[str, ...]:
-    """The IR's operations, as its JSON Schema lists them."""
-    return tuple(_schema_branches())
+    """The IR's operations, in the order its JSON Schema lists them."""
+    return tuple(operation for operation in schema_branches() if operation in OPS)
 
 
 def ir_activations() -> tuple[str, ...]:
-    """The IR's activation_type values, as its JSON Schema lists them."""
-    return tuple(_schema_branches()["conv"]["properties"]["activation_type"]["enum"])
+    """The IR's activation_type values."""
+    return tuple(ACTIVATIONS)
+
+
+def _fields_of(operation: str) -> set[str]:
+    return {spec.name for spec in dataclasses.fields(OPS[operation].record)}
+
+
+# Which IR operations each pattern constraint can be stated for: those whose records carry what it reads.
+CONSTRAINT_READS: dict[str, Any] = {
+    "activations": lambda op: "activation_type" in _fields_of(op),
+    "max_kernel": lambda op: "kernel_size" in _fields_of(op),
+    "strides": lambda op: "stride" in _fields_of(op),
+    "padding": lambda op: "padding" in _fields_of(op),  # false = only unpadded windows
+    "dilation": lambda op: "dilations" in _fields_of(op),  # false = only dilation 1
+    # true = the window's element count is a power of two (the mean is a shift)
+    "pow2_window": lambda op: getattr(OPS[op].record, "averages", False),
+}
+
+
+def constraint_operations(constraint: str) -> tuple[str, ...]:
+    return tuple(op for op in ir_operations() if CONSTRAINT_READS[constraint](op))
 
 
 @dataclass(frozen=True)
@@ -72,7 +140,7 @@ class Pattern:
     pow2_window: bool | None = None
 
     def constraints(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in CONSTRAINT_OPERATIONS if getattr(self, key) is not None}
+        return {key: getattr(self, key) for key in CONSTRAINT_READS if getattr(self, key) is not None}
 
 
 @dataclass(frozen=True)
@@ -202,8 +270,6 @@ def accelerator_of(target: Mapping[str, Any], origin: str = "target") -> Acceler
 
 def load_target(path: str | Path) -> tuple[dict[str, Any], Accelerator | None]:
     """A conf/target/*.yaml file: its settings, and its accelerator (None without one)."""
-    import yaml
-
     path = Path(path)
     data = yaml.safe_load(path.read_text())
     return data, accelerator_of(data, origin=str(path))
@@ -255,15 +321,16 @@ class _Reader:
         return items
 
     def pattern(self, value: Any, key: str, operations: tuple[str, ...]) -> Pattern:
-        data = self.mapping(value, key, required=("name", "operations"), optional=tuple(CONSTRAINT_OPERATIONS))
+        data = self.mapping(value, key, required=("name", "operations"), optional=tuple(CONSTRAINT_READS))
         if not isinstance(data["name"], str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", data["name"]):
             raise self.error(f"{key}.name", f"expected a name of letters, digits, '_', '.', '-', got {data['name']!r}")
         covered = tuple(self.names(data["operations"], f"{key}.operations", operations, minimum=1))
         constraints: dict[str, Any] = {}
-        for constraint, applicable in CONSTRAINT_OPERATIONS.items():
+        for constraint in CONSTRAINT_READS:
             value = data.get(constraint)
             if value is None:
                 continue
+            applicable = constraint_operations(constraint)
             where = f"{key}.{constraint}"
             misfits = [op for op in covered if op not in applicable]
             if misfits:

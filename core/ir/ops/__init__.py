@@ -1,6 +1,19 @@
-"""The IR operations, one module each; importing this package registers them all."""
+"""Every IR operation, one folder each; importing this package imports them all, so `OPS`
+(operation name -> IrOp) and the activation registry are complete. Adding an operation is
+adding a folder here (and its branch in schemas/tf2ir_ir.schema.json).
 
-from core.ir.ops import add, conv, pool, shape_ops  # noqa: F401  (registration)
-from core.ir.ops.registry import IR_OPS, AnnotateRule, GraphIndex, IrOp, Layer, QKind
+A folder holds what its operation is: the graph pattern (pattern.py), the typed IR record
+with its shapes, MACs, shifts and accumulator bound (record.py), its fields and constants
+from a calibrated graph (emit.py), its integer kernel (kernel.py), and the registration with
+its annotate rule (__init__.py). How a backend emits an operation is the backend's
+(core/backends/*/ops/)."""
 
-__all__ = ["IR_OPS", "AnnotateRule", "GraphIndex", "IrOp", "Layer", "QKind"]
+import importlib
+import pkgutil
+
+from core.ir.op import OPS
+
+for _module in sorted(module.name for module in pkgutil.iter_modules(__path__)):
+    importlib.import_module(f"{__name__}.{_module}")
+
+__all__ = ["OPS"]

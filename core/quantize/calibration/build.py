@@ -21,8 +21,8 @@ from core.quantize.table import CalibrationTable, TensorEntry
 from core.quantize.calibration.histogram import TensorStatistics
 from core.quantize.calibration.methods import CalibrationSettings, get_method
 from core.quantize.calibration.scales import float_scale, log2scale, qat_log2scale
-from core.frontend.layers import LayerGraph, QuantRange
-from core.ir.ops import IR_OPS
+from core.frontend.fake_quant import QuantRange
+from core.frontend.layers import Layer, LayerGraph
 
 
 class CalibrationError(ValueError):
@@ -86,7 +86,7 @@ def build_calibration_table(
         layer = layer_graph.producer_of(tensor)
         tensors[tensor] = _activation_entry(tensor, layer.name if layer else None, method, target, settings, tensor_stats, ranges)
     for layer in layer_graph.layers:
-        rule = IR_OPS[layer.op].annotate
+        rule = layer.rule
         if rule.weight and layer.weight:
             tensors[f"{layer.weight}:0"] = _weight_entry(layer_graph, layer, method, target, ranges)
         if rule.bias and layer.bias:
@@ -146,7 +146,7 @@ def _weight_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpe
         _check_log2scale(value, target, f"weight of layer {layer.name}")
         return TensorEntry("weight", "absmax", absmax, pow2_range(value, target.bits), log2scale=value, absmax=absmax, layer=layer.name)
     if target.per_channel_weights:
-        channel_absmax = _per_output_channel_absmax(weight, layer.op)
+        channel_absmax = per_output_channel_absmax(weight, layer)
         scales = [float_scale(value, target.bits) for value in channel_absmax]
         return TensorEntry("weight", "absmax", absmax, scaled_range(max(scales), target.bits), absmax=absmax, layer=layer.name,
                            channel_ranges=[scaled_range(s, target.bits) for s in scales], channel_scales=scales)
@@ -203,9 +203,14 @@ def _check_log2scale(value: int, target: TargetSpec, what: str) -> None:
         )
 
 
-def _per_output_channel_absmax(weight: np.ndarray, op: str) -> list[float]:
-    # conv HWIO: output channel last; depthwise HWCM: output channel = C*M
-    flat = weight.reshape(-1, weight.shape[2] * weight.shape[3]) if op == "dwconv" else weight.reshape(-1, weight.shape[-1])
+def per_output_channel_absmax(weight: np.ndarray, layer: Layer) -> list[float]:
+    """max |w| per output channel: over every axis but those the layer's rule says index the
+    output channels (merged in order: a depthwise HWCM weight's channel c * M + m)."""
+    axes = layer.rule.weight_channel_axes
+    if not axes or list(axes) != list(range(weight.ndim - len(axes), weight.ndim)):
+        raise CalibrationError(f"layer {layer.name}: its weight's output channels are axes {list(axes)} of a "
+                               f"{weight.ndim}-d weight; per-channel weights need them last")
+    flat = weight.reshape(-1, int(np.prod([weight.shape[axis] for axis in axes])))
     return [float(value) for value in np.abs(flat).max(axis=0)]
 
 

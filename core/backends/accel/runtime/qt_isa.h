@@ -1,10 +1,12 @@
-/* qt_isa.h: the reference simulator of the accelerator's instruction set (core/isa.py has the
- * specification and the encoder), compiled into the generated program so that every
+/* qt_isa.h: the reference simulator of the accelerator's instruction set (core/backends/accel/isa.py
+ * has the specification and the encoder), compiled into the generated program so that every
  * accelerator function runs on a CPU exactly as the hardware would run it.
  *
  * The including file defines the machine first:
  *   QT_ISA_BLOCK      the GEMM block (channels per vector, B)
  *   QT_ISA_INP_BYTES  QT_ISA_WGT_BYTES  QT_ISA_ACC_BYTES   the on-chip buffers, in bytes
+ * Where each field of an instruction lies comes from qt_isa_layout.h, which the code generator
+ * writes from the same table its encoder uses (isa.py's LAYOUT).
  *
  * Arithmetic is that of the hardware, written without undefined or implementation-defined C:
  * the accumulators wrap modulo 2^32 (uint32_t; the code generator proves they never need to),
@@ -21,16 +23,13 @@
 #include <string.h>
 
 #include "qt_runtime.h"
+#include "qt_isa_layout.h"
 
 #define QT_ISA_WORDS 16
 #define QT_ISA_B QT_ISA_BLOCK
 #define QT_ISA_INP_UNITS (QT_ISA_INP_BYTES / QT_ISA_B)
 #define QT_ISA_WGT_UNITS (QT_ISA_WGT_BYTES / (QT_ISA_B * QT_ISA_B))
 #define QT_ISA_ACC_UNITS (QT_ISA_ACC_BYTES / (4 * QT_ISA_B))
-
-enum { QT_OP_LOAD = 1, QT_OP_STORE = 2, QT_OP_GEMM = 3, QT_OP_ALU = 4, QT_OP_FINISH = 5 };
-enum { QT_BUF_INP = 0, QT_BUF_WGT = 1, QT_BUF_ACC = 2, QT_BUF_ACC8 = 3 };
-enum { QT_ALU_MOV = 0, QT_ALU_ADD = 1, QT_ALU_MAX = 2, QT_ALU_MIN = 3, QT_ALU_RSHR = 4, QT_ALU_SHL = 5 };
 
 static int8_t qt_isa_inp[QT_ISA_INP_UNITS][QT_ISA_B];
 static int8_t qt_isa_wgt[QT_ISA_WGT_UNITS][QT_ISA_B][QT_ISA_B];
@@ -57,6 +56,24 @@ static uint32_t qt_isa_word(const uint8_t *p, int k)
 static int32_t qt_isa_signed(uint32_t w)
 {
     return w <= (uint32_t)INT32_MAX ? (int32_t)w : (int32_t)(w - 2147483648u) - INT32_MAX - 1;
+}
+
+/* field F of an instruction of kind K (qt_isa_layout.h): unsigned, and sign-extended */
+#define QT_FIELD(insn, K, F) qt_isa_field((insn), QT_##K##_##F##_WORD, QT_##K##_##F##_SHIFT, QT_##K##_##F##_BITS)
+#define QT_SFIELD(insn, K, F) qt_isa_sfield((insn), QT_##K##_##F##_WORD, QT_##K##_##F##_SHIFT, QT_##K##_##F##_BITS)
+
+static uint32_t qt_isa_field(const uint8_t *insn, int word, int shift, int bits)
+{
+    uint32_t value = qt_isa_word(insn, word) >> shift;
+    return bits >= 32 ? value : value & ((1u << bits) - 1u);
+}
+
+static long qt_isa_sfield(const uint8_t *insn, int word, int shift, int bits)
+{
+    uint32_t value = qt_isa_field(insn, word, shift, bits);
+    if (bits >= 32)
+        return qt_isa_signed(value);
+    return value >> (bits - 1) ? (long)value - (1L << bits) : (long)value;
 }
 
 static int8_t qt_isa_low8(int32_t v)
@@ -108,13 +125,13 @@ static void qt_isa_check_dram(qt_isa_where at, const char *what, long dram, long
 static void qt_isa_load(qt_isa_where at, const uint8_t *insn, const int8_t *data, long data_bytes, const int8_t *consts,
                         long const_bytes)
 {
-    uint32_t w0 = qt_isa_word(insn, 0), w3 = qt_isa_word(insn, 3), w4 = qt_isa_word(insn, 4), w5 = qt_isa_word(insn, 5);
-    int buffer = (int)(w0 >> 8 & 0xFF), is_const = (int)(w0 >> 16 & 1);
-    long dram = (long)qt_isa_word(insn, 1), base = (long)qt_isa_word(insn, 2);
-    long y = (long)(w3 & 0xFFFF), x = (long)(w3 >> 16), c = (long)(w4 & 0xFFFF);
-    long top = (long)(w4 >> 16 & 0xFF), bottom = (long)(w4 >> 24), left = (long)(w5 & 0xFF), right = (long)(w5 >> 8 & 0xFF);
-    int32_t pad = qt_isa_low8((int32_t)(w5 >> 16 & 0xFF));
-    long sy = qt_isa_signed(qt_isa_word(insn, 6)), sx = qt_isa_signed(qt_isa_word(insn, 7)), sc = qt_isa_signed(qt_isa_word(insn, 8));
+    int buffer = (int)QT_FIELD(insn, LOAD, SUB), is_const = (int)(QT_FIELD(insn, LOAD, FLAGS) & QT_FLAG_CONST);
+    long dram = (long)QT_FIELD(insn, LOAD, DRAM), base = (long)QT_FIELD(insn, LOAD, BASE);
+    long y = (long)QT_FIELD(insn, LOAD, Y), x = (long)QT_FIELD(insn, LOAD, X), c = (long)QT_FIELD(insn, LOAD, C);
+    long top = (long)QT_FIELD(insn, LOAD, PAD_TOP), bottom = (long)QT_FIELD(insn, LOAD, PAD_BOTTOM);
+    long left = (long)QT_FIELD(insn, LOAD, PAD_LEFT), right = (long)QT_FIELD(insn, LOAD, PAD_RIGHT);
+    int32_t pad = (int32_t)QT_SFIELD(insn, LOAD, PAD_VALUE);
+    long sy = QT_SFIELD(insn, LOAD, S0), sx = QT_SFIELD(insn, LOAD, S1), sc = QT_SFIELD(insn, LOAD, S2);
     long rows = top + y + bottom, cols = left + x + right, units, unit, r, q, k, lane;
     const int8_t *segment = is_const ? consts : data;
     long segment_bytes = is_const ? const_bytes : data_bytes;
@@ -165,10 +182,9 @@ static void qt_isa_load(qt_isa_where at, const uint8_t *insn, const int8_t *data
 
 static void qt_isa_store(qt_isa_where at, const uint8_t *insn, int8_t *data, long data_bytes)
 {
-    uint32_t w3 = qt_isa_word(insn, 3), w4 = qt_isa_word(insn, 4);
-    long dram = (long)qt_isa_word(insn, 1), base = (long)qt_isa_word(insn, 2);
-    long y = (long)(w3 & 0xFFFF), x = (long)(w3 >> 16), c = (long)(w4 & 0xFFFF);
-    long sy = qt_isa_signed(qt_isa_word(insn, 6)), sx = qt_isa_signed(qt_isa_word(insn, 7)), sc = qt_isa_signed(qt_isa_word(insn, 8));
+    long dram = (long)QT_FIELD(insn, STORE, DRAM), base = (long)QT_FIELD(insn, STORE, BASE);
+    long y = (long)QT_FIELD(insn, STORE, Y), x = (long)QT_FIELD(insn, STORE, X), c = (long)QT_FIELD(insn, STORE, C);
+    long sy = QT_SFIELD(insn, STORE, S0), sx = QT_SFIELD(insn, STORE, S1), sc = QT_SFIELD(insn, STORE, S2);
     long r, q, k;
     int lane;
     if (base + y * x * c > QT_ISA_ACC_UNITS)
@@ -186,28 +202,15 @@ static void qt_isa_store(qt_isa_where at, const uint8_t *insn, int8_t *data, lon
             }
 }
 
-static void qt_isa_loop(const uint8_t *insn, long *e, long *fd, long *fs, long *fw, int gemm)
-{
-    uint32_t w4 = qt_isa_word(insn, 4), w5 = qt_isa_word(insn, 5);
-    int k, first = 6;
-    (void)gemm;
-    e[0] = (long)(w4 & 0xFFFF);
-    e[1] = (long)(w4 >> 16);
-    e[2] = (long)(w5 & 0xFFFF);
-    for (k = 0; k < 3; k++) {
-        fd[k] = qt_isa_signed(qt_isa_word(insn, first + k));
-        fs[k] = qt_isa_signed(qt_isa_word(insn, first + 3 + k));
-        if (fw)
-            fw[k] = qt_isa_signed(qt_isa_word(insn, first + 6 + k));
-    }
-}
-
 static void qt_isa_gemm(qt_isa_where at, const uint8_t *insn)
 {
-    int reset = (int)(qt_isa_word(insn, 0) >> 16 & 1);
-    long d0 = (long)qt_isa_word(insn, 1), s0 = (long)qt_isa_word(insn, 2), w0 = (long)qt_isa_word(insn, 3);
+    int reset = (int)(QT_FIELD(insn, GEMM, FLAGS) & QT_FLAG_RESET);
+    long d0 = (long)QT_FIELD(insn, GEMM, ACC), s0 = (long)QT_FIELD(insn, GEMM, INP), w0 = (long)QT_FIELD(insn, GEMM, WGT);
     long e[3], fd[3], fs[3], fw[3], i0, i1, i2;
-    qt_isa_loop(insn, e, fd, fs, fw, 1);
+    e[0] = (long)QT_FIELD(insn, GEMM, E0), e[1] = (long)QT_FIELD(insn, GEMM, E1), e[2] = (long)QT_FIELD(insn, GEMM, E2);
+    fd[0] = QT_SFIELD(insn, GEMM, ACC_F0), fd[1] = QT_SFIELD(insn, GEMM, ACC_F1), fd[2] = QT_SFIELD(insn, GEMM, ACC_F2);
+    fs[0] = QT_SFIELD(insn, GEMM, INP_F0), fs[1] = QT_SFIELD(insn, GEMM, INP_F1), fs[2] = QT_SFIELD(insn, GEMM, INP_F2);
+    fw[0] = QT_SFIELD(insn, GEMM, WGT_F0), fw[1] = QT_SFIELD(insn, GEMM, WGT_F1), fw[2] = QT_SFIELD(insn, GEMM, WGT_F2);
     if (e[0] <= 0 || e[1] <= 0 || e[2] <= 0)
         return;
     qt_isa_check_index(at, "GEMM accumulator index", d0, fd, e, QT_ISA_ACC_UNITS);
@@ -249,12 +252,13 @@ static int32_t qt_isa_alu_lane(int op, int32_t a, int32_t b)
 
 static void qt_isa_alu(qt_isa_where at, const uint8_t *insn)
 {
-    uint32_t w0 = qt_isa_word(insn, 0);
-    int op = (int)(w0 >> 8 & 0xFF), immediate = (int)(w0 >> 16 & 1), lane;
-    long d0 = (long)qt_isa_word(insn, 1), s0 = (long)qt_isa_word(insn, 2);
-    int32_t imm = qt_isa_signed(qt_isa_word(insn, 3));
+    int op = (int)QT_FIELD(insn, ALU, SUB), immediate = (int)(QT_FIELD(insn, ALU, FLAGS) & QT_FLAG_IMM), lane;
+    long d0 = (long)QT_FIELD(insn, ALU, DST), s0 = (long)QT_FIELD(insn, ALU, SRC);
+    int32_t imm = (int32_t)QT_SFIELD(insn, ALU, IMM);
     long e[3], fd[3], fs[3], i0, i1, i2;
-    qt_isa_loop(insn, e, fd, fs, NULL, 0);
+    e[0] = (long)QT_FIELD(insn, ALU, E0), e[1] = (long)QT_FIELD(insn, ALU, E1), e[2] = (long)QT_FIELD(insn, ALU, E2);
+    fd[0] = QT_SFIELD(insn, ALU, DST_F0), fd[1] = QT_SFIELD(insn, ALU, DST_F1), fd[2] = QT_SFIELD(insn, ALU, DST_F2);
+    fs[0] = QT_SFIELD(insn, ALU, SRC_F0), fs[1] = QT_SFIELD(insn, ALU, SRC_F1), fs[2] = QT_SFIELD(insn, ALU, SRC_F2);
     if (op > QT_ALU_SHL)
         qt_isa_fail(at, "unknown ALU operation", op, QT_ALU_SHL);
     if (op == QT_ALU_RSHR || op == QT_ALU_SHL) {
@@ -288,13 +292,13 @@ static inline void qt_isa_run(const char *function, const uint8_t *program, long
         qt_isa_where at;
         at.function = function;
         at.pc = pc;
-        switch (qt_isa_word(insn, 0) & 0xFF) {
+        switch (QT_FIELD(insn, FINISH, OPCODE)) {
         case QT_OP_LOAD: qt_isa_load(at, insn, data, data_bytes, consts, const_bytes); break;
         case QT_OP_STORE: qt_isa_store(at, insn, data, data_bytes); break;
         case QT_OP_GEMM: qt_isa_gemm(at, insn); break;
         case QT_OP_ALU: qt_isa_alu(at, insn); break;
         case QT_OP_FINISH: return;
-        default: qt_isa_fail(at, "unknown opcode", (long)(qt_isa_word(insn, 0) & 0xFF), QT_OP_FINISH);
+        default: qt_isa_fail(at, "unknown opcode", (long)QT_FIELD(insn, FINISH, OPCODE), QT_OP_FINISH);
         }
     }
 }

@@ -1,0 +1,60 @@
+"""The target's cost model, the one every estimate uses: a DMA transfer costs its set-up
+(`cycles.load` / `cycles.store`) plus its bytes over `dma_bytes_per_cycle`; GEMM and ALU cost
+their cycles per micro-op (one loop iteration); FINISH costs `cycles.sync` (0 if not given).
+Instructions run one after another (no overlap of DMA and compute): an upper bound."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Mapping
+
+from core.backends.accel.isa import ALU_OPS, OPCODES, Alu, Gemm, Instruction, Load, Store
+
+
+@dataclass(frozen=True)
+class CostModel:
+    cycles: Mapping[str, int]
+    dma_bytes_per_cycle: float
+    block: int
+
+    @classmethod
+    def of(cls, accelerator) -> "CostModel":
+        return cls(accelerator.cycles, accelerator.dma_bytes_per_cycle, accelerator.channel_block)
+
+    def dma(self, kind: str, transfers: int, dram_bytes: float) -> float:
+        """`transfers` DMA instructions of `kind` ("load" or "store") moving `dram_bytes` together."""
+        return transfers * self.cycles[kind] + dram_bytes / self.dma_bytes_per_cycle
+
+    def compute(self, kind: str, micro_ops: int) -> float:
+        """`micro_ops` loop iterations of `kind` ("gemm" or "alu")."""
+        return micro_ops * self.cycles[kind]
+
+    def instruction(self, instruction: Instruction) -> float:
+        """One instruction, in whole cycles."""
+        if isinstance(instruction, (Load, Store)):
+            return math.ceil(self.dma(instruction.kind.lower(), 1, instruction.dram_bytes(self.block)))
+        if isinstance(instruction, (Gemm, Alu)):
+            return self.compute(instruction.kind.lower(), instruction.loop.count)
+        return self.cycles.get("sync", 0)
+
+    def statistics(self, instructions: list[Instruction]) -> dict[str, float]:
+        """Counts by kind (ALU also by operation), micro-ops, DMA bytes and estimated cycles."""
+        kinds = Counter(instruction.kind for instruction in instructions)
+        stats: dict[str, float] = {f"count_{kind.lower()}": kinds.get(kind, 0) for kind in OPCODES}
+        for op in ALU_OPS:
+            stats[f"count_alu_{op.lower()}"] = sum(1 for i in instructions if isinstance(i, Alu) and i.op == op)
+        stats["count_gemm_reset"] = sum(1 for i in instructions if isinstance(i, Gemm) and i.reset)
+        stats["instructions"] = len(instructions)
+        stats["gemm_micro_ops"] = sum(i.loop.count for i in instructions if isinstance(i, Gemm))
+        stats["alu_micro_ops"] = sum(i.loop.count for i in instructions if isinstance(i, Alu))
+        stats["load_bytes"] = sum(i.dram_bytes(self.block) for i in instructions if isinstance(i, Load))
+        stats["store_bytes"] = sum(i.dram_bytes(self.block) for i in instructions if isinstance(i, Store))
+        by_kind: Counter = Counter()
+        for instruction in instructions:
+            by_kind[instruction.kind] += self.instruction(instruction)
+        for kind in OPCODES:
+            stats[f"cycles_{kind.lower()}"] = float(by_kind.get(kind, 0))
+        stats["cycles"] = float(sum(by_kind.values()))
+        return stats

@@ -1,0 +1,24 @@
+"""The accelerator lowering of every IR operation, or its declaration as host-only, one module
+each; importing this package registers them all (core.backends.accel.lowering: LOWERINGS,
+HOST_ONLY). Every IR operation is in exactly one of the two (tests/test_structure.py)."""
+
+import importlib
+import pkgutil
+
+from core.backends.accel.lowering import HOST_ONLY, LOWERINGS, LoweringError, OpLowering
+
+for _module in sorted(module.name for module in pkgutil.iter_modules(__path__)):
+    importlib.import_module(f"{__name__}.{_module}")
+
+
+def lowering_of(operation: str) -> OpLowering | None:
+    """How `operation` runs on the accelerator; None for a host-only operation."""
+    if operation in LOWERINGS:
+        return LOWERINGS[operation]
+    if operation in HOST_ONLY:
+        return None
+    raise LoweringError(f"operation {operation} is neither lowered to the accelerator nor declared host-only "
+                        f"(core/backends/accel/ops/)")
+
+
+__all__ = ["HOST_ONLY", "LOWERINGS", "lowering_of"]

@@ -1,0 +1,40 @@
+"""add on the accelerator: on chunks of vectors (element-wise: any layout is one flat run of
+H * W * blocks vectors), both operands LOADed into ACC (int8, sign-extended), the finer one
+aligned by RSHR, ALU ADD, the output shift (SHL exact and saturating, or RSHR), MAX/MIN for
+the activation and int8, STORE."""
+
+from __future__ import annotations
+
+from core.backends.accel.isa import Alu, Index, Load, Loop
+from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, lowers, spans
+from core.backends.accel.target import Accelerator
+from core.ir.ops.add.record import AddLayer
+
+MAX_VECTORS = 0xFFFF  # a 16-bit loop extent
+
+
+def add_tile_needs(record: AddLayer, accelerator: Accelerator) -> dict[str, int]:
+    """One vector of each operand in the accumulators."""
+    return {"accumulator": 2 * accelerator.channel_block * ACCUMULATOR_BYTES}
+
+
+@lowers("add", add_tile_needs)
+def add_lower(record: AddLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
+    pl, addend = inputs
+    if not all(t.strides == output.strides and t.vectors == output.vectors for t in (pl, addend)):
+        raise LoweringError(f"layer {record.name}: operands of different shapes or layouts")
+    coarse = record.coarse_log2scale
+    clamp_low, clamp_high = record.clamp()
+    chunk = min(low.acc_units // 2, MAX_VECTORS)
+    if chunk == 0:
+        raise LoweringError(f"layer {record.name}: the accumulator buffer holds fewer than two vectors")
+    for start, stop in spans(output.vectors, chunk):
+        n = stop - start
+        what = f"{record.name} vectors {start}-{stop - 1}"
+        for base, tensor, scale, role in ((0, pl, record.pl_log2scale, "pl"), (n, addend, record.add_log2scale, "add")):
+            low.emit(Load("ACC8", tensor.address + start * low.block, base, (1, n, 1), (0, 1, 0), note=f"{what}: {role}"))
+            if scale > coarse:
+                low.alu_over("RSHR", base, (1, n, 1), scale - coarse, f"{what}: align {role} >> {scale - coarse}")
+        low.emit(Alu("ADD", Loop(n), Index(0, 1), Index(n, 1), note=f"{what}: pl + add"))
+        low.requantize(0, (1, n, 1), -record.output_shift_bit, clamp_low, clamp_high, what)
+        low.emit_store_flat(0, output.address + start * low.block, n, f"{what}: store")

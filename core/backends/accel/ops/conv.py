@@ -1,0 +1,164 @@
+"""conv and dwconv on the accelerator.
+
+A tile is output rows [r0, r1) x all columns x output-channel blocks [o0, o1), reduced over
+input-channel blocks [i0, i1) at a time. Buffers: INP [input rows][padded width][i-blocks],
+WGT [tap][i-blocks][o-blocks] B x B blocks, ACC [rows][width][o-blocks]. Per tile: the bias,
+already shifted to the accumulator's scale, is loaded into ACC (no reset, no ALU add; without
+a bias a GEMM RESET), one GEMM per (tap, output block) loops over the rows, the columns and
+the input blocks, then RSHR (the rounding shift), MAX/MIN (the clamp) and STORE. A depthwise
+layer is a block-diagonal GEMM: one GEMM per tap loops over rows, columns and channel blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.backends.accel.isa import Gemm, Index, Load, Loop
+from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, load_rows, lowers, most_rows, spans
+from core.backends.accel.target import Accelerator
+from core.ir.fixedpoint import INT32_MAX
+from core.ir.ops.conv.record import ConvLayer
+from core.ir.window import Window
+
+
+def conv_tile_needs(record: ConvLayer, accelerator: Accelerator) -> dict[str, int]:
+    """One output row of one channel block: the window's rows of padded input, one weight block
+    per tap (dwconv: a block-diagonal GEMM), the row's int32 results."""
+    block, window = accelerator.channel_block, record.window
+    return {"input": window.input_rows(1) * window.padded_width * block, "weight": window.taps * block * block,
+            "accumulator": window.out_width * block * ACCUMULATOR_BYTES}
+
+
+def _accel_weights(record: ConvLayer, params: dict, block: int) -> np.ndarray:
+    """The weights as the accelerator's B x B blocks, [tap][in block][out block][out][in] (conv) or
+    [tap][block][out][in] diagonal (dwconv); channels past the layer's zero."""
+    taps = record.window.taps
+    ci, co = record.input_channel_num, record.output_channel_num
+    weight = np.asarray(params["weight"], dtype=np.int8)
+    if record.depthwise:
+        blocks = -(-co // block)
+        diagonal = np.zeros((taps, blocks * block), np.int8)
+        diagonal[:, :co] = weight.reshape(taps, co)
+        tiled = np.zeros((taps, blocks, block, block), np.int8)
+        lanes = np.arange(block)
+        tiled[:, :, lanes, lanes] = diagonal.reshape(taps, blocks, block)
+        return tiled
+    nib, nob = -(-ci // block), -(-co // block)
+    padded = np.zeros((taps, nib * block, nob * block), np.int8)
+    padded[:, :ci, :co] = weight.reshape(taps, ci, co)
+    return padded.reshape(taps, nib, block, nob, block).transpose(0, 1, 3, 4, 2).copy()
+
+
+def _accel_bias(record: ConvLayer, params: dict, block: int) -> np.ndarray:
+    """bias << bias_shift as int32 per output channel (zero past the layer's)."""
+    co = record.output_channel_num
+    shifted = np.zeros(-(-co // block) * block, np.int64)
+    shifted[:co] = np.asarray(params["bias"], np.int64) << int(record.bias_shift)
+    if np.abs(shifted).max(initial=0) > INT32_MAX:
+        raise LoweringError(f"layer {record.name}: bias << bias_shift ({record.bias_shift}) exceeds the int32 accumulator")
+    return shifted.astype(np.int32)
+
+
+@dataclass(frozen=True)
+class _Tile:
+    rows: int  # output rows
+    in_blocks: int  # input-channel blocks reduced at a time
+    out_blocks: int  # output-channel blocks
+
+
+def _tile_cost(window: Window, depthwise: bool, nib: int, nob: int, low: Lowering, ib_tile: int, ob_tile: int):
+    """(estimated cycles, rows) of the best row count for these block tiles; None if nothing fits."""
+    block, wp = low.block, window.padded_width
+    if window.taps * (ob_tile if depthwise else ib_tile * ob_tile) > low.wgt_units:
+        return None
+    rows = most_rows(window, lambda r: window.input_rows(r) * wp * ib_tile <= low.inp_units and r * window.out_width * ob_tile <= low.acc_units)
+    if rows == 0:
+        return None
+    row_count, ob_count, ib_count = -(-window.out_height // rows), -(-nob // ob_tile), -(-nib // ib_tile)
+    input_loads = row_count * (ob_count if depthwise or ib_count > 1 else 1) * (1 if depthwise else ib_count)
+    input_bytes = row_count * window.input_rows(rows) * window.width * nib * block * (1 if depthwise or ib_count == 1 else ob_count)
+    weight_loads = 1 if ob_count * ib_count == 1 else row_count * ob_count * (1 if depthwise else ib_count)
+    weight_bytes = (1 if weight_loads == 1 else row_count) * window.taps * (nob if depthwise else nib * nob) * block * block
+    instructions = row_count * ob_count * (window.taps * (1 if depthwise else ob_tile) + 4)
+    return low.cost.dma("load", input_loads + weight_loads + instructions, input_bytes + weight_bytes), rows
+
+
+def _choose_tile(record: ConvLayer, nib: int, nob: int, low: Lowering) -> _Tile:
+    """The cheapest tile by the cost model among those that fit the buffers (ties: more rows,
+    then larger block tiles)."""
+    candidates = []
+    for ob_tile in range(nob, 0, -1):
+        for ib_tile in ([ob_tile] if record.depthwise else range(nib, 0, -1)):
+            found = _tile_cost(record.window, record.depthwise, nib, nob, low, ib_tile, ob_tile)
+            if found is not None:
+                candidates.append((found[0], -found[1], -ib_tile, -ob_tile, _Tile(found[1], ib_tile, ob_tile)))
+    if not candidates:
+        raise LoweringError(f"layer {record.name}: no tile of one output row and one channel block fits the buffers")
+    return min(candidates, key=lambda candidate: candidate[:4])[-1]
+
+
+@lowers("conv", conv_tile_needs)
+@lowers("dwconv", conv_tile_needs)
+def conv_lower(record: ConvLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
+    """conv and dwconv as accelerator instructions (the notes above), the tile chosen by the
+    target's cost model among those that fit its buffers."""
+    (x,) = inputs
+    if not 0 <= record.output_shift <= 31:
+        raise LoweringError(f"layer {record.name}: output_shift {record.output_shift} outside the ALU's [0, 31]")
+    if record.accumulator_bound(params) > INT32_MAX:
+        raise LoweringError(f"layer {record.name}: its accumulators could exceed int32")
+    tile = _choose_tile(record, x.blocks, output.blocks, low)
+    weights = low.constant(_accel_weights(record, params, low.block))
+    bias = low.constant(_accel_bias(record, params, low.block)) if record.load_bias else None
+    for r0, r1 in spans(record.window.out_height, tile.rows):
+        for o0, o1 in spans(output.blocks, tile.out_blocks):
+            _lower_tile(record, x, output, low, (r0, r1), (o0, o1), tile, weights, bias)
+
+
+def _lower_tile(record: ConvLayer, x: PackedTensor, output: PackedTensor, low: Lowering, rows: tuple[int, int],
+                blocks: tuple[int, int], tile: _Tile, weights: int, bias: int | None) -> None:
+    """One tile: output rows [r0, r1) x output blocks [o0, o1)."""
+    (r0, r1), (o0, o1) = rows, blocks
+    window, block, nob = record.window, low.block, output.blocks
+    width = o1 - o0
+    shape = (r1 - r0, window.out_width, width)
+    what = f"{record.name} rows {r0}-{r1 - 1} blocks {o0}-{o1 - 1}"
+    if bias is not None:
+        low.emit(Load("ACC", bias + o0 * block * 4, 0, shape, (0, 0, 1), const=True, note=f"{what}: bias preload"))
+    else:
+        low.emit(Gemm(Loop(*shape), Index(0, window.out_width * width, width, 1), Index(0), Index(0), reset=True,
+                      note=f"{what}: reset"))
+    for i0, i1 in ([(o0, o1)] if record.depthwise else spans(x.blocks, tile.in_blocks)):
+        low.load(load_rows(window, "INP", 0, x, (r0, r1), (i0, i1), 0, f"{what}: input blocks {i0}-{i1 - 1}"),
+                 holds=(record.name, "input", r0, i0, i1))
+        if record.depthwise:
+            low.load(Load("WGT", weights + i0 * block * block, 0, (window.taps, width, 1), (nob, 1, 0), const=True,
+                          note=f"{what}: weights"), holds=(record.name, "weight", i0, i1))
+        else:
+            low.load(Load("WGT", weights + (i0 * nob + o0) * block * block, 0, (window.taps, i1 - i0, width), (x.blocks * nob, nob, 1),
+                          const=True, note=f"{what}: weights, input blocks {i0}-{i1 - 1}"), holds=(record.name, "weight", i0, i1, o0, o1))
+        _tap_gemms(record, low, shape, i1 - i0, o0, what)
+    low.requantize(0, shape, record.output_shift, *record.clamp(), what)
+    low.store(0, rows, output, blocks, f"{what}: store")
+
+
+def _tap_gemms(record: ConvLayer, low: Lowering, shape: tuple[int, int, int], depth: int, o0: int, what: str) -> None:
+    """The GEMMs of one loaded input-block range: per tap (and, for conv, per output block)."""
+    window = record.window
+    tile_rows, out_width, width = shape
+    wp = window.padded_width
+    row_step, column_step = window.stride[0] * wp * depth, window.stride[1] * depth
+    taps = [(kh, kw) for kh in range(window.kernel[0]) for kw in range(window.kernel[1])]
+    for tap, (kh, kw) in enumerate(taps):
+        dh, dw = window.tap_offset(kh, kw)
+        start = (dh * wp + dw) * depth
+        if record.depthwise:
+            low.emit(Gemm(Loop(tile_rows, out_width, width), Index(0, out_width * width, width, 1),
+                          Index(start, row_step, column_step, 1), Index(tap * width, 0, 0, 1), note=f"{what}: tap {kh},{kw}"))
+            continue
+        for ob in range(width):
+            low.emit(Gemm(Loop(tile_rows, out_width, depth), Index(ob, out_width * width, width, 0),
+                          Index(start, row_step, column_step, 1), Index((tap * depth) * width + ob, 0, 0, width),
+                          note=f"{what}: tap {kh},{kw} out block {o0 + ob}"))

@@ -1,0 +1,96 @@
+"""Building and running a generated program: the system C compiler, the network binary on
+raw int8 images, and the first layer whose output differs from the simulator's."""
+
+from __future__ import annotations
+
+import math
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from core.backends.c.emitter import CodegenError
+from core.backends.c.program import CProgram
+from core.ir.network import Ir
+
+BINARY_FILE = "network"
+CC_COMMAND = ("cc", "-O2", "-std=c99", "-Wall", "-Werror")
+
+
+class CompileError(CodegenError):
+    """The C compiler refused the program; the message carries its diagnostics."""
+
+
+def compile_program(program_c: Path, output: Path | None = None, defines: tuple[str, ...] = (),
+                    compiler: tuple[str, ...] = CC_COMMAND) -> Path:
+    """cc -O2 -std=c99 -Wall -Werror [-D...] -o network program.c, in program.c's directory.
+    A refusal raises CompileError with the compiler's diagnostics."""
+    program_c = Path(program_c)
+    output = Path(output) if output is not None else program_c.parent / BINARY_FILE
+    if shutil.which(compiler[0]) is None:
+        raise CodegenError(f"no C compiler: {compiler[0]!r} is not on PATH")
+    command = [*compiler, *(f"-D{define}" for define in defines), "-o", str(output.resolve()), program_c.name]
+    result = subprocess.run(command, cwd=program_c.parent, capture_output=True, text=True)
+    if result.returncode != 0:
+        diagnostics = (result.stderr or result.stdout).strip()
+        raise CompileError(f"{' '.join(command)} failed (exit {result.returncode}):\n{diagnostics}")
+    return output
+
+
+@dataclass
+class RunResult:
+    outputs: dict[str, np.ndarray]  # end-point layer -> [N, *shape] int8
+    seconds: float  # inside run_network, all images
+    wall_s: float  # the whole process
+    layers: dict[str, np.ndarray] | None = None  # with a dump build: layer -> [N, *shape] int8
+
+
+def run_program(binary: Path, program: CProgram, images: np.ndarray, work_dir: Path, dump: bool = False) -> RunResult:
+    """Run the built network on int8 images [N, *input_shape]; the end points as arrays."""
+    images = np.ascontiguousarray(images, dtype=np.int8)
+    if tuple(images.shape[1:]) != program.input_shape:
+        raise CodegenError(f"images of shape {list(images.shape)}; the network takes [N, {', '.join(map(str, program.input_shape))}]")
+    work_dir = Path(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    paths = [work_dir / "input.bin", work_dir / "output.bin", work_dir / "layers.bin"]
+    paths[0].write_bytes(images.tobytes())
+    command = [str(Path(binary).resolve()), *map(str, paths[: 3 if dump else 2])]
+    started = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    if result.returncode != 0:
+        raise CodegenError(f"{' '.join(command)} exited with {result.returncode}: {(result.stderr or result.stdout).strip()}")
+    match = re.search(r"images (\d+) seconds ([0-9.eE+-]+)", result.stdout)
+    if match is None or int(match.group(1)) != len(images):
+        raise CodegenError(f"{binary}: unexpected report {result.stdout.strip()!r}")
+    n = len(images)
+    outputs = _split(paths[1].read_bytes(), n, {name: program.shapes[name] for name in program.end_points})
+    layers = _split(paths[2].read_bytes(), n, program.shapes) if dump else None
+    return RunResult(outputs, float(match.group(2)), wall, layers)
+
+
+def _split(raw: bytes, images: int, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """Per image, the named tensors back to back: each as [images, *shape]."""
+    data = np.frombuffer(raw, dtype=np.int8).reshape(images, -1)
+    tensors, start = {}, 0
+    for name, shape in shapes.items():
+        size = math.prod(shape)
+        tensors[name] = data[:, start : start + size].reshape(images, *shape)
+        start += size
+    return tensors
+
+
+def first_difference(ir: Ir, c_layers: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> str | None:
+    """The first layer (IR order) whose C output differs from the simulator's, described; None if none."""
+    for layer in ir.layers:
+        ours, theirs = c_layers[layer.name], np.asarray(expected[layer.name]).reshape(c_layers[layer.name].shape)
+        differ = ours != theirs
+        if differ.any():
+            index = tuple(int(i) for i in np.argwhere(differ)[0])
+            return (f"layer {layer.name} ({layer.operation}): {int(differ.sum())} of {differ.size} bytes differ, first at "
+                    f"[image, ...] {list(index)}: C {int(ours[index])}, simulator {int(theirs[index])}")
+    return None

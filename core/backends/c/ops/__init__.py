@@ -1,0 +1,22 @@
+"""The C emitter of every IR operation, one module each; importing this package registers them
+all in core.backends.c.emitter.C_EMITTERS."""
+
+import importlib
+import pkgutil
+
+from core.backends.c.emitter import C_EMITTERS, CodegenError
+from core.ir.records import IrLayer
+
+for _module in sorted(module.name for module in pkgutil.iter_modules(__path__)):
+    importlib.import_module(f"{__name__}.{_module}")
+
+
+def emit_c(record: IrLayer, symbol: str) -> str:
+    """The layer's C function (the contract of core/backends/c/emitter.py)."""
+    emitter = C_EMITTERS.get(record.operation)
+    if emitter is None:
+        raise CodegenError(f"layer {record.name}: operation {record.operation} has no C emitter (core/backends/c/ops/)")
+    return emitter(record, symbol)
+
+
+__all__ = ["C_EMITTERS", "emit_c"]

@@ -1,0 +1,351 @@
+"""conv and dwconv as C99 (the contract: core/backends/c/emitter.py): the integer kernels'
+arithmetic (core/ir/ops/conv/) for one HWC image.
+
+Exactness: every partial sum of a layer fits int32 when the record's accumulator_bound() (for
+any int8 weights and bias, so the C depends on the record alone) is <= 2^31 - 1; then the int32
+sums are the exact integers in whatever order they are added, and vectorized code gives the
+kernel's bytes. A layer beyond the bound sums in int64 (what the kernel then does).
+
+Speed (plain C99 that compilers vectorize; every hot loop has a literal trip count):
+conv multiplies im2col rows (the window's HWCi elements widened to int16, zero outside the
+input) by the weights widened to int16 once, at the first call, from the IR's HWCiCo
+`<symbol>_weight`, in one of two forms:
+  - "dot" (reduction K = KH * KW * Ci >= C_DOT_MIN_K): weights [Co][K'] (K' = K rounded up to
+    C_K_ALIGN with zeros), 4 pixels x 4 output channels of int16 x int16 dot products summed in
+    int32 per pass: the multiply-add of int16 pairs (pmaddwd) over long rows;
+  - "broadcast" (short reductions, e.g. a first layer's 3x3x3): weights [K][Co'] (Co' = Co
+    rounded up to 16), each input element broadcast against a row of output channels,
+    4 pixels per pass; the int16 product is exact (|int8 x int8| <= 2^14).
+dwconv copies the input into a zero-padded scratch once per call, then adds x * w (exact in
+int16) tap by tap into a row of per-channel sums: at stride 1 one flat loop over the whole
+output row per tap, against the tap's weights tiled along the row.
+Every array a layer function works in is a file-scope static, none is on its stack: GCC 12
+miscompiles some leaf functions built for AVX-512 (x86-64-v4, one of QT_SIMD's clones) that
+keep an array in the red zone (an aligned vector store at a misaligned stack address).
+"""
+
+from __future__ import annotations
+
+from core.backends.c.emitter import CodegenError, emits
+from core.ir.fixedpoint import INT32_MAX
+from core.ir.ops.conv.record import ConvLayer
+
+C_K_ALIGN = 32  # int16 elements: a 512-bit vector
+C_CO_ALIGN = 16  # output channels of the broadcast form
+C_DOT_MIN_K = 64
+C_CHUNK_BYTES = 1 << 16  # im2col rows per chunk: about this many bytes (L1/L2)
+
+
+def _c_requantize_plan(record: ConvLayer, what: str) -> tuple[int, int, int, int]:
+    """(output_shift, bias_shift, low, high) as the kernel's requantize uses them."""
+    shift = int(record.output_shift)
+    bias_shift = int(record.bias_shift) if record.load_bias else 0
+    if not 0 <= shift <= 31:
+        raise CodegenError(f"{what}: output_shift {shift} outside [0, 31]: the C backend shifts an int32/int64 accumulator right")
+    if not 0 <= bias_shift <= 40:
+        raise CodegenError(f"{what}: bias_shift {bias_shift} outside [0, 40]")
+    low, high = record.clamp()
+    return shift, bias_shift, low, high
+
+
+def _c_geometry(record: ConvLayer) -> dict:
+    window = record.window
+    return {"H": window.height, "W": window.width, "CI": record.input_channel_num, "OH": window.out_height,
+            "OW": window.out_width, "CO": record.output_channel_num, "KH": window.kernel[0], "KW": window.kernel[1],
+            "SH": window.stride[0], "SW": window.stride[1], "DH": window.dilation[0], "DW": window.dilation[1],
+            "PT": window.pad_top, "PL": window.pad_left}
+
+
+def _c_offset(record: ConvLayer, symbol: str, index: str, bias_shift: int, shift: int) -> str:
+    """The C expression (int64) of bias << bias_shift + 2^(output_shift - 1) for channel `index`."""
+    terms = [f"qt_shl64({symbol}_bias[{index}], {bias_shift})"] if record.load_bias else []
+    if shift > 0:
+        terms.append(f"(int64_t){1 << (shift - 1)}")
+    return " + ".join(terms) or "0"
+
+
+def _c_comment(kind: str, record: ConvLayer, g: dict, shift: int) -> str:
+    return (f"/* {kind} {g['H']}x{g['W']}x{g['CI']} -> {g['OH']}x{g['OW']}x{g['CO']}, kernel {g['KH']}x{g['KW']}, "
+            f"stride {g['SH']}x{g['SW']}, dilation {g['DH']}x{g['DW']}, pad top {g['PT']} left {g['PL']}; "
+            f"{record.activation_type}, >> {shift} */")
+
+
+@emits("conv")
+def conv_emit_c(record: ConvLayer, symbol: str) -> str:
+    """conv as C: `conv_kernel` (core/ir/ops/conv/kernel.py) for one HWC image (the notes above), then requantize exactly as
+    `requantize`: + bias << bias_shift, + 2^(output_shift - 1), floor shift (qt_floor_shift32),
+    clamp to the Relu6/int8 range."""
+    g = _c_geometry(record)
+    shift, bias_shift, low, high = _c_requantize_plan(record, f"conv {symbol}")
+    k = g["KH"] * g["KW"] * g["CI"]
+    if record.accumulator_bound() > INT32_MAX:
+        return _conv_emit_c_int64(record, symbol, g, shift, bias_shift, low, high)
+    s = symbol
+    # the zero-padded input (every row and column a window reads), unless no window leaves the input
+    hp = max(g["H"] + g["PT"], (g["OH"] - 1) * g["SH"] + (g["KH"] - 1) * g["DH"] + 1)
+    wp = max(g["W"] + g["PL"], (g["OW"] - 1) * g["SW"] + (g["KW"] - 1) * g["DW"] + 1)
+    if (hp, wp) != (g["H"], g["W"]) or g["PT"] or g["PL"]:
+        scratch = f"static int8_t {s}_padded[{hp * wp * g['CI']}]; /* the input, zero-padded to {hp}x{wp} */\n"
+        fill = f"""    for (p = 0; p < {g['H']}; p++) /* the padding stays zero */
+        memcpy({s}_padded + ((p + {g['PT']}) * {wp} + {g['PL']}) * {g['CI']}, in0 + p * {g['W'] * g['CI']}, {g['W'] * g['CI']});
+"""
+        padded = f"{s}_padded"
+    else:
+        wp, scratch, fill, padded = g["W"], "", "", "in0"
+    g = {**g, "WP": wp, "K": k, "shift": shift, "low": low, "high": high}
+    form = _conv_dot if k >= C_DOT_MIN_K else _conv_broadcast
+    declarations, weight_index, body = form(record, s, g)
+    return f"""{_c_comment("conv", record, g, shift)}
+{declarations}{scratch}static int {s}_ready;
+
+static void {s}_init(void)
+{{
+    int co, k;
+    for (co = 0; co < {g['CO']}; co++) {{
+        for (k = 0; k < {k}; k++)
+            {s}_w16[{weight_index}] = {s}_weight[k * {g['CO']} + co];
+        {s}_offset[co] = (int32_t)({_c_offset(record, s, "co", bias_shift, shift)});
+    }}
+    {s}_ready = 1;
+}}
+
+QT_SIMD static void {s}(const int8_t *restrict in0, int8_t *restrict out)
+{{
+    const int8_t *padded = {padded};
+    int p;
+    if (!{s}_ready)
+        {s}_init();
+{fill}{body}
+}}
+"""
+
+
+def _c_window(g: dict, pixel: str) -> str:
+    """C: the padded input at the top left of output pixel `pixel`'s window."""
+    return f"padded + (({pixel}) / {g['OW']} * {g['SH'] * g['WP']} + ({pixel}) % {g['OW']} * {g['SW']}) * {g['CI']}"
+
+
+def _c_finish(g: dict, acc: str) -> str:
+    return f"(int8_t)qt_clamp32(qt_floor_shift32({acc}, {g['shift']}), {g['low']}, {g['high']})"
+
+
+def _conv_im2col(s: str, g: dict, kp: int, chunk: int) -> str:
+    """C: the im2col rows (int16; a row past the last pixel zero) of output pixels
+    [p, p + rows) into `<symbol>_cols`, `kp` elements apart."""
+    if g["DW"] == 1:  # a kernel row's taps are KW * Ci consecutive elements
+        row = f"""                const int8_t *src = window + kh * {g['DH'] * g['WP'] * g['CI']};
+                int16_t *dst = col + kh * {g['KW'] * g['CI']};
+                for (i = 0; i < {g['KW'] * g['CI']}; i++)
+                    dst[i] = src[i];"""
+    else:
+        row = f"""                int kw;
+                for (kw = 0; kw < {g['KW']}; kw++) {{
+                    const int8_t *src = window + (kh * {g['DH'] * g['WP']} + kw * {g['DW']}) * {g['CI']};
+                    int16_t *dst = col + (kh * {g['KW']} + kw) * {g['CI']};
+                    for (i = 0; i < {g['CI']}; i++)
+                        dst[i] = src[i];
+                }}"""
+    return f"""        for (r = 0; r < rows; r++) {{ /* im2col */
+            int16_t *col = {s}_cols + r * {kp};
+            int kh, i;
+            const int8_t *window;
+            if (p + r >= {g['OH'] * g['OW']}) {{
+                memset(col, 0, sizeof(int16_t) * {g['K']});
+                continue;
+            }}
+            window = {_c_window(g, "p + r")};
+            for (kh = 0; kh < {g['KH']}; kh++) {{
+{row}
+            }}
+        }}"""
+
+
+def _conv_chunks(g: dict, kp: int) -> tuple[int, str]:
+    """(pixels per chunk, the C loop header over chunks declaring r, co and rows)."""
+    pixels = g["OH"] * g["OW"]
+    chunk = min(-(-pixels // 4) * 4, max(4, C_CHUNK_BYTES // (2 * kp) // 4 * 4))
+    return chunk, f"""    for (p = 0; p < {pixels}; p += {chunk}) {{
+        int r, co, rows = {pixels} - p < {chunk} ? ({pixels} - p + 3) / 4 * 4 : {chunk};"""
+
+
+def _conv_dot(record: ConvLayer, s: str, g: dict) -> tuple[str, str, str]:
+    """The dot form: im2col rows (int16, zero-padded to kp) of a chunk of pixels times the
+    weights [Co][kp], 4 x 4 dot products per pass."""
+    k, co, pixels = g["K"], g["CO"], g["OH"] * g["OW"]
+    kp, cop = -(-k // C_K_ALIGN) * C_K_ALIGN, -(-co // 4) * 4
+    chunk, loop = _conv_chunks(g, kp)
+    sums = ", ".join(f"s{i}{j} = 0" for i in range(4) for j in range(4))
+    products = "\n".join(f"                    s{i}{j} += x{i}[k] * w{j}[k];" for i in range(4) for j in range(4))
+    stores = "\n".join(f"                if (q + {i} < {pixels} && co + {j} < {co}) out[(q + {i}) * {co} + co + {j}] = "
+                       + _c_finish(g, f"s{i}{j} + {s}_offset[co + {j}]") + ";" for i in range(4) for j in range(4))
+    declarations = f"""static int16_t {s}_w16[{cop * kp}]; /* the weights as [Co {cop}][K {kp}], int16, zero-padded */
+static int32_t {s}_offset[{cop}]; /* bias << bias_shift + rounding, per output channel */
+static int16_t {s}_cols[{chunk * kp}]; /* im2col rows of one chunk of output pixels */
+"""
+    body = f"""{loop}
+{_conv_im2col(s, g, kp, chunk)}
+        for (co = 0; co < {cop}; co += 4) {{ /* 4 pixels x 4 output channels of dot products */
+            const int16_t *w0 = {s}_w16 + co * {kp}, *w1 = w0 + {kp}, *w2 = w1 + {kp}, *w3 = w2 + {kp};
+            for (r = 0; r < rows; r += 4) {{
+                const int16_t *x0 = {s}_cols + r * {kp}, *x1 = x0 + {kp}, *x2 = x1 + {kp}, *x3 = x2 + {kp};
+                int32_t {sums};
+                int k, q = p + r;
+                for (k = 0; k < {kp}; k++) {{
+{products}
+                }}
+{stores}
+            }}
+        }}
+    }}"""
+    return declarations, f"co * {kp} + k", body
+
+
+def _conv_broadcast(record: ConvLayer, s: str, g: dict) -> tuple[str, str, str]:
+    """The broadcast form: im2col rows (int16) of a chunk of pixels; for 4 pixels at a time,
+    each element times the row of the weights [K][Co'] (Co' = Co rounded up to C_CO_ALIGN),
+    summed per output channel."""
+    k, co, pixels = g["K"], g["CO"], g["OH"] * g["OW"]
+    cop = -(-co // C_CO_ALIGN) * C_CO_ALIGN
+    chunk, loop = _conv_chunks(g, k)
+    declarations = f"""static int16_t {s}_w16[{k * cop}]; /* the weights as [K {k}][Co {cop}], int16, zero-padded */
+static int32_t {s}_offset[{cop}]; /* bias << bias_shift + rounding, per output channel */
+static int16_t {s}_cols[{chunk * k}]; /* im2col rows of one chunk of output pixels */
+static int32_t {s}_acc[{4 * cop}]; /* the sums of 4 pixels */
+"""
+    body = f"""{loop}
+{_conv_im2col(s, g, k, chunk)}
+        for (r = 0; r < rows; r += 4) {{ /* 4 pixels, each element against a row of output channels */
+            int32_t *a0 = {s}_acc, *a1 = a0 + {cop}, *a2 = a1 + {cop}, *a3 = a2 + {cop};
+            const int16_t *x = {s}_cols + r * {k};
+            int k, i;
+            for (co = 0; co < {cop}; co++)
+                a0[co] = a1[co] = a2[co] = a3[co] = {s}_offset[co];
+            for (k = 0; k < {k}; k++) {{
+                const int16_t *w = {s}_w16 + k * {cop};
+                int16_t x0 = x[k], x1 = x[{k} + k], x2 = x[{2 * k} + k], x3 = x[{3 * k} + k];
+                for (co = 0; co < {cop}; co++) {{
+                    a0[co] += (int16_t)(x0 * w[co]);
+                    a1[co] += (int16_t)(x1 * w[co]);
+                    a2[co] += (int16_t)(x2 * w[co]);
+                    a3[co] += (int16_t)(x3 * w[co]);
+                }}
+            }}
+            for (i = 0; i < 4 && p + r + i < {pixels}; i++) {{
+                const int32_t *a = a0 + i * {cop};
+                int8_t *o = out + (p + r + i) * {co};
+                for (co = 0; co < {co}; co++)
+                    o[co] = {_c_finish(g, "a[co]")};
+            }}
+        }}
+    }}"""
+    return declarations, f"k * {cop} + co", body
+
+
+def _conv_emit_c_int64(record: ConvLayer, symbol: str, g: dict, shift: int, bias_shift: int, low: int, high: int) -> str:
+    """A direct convolution with int64 sums, for layers whose sums could leave int32."""
+    s = symbol
+    return f"""{_c_comment("conv", record, g, shift)} /* int64 sums */
+static void {s}(const int8_t *restrict in0, int8_t *restrict out)
+{{
+    int oh, ow, co, kh, kw, ci;
+    for (oh = 0; oh < {g['OH']}; oh++)
+        for (ow = 0; ow < {g['OW']}; ow++)
+            for (co = 0; co < {g['CO']}; co++) {{
+                int64_t acc = {_c_offset(record, s, "co", bias_shift, shift)};
+                for (kh = 0; kh < {g['KH']}; kh++) {{
+                    int ih = oh * {g['SH']} - {g['PT']} + kh * {g['DH']};
+                    if (ih < 0 || ih >= {g['H']})
+                        continue;
+                    for (kw = 0; kw < {g['KW']}; kw++) {{
+                        int iw = ow * {g['SW']} - {g['PL']} + kw * {g['DW']};
+                        if (iw < 0 || iw >= {g['W']})
+                            continue;
+                        for (ci = 0; ci < {g['CI']}; ci++)
+                            acc += (int64_t)in0[(ih * {g['W']} + iw) * {g['CI']} + ci] * {s}_weight[((kh * {g['KW']} + kw) * {g['CI']} + ci) * {g['CO']} + co];
+                    }}
+                }}
+                out[(oh * {g['OW']} + ow) * {g['CO']} + co] = (int8_t)qt_clamp64(qt_floor_shift64(acc, {shift}), {low}, {high});
+            }}
+}}
+"""
+
+
+def _dwconv_taps(s: str, g: dict, wp: int, acc_type: str) -> tuple[str, str, str]:
+    """(declaration, initialisation, C of one tap over an output row): at stride 1 a tap's inputs
+    for the whole row are one contiguous run, against the tap's weights tiled along the row."""
+    c, ow = g["CI"], g["OW"]
+    row = ow * c
+    if g["SW"] == 1:
+        tiled = f"static int8_t {s}_tiled[{g['KH'] * g['KW'] * row}]; /* each tap's weights repeated along the output row */\n"
+        tile = f"""    for (int t = 0; t < {g['KH'] * g['KW']}; t++)
+        for (i = 0; i < {row}; i++)
+            {s}_tiled[t * {row} + i] = {s}_weight[t * {c} + i % {c}];
+"""
+        taps = f"""                    const int8_t *x = {s}_padded + (ih * {wp} + kw * {g['DW']}) * {c}, *w = {s}_tiled + (kh * {g['KW']} + kw) * {row};
+                    for (i = 0; i < {row}; i++)
+                        acc[i] += (int16_t)(x[i] * w[i]);"""
+        return tiled, tile, taps
+    taps = f"""                    const int8_t *w = {s}_weight + (kh * {g['KW']} + kw) * {c};
+                    for (j = 0; j < {ow}; j++) {{
+                        const int8_t *x = {s}_padded + (ih * {wp} + j * {g['SW']} + kw * {g['DW']}) * {c};
+                        {acc_type} *a = acc + j * {c};
+                        for (i = 0; i < {c}; i++)
+                            a[i] += (int16_t)(x[i] * w[i]);
+                    }}"""
+    return "", "", taps
+
+
+@emits("dwconv")
+def dwconv_emit_c(record: ConvLayer, symbol: str) -> str:
+    """dwconv as C: `dwconv_kernel` for one HWC image (the notes above): sums in int32 when
+    the record's accumulator_bound allows (else int64), then requantize as conv."""
+    g = _c_geometry(record)
+    shift, bias_shift, low, high = _c_requantize_plan(record, f"dwconv {symbol}")
+    wide = record.accumulator_bound() > INT32_MAX
+    acc_type, bits = ("int64_t", 64) if wide else ("int32_t", 32)
+    c, s, ow = g["CI"], symbol, g["OW"]
+    # the padded input: every row and column any window reads
+    hp = max(g["H"] + g["PT"], (g["OH"] - 1) * g["SH"] + (g["KH"] - 1) * g["DH"] + 1)
+    wp = max(g["W"] + g["PL"], (ow - 1) * g["SW"] + (g["KW"] - 1) * g["DW"] + 1)
+    row = ow * c
+    tiled, tile, taps = _dwconv_taps(s, g, wp, acc_type)
+    return f"""{_c_comment("dwconv", record, g, shift)}
+static {acc_type} {s}_offset[{c}]; /* bias << {bias_shift} + rounding, per channel */
+static int8_t {s}_padded[{hp * wp * c}]; /* the input, zero-padded to {hp}x{wp} */
+static {acc_type} {s}_acc[{row}]; /* one output row of sums */
+{tiled}static int {s}_ready;
+
+static void {s}_init(void)
+{{
+    int i;
+    for (i = 0; i < {c}; i++)
+        {s}_offset[i] = ({acc_type})({_c_offset(record, s, "i", bias_shift, shift)});
+{tile}    {s}_ready = 1;
+}}
+
+QT_SIMD static void {s}(const int8_t *restrict in0, int8_t *restrict out)
+{{
+    {acc_type} *acc = {s}_acc;
+    int oh, kh, kw, i, j;
+    if (!{s}_ready)
+        {s}_init();
+    for (i = 0; i < {g['H']}; i++) /* the padding stays zero */
+        memcpy({s}_padded + ((i + {g['PT']}) * {wp} + {g['PL']}) * {c}, in0 + i * {g['W'] * c}, {g['W'] * c});
+    for (oh = 0; oh < {g['OH']}; oh++) {{
+        int8_t *o = out + oh * {row};
+        for (j = 0; j < {ow}; j++)
+            for (i = 0; i < {c}; i++)
+                acc[j * {c} + i] = {s}_offset[i];
+        for (kh = 0; kh < {g['KH']}; kh++) {{
+            int ih = oh * {g['SH']} + kh * {g['DH']};
+            for (kw = 0; kw < {g['KW']}; kw++) {{
+{taps}
+            }}
+        }}
+        for (i = 0; i < {row}; i++)
+            o[i] = (int8_t)qt_clamp{bits}(qt_floor_shift{bits}(acc[i], {shift}), {low}, {high});
+    }}
+}}
+"""
+
+

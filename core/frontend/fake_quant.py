@@ -1,0 +1,91 @@
+"""TensorFlow's FakeQuant ops: their names (the one list every stage uses), the range a
+FakeQuant node encodes, and the float graph a QAT graph contains.
+
+A QAT graph is first seen as the float graph it contains: `bypass_fake_quant`
+removes its FakeQuant nodes and keeps their ranges, keyed by the tensor each
+one quantized, so calibration methods compare on the same float model and the
+`qat` method can read the graph's own ranges.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from core.frontend.graph import Graph, GraphError, Node, canonical_tensor, tensor_node
+
+FAKE_QUANT = "FakeQuantWithMinMaxVars"
+FAKE_QUANT_ARGS = "FakeQuantWithMinMaxArgs"
+FAKE_QUANT_PER_CHANNEL = "FakeQuantWithMinMaxVarsPerChannel"
+FAKE_QUANT_OPS = frozenset({FAKE_QUANT, FAKE_QUANT_ARGS, FAKE_QUANT_PER_CHANNEL})
+# the ones with one range for the whole tensor: what `bypass_fake_quant` reads
+PER_TENSOR_FAKE_QUANT_OPS = frozenset({FAKE_QUANT, FAKE_QUANT_ARGS})
+
+
+@dataclass(frozen=True)
+class QuantRange:
+    """A FakeQuant's range: min, max, bits, narrow_range."""
+
+    min: float
+    max: float
+    num_bits: int = 8
+    narrow_range: bool = False
+
+
+def bypass_fake_quant(graph: Graph) -> tuple[Graph, dict[str, QuantRange]]:
+    """(the float graph, tensor -> range of the FakeQuant that read it). Per-channel FakeQuants
+    are left in place: the importer does not accept them yet."""
+    by_name = graph.by_name()
+    replaced: dict[str, str] = {}  # FakeQuant output -> the tensor it quantized
+    ranges: dict[str, QuantRange] = {}
+    for node in graph.nodes:
+        if node.op not in PER_TENSOR_FAKE_QUANT_OPS:
+            continue
+        source = _follow(replaced, canonical_tensor(node.inputs[0]))
+        replaced[f"{node.name}:0"] = source
+        ranges[source] = _fake_quant_range(graph, by_name, node)
+    if not replaced:
+        return graph, {}
+    nodes = [
+        dataclasses.replace(node, inputs=[_follow(replaced, canonical_tensor(t)) for t in node.inputs])
+        for node in graph.nodes
+        if node.op not in PER_TENSOR_FAKE_QUANT_OPS
+    ]
+    float_graph = Graph(
+        nodes,
+        dict(graph.constants),
+        graph.input_tensor,
+        [_follow(replaced, tensor) for tensor in graph.end_points],
+        {**graph.source, "fake_quant_bypassed": True},
+    )
+    return _drop_unread(float_graph), ranges
+
+
+def _follow(replaced: dict[str, str], tensor: str) -> str:
+    while tensor in replaced:
+        tensor = replaced[tensor]
+    return tensor
+
+
+def _fake_quant_range(graph: Graph, by_name: dict[str, Node], node: Node) -> QuantRange:
+    if node.op == FAKE_QUANT_ARGS:
+        low, high = node.attr("min"), node.attr("max")
+    else:
+        low, high = (_scalar_const(graph, by_name, node, tensor) for tensor in node.inputs[1:3])
+    return QuantRange(float(low), float(high), int(node.attr("num_bits", 8)), bool(node.attr("narrow_range", False)))
+
+
+def _scalar_const(graph: Graph, by_name: dict[str, Node], node: Node, tensor: str) -> float:
+    producer = by_name[tensor_node(tensor)]
+    if producer.op != "Const":
+        raise GraphError(f"{node.name}: its range input {tensor} is not a constant (a frozen graph is expected)")
+    return float(graph.constants[producer.name].reshape(-1)[0])
+
+
+def _drop_unread(graph: Graph) -> Graph:
+    """Remove Consts nobody reads any more (the FakeQuant min/max)."""
+    read = {tensor_node(tensor) for node in graph.nodes for tensor in node.inputs}
+    read |= {tensor_node(graph.input_tensor)} | {tensor_node(t) for t in graph.end_points}
+    nodes = [node for node in graph.nodes if node.op != "Const" or node.name in read]
+    constants = {name: value for name, value in graph.constants.items() if name in read}
+    return Graph(nodes, constants, graph.input_tensor, graph.end_points, graph.source)

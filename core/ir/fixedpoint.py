@@ -1,0 +1,98 @@
+"""The fixed-point arithmetic of the TF2IR hardware (seed 000), written once: the integer
+ranges, rounding shifts, saturation, FakeQuant's rounding of constants, real <-> int8, and
+the bound an accumulator must hold. Every kernel, emitter and check uses these; the C
+runtime (core/backends/c/runtime/qt_runtime.h) is their C transcription.
+
+Rounding is half up everywhere (towards +inf: 2.5 -> 3, -2.5 -> -2), as TensorFlow's
+FakeQuant rounds, and right shifts are arithmetic (floor)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+INT8_MIN, INT8_MAX = -128, 127
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT8_PRODUCT_MAX = 128 * 128  # |int8 x int8| <= 2^14: (-128) x (-128)
+
+# Exactness of float32 arithmetic: every integer of magnitude <= 2^24 (times any power of two)
+# is a float32. A dot product of K int8 pairs, and every partial sum of it in whatever order a
+# BLAS adds, is an integer of magnitude <= K * 2^14, so a float32 GEMM computes it exactly while
+# K * 2^14 <= 2^24: K <= GEMM_MAX_K = 1024. Longer reductions are split into chunks of at most
+# GEMM_MAX_K, each exact, whose results are added in int32 (int64 where int32 could overflow).
+FLOAT32_EXACT_INT = 2**24
+GEMM_MAX_K = FLOAT32_EXACT_INT // INT8_PRODUCT_MAX  # 1024
+if GEMM_MAX_K * INT8_PRODUCT_MAX > FLOAT32_EXACT_INT:  # pragma: no cover  (the bound, stated as code)
+    raise AssertionError("GEMM_MAX_K int8 products can exceed float32's exact integers")
+
+
+def round_shift(values, shift: int) -> np.ndarray:
+    """values * 2^-shift as integers (int64): shift > 0 is an arithmetic right shift with
+    round-half-up, floor(v / 2^shift + 1/2) = (v + 2^(shift-1)) >> shift (so -2.5 -> -2,
+    2.5 -> 3); shift <= 0 is an exact left shift by -shift. No saturation here."""
+    values = np.asarray(values, dtype=np.int64)
+    shift = int(shift)
+    if shift > 0:
+        return (values + (1 << (shift - 1))) >> shift
+    return values << -shift
+
+
+def rounding_constant(shift: int) -> int:
+    """What a rounding right shift by `shift` adds first: 2^(shift - 1), or 0 for no shift."""
+    return 1 << (shift - 1) if shift > 0 else 0
+
+
+def saturate(values) -> np.ndarray:
+    """Clamp to [-128, 127] and store as int8 (the result's only saturation)."""
+    return np.clip(values, INT8_MIN, INT8_MAX).astype(np.int8)
+
+
+def relu6_limit(log2scale: int) -> int:
+    """Relu6's upper clamp at the output scale: floor(6 * 2^log2scale + 1/2), exactly:
+    6 * 2^log2scale for log2scale >= -1, its round half up below."""
+    if log2scale >= 0:
+        return 6 << log2scale
+    return (6 + (1 << (-log2scale - 1))) >> -log2scale
+
+
+def quantize(values: np.ndarray, log2scale: int) -> np.ndarray:
+    """real -> int8 at 2^-log2scale: round half up (as FakeQuant does), saturate."""
+    scaled = np.floor(np.asarray(values, dtype=np.float64) * 2.0**log2scale + 0.5)
+    return np.clip(scaled, INT8_MIN, INT8_MAX).astype(np.int8)
+
+
+def dequantize(values: np.ndarray, log2scale: int) -> np.ndarray:
+    return values.astype(np.float32) * np.float32(2.0**-log2scale)
+
+
+def fake_quant_ints(values, log2scale: int, bits: int = 8) -> tuple[np.ndarray, bool]:
+    """(the integers, whether any was saturated) that TensorFlow's FakeQuantWithMinMaxVars
+    represents for `values` over the table's range [-2^(bits-1), 2^(bits-1) - 1] * 2^-log2scale.
+
+    TF's kernel, in float32: clamped = min(max(x, min), max); q = floor((clamped - min) / scale + 0.5);
+    the integer is q - 2^(bits-1). With a power-of-two scale the nudged range is the range and
+    the division is exact, so the integer is x * 2^log2scale rounded half up (towards +inf) and
+    saturated, except that `clamped - min` is itself rounded to float32: a value within float32
+    rounding of a half-step rounds as TF rounds it. Emulating that step exactly makes these the
+    annotated graph's integers, bit for bit. "Saturated": rounding alone would leave the int range."""
+    x = np.asarray(values, dtype=np.float32)
+    scale = np.float32(2.0**-log2scale)
+    low = np.float32(-(2 ** (bits - 1))) * scale
+    high = np.float32(2 ** (bits - 1) - 1) * scale
+    unsaturated = np.floor(x.astype(np.float64) * 2.0**log2scale + 0.5)
+    saturated = bool(x.size) and bool(unsaturated.min() < -(2 ** (bits - 1)) or unsaturated.max() > 2 ** (bits - 1) - 1)
+    shifted = np.minimum(np.maximum(x, low), high) - low  # float32, as TF computes it
+    steps = np.floor(shifted / scale + np.float32(0.5))
+    return steps.astype(np.int64) - 2 ** (bits - 1), saturated
+
+
+def accumulator_bound(weight_magnitudes, bias, bias_shift: int, output_shift: int) -> int:
+    """The largest magnitude an accumulator reaches for any int8 input: over the output
+    channels, sum |w| x 128 (every partial sum of the products is bounded by it, in any order)
+    plus |bias| << bias_shift, plus the rounding constant of the output shift.
+
+    `weight_magnitudes`: per output channel, the sum of |w| over its reduction (for any int8
+    weights: reduction x 128). `bias`: per output channel |bias| (any int8 bias: 128), or None
+    without one. Arrays broadcast: a scalar stands for every channel."""
+    products = np.asarray(weight_magnitudes, dtype=np.int64) * 128
+    bias_term = np.left_shift(np.abs(np.asarray(bias, dtype=np.int64)), bias_shift) if bias is not None else 0
+    return int(np.max(products + bias_term, initial=0)) + rounding_constant(output_shift)

@@ -1,0 +1,66 @@
+"""An IR: its typed layers in execution order and their int8 constants."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from core.ir.op import END_POINT, NETWORK_INPUT
+from core.ir.ops import OPS
+from core.ir.records import IrError, IrLayer
+
+
+def record_from_json(data: dict[str, Any]) -> IrLayer:
+    """A JSON layer as its operation's typed record."""
+    operation = data.get("operation") if isinstance(data, dict) else None
+    if operation not in OPS:
+        raise IrError(f"layer {data.get('name', '?') if isinstance(data, dict) else '?'}: operation {operation!r} is not "
+                      f"one of {', '.join(OPS)}")
+    return OPS[operation].record.from_json(data)
+
+
+@dataclass
+class Ir:
+    layers: list[IrLayer]  # in execution order
+    params: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # layer -> kind -> int8 constants
+
+    @classmethod
+    def from_json(cls, layers: list[dict[str, Any]], params: dict[str, dict[str, np.ndarray]] | None = None) -> "Ir":
+        return cls([record_from_json(layer) for layer in layers], dict(params or {}))
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [layer.to_json() for layer in self.layers]
+
+    def layer(self, name: str) -> IrLayer:
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise KeyError(f"no layer {name!r} in the IR")
+
+    @property
+    def end_point_layers(self) -> list[str]:
+        return [layer.name for layer in self.layers if END_POINT in layer.next_layer]
+
+    def readers_of_input(self) -> list[tuple[IrLayer, int]]:
+        """(layer, position) of every input that is the network input."""
+        return [(layer, position) for layer in self.layers for position, name in enumerate(layer.previous_layer)
+                if name == NETWORK_INPUT]
+
+    @property
+    def input_log2scale(self) -> int:
+        """The network input's log2scale, as the layers that read it declare it."""
+        values = {layer.log2scale_of_input(position) for layer, position in self.readers_of_input()}
+        if len(values) != 1:
+            raise IrError(f"the layers reading the network input disagree on its log2scale: {sorted(values)}")
+        return values.pop()
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """One image of the network input (HWC), as the layers that read it declare it."""
+        shapes = {layer.shape_of_input(position) for layer, position in self.readers_of_input()}
+        if len(shapes) != 1:
+            raise IrError(f"the layers reading the network input disagree on its shape: {sorted(shapes)}"
+                          if shapes else "no layer reads the network input")
+        return shapes.pop()

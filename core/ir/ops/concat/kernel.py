@@ -1,0 +1,25 @@
+"""The concat2 layer's integer kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.ir.fixedpoint import round_shift, saturate
+from core.ir.ops.concat.record import DIM_AXES, Concat2Layer
+
+
+def concat_kernel(record: Concat2Layer, params: dict, inputs: list) -> np.ndarray:
+    """int8 input0, input1 (NHWC) -> int8 NHWC.
+
+    Each input is moved to output_log2scale on its own: shifted right by
+    inputK_log2scale - output_log2scale with round-half-up if positive, left if negative;
+    saturated to [-128, 127]; then the two are concatenated along dim (H, W or C). Every output
+    element comes from one input with one rounding: bit-identical to TF's float ConcatV2
+    followed by FakeQuant, equal scales or not."""
+    parts = []
+    for number, x in enumerate(inputs):
+        x = np.asarray(x, dtype=np.int64)
+        if x.ndim != 4 or tuple(x.shape[1:]) != record.shape_of_input(number):
+            raise ValueError(f"input{number} of shape {x.shape} does not match its fields")
+        parts.append(saturate(round_shift(x, record.rescale(number))))
+    return np.concatenate(parts, axis=DIM_AXES[record.dim])

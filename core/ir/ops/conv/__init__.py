@@ -1,0 +1,21 @@
+"""conv and dwconv (seed 000, 4.2 CONV/DWCONV): Conv2D / DepthwiseConv2dNative with their
+bias, activation, a folded Pad or atrous block (pattern.py); the typed record with its shapes,
+MACs, shifts and accumulator bound (record.py); fields and int8 constants from the graph and
+the calibration table (emit.py); the integer kernels (kernel.py, requantize.py)."""
+
+from core.frontend.layers import AnnotateRule, QKind
+from core.ir.op import IrOp, register_op
+from core.ir.ops.conv.emit import conv_fields, conv_params
+from core.ir.ops.conv.kernel import conv_kernel, dwconv_kernel
+from core.ir.ops.conv.pattern import PATTERNS
+from core.ir.ops.conv.record import ConvLayer, DwconvLayer
+
+
+def _rule(weight_channel_axes: tuple[int, ...]) -> AnnotateRule:
+    return AnnotateRule(inputs=(QKind.INPUT,), output=QKind.ACTIVATION, weight=True, bias=True,
+                        weight_channel_axes=weight_channel_axes)
+
+
+# the weight's output channels: conv HWIO's last axis; depthwise HWCM's C * M (c * M + m)
+CONV = register_op(IrOp("conv", ConvLayer, _rule((3,)), (PATTERNS["conv"],), conv_fields, conv_kernel, conv_params))
+DWCONV = register_op(IrOp("dwconv", DwconvLayer, _rule((2, 3)), (PATTERNS["dwconv"],), conv_fields, dwconv_kernel, conv_params))

@@ -1,0 +1,45 @@
+"""The reshape IR record (seed 000 RESHAPE): the same bytes, another shape, the same scale."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from core.ir.records import IrLayer, Shift
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReshapeLayer(IrLayer):
+    operation: ClassVar[str] = "reshape"
+    label_prefix: ClassVar[str] = "rshp"
+
+    reshape_param: tuple[int, ...]
+    input_shape: tuple[int, ...]
+    output_shape: tuple[int, ...]
+    dtype: str = "int8"
+    log2scale: int
+
+    def shape_of_output(self) -> tuple[int, ...]:
+        return tuple(self.output_shape)
+
+    def shape_of_input(self, position: int) -> tuple[int, ...]:
+        return tuple(self.input_shape)
+
+    def log2scale_of_input(self, position: int) -> int:
+        return self.log2scale
+
+    def log2scale_of_output(self) -> int:
+        return self.log2scale
+
+    def macs(self) -> int:
+        return 0
+
+    def shifts(self) -> list[Shift]:
+        return []  # the same bytes, the same scale
+
+    def accumulator_bound(self, params: dict | None = None) -> None:
+        return None  # no accumulator: a copy
+
+    def fused_operators(self) -> list[str]:
+        return ["reshape"]
+

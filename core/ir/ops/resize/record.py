@@ -1,0 +1,73 @@
+"""The resize_bilinear IR record (seed 000 ResizeBilinear) and its fixed-point source
+coordinates, which the kernel and every backend share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from core.ir.records import IrLayer, OneInputOneOutput, Shift, Size, omitted_when
+
+# fractional bits of the source coordinates, and so of the interpolation weights
+RESIZE_FRAC_BITS = 10
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResizeBilinearLayer(OneInputOneOutput, IrLayer):
+    operation: ClassVar[str] = "resize_bilinear"
+    label_prefix: ClassVar[str] = "rsz"
+
+    dtype: str = "int8"
+    align_corners: bool
+    # written only when the graph sets it (true); absent means false, the original tool's (and TF1's) convention
+    half_pixel_centers: bool = omitted_when(False)
+    input_log2scale: int
+    output_log2scale: int
+    input_channel_num: int
+    input_size: Size
+    output_size: Size
+
+    def shape_of_output(self) -> tuple[int, ...]:
+        return self.output_size.height, self.output_size.width, self.input_channel_num  # channels pass through
+
+    @property
+    def output_shift(self) -> int:
+        """The right shift of the interpolated value (scale 2^(2F + input_log2scale)) to the output scale."""
+        return 2 * RESIZE_FRAC_BITS + self.input_log2scale - self.output_log2scale
+
+    def shifts(self) -> list[Shift]:
+        return [Shift(f"the output shift 2*{RESIZE_FRAC_BITS} + input_log2scale - output_log2scale", self.output_shift)]
+
+    def coordinates(self, axis: str):
+        """(lower, upper, weight) per output row ("y") or column ("x"): source_coordinates."""
+        size = 0 if axis == "y" else 1
+        return source_coordinates(self.input_size.pair()[size], self.output_size.pair()[size], self.align_corners,
+                                  self.half_pixel_centers)
+
+    def macs(self) -> int:
+        return 0
+
+    def accumulator_bound(self, params: dict | None = None) -> None:
+        return None  # no accumulator: |value| <= 2^27 in int32, by construction
+
+    def fused_operators(self) -> list[str]:
+        return ["resize_bilinear", "requantize"]
+
+
+def source_coordinates(in_size: int, out_size: int, align_corners: bool, half_pixel_centers: bool):
+    """(lower, upper, weight) per output index along one axis: the source coordinate
+    src = lower + weight / 2^RESIZE_FRAC_BITS of resize_bilinear_kernel."""
+    one = 1 << RESIZE_FRAC_BITS
+    i = np.arange(out_size, dtype=np.int64)
+    if align_corners and out_size > 1:
+        numerator, denominator = i * (in_size - 1), out_size - 1
+    elif half_pixel_centers:
+        numerator, denominator = (2 * i + 1) * in_size - out_size, 2 * out_size
+    else:
+        numerator, denominator = i * in_size, out_size
+    fixed = (2 * numerator * one + denominator) // (2 * denominator)  # round-half-up of src * 2^F
+    fixed = np.clip(fixed, 0, (in_size - 1) * one)
+    lower = fixed >> RESIZE_FRAC_BITS
+    return lower, np.minimum(lower + 1, in_size - 1), fixed - (lower << RESIZE_FRAC_BITS)

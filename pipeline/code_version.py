@@ -1,0 +1,122 @@
+"""A stage's code version: the content of every project file its entry module can execute.
+
+The import closure is read from the source (the AST, never by importing): every `import` and
+`from ... import` anywhere in a module (function bodies included), relative imports resolved,
+each imported module's parent packages (their __init__ runs first), and, for a package whose
+__init__ discovers its modules (`pkgutil.iter_modules(__path__)`), every module in it. A module
+that reads a data file declares it as `DATA_FILES = ("path", ...)` (paths from the project
+root; a directory stands for every file under it), and those files count too.
+
+So a changed file changes the key of exactly the stages that can run it, and nothing else.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+from pathlib import Path
+
+from pipeline.hashing import canonical_json, sha256_bytes, sha256_file
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_PACKAGES = ("core", "stages", "pipeline")
+DISCOVERY_CALL = "iter_modules"
+
+
+def module_file(module: str, root: Path = PROJECT_ROOT) -> Path | None:
+    """The file that defines `module` in the project, or None (a third-party module)."""
+    if module.split(".")[0] not in PROJECT_PACKAGES:
+        return None
+    base = root.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_package(path: Path) -> bool:
+    return path.name == "__init__.py"
+
+
+def imported_modules(path: Path, root: Path = PROJECT_ROOT) -> set[str]:
+    """The project modules `path` imports (anywhere in it), by name."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    name = _module_name(path, root)
+    package = name if _is_package(path) else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(node, package)
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names if module_file(f"{base}.{alias.name}", root))
+    if _is_package(path) and _discovers_modules(tree):
+        found.update(f"{name}.{child}" for child in _children(path.parent))
+    return {module for module in found if module_file(module, root) is not None}
+
+
+def _absolute(node: ast.ImportFrom, package: str) -> str:
+    if not node.level:
+        return node.module or ""
+    parts = package.split(".")
+    base = ".".join(parts[: len(parts) - node.level + 1])
+    return f"{base}.{node.module}" if node.module else base
+
+
+def _discovers_modules(tree: ast.AST) -> bool:
+    return any(isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None)) == DISCOVERY_CALL
+               for node in ast.walk(tree))
+
+
+def _children(directory: Path) -> list[str]:
+    return sorted(path.stem if path.suffix == ".py" else path.name for path in directory.iterdir()
+                  if (path.suffix == ".py" and path.name != "__init__.py") or (path / "__init__.py").is_file())
+
+
+def declared_data_files(path: Path) -> tuple[str, ...]:
+    """The module's DATA_FILES: string literals only, read without importing it."""
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        if isinstance(node, ast.Assign) and any(getattr(target, "id", None) == "DATA_FILES" for target in node.targets):
+            try:
+                return tuple(ast.literal_eval(node.value))
+            except ValueError:
+                raise ValueError(f"{path}: DATA_FILES must be a tuple of string literals (paths from the project root)") from None
+    return ()
+
+
+def _with_parents(module: str) -> list[str]:
+    parts = module.split(".")
+    return [".".join(parts[:end]) for end in range(1, len(parts) + 1)]
+
+
+@lru_cache(maxsize=None)
+def import_closure(module: str, root: Path = PROJECT_ROOT) -> tuple[Path, ...]:
+    """Every project file executing `module` can run: its modules, sorted, then their data files."""
+    seen: set[str] = set()
+    pending = list(_with_parents(module))
+    while pending:
+        current = pending.pop()
+        if current in seen or module_file(current, root) is None:
+            continue
+        seen.add(current)
+        for imported in imported_modules(module_file(current, root), root):
+            pending.extend(_with_parents(imported))
+    sources = sorted({module_file(name, root) for name in seen})
+    data: set[Path] = set()
+    for source in sources:
+        for declared in declared_data_files(source):
+            target = root / declared
+            data.update(path for path in (sorted(target.rglob("*")) if target.is_dir() else [target]) if path.is_file())
+    return tuple(sources) + tuple(sorted(data))
+
+
+def code_version(entry_module: str, root: Path = PROJECT_ROOT) -> str:
+    """The digest of the closure's files, each by content, named relative to the root."""
+    files = {path.relative_to(root).as_posix(): sha256_file(path) for path in import_closure(entry_module, root)}
+    return sha256_bytes(canonical_json(files))

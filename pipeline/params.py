@@ -1,0 +1,64 @@
+"""What a stage reads of its config besides plain values: the choices (Enums) of the schema and
+`to_plain`. Kept apart from pipeline/config.py (the schema and its checks) so that a stage's
+import closure, and so its code version, does not take in every backend the schema names."""
+
+from __future__ import annotations
+
+import dataclasses
+from enum import Enum
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+
+class ModelFormat(Enum):
+    builtin = "builtin"
+    frozen_graph = "frozen_graph"
+    saved_model = "saved_model"
+    keras = "keras"
+
+
+class Task(Enum):
+    classification = "classification"
+    detection = "detection"
+
+
+class Resize(Enum):
+    none = "none"
+    tf_bilinear = "tf_bilinear"
+    pil_bilinear = "pil_bilinear"
+
+
+class DataKind(Enum):
+    digits = "digits"
+    cifar10 = "cifar10"
+    images = "images"
+
+
+class CalibMethod(Enum):
+    qat = "qat"
+    minmax = "minmax"
+    kl = "kl"
+    percentile = "percentile"
+    mse = "mse"
+
+
+class Pow2Rounding(Enum):
+    ceil = "ceil"
+    nearest = "nearest"
+    mse = "mse"
+
+
+def to_plain(node: Any) -> Any:
+    """A config subtree as plain JSON-able data (Enums as their values)."""
+    if isinstance(node, (DictConfig, ListConfig)):
+        node = OmegaConf.to_container(node, resolve=True, enum_to_str=True)
+    if dataclasses.is_dataclass(node):
+        node = {spec.name: getattr(node, spec.name) for spec in dataclasses.fields(node)}
+    if isinstance(node, dict):
+        return {str(k): to_plain(v) for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [to_plain(v) for v in node]
+    if isinstance(node, Enum):
+        return node.value
+    return node

@@ -1,0 +1,284 @@
+"""The architecture, checked: imports point one way and never in a cycle, each package says what
+it owns, every IR operation is covered by both backends, the schema and the registries agree,
+files and functions stay small, and a stage's key follows exactly the code it runs."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import shutil
+import subprocess
+from pathlib import Path
+
+import networkx as nx
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import PROJECT_ROOT
+from core.backends.accel import isa
+from core.backends.accel.lowering import HOST_ONLY, LOWERINGS
+from core.backends.accel.ops import lowering_of
+from core.backends.c.ops import C_EMITTERS
+from core.ir.activations import ACTIVATIONS
+from core.ir.io import schema_branches
+from core.ir.ops import OPS
+from core.ir.records import IrLayer
+from pipeline.code_version import code_version, declared_data_files, import_closure, imported_modules, module_file
+from pipeline.stages import STAGES
+
+# Lowest first; a module may import from its own component and from components of lower layers only.
+# Siblings in one layer (the two backends) may not import each other.
+LAYERS: list[list[tuple[str, ...]]] = [
+    [("core.data",)],
+    [("core.frontend",)],
+    [("core.quantize",)],
+    [("core.ir",)],
+    [("core.backends.c",), ("core.backends.accel",)],
+    [("core.backends.program",)],
+    [("core.reports",)],
+    [("stages", "pipeline", "run", "hydra_plugins")],
+]
+# files past ~500 lines or functions past ~60 need a reason here (none has one today)
+MAX_FILE_LINES = 500
+MAX_FUNCTION_LINES = 60
+LONG_FUNCTIONS: dict[str, str] = {}
+
+
+def project_files() -> list[Path]:
+    roots = [PROJECT_ROOT / name for name in ("core", "stages", "pipeline", "hydra_plugins")]
+    return sorted([*(path for root in roots for path in root.rglob("*.py")), PROJECT_ROOT / "run.py"])
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PROJECT_ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> nx.DiGraph:
+    graph = nx.DiGraph()
+    for path in project_files():
+        graph.add_node(module_name(path))
+        for imported in imported_modules(path):
+            graph.add_edge(module_name(path), imported)
+    return graph
+
+
+def component_of(module: str) -> tuple[int, int]:
+    """(layer, component) of the longest prefix that names the module."""
+    best, found = -1, None
+    for layer, components in enumerate(LAYERS):
+        for index, prefixes in enumerate(components):
+            for prefix in prefixes:
+                if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                    best, found = len(prefix), (layer, index)
+    if found is None:
+        raise AssertionError(f"module {module} is in no layer of tests/test_structure.py LAYERS; add its package")
+    return found
+
+
+# --- imports ------------------------------------------------------------------------------------
+
+
+def test_there_is_no_import_cycle():
+    cycles = list(nx.simple_cycles(import_graph()))
+    assert not cycles, f"import cycles: {cycles[:5]}"
+
+
+def test_imports_point_down_the_stack_only():
+    wrong = []
+    for source, target in import_graph().edges:
+        (source_layer, source_component), (target_layer, target_component) = component_of(source), component_of(target)
+        if target_layer > source_layer or (target_layer == source_layer and target_component != source_component):
+            wrong.append(f"{source} -> {target}")
+    assert not wrong, "imports pointing up the stack or across siblings:\n" + "\n".join(wrong)
+
+
+def test_no_project_module_is_imported_inside_a_function():
+    found = []
+    for path in project_files():
+        tree = ast.parse(path.read_text())
+        for function in (node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))):
+            for node in ast.walk(function):
+                if isinstance(node, ast.ImportFrom) and module_file(node.module or "") is not None:
+                    found.append(f"{path.relative_to(PROJECT_ROOT)}:{node.lineno} {node.module}")
+                if isinstance(node, ast.Import) and any(module_file(alias.name) for alias in node.names):
+                    found.append(f"{path.relative_to(PROJECT_ROOT)}:{node.lineno}")
+    assert not found, f"function-level imports of project modules: {found}"
+
+
+def test_every_package_says_what_it_owns():
+    for init in sorted((PROJECT_ROOT / "core").rglob("__init__.py")):
+        docstring = ast.get_docstring(ast.parse(init.read_text()))
+        assert docstring and len(docstring.split()) >= 8, f"{init.relative_to(PROJECT_ROOT)} has no docstring saying what it owns"
+
+
+def test_the_layers_are_each_a_package_that_exists():
+    for components in LAYERS[:-1]:
+        for prefixes in components:
+            for prefix in prefixes:
+                assert module_file(prefix) is not None, prefix
+
+
+# --- sizes ---------------------------------------------------------------------------------------
+
+
+def test_no_core_file_is_over_its_size():
+    long = [f"{path.relative_to(PROJECT_ROOT)}: {len(path.read_text().splitlines())}"
+            for path in sorted((PROJECT_ROOT / "core").rglob("*.py")) if len(path.read_text().splitlines()) > MAX_FILE_LINES]
+    assert not long, f"files over {MAX_FILE_LINES} lines: {long}"
+
+
+def test_no_function_is_over_its_size_without_a_reason():
+    long = []
+    for path in project_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                where = f"{path.relative_to(PROJECT_ROOT)}:{node.name}"
+                if length > MAX_FUNCTION_LINES and where not in LONG_FUNCTIONS:
+                    long.append(f"{where} ({length} lines)")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+# --- the operation registries ---------------------------------------------------------------
+
+
+def test_every_operation_has_a_c_emitter_and_none_is_for_an_unknown_operation():
+    assert set(C_EMITTERS) == set(OPS)
+
+
+def test_every_operation_is_lowered_to_the_accelerator_or_declared_host_only():
+    assert set(LOWERINGS) | set(HOST_ONLY) == set(OPS) and not set(LOWERINGS) & set(HOST_ONLY)
+    with pytest.raises(ValueError, match="neither lowered"):
+        lowering_of("not_an_operation")
+
+
+def test_the_schema_is_the_registry():
+    """Every operation has one schema branch whose keys are its record's fields (required:
+    exactly those without a default), and activation_type lists the registered activations."""
+    branches = schema_branches()
+    assert list(branches) == [op for op in branches if op in OPS] and set(branches) == set(OPS)
+    for name, op in OPS.items():
+        branch = branches[name]
+        fields = {spec.name: spec for spec in dataclasses.fields(op.record)}
+        assert set(branch["properties"]) == set(fields) | {"operation"}, name
+        required = {key for key, spec in fields.items() if spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING}
+        assert required | {"operation"} <= set(branch["required"]), (name, required - set(branch["required"]))
+        if "activation_type" in fields:
+            assert set(branch["properties"]["activation_type"]["enum"]) == set(ACTIVATIONS), name
+
+
+def test_every_record_answers_the_questions_partition_and_the_backends_ask():
+    for name, op in OPS.items():
+        for method in ("shape_of_output", "shape_of_input", "log2scale_of_input", "log2scale_of_output", "macs", "shifts",
+                       "accumulator_bound", "fused_operators"):
+            assert getattr(op.record, method) is not getattr(IrLayer, method), f"{name} does not define {method}"
+
+
+# --- the ISA: one table for the encoder and the C decoder -------------------------------------
+
+
+u16, i32 = st.integers(0, 0xFFFF), st.integers(-(2**31), 2**31 - 1)
+u32 = st.integers(0, 2**31 - 1)
+INSTRUCTIONS = st.one_of(
+    st.builds(isa.Load, st.sampled_from(list(isa.BUFFERS)), u32, u32, st.tuples(u16, u16, u16), st.tuples(i32, i32, i32),
+              st.tuples(*[st.integers(0, 255)] * 4), st.integers(-128, 127), st.booleans()),
+    st.builds(isa.Store, u32, u32, st.tuples(u16, u16, u16), st.tuples(i32, i32, i32)),
+    st.builds(isa.Gemm, st.builds(isa.Loop, u16, u16, u16), *[st.builds(isa.Index, u32, i32, i32, i32)] * 3, st.booleans()),
+    st.builds(isa.Alu, st.sampled_from(list(isa.ALU_OPS)), st.builds(isa.Loop, u16, u16, u16), st.builds(isa.Index, u32, i32, i32, i32),
+              st.none(), i32),
+)
+
+
+@pytest.fixture(scope="module")
+def field_reader(tmp_path_factory) -> Path:
+    """A C program that prints every field of each 64-byte instruction on stdin as qt_isa.h reads it."""
+    work = tmp_path_factory.mktemp("isa")
+    (work / "qt_isa_layout.h").write_text(isa.layout_header())
+    for name in ("qt_isa.h",):
+        shutil.copy(PROJECT_ROOT / "core" / "backends" / "accel" / "runtime" / name, work)
+    shutil.copy(PROJECT_ROOT / "core" / "backends" / "c" / "runtime" / "qt_runtime.h", work)
+    prints = []
+    for kind, specs in isa.LAYOUT.items():
+        reads = " ".join(f'printf("%ld ", {"QT_SFIELD" if spec.signed else "(long)QT_FIELD"}(insn, {kind}, {spec.name.upper()}));'
+                         for spec in specs)
+        prints.append(f"case QT_OP_{kind}: {reads} break;")
+    source = f"""#define QT_ISA_BLOCK 4
+#define QT_ISA_INP_BYTES 64
+#define QT_ISA_WGT_BYTES 64
+#define QT_ISA_ACC_BYTES 64
+#include "qt_isa.h"
+int main(void)
+{{
+    uint8_t insn[64];
+    while (fread(insn, 1, 64, stdin) == 64) {{
+        switch (QT_FIELD(insn, FINISH, OPCODE)) {{
+        {chr(10).join(prints)}
+        default: break;
+        }}
+        printf("\\n");
+    }}
+    return 0;
+}}
+"""
+    (work / "reader.c").write_text(source)
+    subprocess.run(["cc", "-std=c99", "-Wall", "-Werror", "-Wno-unused-function", "-o", "reader", "reader.c"], cwd=work, check=True)
+    return work / "reader"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(INSTRUCTIONS, min_size=1, max_size=6))
+def test_the_c_decoder_reads_every_field_where_the_encoder_put_it(field_reader, program):
+    result = subprocess.run([str(field_reader)], input=isa.encode_all(program), capture_output=True, check=True)
+    for line, instruction in zip(result.stdout.decode().splitlines(), program):
+        values = {"opcode": isa.OPCODES[instruction.kind], **instruction.values()}
+        expected = [values[spec.name] for spec in isa.LAYOUT[instruction.kind]]
+        assert [int(v) for v in line.split()] == expected, instruction.kind
+
+
+# --- a stage's key follows the code it runs ------------------------------------------------------
+
+
+def _copy_project(target: Path) -> Path:
+    for name in ("core", "stages", "pipeline", "schemas"):
+        shutil.copytree(PROJECT_ROOT / name, target / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+@pytest.mark.parametrize("edited, changed", [
+    ("core/backends/c/ops/conv.py", {"codegen"}),
+    ("core/frontend/folding.py", {"fold_check"}),
+    ("core/backends/accel/runtime/qt_isa.h", {"codegen"}),
+    ("schemas/tf2ir_ir.schema.json", {"emit_ir", "simulate", "partition", "codegen"}),
+    ("core/ir/ops/conv/kernel.py", {"calibrate", "annotate", "emit_ir", "simulate", "partition", "codegen"}),
+    ("core/frontend/graph.py", {stage.name for stage in STAGES}),
+])
+def test_editing_a_module_changes_the_key_of_the_stages_that_run_it_and_no_other(tmp_path, edited, changed):
+    root = _copy_project(tmp_path)
+    before = {stage.name: code_version(stage.module, root) for stage in STAGES}
+    path = root / edited
+    path.write_text(path.read_text() + ("\n# an edit\n" if path.suffix == ".py" else "\n"))
+    after = {stage.name: code_version(stage.module, root) for stage in STAGES}
+    assert {name for name in before if before[name] != after[name]} == changed
+
+
+def test_the_dvc_pipeline_declares_each_stages_closure():
+    document = yaml.safe_load((PROJECT_ROOT / "dvc.yaml").read_text())
+    for stage in STAGES:
+        closure = [path.relative_to(PROJECT_ROOT).as_posix() for path in import_closure(stage.module)]
+        deps = document["stages"][stage.name]["deps"]
+        assert deps[: len(closure)] == closure, f"dvc.yaml is stale for {stage.name}: run python -m pipeline.dvcgen"
+
+
+def test_every_data_file_the_code_reads_is_declared():
+    """The non-Python files under core/ and schemas/ all belong to some module's DATA_FILES."""
+    declared = set()
+    for path in project_files():
+        for entry in declared_data_files(path):
+            target = PROJECT_ROOT / entry
+            declared |= {p for p in (target.rglob("*") if target.is_dir() else [target]) if p.is_file()}
+    data = {path for root in ("core", "schemas") for path in (PROJECT_ROOT / root).rglob("*")
+            if path.is_file() and path.suffix != ".py" and "__pycache__" not in path.parts}
+    assert data <= declared, f"undeclared data files: {sorted(p.relative_to(PROJECT_ROOT).as_posix() for p in data - declared)}"
