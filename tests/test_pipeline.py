@@ -142,7 +142,10 @@ def test_a_stage_killed_midway_leaves_no_entry(tmp_path, model_cache, sig):
     store = tmp_path / "store"
     command = [sys.executable, "run.py", f"store.url={store}", f"store.cache_dir={model_cache}",
                f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", "model.builtin.epochs=400"]
-    process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # a shell's background job inherits SIGINT ignored, and Python then never raises KeyboardInterrupt:
+    # give the run the default disposition a terminal gives it
+    process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 240
     while not (store / ".tmp").is_dir() or not any((store / ".tmp").iterdir()):  # the import stage is building
         assert process.poll() is None and time.monotonic() < deadline
