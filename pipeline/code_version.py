@@ -116,6 +116,22 @@ def import_closure(module: str, root: Path = PROJECT_ROOT) -> tuple[Path, ...]:
     return tuple(sources) + tuple(sorted(data))
 
 
+def closure_deps(entry_module: str, root: Path = PROJECT_ROOT) -> list[str]:
+    """The closure as dvc.yaml deps: a directory stands for its files where all of them are in
+    the closure (so a new operation folder under core/ir/ops needs no new line), else the files."""
+    files = set(import_closure(entry_module, root))
+
+    def covered(directory: Path) -> bool:
+        return all(path in files for path in directory.rglob("*") if path.is_file() and "__pycache__" not in path.parts)
+
+    deps: dict[str, None] = {}
+    for path in sorted(files):
+        ancestors = [root / parent for parent in reversed(path.relative_to(root).parents[:-1])]
+        chosen = next((directory for directory in ancestors if covered(directory)), path)
+        deps[chosen.relative_to(root).as_posix()] = None
+    return list(deps)
+
+
 def code_version(entry_module: str, root: Path = PROJECT_ROOT) -> str:
     """The digest of the closure's files, each by content, named relative to the root."""
     files = {path.relative_to(root).as_posix(): sha256_file(path) for path in import_closure(entry_module, root)}

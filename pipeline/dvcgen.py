@@ -7,7 +7,7 @@ import sys
 
 import yaml
 
-from pipeline.code_version import PROJECT_ROOT, import_closure
+from pipeline.code_version import PROJECT_ROOT, closure_deps
 from pipeline.dvc_stage import DVC_DIR, metrics_file, out_dir
 from pipeline.stages import STAGES
 
@@ -28,8 +28,7 @@ def dvc_document() -> dict:
             "desc": stage.description,
             "cmd": f"python -m pipeline.dvc_stage {stage.name}",
             # the files the stage can run: the same closure that keys it in the store
-            "deps": [*(path.relative_to(PROJECT_ROOT).as_posix() for path in import_closure(stage.module)),
-                     *[out_dir(up).as_posix() for up in stage.inputs]],
+            "deps": [*closure_deps(stage.module), *[out_dir(up).as_posix() for up in stage.inputs]],
             "params": list(stage.params),
             "outs": [out_dir(stage.name).as_posix()],
             "metrics": [{metrics_file(stage.name).as_posix(): {"cache": False}}],
