@@ -107,7 +107,7 @@ def _conv(draw, name, previous, size, channels, in_scale, depthwise=False, same=
     bias_shift = draw(st.integers(0, 15)) if load_bias else 0
     layer = {
         "name": name, "operation": "dwconv" if depthwise else "conv", "previous_layer": [previous],
-        "activation_type": draw(st.sampled_from(["Relu6", "None"])),
+        "activation_type": draw(st.sampled_from(["Relu6", "Relu", "None"])),
         "input_log2scale": in_scale, "weight_log2scale": weight_scale,
         "bias_log2scale": in_scale + weight_scale - bias_shift if load_bias else 0,
         "output_log2scale": in_scale + weight_scale - shift, "output_shift": shift, "bias_shift": bias_shift,
@@ -144,7 +144,7 @@ def _pool(draw, name, previous, size, channels, in_scale):
 
 def _add(draw, name, pl, other, size, channels, pl_scale, add_scale):
     out_scale = min(pl_scale, add_scale) + draw(st.integers(-6, 6))
-    return {"name": name, "operation": "add", "previous_layer": [pl, other], "activation_type": draw(st.sampled_from(["Relu6", "None"])),
+    return {"name": name, "operation": "add", "previous_layer": [pl, other], "activation_type": draw(st.sampled_from(["Relu6", "Relu", "None"])),
             "input_channel_num": channels, "input_size": hw(*size), "size": size[0] * size[1] * channels, "dtype": "int8",
             "pl_log2scale": pl_scale, "pl_shiftbit": pl_scale, "add_log2scale": add_scale, "add_shiftbit": add_scale,
             "output_log2scale": out_scale, "output_shift_bit": out_scale - min(pl_scale, add_scale), "pl_name": pl, "add_name": other}

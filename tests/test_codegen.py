@@ -132,7 +132,7 @@ def conv_layers(draw, depthwise: bool):
     bias_shift = draw(st.one_of(st.integers(0, 12), st.integers(20, 26))) if load_bias else 0
     fields = {
         "operation": "dwconv" if depthwise else "conv",
-        "activation_type": draw(st.sampled_from(["Relu6", "None"])),
+        "activation_type": draw(st.sampled_from(["Relu6", "Relu", "None"])),
         "input_log2scale": input_log2scale, "weight_log2scale": weight_log2scale,
         "bias_log2scale": input_log2scale + weight_log2scale - bias_shift if load_bias else 0,
         "output_log2scale": input_log2scale + weight_log2scale - shift,
@@ -228,7 +228,7 @@ def test_max_pool_c_is_the_kernel_bit_for_bit(tmp_path, case):
 
 @LAYERS
 @given(h=st.integers(1, 9), w=st.integers(1, 9), c=st.integers(1, 40), pl=st.integers(0, 8), add=st.integers(0, 8),
-       output_shift_bit=st.integers(-8, 8), activation=st.sampled_from(["Relu6", "None"]), seed=st.integers(0, 2**32 - 1))
+       output_shift_bit=st.integers(-8, 8), activation=st.sampled_from(["Relu6", "Relu", "None"]), seed=st.integers(0, 2**32 - 1))
 def test_add_c_is_the_kernel_bit_for_bit(tmp_path, h, w, c, pl, add, output_shift_bit, activation, seed):
     out = min(pl, add) + output_shift_bit
     fields = {"operation": "add", "activation_type": activation, "input_channel_num": c, "input_size": hw(h, w),

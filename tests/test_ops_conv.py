@@ -117,6 +117,8 @@ def _tf_reference(op, x_int, params, fields, padding):
     real = acc * 2.0 ** -(fields["input_log2scale"] + fields["weight_log2scale"])
     if fields["activation_type"] == "Relu6":
         real = np.clip(real, 0.0, 6.0)
+    elif fields["activation_type"] == "Relu":
+        real = np.maximum(real, 0.0)
     return np.clip(np.floor(real * 2.0 ** fields["output_log2scale"] + 0.5), -128, 127).astype(np.int8)
 
 
@@ -137,7 +139,7 @@ def conv_cases(draw, op):
     return {
         "form": form, "dilation": dilation, "stride": stride, "kernel": kernel, "padding": padding,
         "size": (height, width), "channels": (cin, cout), "scales": scales,
-        "has_bias": draw(st.booleans()), "activation": draw(st.sampled_from(["Relu6", "None"])),
+        "has_bias": draw(st.booleans()), "activation": draw(st.sampled_from(["Relu6", "Relu", "None"])),
         "seed": draw(st.integers(0, 2**31 - 1)),
     }
 
@@ -457,9 +459,14 @@ def test_a_negative_output_shift_names_the_layer_and_the_field():
         OPS["conv"].describe(layer, ctx).to_json()
 
 
-def test_relu_is_not_an_ir_activation():
-    with pytest.raises(GraphError, match=r"node block/act \(Relu\) is not part of any IR layer.*activations Relu6"):
-        group_layers(_one_layer(activation="Relu"))
+def test_relu_is_fused_into_the_layer_and_clamps_at_zero():
+    ctx, layer = _context(_one_layer(activation="Relu"), {"input": 4, "weight": 4, "bias": 4, "output": 4})
+    assert layer.activation == "Relu" and layer.output == "block/act:0" and layer.nodes[-1] == "block/act"
+    record = OPS["conv"].describe(layer, ctx)
+    assert record.activation_type == "Relu" and record.clamp() == (0, 127)
+    assert record.fused_operators() == ["conv2d", "bias_add", "requantize", "relu"]
+    x = np.full((1, 8, 8, 2), -100, np.int8)  # all sums negative: the clamp gives 0, not the int8 floor
+    assert (OPS["conv"].kernel(record, OPS["conv"].params(layer, ctx), [x]) == 0).all()
 
 
 def test_a_depthwise_channel_multiplier_is_refused():

@@ -179,12 +179,14 @@ def float_add(pl_values, add_values, fields):
     total = tf.add(real(pl_values, fields["pl_log2scale"]), real(add_values, fields["add_log2scale"]))
     if fields["activation_type"] == "Relu6":
         total = tf.nn.relu6(total)
+    elif fields["activation_type"] == "Relu":
+        total = tf.nn.relu(total)
     return quantize(total.numpy(), fields["output_log2scale"])
 
 
 @examples
 @given(st.integers(1, 6), st.integers(1, 6), st.integers(1, 4), st.integers(-1, 6), st.integers(-3, 3),
-       st.integers(-3, 3), st.sampled_from(["Relu6", None]), st.integers(0, 2**32 - 1))
+       st.integers(-3, 3), st.sampled_from(["Relu6", "Relu", None]), st.integers(0, 2**32 - 1))
 def test_add_is_tfs_add_within_its_documented_rounding(h, w, c, pl, add_offset, out_offset, activation, seed):
     add = pl + add_offset
     coarse = min(pl, add)
