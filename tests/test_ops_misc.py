@@ -2,7 +2,7 @@
 
 Every kernel is checked against an independent path: TensorFlow's float op on the integer inputs
 scaled by 2^-log2scale, then the spec's rounding (round-half-up, as FakeQuant) and int8
-saturation in numpy. The fields come from ir_fields on one-op graphs (so TF's own padding and
+saturation in numpy. The fields come from IrOp.describe on one-op graphs (so TF's own padding and
 shape rules are checked too) and on the two QAT models of ../shared."""
 
 from __future__ import annotations

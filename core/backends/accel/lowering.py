@@ -1,10 +1,10 @@
-"""What every layer's lowering to the accelerator's instructions (core/isa.py) shares: the packed
+"""What every layer's lowering to the accelerator's instructions (isa.py) shares: the packed
 tensors it reads and writes in DRAM, the constant segment its tiled weights and biases go to,
 the instruction list, which data each on-chip buffer holds (so a tile already there is not
 loaded again), and the tile geometry of windowed layers.
 
-Each IR operation's lowering lives with its other semantics in core/ops/<op>.py
-(`IrOp.lower_accel`); core/accel_codegen.py assembles the functions and the host program.
+Each IR operation's lowering is in ops/ (registered here: LOWERINGS, HOST_ONLY);
+core/backends/program.py assembles the functions and the host program.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-/* qt_runtime.h: the integer helpers every generated TF2IR network (core/codegen_c.py) uses.
+/* qt_runtime.h: the integer helpers every generated TF2IR network (core/backends/program.py) uses,
+ * the C transcription of core/ir/fixedpoint.py.
  *
  * C99, no implementation-defined behaviour:
  *   - int32_t / int64_t are two's complement (C99 7.18.1.1: the exact-width types have no
@@ -50,7 +51,7 @@ static inline int64_t qt_shl64(int64_t v, int s)
     return v * ((int64_t)1 << s);
 }
 
-/* core/ops/add.py round_shift: s > 0 is floor(v / 2^s + 1/2) = (v + 2^(s-1)) >> s (round half
+/* core/ir/fixedpoint.py round_shift: s > 0 is floor(v / 2^s + 1/2) = (v + 2^(s-1)) >> s (round half
  * up: -2.5 -> -2, 2.5 -> 3); s <= 0 is the exact v * 2^-s. |v| < 2^31, -31 <= s <= 62. */
 static inline int64_t qt_round_shift64(int64_t v, int s)
 {
