@@ -27,6 +27,7 @@ class Resize(Enum):
     none = "none"
     tf_bilinear = "tf_bilinear"
     pil_bilinear = "pil_bilinear"
+    pil_nearest = "pil_nearest"  # Pillow's default filter of 2019: how the original tool's test vectors were made
 
 
 class DataKind(Enum):

@@ -157,9 +157,10 @@ def ir_test_input(ir: Ir, ir_dir: Path) -> np.ndarray:
     """The int8 HWC network input of the IR's test image, as emit_ir stored it: the input tensor
     (`<layer>_<kind>.npy`) of the first layer that reads the network input."""
     for layer in ir.layers:
-        for position, name in enumerate(layer.previous_layer):
+        operands = layer.operands()
+        for position, name in enumerate(operands):
             if name == NETWORK_INPUT:
-                kind = OPS[layer.operation].input_kinds[position]
+                kind = OPS[layer.operation].input_kind(position, len(operands))
                 path = ir_dir / PARAMS_DIR / f"{layer.name}_{kind}.npy"
                 if not path.is_file():
                     raise CodegenError(f"{path}: the IR carries no test input (emit_ir writes it)")

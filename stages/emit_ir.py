@@ -63,8 +63,9 @@ def test_tensors(ir, values: dict[str, np.ndarray]) -> dict[str, dict[str, np.nd
     """Per layer: each input under its IR kind (input; add: pl, add; ...) and the output, HWC."""
     tensors = {}
     for layer in ir.layers:
-        kinds = OPS[layer.operation].input_kinds
-        arrays = {kind: values[producer][0] for kind, producer in zip(kinds, layer.previous_layer)}
+        operands = layer.operands()
+        arrays = {OPS[layer.operation].input_kind(position, len(operands)): values[producer][0]
+                  for position, producer in enumerate(operands)}
         arrays["output"] = values[layer.name][0]
         tensors[layer.name] = arrays
     return tensors

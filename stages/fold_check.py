@@ -1,6 +1,7 @@
 """fold-check: BatchNorm folded into conv weights (IR spec, section 3), or a
-refusal that lists every BatchNorm left; the folded graph is verified against
-the original on a sample input."""
+refusal that lists every BatchNorm left, and TensorFlow/Keras idioms rewritten into canonical
+forms (core/frontend/prepare.py); the result is verified against the original on a sample
+input."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from core.frontend.constant_folding import fold_constants
-from core.frontend.folding import find_batch_norms, fold_batch_norms, max_abs_difference
+from core.frontend.folding import find_batch_norms, max_abs_difference
 from core.frontend.graph import Graph
+from core.frontend.prepare import prepare
 
 
 class FoldError(ValueError):
@@ -21,13 +22,12 @@ class FoldError(ValueError):
 def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]:
     settings = params.fold_check
     original = Graph.load(inputs["import"])
-    constant_folded = fold_constants(original)
+    prepared = prepare(original)
     if settings.strict:
-        _refuse_if_any(find_batch_norms(constant_folded), "fold_check.strict=true and the graph has unfolded BatchNorm")
-    result = fold_batch_norms(constant_folded)
+        _refuse_if_any(find_batch_norms(prepared.constant_folded), "fold_check.strict=true and the graph has unfolded BatchNorm")
+    result = prepared.folding
     _refuse_if_any(result.unfolded, "these BatchNorms cannot be folded into a conv")
-    folded = result.graph
-    folded.infer_shapes()
+    folded = prepared.graph
 
     difference = max_abs_difference(original, folded, sample_input(original, settings.sample_batch, settings.seed))
     relative = difference["max_abs_difference"] / max(1.0, difference["max_abs_reference"])
@@ -41,13 +41,14 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     report = {
         "folded_batch_norms": result.folded,
         "bias_adds": result.bias_adds,
+        "canonical_rewrites": prepared.rewrites,
         "nodes_before": len(original.nodes),
         "nodes_after": len(folded.nodes),
         "op_counts_after": folded.op_counts(),
         "max_abs_difference": difference,
     }
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
-    ctx.log(f"folded {len(result.folded)} BatchNorm(s); {len(original.nodes)} -> {len(folded.nodes)} nodes; max |diff| {difference['max_abs_difference']:.3g}")
+    ctx.log(f"folded {len(result.folded)} BatchNorm(s), {len(prepared.rewrites)} canonical rewrite(s); {len(original.nodes)} -> {len(folded.nodes)} nodes; max |diff| {difference['max_abs_difference']:.3g}")
     return {
         "batch_norms_folded": len(result.folded),
         "conv_bias_adds": len(result.bias_adds),

@@ -1,5 +1,6 @@
 """import: a TensorFlow model (frozen GraphDef, SavedModel, .keras, or a built-in
-model) into the project's graph, pruned to the end points, Identity-free, with shapes."""
+model) into the project's graph, pruned to the end points, Identity-free, with shapes; and
+refused here, before any later stage runs, if a node of it is one no IR layer can hold."""
 
 from __future__ import annotations
 
@@ -7,15 +8,19 @@ import json
 from pathlib import Path
 
 from core.frontend.builtin_models import build_builtin_model
-from core.frontend.fake_quant import FAKE_QUANT_OPS
+from core.frontend.fake_quant import FAKE_QUANT_OPS, bypass_fake_quant
 from core.frontend.graph import Graph
-from core.frontend.importer import import_graph, load_graph_def
+from core.frontend.importer import import_graph, load_graph_def, unsupported_node
+from core.frontend.layers import LayerError, LayerGraph
+from core.frontend.prepare import prepare
+from core.ir.layers import group_layers
 from pipeline.params import ModelFormat, to_plain
 
 
 def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]:
     model = params.model
     metrics: dict[str, float] = {}
+    layer_names = None
     if model.format is ModelFormat.builtin:
         built = build_builtin_model(to_plain(model.builtin), progress=ctx.progress)
         graph_def, input_tensor, end_points = built.graph_def, built.input_tensor, built.end_points
@@ -27,11 +32,14 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         input_tensor = model.input_tensor or loaded.default_input_tensor
         end_points = list(model.end_points) or loaded.default_end_points
         origin, source = str(model.file.path), {"format": model.format.value, "sha256": model.file.sha256}
+        layer_names = loaded.layer_names
     graph = import_graph(graph_def, input_tensor, end_points, origin=origin, source=source)
+    layer_graph = expressible_layers(graph, origin, layer_names)
     graph.save(out_dir)
     report = import_report(graph)
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     ctx.log(f"{report['nodes']} nodes, input {graph.input_tensor} {report['input_shape']}, {len(graph.end_points)} end point(s)")
+    ctx.log(f"{len(layer_graph.layers)} IR layers after folding and canonical rewrites")
     metrics.update(
         nodes=report["nodes"],
         constants=len(graph.constants),
@@ -52,3 +60,18 @@ def import_report(graph: Graph) -> dict:
         "fake_quant_nodes": sum(op_counts.get(op, 0) for op in sorted(FAKE_QUANT_OPS)),
         "source": graph.source,
     }
+
+
+def expressible_layers(graph: Graph, origin: str, layer_names: list[str] | None) -> LayerGraph:
+    """The IR layers of the graph as fold_check will leave it (folded, canonical, FakeQuant
+    bypassed), or the refusal of the first node no layer holds."""
+    prepared = prepare(graph)
+    float_graph, _ = bypass_fake_quant(prepared.graph)
+    try:
+        return group_layers(float_graph)
+    except LayerError as error:
+        unfolded = {item["name"]: item.get("reason") for item in prepared.folding.unfolded}
+        reason = str(error)
+        if error.node.name in unfolded:
+            reason = f"a BatchNorm that cannot be folded into a conv: {unfolded[error.node.name]}"
+        raise unsupported_node(origin, graph, float_graph, error.node.name, reason, layer_names) from error

@@ -11,7 +11,7 @@ import numpy as np
 
 from core.data.datasets import load_split
 from core.frontend.fake_quant import bypass_fake_quant
-from core.frontend.graph import Graph, tensor_node
+from core.frontend.graph import Graph, canonical_tensor, tensor_node
 from core.frontend.tf_runtime import GraphRunner
 from core.ir.fixedpoint import dequantize
 from core.ir.io import read_ir
@@ -46,7 +46,9 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
             integer = simulator.run(images, keep_all=True)
             float_ends = float_runner.run(float_graph.end_points, images, len(images))
             annotated_ends = annotated_runner.run(annotated.end_points, images, len(images))
-            integer_ends = [dequantize(integer[name], ir.layer(name).log2scale_of_output()) for name in end_layers]
+            # a dense layer's [N, 1, 1, C] is the graph's [N, C]: the same values
+            integer_ends = [dequantize(integer[name], ir.layer(name).log2scale_of_output()).reshape(end.shape)
+                            for name, end in zip(end_layers, float_ends)]
             tally.add_end_points(float_ends, annotated_ends, integer_ends, None if labels is None else labels[start : start + len(images)])
             tally.add_layers(probe.compare(annotated_runner, integer, simulator.input_log2scale))
             ctx.progress(min(start + batch_size, len(evaluation.images)), len(evaluation.images))
@@ -62,8 +64,9 @@ class LayerProbe:
 
     Every FakeQuant output is fed the dequantized integer value of the layer that
     produces it, which cuts the graph into independent layers; a second FakeQuant
-    (a probe) on each layer's pre-quantization tensor then gives what the annotated
-    layer computes from exactly the integer inputs, in one graph execution per batch."""
+    (a probe) on what each layer's FakeQuant reads (its float output, or its integer
+    model's) then gives what the annotated layer computes from exactly the integer inputs,
+    in one graph execution per batch."""
 
     def __init__(self, annotated: Graph, layer_graph, ir):
         quantized = annotated.source.get("annotation", {}).get("activations", {})
@@ -75,13 +78,17 @@ class LayerProbe:
         self.input_tensor = annotated.input_tensor
         self.log2scales = {layer.output: ir.layer(layer.ir_name).log2scale_of_output() for layer in self.layers}
         self.ranges = {layer.output: _fake_quant_range(annotated, by_name, quantized[layer.output]) for layer in self.layers}
+        self.shapes = {tensor: annotated.shape(fake_quant) for tensor, fake_quant in self.feeds.items()}
+        # what each FakeQuant reads: the layer's float output, or its integer model's
+        self.quantizes = {tensor: by_name[tensor_node(fake_quant)].inputs[0] for tensor, fake_quant in self.feeds.items()}
         self.probe_names: list[str] | None = None
 
     def _build(self, runner: GraphRunner) -> list[str]:
         def build(tf_graph):
             import tensorflow as tf
 
-            return [tf.quantization.fake_quant_with_min_max_vars(tf_graph.get_tensor_by_name(layer.output), *self.ranges[layer.output])
+            return [tf.quantization.fake_quant_with_min_max_vars(tf_graph.get_tensor_by_name(canonical_tensor(self.quantizes[layer.output])),
+                                                                 *self.ranges[layer.output])
                     for layer in self.layers]
 
         return runner.extend(build)
@@ -90,16 +97,20 @@ class LayerProbe:
         """(equal elements, elements, largest |difference| in LSB) per layer."""
         if self.probe_names is None:
             self.probe_names = self._build(runner)
-        feed = {fake_quant: dequantize(integer[self.ir_names[tensor]], self._log2scale_of(tensor, input_log2scale))
+        feed = {fake_quant: self._shaped(tensor, dequantize(integer[self.ir_names[tensor]], self._log2scale_of(tensor, input_log2scale)))
                 for tensor, fake_quant in self.feeds.items()}
         feed[self.input_tensor] = dequantize(integer[NETWORK_INPUT], input_log2scale)
         probes = runner.session_run(self.probe_names, feed)
         result = []
         for layer, value in zip(self.layers, probes):
             expected = np.rint(value.astype(np.float64) * 2.0 ** self.log2scales[layer.output]).astype(np.int64)
-            difference = np.abs(expected - integer[layer.ir_name].astype(np.int64))
+            difference = np.abs(expected - integer[layer.ir_name].astype(np.int64).reshape(expected.shape))
             result.append((int(np.count_nonzero(difference == 0)), difference.size, int(difference.max(initial=0))))
         return result
+
+    def _shaped(self, tensor: str, value: np.ndarray) -> np.ndarray:
+        """A layer's output batch in its graph tensor's shape (a dense layer's [N, 1, 1, C] is [N, C])."""
+        return value.reshape(len(value), *self.shapes[tensor][1:])
 
     def _log2scale_of(self, tensor: str, input_log2scale: int) -> int:
         return input_log2scale if self.ir_names[tensor] == NETWORK_INPUT else self.log2scales[tensor]

@@ -3,6 +3,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from PIL import Image
 
 from core.data.datasets import (
@@ -17,7 +18,8 @@ from core.data.datasets import (
     preprocess,
 )
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+SHARED = PROJECT_ROOT.parent / "shared"
 CIFAR_DIR = SHARED / "data" / "cifar-10-batches-py"
 MODELS_DIR = SHARED / "models"
 MBV1_DIR = MODELS_DIR / "mobilenet_v1_0.5_128_cifar10"
@@ -245,3 +247,18 @@ def test_an_undecodable_image_is_named(tmp_path):
 def test_an_unsupported_channel_count_is_rejected():
     with pytest.raises(DatasetError, match="expected 1 or 3"):
         load_image(MBV1_DIR / "ship.png", channels=4)
+
+
+def test_pil_nearest_is_the_original_tools_feeding_and_the_ssd_models_setting():
+    """The TF2IR tool called PIL's resize with its 2019 default filter, NEAREST: every output pixel
+    is one of the image's own pixels, and that is what conf/model/ssd_mbv2.yaml asks for."""
+    path = MODELS_DIR / "mobilenet_v2_ssd_0.25_160" / "test.jpg"
+    image = load_image(path)
+    expected = np.asarray(Image.open(path).convert("RGB").resize((160, 160), Image.NEAREST), np.float32) / 128.0 - 1.0
+    nearest = {**SSD_PREPROCESS, "resize": "pil_nearest"}
+    inputs = preprocess(image[np.newaxis], nearest)
+    np.testing.assert_allclose(inputs[0], expected, atol=1e-6)
+    pixels = {tuple(p) for p in image.reshape(-1, 3)}
+    assert {tuple(p) for p in np.rint((inputs[0] + 1.0) * 128.0).astype(int).reshape(-1, 3)} <= pixels
+    assert not np.allclose(inputs, preprocess(image[np.newaxis], SSD_PREPROCESS))  # bilinear blends
+    assert yaml.safe_load((PROJECT_ROOT / "conf" / "model" / "ssd_mbv2.yaml").read_text())["preprocess"]["resize"] == "pil_nearest"

@@ -93,7 +93,9 @@ def test_ssd_ir_has_the_tools_95_layers(workspace, tmp_path):
     assert metrics["simulate.layer_agreement_min"] >= 0.999
     ir = read_ir(_artifact(summary, "emit_ir").directory)
     add = next(layer for layer in ir.layers if layer.operation == "add")
-    assert add.previous_layer == (add.pl_name, add.add_name)
+    # previous_layer in the order the producers were processed (seed 000, 5.5), the operands by name
+    assert add.previous_layer == ("FeatureExtractor_MobilenetV2_Conv_Conv2D_Fold", "FeatureExtractor_MobilenetV2_expanded_conv_project_Conv2D_Fold")
+    assert add.operands() == (add.pl_name, add.add_name) == tuple(reversed(add.previous_layer))
 
 
 def test_a_shift_outside_the_targets_range_names_the_layer_and_the_field(mbv1_qat, model_cache, tmp_path):

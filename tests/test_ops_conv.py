@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from conftest import MBV1_GRAPH, MODELS, ir_record
 from core.frontend.graph import Graph, GraphError
 from core.ir.activations import ACTIVATIONS
-from core.ir.fixedpoint import FLOAT32_EXACT_INT, GEMM_MAX_K, INT8_PRODUCT_MAX, fake_quant_ints
+from core.ir.fixedpoint import FLOAT32_EXACT_INT, GEMM_MAX_K, INT8_PRODUCT_MAX
+from core.quantize.integers import fake_quant_ints
 from core.ir.layers import group_layers
 from core.ir.op import IrContext
 from core.ir.ops import OPS
@@ -515,4 +516,4 @@ def test_conv_and_dwconv_register_their_ir_pieces():
         op = OPS[name]
         assert op.record.operation == name and op.input_kinds == ("input",) and op.annotate.weight and op.annotate.bias
         assert op.params is not OPS["add"].params  # constants of its own
-    assert OPS["conv"].annotate.weight_channel_axes == (3,) and OPS["dwconv"].annotate.weight_channel_axes == (2, 3)
+    assert OPS["conv"].annotate.weight_channel_axes == (-1,) and OPS["dwconv"].annotate.weight_channel_axes == (-2, -1)

@@ -27,7 +27,9 @@ from core.ir.layers import group_layers
 from core.ir.ops import OPS
 from core.ir.op import IrContext
 from core.ir.records import IrError
+from core.ir.emit import build_ir
 from core.ir.ops.resize.record import RESIZE_FRAC_BITS, source_coordinates
+from core.ir.simulator import IntegerSimulator
 
 examples = settings(deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow])
 SSD_END_POINTS = [f"BoxPredictor_{k}/Reshape{suffix}:0" for k in range(6) for suffix in ("", "_1")]
@@ -459,3 +461,46 @@ def test_ssd_add_whose_output_shift_the_target_cannot_encode_is_named(ssd):
     layer = next(layer for layer in layer_graph.layers if layer.op == "add")
     with pytest.raises(IrError, match=r"layer FeatureExtractor_MobilenetV2_expanded_conv_add: \|output_shift_bit\| = 1 is outside"):
         fields_of(layer_graph, context, layer)
+
+
+# --- seed 000, sections 5.3 and 5.5: traversal order and previous_layer ----------------------------
+
+
+def test_ssd_add_lists_its_producers_in_processing_order_as_the_specs_add_example(ssd):
+    """Seed 000's ADD example is this layer: previous_layer [Conv, project] (the order the two
+    producers were processed), while pl is op.inputs[0] = project and add is Conv. Its first conv's
+    next_layer is the spec's [expanded_conv_depthwise, expanded_conv_add]."""
+    layer_graph, context = qat_context(ssd)
+    by_name = {layer.ir_name: layer for layer in layer_graph.layers}
+    add = OPS["add"].describe(by_name["FeatureExtractor_MobilenetV2_expanded_conv_add"], context)
+    assert add.previous_layer == ("FeatureExtractor_MobilenetV2_Conv_Conv2D_Fold",
+                                  "FeatureExtractor_MobilenetV2_expanded_conv_project_Conv2D_Fold")
+    assert add.operands() == (add.pl_name, add.add_name) == tuple(reversed(add.previous_layer))
+    first = OPS["conv"].describe(by_name["FeatureExtractor_MobilenetV2_Conv_Conv2D_Fold"], context)
+    assert first.next_layer == ("FeatureExtractor_MobilenetV2_expanded_conv_depthwise_depthwise_Fold",
+                                "FeatureExtractor_MobilenetV2_expanded_conv_add")
+    order = [layer.ir_name for layer in context.order]
+    assert order[0] == "FeatureExtractor_MobilenetV2_Conv_Conv2D_Fold" and len(order) == len(set(order)) == 95
+
+
+def test_the_traversal_takes_the_last_discovered_ready_layer_first():
+    """input feeds a then b (graph order); from the end of ops_discovered, b is processed first,
+    then c = a + b waits for a: order b, a, c, and c's previous_layer is [b, a] while its
+    operands stay (pl=a, add=b)."""
+    def build(x):
+        a = tf.nn.max_pool2d(x, 1, 1, "VALID", name="a")
+        b = tf.nn.max_pool2d(x, 1, 1, "VALID", name="b")
+        return tf.add(a, b, name="c")
+
+    layer_graph, context = op_context(build, [2, 2, 1], {"input": 4, "a": 4, "b": 3, "c": 3})
+    assert [layer.ir_name for layer in context.order] == ["b", "a", "c"]
+    (c,) = [layer for layer in layer_graph.layers if layer.name == "c"]
+    record = OPS["add"].describe(c, context)
+    assert record.previous_layer == ("b", "a") and record.operands() == ("a", "b")
+    ir = build_ir(layer_graph, context.table, input_log2scale=4)
+    assert [layer.name for layer in ir.layers] == ["b", "a", "c"]
+    x = int8(np.random.default_rng(0), (3, 2, 2, 1))
+    values = IntegerSimulator(ir).run_int8(x, keep_all=True)
+    halved = (x.astype(np.int64) + 1) >> 1  # b, and a aligned to b's scale: each rounded half up
+    np.testing.assert_array_equal(values["b"], halved)
+    np.testing.assert_array_equal(values["c"], np.clip(2 * halved, -128, 127))  # pl = a (aligned), add = b

@@ -21,7 +21,6 @@ self-contained segment), so a mismatch names the first layer that differs.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -129,7 +128,7 @@ class _ProgramBuilder:
         self.ir, self.plan, self.accelerator = ir, plan, plan.accelerator
         self.layers = {layer.name: layer for layer in ir.layers}
         self.groups = {g.layer: g for g in plan.groups}
-        self.shapes = {NETWORK_INPUT: ir.input_shape, **{layer.name: layer.shape_of_output() for layer in ir.layers}}
+        self.shapes = {NETWORK_INPUT: _image(ir.input_shape), **{layer.name: _image(layer.shape_of_output()) for layer in ir.layers}}
         self.end_points = ir.end_point_layers
         self.native = {NETWORK_INPUT: HOST_LAYOUT, **{g.layer: g.layout for g in plan.groups}}
         self.symbols = c_symbols(ir)
@@ -185,7 +184,7 @@ class _ProgramBuilder:
                         self._ensure(producer, self.groups[name].layout, materialized, conversions)
             for name in unit_layers:
                 layout = self.groups[name].layout
-                reads = [self._ensure(producer, layout, materialized, conversions) for producer in self.layers[name].previous_layer]
+                reads = [self._ensure(producer, layout, materialized, conversions) for producer in self.layers[name].operands()]
                 self.steps.append(_Step([_value(name, layout)], reads, layer=name, region=region))
                 materialized.add(_value(name, layout))
             for name in unit_layers:
@@ -230,7 +229,7 @@ class _ProgramBuilder:
                 raise CodegenError(f"layer {name}: operation {record.operation} runs on the host only; re-run the partition stage")
             lowering.forget()
             start = len(lowering.instructions)
-            inputs = [self._packed(producer) for producer in record.previous_layer]
+            inputs = [self._packed(producer) for producer in record.operands()]
             try:
                 op_lowering.lower(record, self.ir.params.get(name, {}), inputs, self._packed(name), lowering)
             except (LoweringError, ValueError) as error:
@@ -250,7 +249,7 @@ class _ProgramBuilder:
             note = ""
             if self.groups[name].layout == ACCEL_LAYOUT:  # element-wise on packed data: every lane, padding included
                 shape = list(self.shapes[name])
-                record = dataclasses.replace(record, input_channel_num=self.accelerator.packed_bytes(shape) // math.prod(shape[:-1]))
+                record = record.with_lanes(self.accelerator.packed_bytes(shape) // math.prod(shape[:-1]))
                 note = ", on packed data"
             layer_constants, function, size = layer_c(self.ir, record, self.symbols[name], note)
             constants.append(layer_constants)
@@ -367,3 +366,7 @@ def _region_call(function: AccelFunction, dump) -> str:
     return (f"    /* {function.name}: {', '.join(function.layers)} */\n#ifdef QT_DUMP_LAYERS\n" + "\n".join(layered) +
             f"\n#else\n    {whole}\n#endif")
 
+
+def _image(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A vector of C values (a Flatten's) is the 1 x 1 x C image a dense layer reads: the same bytes."""
+    return (1, 1, *shape) if len(shape) == 1 else tuple(shape)

@@ -17,7 +17,9 @@ from typing import Any, Mapping
 import numpy as np
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
-RESIZE_METHODS = ("tf_bilinear", "pil_bilinear", "none")
+# pil_nearest: Pillow's default filter when the original TF2IR tool produced its test vectors (2019)
+RESIZE_METHODS = ("tf_bilinear", "pil_bilinear", "pil_nearest", "none")
+PIL_FILTERS = {"pil_bilinear": "BILINEAR", "pil_nearest": "NEAREST"}
 
 CIFAR10_SIDE = 32
 CIFAR10_ROW_LENGTH = 3 * CIFAR10_SIDE * CIFAR10_SIDE
@@ -98,21 +100,22 @@ def _resize(images: np.ndarray, settings: Preprocess) -> np.ndarray:
 
         # TF2's resize: half-pixel centers, no antialiasing; float32 out, no rounding
         return tf.image.resize(images, settings.size, method="bilinear").numpy()
-    return np.stack([_pil_resize(image, settings.size) for image in images])
+    return np.stack([_pil_resize(image, settings.size, PIL_FILTERS[settings.resize]) for image in images])
 
 
-def _pil_resize(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+def _pil_resize(image: np.ndarray, size: tuple[int, int], filter_name: str) -> np.ndarray:
     from PIL import Image
 
     height, width = size
+    resample = getattr(Image, filter_name)
     if image.dtype == np.uint8 and image.shape[-1] in (1, 3):
         # the uint8 path is what the original tools ran (PIL rounds back to uint8)
         mode_image = Image.fromarray(image[..., 0] if image.shape[-1] == 1 else image)
-        resized = np.asarray(mode_image.resize((width, height), Image.BILINEAR))
+        resized = np.asarray(mode_image.resize((width, height), resample))
         return resized.reshape(height, width, image.shape[-1])
     # float input: resize each channel in PIL's 32-bit float mode, keeping values unrounded
     channels = [
-        np.asarray(Image.fromarray(image[..., c].astype(np.float32), mode="F").resize((width, height), Image.BILINEAR))
+        np.asarray(Image.fromarray(image[..., c].astype(np.float32), mode="F").resize((width, height), resample))
         for c in range(image.shape[-1])
     ]
     return np.stack(channels, axis=-1)

@@ -5,9 +5,13 @@ Two steps, kept apart so the second also serves graphs built in code:
 - `load_graph_def` reads a frozen GraphDef, a SavedModel or a `.keras` file and
   freezes it to a TF1 GraphDef, with the input/end points its signature defines.
 - `import_graph` checks the configured input and end points against that
-  GraphDef, keeps only what computes the end points, drops Identity nodes and
-  refuses ops the rest of the toolchain cannot handle -- all before any later
-  stage sees the graph, so every error names the model and the config key.
+  GraphDef, keeps only what computes the end points and drops Identity nodes, so every
+  error names the model and the config key. Node names lose the wrapper prefixes a format
+  adds (`StatefulPartitionedCall/...` in a SavedModel), in the graph and in the configured
+  names alike: the same model gives the same names in every format.
+- `unsupported_node` words the refusal of a node no IR layer holds (the import stage finds
+  it before any later stage runs): the node, its op, its Keras layer where that can be
+  told, and the end point that cuts the network before it.
 """
 
 from __future__ import annotations
@@ -18,49 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from core.frontend.fake_quant import PER_TENSOR_FAKE_QUANT_OPS
 from core.frontend.graph import Graph, GraphError, canonical_tensor, tensor_index, tensor_node
 
 FORMATS = ("frozen_graph", "saved_model", "keras")
 
-# What the later stages (fold check, calibration, IR emission) know how to treat.
-SUPPORTED_OPS = frozenset(
-    {
-        "Placeholder",
-        "Const",
-        "Conv2D",
-        "DepthwiseConv2dNative",
-        "BiasAdd",
-        "Add",
-        "AddV2",
-        "Sub",
-        "Mul",
-        "RealDiv",
-        "Rsqrt",
-        "Sqrt",
-        "Maximum",
-        "Minimum",
-        "Relu",
-        "Relu6",
-        *PER_TENSOR_FAKE_QUANT_OPS,
-        "FusedBatchNorm",
-        "FusedBatchNormV3",
-        "AvgPool",
-        "MaxPool",
-        "Mean",
-        "Reshape",
-        "Squeeze",
-        "ConcatV2",
-        "ResizeBilinear",
-        "SpaceToBatchND",
-        "BatchToSpaceND",
-        "Pad",
-        "Shape",
-        "StridedSlice",
-        "Pack",
-        "Cast",
-    }
-)
+# the scopes a SavedModel's (and a Keras export's) function calls put around every node
+WRAPPER_PREFIX = re.compile(r"^(?:StatefulPartitionedCall(?:_\d+)?/)+")
 
 FORMAT_KEY = "model.format"
 PATH_KEY = "model.file.path"
@@ -75,9 +42,10 @@ class ModelImportError(GraphError):
 @dataclass
 class LoadedModel:
     graph_def: Any  # tf.compat.v1.GraphDef
-    # what the file's own signature names; None where the format has no signature (frozen_graph)
+    # what the file's own signature names (a frozen graph: its one Placeholder, the outputs nothing reads)
     default_input_tensor: str | None = None
     default_end_points: list[str] | None = None
+    layer_names: list[str] | None = None  # a Keras model's layers (nested models' too), to name a node's layer
 
 
 # --- loading --------------------------------------------------------------------
@@ -110,7 +78,16 @@ def _load_frozen_graph(path: Path) -> LoadedModel:
             "tf.io.write_graph(..., as_text=False) or freeze_graph. For a SavedModel directory or a .keras file "
             f"set {FORMAT_KEY} to saved_model or keras"
         )
-    return LoadedModel(graph_def)
+    return LoadedModel(graph_def, *_graph_ends(graph_def))
+
+
+def _graph_ends(graph_def) -> tuple[str | None, list[str] | None]:
+    """What a frozen graph, which has no signature, offers as its ends: its one Placeholder, and
+    the outputs no node reads (a Keras model's final Identity). None where it has no such one."""
+    placeholders = [node.name for node in graph_def.node if node.op == "Placeholder"]
+    read = {tensor_node(tensor) for node in graph_def.node for tensor in node.input}
+    sinks = [f"{node.name}:0" for node in graph_def.node if node.name not in read and node.op not in ("Const", "NoOp", "Placeholder")]
+    return (f"{placeholders[0]}:0" if len(placeholders) == 1 else None), (sinks or None)
 
 
 def _parse_graph_def(data: bytes):
@@ -175,7 +152,18 @@ def _load_keras(path: Path) -> LoadedModel:
         ) from error
     spec = _keras_input_spec(path, model)
     function = tf.function(lambda x: model(x, training=False), input_signature=[spec])
-    return _freeze(function.get_concrete_function(), path)
+    loaded = _freeze(function.get_concrete_function(), path)
+    loaded.layer_names = _keras_layer_names(model)
+    return loaded
+
+
+def _keras_layer_names(model) -> list[str]:
+    names, stack = [], list(getattr(model, "layers", []))
+    while stack:
+        layer = stack.pop(0)
+        names.append(layer.name)
+        stack.extend(getattr(layer, "layers", []))
+    return names
 
 
 def _keras_input_spec(path: Path, model):
@@ -212,19 +200,24 @@ def _freeze(concrete_function, path: Path) -> LoadedModel:
 # --- importing ------------------------------------------------------------------
 def import_graph(graph_def, input_tensor: str, end_points: Iterable[str], *, origin: str, source: dict) -> Graph:
     """Check, prune and clean `graph_def`, then return it as a `Graph` with static shapes."""
-    end_points = list(end_points)
+    graph_def = _without_wrapper_prefixes(graph_def)
+    input_tensor = strip_wrappers(input_tensor) if input_tensor else input_tensor
+    end_points = [strip_wrappers(tensor) for tensor in end_points]
     by_name = {node.name: node for node in graph_def.node}
     if not by_name:
         raise ModelImportError(f"{origin}: the graph is empty (no nodes); expected a frozen inference graph")
     if not end_points:
         raise ModelImportError(f"{origin}: no end points given; set {END_POINTS_KEY} to the output tensor(s) of the network")
+    if not input_tensor:
+        placeholders = [name for name, node in by_name.items() if node.op == "Placeholder"]
+        raise ModelImportError(f"{origin}: no input tensor given, and the graph has {len(placeholders)} Placeholders "
+                               f"({', '.join(placeholders[:10]) or 'none'}); set {INPUT_KEY}")
     _check_input(origin, by_name, input_tensor)
     _check_end_points(origin, by_name, end_points)
 
     resolved = {canonical_tensor(t): canonical_tensor(_skip_identities(origin, by_name, t)) for t in end_points}
     kept = _needed_nodes(origin, by_name, resolved.values())
     _check_placeholders(origin, by_name, kept, input_tensor)
-    _check_supported(origin, by_name, kept)
 
     source = dict(source)
     aliases = {given: actual for given, actual in resolved.items() if given != actual}
@@ -330,16 +323,6 @@ def _check_placeholders(origin: str, by_name: dict, kept: set[str], input_tensor
         )
 
 
-def _check_supported(origin: str, by_name: dict, kept: set[str]) -> None:
-    offending = [node for name, node in by_name.items() if name in kept and node.op not in SUPPORTED_OPS]
-    if offending:
-        listed = "\n".join(f"  {node.op} ({node.name})" for node in offending)
-        raise ModelImportError(
-            f"{origin}: {len(offending)} node(s) use ops not supported by the IR:\n{listed}\n"
-            f"Cut the graph before them with {END_POINTS_KEY}, or replace them in the model"
-        )
-
-
 def _pruned_graph_def(origin: str, graph_def, by_name: dict, kept: set[str]):
     """The kept nodes, in file order, reading through Identities and without control edges."""
     import tensorflow as tf
@@ -360,3 +343,70 @@ def _tf_tensor_name(tensor: str) -> str:
     """TensorFlow's own spelling of a node input: 'x' for output 0, 'x:1' otherwise."""
     index = tensor_index(tensor)
     return tensor_node(tensor) if index == 0 else f"{tensor_node(tensor)}:{index}"
+
+
+def strip_wrappers(name: str) -> str:
+    """`name` without the wrapper scopes a format adds ('StatefulPartitionedCall/x' -> 'x')."""
+    return WRAPPER_PREFIX.sub("", name)
+
+
+def _without_wrapper_prefixes(graph_def):
+    """The GraphDef with every node name (and input) stripped of its wrapper prefix, unless
+    that would make two names equal (then it is left as it is)."""
+    renamed = {node.name: strip_wrappers(node.name) for node in graph_def.node}
+    if all(old == new for old, new in renamed.items()) or len(set(renamed.values())) != len(renamed):
+        return graph_def
+    import tensorflow as tf
+
+    stripped = tf.compat.v1.GraphDef()
+    stripped.CopyFrom(graph_def)
+    for node in stripped.node:
+        node.name = renamed[node.name]
+        inputs = [("^" if tensor.startswith("^") else "") + strip_wrappers(tensor.lstrip("^")) for tensor in node.input]
+        del node.input[:]
+        node.input.extend(inputs)
+    return stripped
+
+
+# --- refusing what no IR layer holds -------------------------------------------
+def keras_layer_of(node_name: str, layer_names: Iterable[str] | None) -> str | None:
+    """The Keras layer whose scope holds the node: Keras names a layer's ops '<model>/<layer>/...',
+    the scope possibly with a '_<n>' suffix that the layer's name lacks."""
+    known = set(layer_names or ())
+    for part in node_name.split("/")[:-1]:
+        for candidate in (part, re.sub(r"_\d+$", "", part)):
+            if candidate in known:
+                return candidate
+    return None
+
+
+def unsupported_node(origin: str, graph: Graph, prepared: Graph, node_name: str, reason: str,
+                     layer_names: Iterable[str] | None) -> ModelImportError:
+    """The refusal of node `node_name` of the prepared (folded, canonical) graph: what it is, where
+    it came from, and the end point(s) of the imported graph that stop the network before it."""
+    original = graph.by_name()
+    node = prepared.by_name()[node_name]
+    layer = keras_layer_of(node.name, layer_names)
+    where = f" (Keras layer {layer!r})" if layer else (f" (name scope {node.name.rsplit('/', 1)[0]!r})" if "/" in node.name else "")
+    cut = _cut_before(prepared, node, original)
+    advice = (f"To convert the network up to it, set {END_POINTS_KEY}=[{', '.join(cut)}] (what it reads)"
+              if cut else "It reads the network input directly: nothing before it can be converted on its own")
+    return ModelImportError(f"{origin}: node {node.name} ({node.op}){where} cannot be expressed in the IR: {reason}\n"
+                            f"{advice}, or replace it in the model.")
+
+
+def _cut_before(prepared: Graph, node, original: dict) -> list[str]:
+    """The activation tensors `node` reads, each traced back to one the imported graph has
+    (rewrites add nodes of their own) and that is not the network input."""
+    by_name, cut, stack, seen = prepared.by_name(), [], list(node.inputs), set()
+    while stack:
+        tensor = canonical_tensor(stack.pop(0))
+        producer = by_name.get(tensor_node(tensor))
+        if tensor in seen or producer is None or producer.op in ("Const", "Placeholder"):
+            continue
+        seen.add(tensor)
+        if tensor_node(tensor) in original and original[tensor_node(tensor)].op == producer.op:
+            cut.append(tensor)
+        else:
+            stack.extend(producer.inputs)
+    return cut

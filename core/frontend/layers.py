@@ -10,12 +10,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 from core.frontend.graph import Graph, GraphError, Node, canonical_tensor
 
 # nodes a layer never owns: they carry values, not computation
 PASSIVE_OPS = ("Const", "Placeholder")
+
+
+class LayerError(GraphError):
+    """A node no IR layer can hold (no pattern starts there, or its pattern refuses it)."""
+
+    def __init__(self, message: str, node: Node):
+        super().__init__(message)
+        self.node = node
 
 
 class QKind(Enum):
@@ -27,6 +35,26 @@ class QKind(Enum):
     IDENTITY = "identity"  # passes its input's annotation (and scale) through
 
 
+class IntegerModelBuilder(Protocol):
+    """What an operation's integer model builds graph ops with (core/quantize/annotate.py makes
+    one per layer, on a power-of-two table). Tensors are names; a float32 tensor holding
+    integers holds them exactly (every value an int8 model reaches is far below 2^24), and
+    int32/int64 tensors (via Cast) compute what needs more."""
+
+    graph: Graph  # the float graph
+    layer: "Layer"
+    inputs: list[str]  # the layer's quantized inputs, in its inputs' order
+    input_log2scales: list[int]
+    output_log2scale: int
+
+    def const(self, label: str, value: Any, dtype: str = "float32") -> str: ...
+    def op(self, op: str, inputs: list[str], *, cast_to: str | None = None, keep_dims: bool | None = None) -> str: ...
+    def to_ints(self, tensor: str, log2scale: int) -> str: ...  # FakeQuant's integers of a float32 tensor
+    def round_shift(self, tensor: str, shift: int) -> str: ...  # * 2^-shift, rounded half up (right) or exact (left)
+    def clamp(self, tensor: str, low: int, high: int) -> str: ...
+    def from_ints(self, tensor: str, log2scale: int) -> str: ...  # float32 integers -> values at 2^-log2scale
+
+
 @dataclass(frozen=True)
 class AnnotateRule:
     """How simulated quantization wraps one operation (seed 001).
@@ -34,13 +62,18 @@ class AnnotateRule:
     `inputs` gives the kind required of each activation input; `output` the kind of what
     the op produces. An op whose output kind is IDENTITY shares its input's scale
     (reshape): no quantize is inserted after it. `weight_channel_axes`: the axes of the
-    weight that index its output channels (merged, in order, for per-channel scales)."""
+    weight that index its output channels (negative, from the last; merged in order, for
+    per-channel scales). `integer_model`: where the operation's integer arithmetic is not its
+    float op followed by one FakeQuant (two roundings, a table, an integer normalization), the
+    graph ops that compute exactly its integers from its quantized inputs on a power-of-two
+    target; the annotated graph then agrees with the integer simulator bit for bit."""
 
     inputs: tuple[QKind, ...]
     output: QKind
     weight: bool = False  # has a quantized weight
     bias: bool = False  # has a quantized bias
     weight_channel_axes: tuple[int, ...] = ()
+    integer_model: Callable[[IntegerModelBuilder], str] | None = None  # -> the output tensor
 
 
 @dataclass
@@ -150,8 +183,13 @@ def group_layers(graph: Graph, patterns: Iterable[Pattern], rules: Mapping[str, 
     for node in graph.nodes:
         if node.name in owner or node.op in PASSIVE_OPS:
             continue
-        pattern = _pattern_for(graph, node, index, patterns, what)
-        layer = pattern.match(graph, node, index)
+        try:
+            pattern = _pattern_for(graph, node, index, patterns, what)
+            layer = pattern.match(graph, node, index)
+        except LayerError:
+            raise
+        except GraphError as error:
+            raise LayerError(str(error), node) from error
         layer.inputs = [canonical_tensor(tensor) for tensor in layer.inputs]
         layer.rule = rules[layer.op]
         for name in layer.nodes:
@@ -168,7 +206,7 @@ def _pattern_for(graph: Graph, node: Node, index: GraphIndex, patterns: list[Pat
             return pattern
     operations = sorted({pattern.op for pattern in patterns})
     supported = sorted({op for pattern in patterns for op in pattern.tf_ops})
-    raise GraphError(
+    raise LayerError(
         f"node {node.name} ({node.op}) is not part of any IR layer; the IR expresses "
-        f"{', '.join(operations)} (from TensorFlow ops {', '.join(supported)}){what}"
+        f"{', '.join(operations)} (from TensorFlow ops {', '.join(supported)}){what}", node
     )

@@ -83,3 +83,18 @@ def evaluate(graph: Graph, fetches: list[str], feed: dict[str, np.ndarray] | Non
     with tf.compat.v1.Session(graph=tf_graph) as session:
         values = session.run(fetches, feed_dict=feed or {})
     return [np.asarray(value) for value in values]
+
+
+def evaluate_region(graph: Graph, nodes: list[str], source: str, output: str, values: np.ndarray) -> np.ndarray:
+    """What the nodes `nodes` of `graph` (element-wise of the one tensor `source`) compute at
+    `output` when `source` takes `values`, with TensorFlow itself, in float32."""
+    by_name = graph.by_name()
+    placeholder = "region_input"
+    region = [copy_node(by_name[name], inputs=[placeholder if canonical_tensor(t) == canonical_tensor(source) else t
+                                               for t in by_name[name].inputs], output_shapes=[]) for name in nodes]
+    consts = {tensor_node(t) for node in region for t in node.inputs if t != placeholder and tensor_node(t) not in nodes}
+    region = [Node(placeholder, "Placeholder", [], {"dtype": {"type": "float32"}}),
+              *(copy_node(by_name[name]) for name in sorted(consts)), *region]
+    sub = Graph(region, {name: graph.constants[name] for name in consts}, f"{placeholder}:0", [output], {})
+    (result,) = evaluate(sub, [output], {f"{placeholder}:0": np.asarray(values, np.float32)})
+    return result

@@ -64,27 +64,6 @@ def dequantize(values: np.ndarray, log2scale: int) -> np.ndarray:
     return values.astype(np.float32) * np.float32(2.0**-log2scale)
 
 
-def fake_quant_ints(values, log2scale: int, bits: int = 8) -> tuple[np.ndarray, bool]:
-    """(the integers, whether any was saturated) that TensorFlow's FakeQuantWithMinMaxVars
-    represents for `values` over the table's range [-2^(bits-1), 2^(bits-1) - 1] * 2^-log2scale.
-
-    TF's kernel, in float32: clamped = min(max(x, min), max); q = floor((clamped - min) / scale + 0.5);
-    the integer is q - 2^(bits-1). With a power-of-two scale the nudged range is the range and
-    the division is exact, so the integer is x * 2^log2scale rounded half up (towards +inf) and
-    saturated, except that `clamped - min` is itself rounded to float32: a value within float32
-    rounding of a half-step rounds as TF rounds it. Emulating that step exactly makes these the
-    annotated graph's integers, bit for bit. "Saturated": rounding alone would leave the int range."""
-    x = np.asarray(values, dtype=np.float32)
-    scale = np.float32(2.0**-log2scale)
-    low = np.float32(-(2 ** (bits - 1))) * scale
-    high = np.float32(2 ** (bits - 1) - 1) * scale
-    unsaturated = np.floor(x.astype(np.float64) * 2.0**log2scale + 0.5)
-    saturated = bool(x.size) and bool(unsaturated.min() < -(2 ** (bits - 1)) or unsaturated.max() > 2 ** (bits - 1) - 1)
-    shifted = np.minimum(np.maximum(x, low), high) - low  # float32, as TF computes it
-    steps = np.floor(shifted / scale + np.float32(0.5))
-    return steps.astype(np.int64) - 2 ** (bits - 1), saturated
-
-
 def accumulator_bound(weight_magnitudes, bias, bias_shift: int, output_shift: int) -> int:
     """The largest magnitude an accumulator reaches for any int8 input: over the output
     channels, sum |w| x 128 (every partial sum of the products is bounded by it, in any order)

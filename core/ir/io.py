@@ -17,13 +17,13 @@ import numpy as np
 
 from core.ir.network import Ir
 from core.ir.op import NETWORK_INPUT
+from core.ir.ops import OPS
 from core.ir.records import IrError
 
 NET_DEF_FILE = "net_def.json"
 PARAMS_DIR = "params"
 DATA_FILES = ("schemas/tf2ir_ir.schema.json",)  # read here: part of the code version of every stage that imports this module
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / DATA_FILES[0]
-PARAM_KINDS = ("weight", "bias")
 
 
 def write_ir(ir: Ir, directory: Path, tensors: dict[str, dict[str, np.ndarray]] | None = None) -> None:
@@ -46,7 +46,8 @@ def read_ir(directory: Path) -> Ir:
     validate_ir(layers, origin=str(path))
     params = {}
     for layer in layers:
-        files = {kind: directory / PARAMS_DIR / f"{layer['name']}_{kind}.npy" for kind in PARAM_KINDS}
+        kinds = OPS[layer["operation"]].param_kinds
+        files = {kind: directory / PARAMS_DIR / f"{layer['name']}_{kind}.npy" for kind in kinds}
         arrays = {kind: np.load(file, allow_pickle=False) for kind, file in files.items() if file.is_file()}
         if arrays:
             params[layer["name"]] = arrays

@@ -45,7 +45,7 @@ class Ir:
 
     def readers_of_input(self) -> list[tuple[IrLayer, int]]:
         """(layer, position) of every input that is the network input."""
-        return [(layer, position) for layer in self.layers for position, name in enumerate(layer.previous_layer)
+        return [(layer, position) for layer in self.layers for position, name in enumerate(layer.operands())
                 if name == NETWORK_INPUT]
 
     @property

@@ -35,10 +35,48 @@ class IrContext:
     input_log2scale: int = 7
 
     def __post_init__(self):
-        self._readers: dict[str, list[str]] = {}
+        self._readers: dict[str, list[Layer]] = {}
         for layer in self.layer_graph.layers:
-            for tensor in layer.inputs:
-                self._readers.setdefault(tensor, []).append(layer.ir_name)
+            for tensor in dict.fromkeys(layer.inputs):
+                self._readers.setdefault(tensor, []).append(layer)
+        self.order, self._previous = self._traverse()
+
+    def _traverse(self) -> tuple[list[Layer], dict[str, list[str]]]:
+        """The layers in the order of seed 000, 5.3, and each one's previous_layer as 5.5 records it.
+
+        A layer is processed when it is, of the discovered ones, the last (from the end of the
+        list) whose inputs are all ready; processing it makes its output ready, records it as a
+        previous layer of each of its readers (so previous_layer lists producers in the order
+        they were processed, the network input first) and discovers those readers. Readers come
+        in graph order. Unlike the original tool, the readers of an end point are followed too
+        (its next_layer still says "endpoint"), so no layer is ever left out."""
+        input_tensor = canonical_tensor(self.graph.input_tensor)
+        ready, order, discovered = {input_tensor}, [], []
+        previous: dict[str, list[str]] = {}
+        self._discover(input_tensor, NETWORK_INPUT, previous, discovered, order)
+        while discovered:
+            position = next((i for i in range(len(discovered) - 1, -1, -1)
+                             if all(tensor in ready for tensor in discovered[i].inputs)), None)
+            if position is None:
+                raise IrError(f"layers {[layer.ir_name for layer in discovered]} wait on tensors no layer produces")
+            layer = discovered.pop(position)
+            order.append(layer)
+            ready.add(layer.output)
+            self._discover(layer.output, layer.ir_name, previous, discovered, order)
+        missing = [layer.ir_name for layer in self.layer_graph.layers if layer not in order]
+        if missing:
+            raise IrError(f"layers {missing} are not reached from the network input")
+        return order, previous
+
+    def _discover(self, tensor: str, producer: str, previous: dict, discovered: list, processed: list) -> None:
+        for reader in self._readers.get(tensor, []):
+            previous.setdefault(reader.ir_name, []).extend(producer for _ in range(reader.inputs.count(tensor)))
+            if reader not in discovered and reader not in processed:
+                discovered.append(reader)
+
+    def previous_layers(self, layer: Layer) -> list[str]:
+        """previous_layer: the producers in the order they were processed (seed 000, 5.5)."""
+        return list(self._previous[layer.ir_name])
 
     @property
     def graph(self) -> Graph:
@@ -61,7 +99,7 @@ class IrContext:
         readers, if any, are not followed, like the original tool)."""
         if layer.output in set(self.graph.end_points):
             return [END_POINT]
-        readers = self._readers.get(layer.output, [])
+        readers = [reader.ir_name for reader in self._readers.get(layer.output, [])]
         if not readers:
             raise IrError(f"layer {layer.ir_name}: its output {layer.output} is read by no layer and is not an end point")
         return readers
@@ -76,9 +114,12 @@ class IrContext:
             raise IrError(f"tensor {tensor} has no power-of-two scale (target {self.table.target}); the IR needs target=tf2ir")
         return entry.log2scale
 
-    def nhwc(self, layer: Layer, field_name: str, tensor: str) -> list[int]:
-        """The NHWC shape of `tensor`, every dimension but the batch known, else an IrError."""
+    def nhwc(self, layer: Layer, field_name: str, tensor: str, flat: bool = False) -> list[int]:
+        """The NHWC shape of `tensor`, every dimension but the batch known, else an IrError.
+        `flat`: an [N, C] tensor is the [N, 1, 1, C] image (the same bytes)."""
         shape = self.graph.shape(tensor)
+        if flat and shape is not None and len(shape) == 2:
+            shape = [shape[0], 1, 1, shape[1]]
         if shape is None or len(shape) != 4 or min(shape[1:]) < 0:
             raise IrError(f"layer {layer.ir_name}: {field_name}: the IR needs an NHWC tensor of known size, got {shape} for {tensor}")
         return [int(v) for v in shape]
@@ -116,10 +157,11 @@ class IrOp:
 
     fields(layer, ctx): the record's operation keys (all but name, operation, previous_layer,
         next_layer) as JSON values, for a matched layer under ctx's calibration table.
-    params(layer, ctx): its int8 constants by kind ("weight", "bias") in the IR's layouts.
-    kernel(record, params, inputs): the int8 output for int8 NHWC input batches (`inputs` in
-        previous_layer order), exactly as the hardware computes it.
-    input_kinds: the .npy names of its inputs in the IR's test tensors."""
+    params(layer, ctx): its int8 constants by kind (param_kinds: "weight", "bias", "table") in the
+        IR's layouts.
+    kernel(record, params, inputs): the int8 output for int8 NHWC input batches (`inputs` in the
+        record's operands() order), exactly as the hardware computes it.
+    input_kinds: the .npy names of its inputs in the IR's test tensors (input_kind)."""
 
     name: str
     record: type[IrLayer]
@@ -129,12 +171,17 @@ class IrOp:
     kernel: Kernel
     params: Params = no_params
     input_kinds: tuple[str, ...] = ("input",)
+    param_kinds: tuple[str, ...] = ()  # the kinds `params` returns: params/<layer>_<kind>.npy
+
+    def input_kind(self, position: int, operands: int) -> str:
+        """The test tensor name of input `position` of a layer with `operands` inputs: its
+        input_kinds', or input0, input1, ... for an operation of any number of inputs."""
+        return self.input_kinds[position] if len(self.input_kinds) == operands else f"input{position}"
 
     def describe(self, layer: Layer, ctx: IrContext) -> IrLayer:
         """The layer as its typed IR record, every shift checked against ctx's range."""
-        previous = [ctx.producer_name(tensor) for tensor in layer.inputs]
         data = {"name": layer.ir_name, "operation": self.name, **self.fields(layer, ctx),
-                "previous_layer": previous, "next_layer": ctx.next_layers(layer)}
+                "previous_layer": ctx.previous_layers(layer), "next_layer": ctx.next_layers(layer)}
         record = self.record.from_json(data)
         for shift in record.shifts():
             ctx.check_shift(record.name, shift.label, shift.amount)

@@ -132,16 +132,22 @@ class IrLayer:
         return cls(**values)
 
     # --- what every consumer asks ---------------------------------------------------------------
+    def operands(self) -> tuple[str, ...]:
+        """The producers of the operation's inputs, in the operation's order (what its kernel and
+        emitters take). previous_layer lists them in the order they were processed (seed 000,
+        5.5), which can differ: an operation with several inputs names them in its fields."""
+        return tuple(self.previous_layer)
+
     def shape_of_output(self) -> tuple[int, ...]:
         """One image's output shape (HWC, or a reshape's shape)."""
         raise NotImplementedError(f"{type(self).__name__}.shape_of_output")
 
     def shape_of_input(self, position: int) -> tuple[int, ...]:
-        """One image's shape of the input at `position` (previous_layer order)."""
+        """One image's shape of the operand at `position` (operands() order)."""
         raise NotImplementedError(f"{type(self).__name__}.shape_of_input")
 
     def log2scale_of_input(self, position: int) -> int:
-        """The log2scale the layer expects on its input at `position`."""
+        """The log2scale the layer expects on its operand at `position` (operands() order)."""
         raise NotImplementedError(f"{type(self).__name__}.log2scale_of_input")
 
     def log2scale_of_output(self) -> int:
@@ -166,6 +172,11 @@ class IrLayer:
     def fused_operators(self) -> list[str]:
         """The quantized operators the layer stands for (seed 004 [0045])."""
         raise NotImplementedError(f"{type(self).__name__}.fused_operators")
+
+    def with_lanes(self, channels: int) -> "IrLayer":
+        """This element-wise layer over `channels` values per pixel instead of its own (run on
+        packed data, padding lanes included: seed 004 [0048]). Only `elementwise` records answer."""
+        raise NotImplementedError(f"{type(self).__name__}.with_lanes: {self.operation} is not element-wise")
 
     def label(self) -> str:
         return self.label_prefix or self.operation

@@ -2,7 +2,7 @@
 
 Each layer's integer kernel is its operation's (core/ir/ops/); this module only feeds them:
 the network input mapped to int8 at the IR's input log2scale, each layer reading its
-producers' int8 outputs in `previous_layer` order. Every array is a batch (NHWC), so the same
+producers' int8 outputs in its operation's order (IrLayer.operands). Every array is a batch (NHWC), so the same
 code computes the IR's test tensors and whole evaluation sets.
 """
 
@@ -14,6 +14,20 @@ from core.ir.fixedpoint import dequantize, quantize
 from core.ir.network import Ir
 from core.ir.op import NETWORK_INPUT
 from core.ir.ops import OPS
+from core.ir.records import IrError, IrLayer
+
+
+def as_operand(value: np.ndarray, layer: IrLayer, position: int) -> np.ndarray:
+    """`value` (a batch) in the shape `layer` reads at `position`. Every tensor is row-major HWC
+    bytes, so a producer's [N, K] is a reader's [N, 1, 1, K] unchanged (a dense layer after a
+    Flatten); only the sizes must agree."""
+    shape = tuple(layer.shape_of_input(position))
+    if tuple(value.shape[1:]) == shape:
+        return value
+    if int(np.prod(value.shape[1:])) != int(np.prod(shape)):
+        raise IrError(f"layer {layer.name}: operand {position} ({layer.operands()[position]}) holds {list(value.shape[1:])} "
+                      f"per image; the layer reads {list(shape)}")
+    return value.reshape(len(value), *shape)
 
 
 class IntegerSimulator:
@@ -35,7 +49,7 @@ class IntegerSimulator:
     def run_int8(self, inputs: np.ndarray, keep_all: bool = False) -> dict[str, np.ndarray]:
         values: dict[str, np.ndarray] = {NETWORK_INPUT: inputs}
         for position, (layer, kernel) in enumerate(zip(self.ir.layers, self.kernels)):
-            operands = [values[name] for name in layer.previous_layer]
+            operands = [as_operand(values[name], layer, position) for position, name in enumerate(layer.operands())]
             values[layer.name] = kernel(layer, self.ir.params.get(layer.name, {}), operands)
             if not keep_all:
                 for name in layer.previous_layer:

@@ -37,6 +37,8 @@ from core.quantize.table import CalibrationTable, TensorEntry
 from core.frontend.graph import Graph, GraphError, Node, canonical_tensor, tensor_index, tensor_node
 from core.frontend.fake_quant import FAKE_QUANT, FAKE_QUANT_PER_CHANNEL
 from core.frontend.layers import Layer, LayerGraph
+from core.frontend.rewrite import remove_dead_nodes
+from core.quantize.integer_model import GraphModelBuilder
 BIAS_BITS = 32  # the hardware accumulates and adds biases in int32
 
 
@@ -108,7 +110,8 @@ def _activation_entries(layer_graph: LayerGraph, table: CalibrationTable, allow_
     return found
 
 
-def _annotate_activation(edit: _Insertions, tensor: str, entry: TensorEntry, is_input: bool, bits: int) -> None:
+def _annotate_activation(edit: _Insertions, tensor: str, entry: TensorEntry, is_input: bool, bits: int, reads: str) -> None:
+    """One FakeQuant for `tensor`, reading `reads` (the tensor, or its layer's integer model)."""
     if not entry.range:
         raise AnnotateError(f"activation {tensor}: its table entry has no range; activations are quantized per tensor")
     producer = tensor_node(tensor)
@@ -116,9 +119,28 @@ def _annotate_activation(edit: _Insertions, tensor: str, entry: TensorEntry, is_
     if tensor_index(tensor):
         suffix += f"_{tensor_index(tensor)}"
     scope = edit.scope(f"{producer}/{suffix}")
-    quantized = _fake_quant(edit, producer, scope, tensor, entry.range[0], entry.range[1], bits)
+    quantized = _fake_quant(edit, producer, scope, reads, entry.range[0], entry.range[1], bits)
     edit.everywhere[tensor] = quantized
     edit.record["activations"][tensor] = quantized
+
+
+def _integer_model(edit: _Insertions, layer: Layer | None, layer_graph: LayerGraph, table: CalibrationTable) -> str | None:
+    """The output of the layer's integer model, added to the graph, when its rule has one and
+    the table is power-of-two (the integers are the IR's); None otherwise."""
+    if layer is None or layer.rule.integer_model is None or table.tensors[layer.output].log2scale is None:
+        return None
+    inputs, log2scales = [], []
+    for tensor in layer.inputs:
+        entry = table.tensors.get(layer_graph.scale_source(tensor))
+        if entry is None or entry.log2scale is None:
+            raise AnnotateError(f"layer {layer.name} ({layer.op}): its input {tensor} has no power-of-two scale in the "
+                                f"calibration table ({table.method}); its integer model needs one")
+        inputs.append(edit.everywhere.get(tensor, tensor))  # its FakeQuant, or an identity op's output
+        log2scales.append(entry.log2scale)
+    scope = edit.scope(f"{layer.name}/integer_model")
+    builder = GraphModelBuilder(edit, tensor_node(layer.output), scope, layer_graph.graph, layer, inputs, log2scales,
+                                table.tensors[layer.output].log2scale)
+    return layer.rule.integer_model(builder)
 
 
 # --- weights and biases -------------------------------------------------------------
@@ -136,7 +158,7 @@ def _per_channel(edit: _Insertions, layer: Layer, reader: Node, tensor: str, ent
     shape = list(edit.graph.constants[tensor_node(tensor)].shape)
     # a bias is one value per channel; a weight's output channels are the axes its rule names, merged
     # into one last axis around the FakeQuant, which quantizes along the last axis
-    axes = (0,) if len(shape) == 1 else layer.rule.weight_channel_axes
+    axes = (0,) if len(shape) == 1 else tuple(axis % len(shape) for axis in layer.rule.weight_channel_axes)
     if not axes:
         raise AnnotateError(f"layer {layer.name}: per-channel weights of a {reader.op} are not supported (conv and dwconv are)")
     channels = int(np.prod([shape[axis] for axis in axes]))
@@ -203,27 +225,29 @@ def _assemble(edit: _Insertions, table: CalibrationTable) -> Graph:
         nodes.extend(_rewired(new, edit, inserted) for new in edit.after.get(node.name, []))
     end_points = [edit.everywhere.get(canonical_tensor(t), t) for t in graph.end_points]
     constants = {**graph.constants, **edit.constants}
-    # a bias replaced by its grid Const is no longer read; drop it so nothing dangles
-    read = {tensor_node(t) for node in nodes for t in node.inputs} | {tensor_node(t) for t in end_points}
-    nodes = [node for node in nodes if node.op != "Const" or node.name in read]
-    constants = {name: value for name, value in constants.items() if name in read}
     source = {**graph.source, "annotation": {"method": table.method, "target": table.target, "bits": table.bits, **edit.record}}
-    annotated = Graph(nodes, constants, graph.input_tensor, end_points, source)
+    # what nothing reads any more goes: a bias replaced by its grid Const, the float ops an integer model replaced
+    annotated = remove_dead_nodes(Graph(nodes, constants, graph.input_tensor, end_points, source))
     annotated.infer_shapes()
     return annotated
 
 
-def annotate_graph(layer_graph: LayerGraph, table: CalibrationTable, *, allow_missing: bool = False) -> Graph:
+def annotate_graph(layer_graph: LayerGraph, table: CalibrationTable, *, allow_missing: bool = False,
+                   integer_models: bool = True) -> Graph:
     """The float graph of `layer_graph` with simulated quantization from `table`.
 
     Every quantized tensor with an entry is quantized once; a missing entry is an
     error except for the network input (QAT tables leave it out) or with
     `allow_missing` (to quantize only part of a network). `source['annotation']`
-    maps each quantized tensor, weight and bias to the FakeQuant output replacing it."""
+    maps each quantized tensor, weight and bias to the FakeQuant output replacing it.
+    `integer_models`: on a power-of-two table, a layer whose rule has an integer model
+    (add, lut, softmax) is computed by it (the IR's integers exactly); without, by its float
+    ops (the graph then re-imports as a QAT graph, every op one the IR's patterns know)."""
     graph = layer_graph.graph
     edit = _Insertions(graph, {node.name for node in graph.nodes})
     for tensor, entry in _activation_entries(layer_graph, table, allow_missing):
-        _annotate_activation(edit, tensor, entry, tensor == graph.input_tensor, table.bits)
+        model = _integer_model(edit, layer_graph.producer_of(tensor), layer_graph, table) if integer_models else None
+        _annotate_activation(edit, tensor, entry, tensor == graph.input_tensor, table.bits, model or tensor)
     for layer in layer_graph.layers:
         rule = layer.rule
         for wanted, const, kind in ((rule.weight, layer.weight, "weight"), (rule.bias, layer.bias, "bias")):

@@ -3,7 +3,7 @@
 An emitter `emit(record, symbol) -> str` returns the C of one layer (its typed IR record,
 core/ir/records.py), under this contract:
   - it defines `static void <symbol>(const int8_t *in0, [const int8_t *in1,] int8_t *out)`,
-    one pointer per input in previous_layer order (add: pl, add; concat2: input0, input1): one
+    one pointer per operand in the operation's order (IrLayer.operands: add pl, add; concat2 input0, input1): one
     image, HWC (int8, row-major), computing exactly what the operation's kernel (core/ir/ops/)
     computes for that image, bit for bit. `out` never aliases an input.
   - shapes, shifts and clamps are baked in as literals: the text depends on the record and

@@ -125,7 +125,7 @@ def _activation_entry(tensor, layer, method, target, settings, stats, ranges) ->
             chosen = log2scale(threshold, target.bits, target.pow2_rounding, stats)
             value = chosen.log2scale
             warnings += [chosen.warning] if chosen.warning else []
-        _check_log2scale(value, target, f"tensor {tensor} (layer {layer})")
+        value = _fit_log2scale(value, target, f"tensor {tensor} (layer {layer})", warnings)
         entry = TensorEntry("activation", method, threshold, pow2_range(value, target.bits), log2scale=value)
     else:
         scale = float_scale(threshold, target.bits)
@@ -142,9 +142,10 @@ def _weight_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpe
         return _qat_constant_entry("weight", key, layer.name, ranges[key], target)
     absmax = float(np.abs(weight).max())
     if target.pow2_scales:
-        value = unsaturated_log2scale(absmax, target.bits)
-        _check_log2scale(value, target, f"weight of layer {layer.name}")
-        return TensorEntry("weight", "absmax", absmax, pow2_range(value, target.bits), log2scale=value, absmax=absmax, layer=layer.name)
+        warnings: list[str] = []
+        value = _fit_log2scale(unsaturated_log2scale(absmax, target.bits), target, f"weight of layer {layer.name}", warnings)
+        return TensorEntry("weight", "absmax", absmax, pow2_range(value, target.bits), log2scale=value, absmax=absmax, layer=layer.name,
+                           warnings=warnings)
     if target.per_channel_weights:
         channel_absmax = per_output_channel_absmax(weight, layer)
         scales = [float_scale(value, target.bits) for value in channel_absmax]
@@ -161,9 +162,10 @@ def _bias_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpec,
         return _qat_constant_entry("bias", key, layer.name, ranges[key], target)
     absmax = float(np.abs(bias).max())
     if target.pow2_scales:  # the TF2IR bias is int8 with a log2scale of its own (bias_shift aligns it)
-        value = unsaturated_log2scale(absmax, target.bits)
-        _check_log2scale(value, target, f"bias of layer {layer.name}")
-        return TensorEntry("bias", "absmax", absmax, pow2_range(value, target.bits), log2scale=value, absmax=absmax, layer=layer.name)
+        warnings: list[str] = []
+        value = _fit_log2scale(unsaturated_log2scale(absmax, target.bits), target, f"bias of layer {layer.name}", warnings)
+        return TensorEntry("bias", "absmax", absmax, pow2_range(value, target.bits), log2scale=value, absmax=absmax, layer=layer.name,
+                           warnings=warnings)
     # float-scale targets keep the bias in int32 at the accumulator's scale: input scale x weight scale
     input_scale = tensors[layer_graph.scale_source(layer.inputs[0])].scale
     weight_entry = tensors[f"{layer.weight}:0"]
@@ -194,20 +196,28 @@ def unsaturated_log2scale(absmax: float, bits: int) -> int:
     return math.floor(math.log2((2 ** (bits - 1) - 1) / absmax))
 
 
-def _check_log2scale(value: int, target: TargetSpec, what: str) -> None:
-    if not target.min_log2scale <= value <= target.max_log2scale:
+def _fit_log2scale(value: int, target: TargetSpec, what: str, warnings: list[str]) -> int:
+    """`value` within the target's log2scale range. Too fine a scale (a range smaller than the
+    target resolves, as an untrained network's vanishing activations have) becomes the finest
+    the target has, with a warning: nothing saturates, small values lose resolution. Too coarse
+    a scale would saturate the tensor: an error."""
+    if value > target.max_log2scale:
+        warnings.append(f"log2scale {value} is finer than the target's finest, {target.max_log2scale} "
+                        f"(target.max_log2scale): quantized at 2^-{target.max_log2scale}, with fewer levels")
+        return target.max_log2scale
+    if value < target.min_log2scale:
         raise CalibrationError(
             f"{what}: log2scale {value} is outside the target's range [{target.min_log2scale}, {target.max_log2scale}] "
-            f"(target.min_log2scale / target.max_log2scale); the tensor's range is too "
-            f"{'small' if value > target.max_log2scale else 'large'} for {target.name}"
+            f"(target.min_log2scale / target.max_log2scale); the tensor's range is too large for {target.name}"
         )
+    return value
 
 
 def per_output_channel_absmax(weight: np.ndarray, layer: Layer) -> list[float]:
     """max |w| per output channel: over every axis but those the layer's rule says index the
     output channels (merged in order: a depthwise HWCM weight's channel c * M + m)."""
-    axes = layer.rule.weight_channel_axes
-    if not axes or list(axes) != list(range(weight.ndim - len(axes), weight.ndim)):
+    axes = [axis % weight.ndim for axis in layer.rule.weight_channel_axes]
+    if not axes or axes != list(range(weight.ndim - len(axes), weight.ndim)):
         raise CalibrationError(f"layer {layer.name}: its weight's output channels are axes {list(axes)} of a "
                                f"{weight.ndim}-d weight; per-channel weights need them last")
     flat = weight.reshape(-1, int(np.prod([weight.shape[axis] for axis in axes])))

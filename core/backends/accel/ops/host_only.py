@@ -4,4 +4,9 @@ from core.backends.accel.lowering import host_only
 
 host_only("reshape", "a change of shape across the blocked layout is a host copy (seed 004 [0055])")
 host_only("concat2", "the accelerator has no concatenation")
+host_only("concat", "the accelerator has no concatenation")
 host_only("resize_bilinear", "the accelerator has no interpolation")
+host_only("lut", "the accelerator has no table lookup")
+host_only("softmax", "the accelerator has no exponent or division")
+host_only("mul", "the accelerator multiplies only by constant weights")
+host_only("resize_nearest", "the accelerator has no gather; a host copy")

@@ -1,33 +1,36 @@
-"""concat2 as C99 (the contract: core/backends/c/emitter.py)."""
+"""concat2 and concat as C99 (the contract: core/backends/c/emitter.py)."""
 
 from __future__ import annotations
 
 from core.backends.c.emitter import emits
-from core.ir.ops.concat.record import Concat2Layer
+from core.ir.ops.concat.record import ConcatOperands
 
 
 @emits("concat2")
-def concat_emit_c(record: Concat2Layer, symbol: str) -> str:
-    """`concat_kernel` for one image. In HWC order the output is `outer` blocks, each input0's
-    next block (moved to the output scale: qt_round_shift64, saturated) followed by input1's:
-    dim H: 1 block of H0 * W * C and H1 * W * C; W: H blocks of W0 * C and W1 * C;
-    C: H * W blocks of C0 and C1."""
-    shapes = [record.shape_of_input(k) for k in (0, 1)]
-    (h0, w0, c0), (h1, w1, c1) = shapes
-    outer, blocks = {"H": (1, [h0 * w0 * c0, h1 * w1 * c1]), "W": (h0, [w0 * c0, w1 * c1]),
-                     "C": (h0 * w0, [c0, c1])}[record.dim]
-    shifts = [record.rescale(k) for k in (0, 1)]
-    return f"""/* concat2 along {record.dim}: {list(shapes[0])} (shift {shifts[0]}) + {list(shapes[1])} (shift {shifts[1]}) */
-QT_SIMD static void {symbol}(const int8_t *restrict in0, const int8_t *restrict in1, int8_t *restrict out)
+@emits("concat")
+def concat_emit_c(record: ConcatOperands, symbol: str) -> str:
+    """`concat_kernel` for one image. In HWC order the output is `outer` blocks, each the inputs'
+    next blocks in order (moved to the output scale: qt_round_shift64, saturated):
+    dim H: 1 block of Hk * W * C per input; W: H blocks of Wk * C; C: H * W blocks of Ck."""
+    shapes = [record.shape_of_input(k) for k in range(len(record.operands()))]
+    height, width = shapes[0][0], shapes[0][1]
+    outer = {"H": 1, "W": height, "C": height * width}[record.dim]
+    blocks = [h * w * c // outer for h, w, c in shapes]
+    shifts = [record.rescale(k) for k in range(len(shapes))]
+    pointers = ", ".join(f"const int8_t *restrict in{k}" for k in range(len(shapes)))
+    copies, offset = [], 0
+    for k, (block, shift) in enumerate(zip(blocks, shifts)):
+        copies.append(f"        for (i = 0; i < {block}; i++)\n"
+                      f"            o[{offset} + i] = qt_sat8(qt_round_shift64(in{k}[b * {block} + i], {shift}));")
+        offset += block
+    described = " + ".join(f"{list(shape)} (shift {shift})" for shape, shift in zip(shapes, shifts))
+    return f"""/* {record.operation} along {record.dim}: {described} */
+QT_SIMD static void {symbol}({pointers}, int8_t *restrict out)
 {{
     int b, i;
     for (b = 0; b < {outer}; b++) {{
-        const int8_t *x0 = in0 + b * {blocks[0]}, *x1 = in1 + b * {blocks[1]};
-        int8_t *o = out + b * {blocks[0] + blocks[1]};
-        for (i = 0; i < {blocks[0]}; i++)
-            o[i] = qt_sat8(qt_round_shift64(x0[i], {shifts[0]}));
-        for (i = 0; i < {blocks[1]}; i++)
-            o[{blocks[0]} + i] = qt_sat8(qt_round_shift64(x1[i], {shifts[1]}));
+        int8_t *o = out + b * {offset};
+{chr(10).join(copies)}
     }}
 }}
 """

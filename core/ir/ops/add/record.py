@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -28,6 +29,9 @@ class AddLayer(Activated, IrLayer):
     output_shift_bit: int
     pl_name: str
     add_name: str
+
+    def operands(self) -> tuple[str, ...]:
+        return self.pl_name, self.add_name
 
     def shape_of_output(self) -> tuple[int, ...]:
         return self.input_size.height, self.input_size.width, self.input_channel_num
@@ -56,6 +60,10 @@ class AddLayer(Activated, IrLayer):
 
     def macs(self) -> int:
         return 0
+
+    def with_lanes(self, channels: int) -> "AddLayer":
+        height, width = self.input_size.pair()
+        return dataclasses.replace(self, input_channel_num=channels, size=height * width * channels)
 
     def accumulator_bound(self, params: dict | None = None) -> None:
         return None  # no accumulator: |sum| <= 256 at the coarser scale, then a shift

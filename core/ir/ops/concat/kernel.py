@@ -1,21 +1,21 @@
-"""The concat2 layer's integer kernel."""
+"""The concat2 / concat layers' integer kernel."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from core.ir.fixedpoint import round_shift, saturate
-from core.ir.ops.concat.record import DIM_AXES, Concat2Layer
+from core.ir.ops.concat.record import DIM_AXES, ConcatOperands
 
 
-def concat_kernel(record: Concat2Layer, params: dict, inputs: list) -> np.ndarray:
-    """int8 input0, input1 (NHWC) -> int8 NHWC.
+def concat_kernel(record: ConcatOperands, params: dict, inputs: list) -> np.ndarray:
+    """int8 inputs (NHWC) -> int8 NHWC.
 
-    Each input is moved to output_log2scale on its own: shifted right by
-    inputK_log2scale - output_log2scale with round-half-up if positive, left if negative;
-    saturated to [-128, 127]; then the two are concatenated along dim (H, W or C). Every output
-    element comes from one input with one rounding: bit-identical to TF's float ConcatV2
-    followed by FakeQuant, equal scales or not."""
+    Each input k is moved to output_log2scale on its own: shifted right by
+    its log2scale - output_log2scale with round-half-up if positive, left if negative;
+    saturated to [-128, 127]; then the inputs are concatenated along dim (H, W or C) in order.
+    Every output element comes from one input with one rounding: bit-identical to TF's float
+    ConcatV2 followed by FakeQuant, equal scales or not."""
     parts = []
     for number, x in enumerate(inputs):
         x = np.asarray(x, dtype=np.int64)

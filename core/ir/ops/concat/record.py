@@ -1,18 +1,44 @@
-"""The concat2 IR record (seed 000 ConcatV2): two NHWC inputs, each moved to the output's
-scale, joined along H, W or C."""
+"""The concat records: concat2 (seed 000 ConcatV2 of two NHWC tensors) and concat (a TF2IR
+extension: any number of inputs), each input moved to the output's scale, joined along H, W or C."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
-from core.ir.records import IrLayer, Shift, Size
+from core.ir.records import IrLayer, Shift, Size, omitted_when
 
 DIM_AXES = {"H": 1, "W": 2, "C": 3}  # the NHWC axis of each `dim`
 
 
+class ConcatOperands:
+    """What both records answer alike from their inputs' shapes and scales."""
+
+    def shape_of_output(self) -> tuple[int, ...]:
+        return self.output_size.height, self.output_size.width, self.output_channel_num
+
+    def log2scale_of_output(self) -> int:
+        return self.output_log2scale
+
+    def rescale(self, position: int) -> int:
+        """input_k_log2scale - output_log2scale: the right shift (negative: left) moving input k to the output scale."""
+        return self.log2scale_of_input(position) - self.output_log2scale
+
+    def shifts(self) -> list[Shift]:
+        return [Shift(f"input{k} log2scale - output_log2scale", self.rescale(k), signed=True) for k in range(len(self.operands()))]
+
+    def macs(self) -> int:
+        return 0
+
+    def accumulator_bound(self, params: dict | None = None) -> None:
+        return None  # no accumulator: each element moved by one shift
+
+    def fused_operators(self) -> list[str]:
+        return [self.operation, "requantize"]
+
+
 @dataclass(frozen=True, kw_only=True)
-class Concat2Layer(IrLayer):
+class Concat2Layer(ConcatOperands, IrLayer):
     operation: ClassVar[str] = "concat2"
     label_prefix: ClassVar[str] = "cat"
 
@@ -29,9 +55,15 @@ class Concat2Layer(IrLayer):
     input1_size: Size
     input1_log2scale: int
     input1_dtype: str = "int8"
+    # the producers of input0 and input1 (previous_layer lists them in processing order); absent in
+    # IRs written before they existed, where previous_layer's order is theirs
+    input0_name: str | None = omitted_when(None)
+    input1_name: str | None = omitted_when(None)
 
-    def shape_of_output(self) -> tuple[int, ...]:
-        return self.output_size.height, self.output_size.width, self.output_channel_num
+    def operands(self) -> tuple[str, ...]:
+        if self.input0_name is None or self.input1_name is None:
+            return tuple(self.previous_layer)
+        return self.input0_name, self.input1_name
 
     def shape_of_input(self, position: int) -> tuple[int, ...]:
         size: Size = getattr(self, f"input{position}_size")
@@ -40,22 +72,29 @@ class Concat2Layer(IrLayer):
     def log2scale_of_input(self, position: int) -> int:
         return getattr(self, f"input{position}_log2scale")
 
-    def log2scale_of_output(self) -> int:
-        return self.output_log2scale
 
-    def rescale(self, position: int) -> int:
-        """input_k_log2scale - output_log2scale: the right shift (negative: left) moving input k to the output scale."""
-        return self.log2scale_of_input(position) - self.output_log2scale
+@dataclass(frozen=True, kw_only=True)
+class ConcatLayer(ConcatOperands, IrLayer):
+    """concat of any number of inputs; input k's fields are item k of each input_* list."""
 
-    def shifts(self) -> list[Shift]:
-        return [Shift(f"input{k}_log2scale - output_log2scale", self.rescale(k), signed=True) for k in (0, 1)]
+    operation: ClassVar[str] = "concat"
+    label_prefix: ClassVar[str] = "cat"
 
-    def macs(self) -> int:
-        return 0
+    dim: str
+    output_channel_num: int
+    output_size: Size
+    output_log2scale: int
+    dtype: str = "int8"
+    input_names: tuple[str, ...]
+    input_channel_nums: tuple[int, ...]
+    input_sizes: tuple[Size, ...]
+    input_log2scales: tuple[int, ...]
 
-    def accumulator_bound(self, params: dict | None = None) -> None:
-        return None  # no accumulator: each element moved by one shift
+    def operands(self) -> tuple[str, ...]:
+        return tuple(self.input_names)
 
-    def fused_operators(self) -> list[str]:
-        return ["concat2", "requantize"]
+    def shape_of_input(self, position: int) -> tuple[int, ...]:
+        return self.input_sizes[position].height, self.input_sizes[position].width, self.input_channel_nums[position]
 
+    def log2scale_of_input(self, position: int) -> int:
+        return self.input_log2scales[position]

@@ -1,5 +1,5 @@
 """conv and dwconv (seed 000, 4.2 CONV/DWCONV): Conv2D / DepthwiseConv2dNative with their
-bias, activation, a folded Pad or atrous block (pattern.py); the typed record with its shapes,
+bias, activation, a folded Pad or atrous block, and MatMul as the 1x1 conv (pattern.py); the typed record with its shapes,
 MACs, shifts and accumulator bound (record.py); fields and int8 constants from the graph and
 the calibration table (emit.py); the integer kernels (kernel.py, requantize.py)."""
 
@@ -7,8 +7,11 @@ from core.frontend.layers import AnnotateRule, QKind
 from core.ir.op import IrOp, register_op
 from core.ir.ops.conv.emit import conv_fields, conv_params
 from core.ir.ops.conv.kernel import conv_kernel, dwconv_kernel
-from core.ir.ops.conv.pattern import PATTERNS
+from core.ir.ops.conv.pattern import DENSE, PATTERNS
 from core.ir.ops.conv.record import ConvLayer, DwconvLayer
+
+
+PARAM_KINDS = ("weight", "bias")
 
 
 def _rule(weight_channel_axes: tuple[int, ...]) -> AnnotateRule:
@@ -16,6 +19,9 @@ def _rule(weight_channel_axes: tuple[int, ...]) -> AnnotateRule:
                         weight_channel_axes=weight_channel_axes)
 
 
-# the weight's output channels: conv HWIO's last axis; depthwise HWCM's C * M (c * M + m)
-CONV = register_op(IrOp("conv", ConvLayer, _rule((3,)), (PATTERNS["conv"],), conv_fields, conv_kernel, conv_params))
-DWCONV = register_op(IrOp("dwconv", DwconvLayer, _rule((2, 3)), (PATTERNS["dwconv"],), conv_fields, dwconv_kernel, conv_params))
+# the weight's output channels, from the last axis: conv HWIO's (or a Dense [K, N]'s) last axis;
+# depthwise HWCM's C * M (c * M + m)
+CONV = register_op(IrOp("conv", ConvLayer, _rule((-1,)), (PATTERNS["conv"], DENSE), conv_fields, conv_kernel, conv_params,
+                        param_kinds=PARAM_KINDS))
+DWCONV = register_op(IrOp("dwconv", DwconvLayer, _rule((-2, -1)), (PATTERNS["dwconv"],), conv_fields, dwconv_kernel,
+                          conv_params, param_kinds=PARAM_KINDS))

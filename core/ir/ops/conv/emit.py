@@ -8,9 +8,9 @@ import numpy as np
 
 from core.frontend.layers import Layer
 from core.ir.activations import activation_named
-from core.ir.fixedpoint import fake_quant_ints
 from core.ir.op import IrContext
 from core.ir.records import IrError
+from core.quantize.integers import fake_quant_ints
 
 
 def same_padding(size: int, kernel: int, stride: int, dilation: int) -> tuple[int, int, int]:
@@ -41,8 +41,8 @@ def _geometry(layer: Layer, ctx: IrContext) -> dict:
     """input/output sizes, explicit padding, strides, dilations and kernel size, checked
     against the graph's shapes."""
     name, attrs = layer.ir_name, layer.attrs
-    in_shape = ctx.nhwc(layer, "input_size", layer.inputs[0])
-    out_shape = ctx.nhwc(layer, "output_size", layer.output)
+    in_shape = ctx.nhwc(layer, "input_size", layer.inputs[0], flat=attrs.dense)
+    out_shape = ctx.nhwc(layer, "output_size", layer.output, flat=attrs.dense)
     (kh, kw), (sh, sw), (dh, dw) = attrs.kernel, attrs.strides, attrs.dilations
     if min(sh, sw, dh, dw) < 1:
         raise IrError(f"layer {name}: stride {[sh, sw]} / dilations {[dh, dw]} must be >= 1")
@@ -66,8 +66,13 @@ def _geometry(layer: Layer, ctx: IrContext) -> dict:
     }
 
 
+def _as_hwio(layer: Layer, weight: np.ndarray) -> np.ndarray:
+    """A dense layer's [K, C] weight is the 1x1 conv's [1, 1, K, C]."""
+    return weight.reshape(1, 1, *weight.shape) if layer.attrs.dense and weight.ndim == 2 else weight
+
+
 def _checked_weight(layer: Layer, ctx: IrContext) -> np.ndarray:
-    weight = np.asarray(ctx.graph.constants[layer.weight])
+    weight = _as_hwio(layer, np.asarray(ctx.graph.constants[layer.weight]))
     if weight.ndim != 4:
         raise IrError(f"layer {layer.ir_name}: weight {layer.weight} of shape {list(weight.shape)}; expected [H, W, Cin, Cout/multiplier]")
     if layer.op == "dwconv" and weight.shape[3] != 1:
@@ -135,7 +140,7 @@ def conv_fields(layer: Layer, ctx: IrContext) -> dict:
 
 def conv_params(layer: Layer, ctx: IrContext) -> dict:
     """{"weight": int8, "bias": int8} in the IR's layouts: conv weight HWCiCo (TensorFlow's HWIO
-    as is), dwconv weight HWC (the multiplier axis, 1, squeezed), bias C. No "bias" without one.
+    as is; a dense layer's [K, C] as [1, 1, K, C]), dwconv weight HWC (the multiplier axis, 1, squeezed), bias C. No "bias" without one.
 
     The integers are those of the annotated graph's FakeQuant (fake_quant_ints: w * 2^log2scale
     rounded half up, in TF's float32 arithmetic, saturated to [-128, 127]). A calibrated range
@@ -154,6 +159,8 @@ def conv_params(layer: Layer, ctx: IrContext) -> dict:
             raise IrError(f"layer {layer.ir_name}: {kind} {const} exceeds the int8 range of {kind}_log2scale {log2scale} "
                           f"(|{kind}| max {float(np.abs(ctx.graph.constants[const]).max())}); a calibrated {kind} is never "
                           f"saturated: the calibration table does not fit this graph")
+        if kind == "weight":
+            ints = _as_hwio(layer, ints)
         if kind == "weight" and layer.op == "dwconv":
             if ints.shape[3] != 1:
                 raise IrError(f"layer {layer.ir_name}: weight: depthwise channel multiplier {ints.shape[3]}; "

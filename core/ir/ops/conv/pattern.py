@@ -1,7 +1,9 @@
 """conv and dwconv in the graph: Conv2D / DepthwiseConv2dNative (+ BiasAdd) (+ an
 activation), with an explicit Pad before it folded into the padding, and TF-slim's atrous
 form SpaceToBatchND -> Conv2D/DepthwiseConv2dNative -> BatchToSpaceND folded into one
-dilated layer (seed 000, 4.2: `dilations`, padding recovered from the paddings and crops)."""
+dilated layer (seed 000, 4.2: `dilations`, padding recovered from the paddings and crops).
+A fully-connected layer (Keras Dense: MatMul (+ BiasAdd) (+ an activation) on [N, K]) is the
+1x1 conv on the [1, 1, K] image: the same arithmetic, the same record."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ class ConvAttrs:
     dilations: list[int]
     padding: str  # TensorFlow's: SAME, VALID or EXPLICIT
     explicit_padding: list[int] | None = None  # [top, bottom, left, right] when a Pad (or an atrous block) was folded in
+    dense: bool = False  # a MatMul: input [N, K] read as [N, 1, 1, K], weight [K, N] as [1, 1, K, N]
 
 
 def match_conv(graph: Graph, node: Node, index: GraphIndex) -> Layer:
@@ -54,6 +57,24 @@ def match_conv(graph: Graph, node: Node, index: GraphIndex) -> Layer:
         _absorb_space_to_batch(layer, node, index)
     else:
         _absorb_explicit_pad(layer, index)
+    _absorb_bias(layer, index)
+    absorb_activation(layer, index)
+    return layer
+
+
+def match_dense(graph: Graph, node: Node, index: GraphIndex) -> Layer:
+    """MatMul(x [N, K], W [K, C]) as a 1x1 conv of the [1, 1, K] image."""
+    data, weight = node.inputs[0], node.inputs[1]
+    if node.attr("transpose_a", False) or node.attr("transpose_b", False):
+        raise GraphError(f"{node.name}: MatMul with transpose_a/transpose_b; the IR's fully-connected layer is x [N, K] @ W [K, C] "
+                         f"(transpose the weight in the model, as Keras Dense stores it)")
+    shape = graph.shape(data)
+    if not index.is_const(weight) or index.const(weight).ndim != 2 or shape is None or len(shape) != 2:
+        raise GraphError(f"{node.name}: MatMul of {shape} by a {'non-' if not index.is_const(weight) else ''}constant weight; "
+                         f"the IR's fully-connected layer multiplies an [N, K] activation by a constant [K, C] weight")
+    layer = Layer(name=node.name, op="conv", inputs=[data], output=f"{node.name}:0", nodes=[node.name],
+                  weight=index.producer(weight).name,
+                  attrs=ConvAttrs(kernel=[1, 1], strides=[1, 1], dilations=[1, 1], padding="VALID", dense=True))
     _absorb_bias(layer, index)
     absorb_activation(layer, index)
     return layer
@@ -157,7 +178,11 @@ def _absorb_bias(layer: Layer, index: GraphIndex) -> None:
     if reader is None or reader.op not in BIAS_OPS:
         return
     other = [tensor for tensor in reader.inputs if tensor.split(":")[0] != layer.output.split(":")[0]]
-    if len(other) != 1 or not index.is_const(other[0]) or index.const(other[0]).ndim != 1:
+    channels = np.asarray(index.const(f"{layer.weight}:0")).shape[-1]
+    if layer.op == "dwconv":
+        channels *= np.asarray(index.const(f"{layer.weight}:0")).shape[-2]
+    # one value per output channel; a scalar (hard-swish's x + 3) is another layer's
+    if len(other) != 1 or not index.is_const(other[0]) or np.shape(index.const(other[0])) != (channels,):
         return
     layer.bias = index.producer(other[0]).name
     layer.output = f"{reader.name}:0"
@@ -168,3 +193,4 @@ PATTERNS = {
     # a Pad or an atrous block's SpaceToBatchND starts the layer (named after its conv) of the IR op whose conv it feeds
     op: Pattern(op, (tf_op, *LEADING_OPS), match_conv, applies=feeds_conv(tf_op)) for op, tf_op in TF_OPS.items()
 }
+DENSE = Pattern("conv", ("MatMul",), match_dense)

@@ -1,4 +1,4 @@
-"""A matched resize_bilinear layer as IR fields."""
+"""A matched resize_bilinear / resize_nearest layer as IR fields."""
 
 from __future__ import annotations
 
@@ -28,3 +28,18 @@ def resize_fields(layer: Layer, ctx: IrContext) -> dict:
     if half_pixel:
         fields["half_pixel_centers"] = True
     return fields
+
+
+def resize_nearest_fields(layer: Layer, ctx: IrContext) -> dict:
+    """resize_nearest: TensorFlow's flags as they are, one scale (the input's: a copy)."""
+    in_shape = ctx.known_shape(layer, "input_size", layer.inputs[0], rank=4)
+    out_shape = ctx.known_shape(layer, "output_size", layer.output, rank=4)
+    return {
+        "dtype": "int8",
+        "align_corners": layer.attrs.align_corners,
+        "half_pixel_centers": layer.attrs.half_pixel_centers,
+        "log2scale": ctx.log2scale(layer.output),
+        "input_channel_num": in_shape[2],
+        "input_size": {"height": in_shape[0], "width": in_shape[1]},
+        "output_size": {"height": out_shape[0], "width": out_shape[1]},
+    }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.ir.fixedpoint import round_shift, saturate
-from core.ir.ops.resize.record import RESIZE_FRAC_BITS, ResizeBilinearLayer
+from core.ir.ops.resize.record import RESIZE_FRAC_BITS, ResizeBilinearLayer, ResizeNearestLayer
 
 
 def resize_bilinear_kernel(record: ResizeBilinearLayer, params: dict, inputs: list) -> np.ndarray:
@@ -32,7 +32,6 @@ def resize_bilinear_kernel(record: ResizeBilinearLayer, params: dict, inputs: li
     integer; half_pixel_centers or neither with out / in a power of two <= 2^(F-1) or in / out
     an integer."""
     x = np.asarray(inputs[0], dtype=np.int64)
-    x = np.asarray(inputs[0], dtype=np.int64)
     expected = list(record.shape_of_input(0))
     if x.ndim != 4 or list(x.shape[1:]) != expected:
         raise ValueError(f"input of shape {x.shape}; the layer takes [N, {expected[0]}, {expected[1]}, {expected[2]}]")
@@ -45,3 +44,11 @@ def resize_bilinear_kernel(record: ResizeBilinearLayer, params: dict, inputs: li
     bottom = bottom_rows[:, :, lx] * (one - wx) + bottom_rows[:, :, ux] * wx
     value = top * (one - wy) + bottom * wy
     return saturate(round_shift(value, record.output_shift))
+
+
+def resize_nearest_kernel(record: ResizeNearestLayer, params: dict, inputs: list) -> np.ndarray:
+    """int8 NHWC -> int8 NHWC: out[y][x] = in[indices("y")[y]][indices("x")[x]]; no arithmetic."""
+    x = np.asarray(inputs[0])
+    if x.ndim != 4 or tuple(x.shape[1:]) != record.shape_of_input(0):
+        raise ValueError(f"input of shape {x.shape}; the layer takes [N, *{list(record.shape_of_input(0))}]")
+    return x[:, record.indices("y")][:, :, record.indices("x")].astype(np.int8)

@@ -1,5 +1,6 @@
-"""The resize_bilinear IR record (seed 000 ResizeBilinear) and its fixed-point source
-coordinates, which the kernel and every backend share."""
+"""The resize records: resize_bilinear (seed 000 ResizeBilinear) with its fixed-point source
+coordinates, and resize_nearest (a TF2IR extension) with TensorFlow's nearest source indices;
+the kernels and every backend share them."""
 
 from __future__ import annotations
 
@@ -71,3 +72,65 @@ def source_coordinates(in_size: int, out_size: int, align_corners: bool, half_pi
     fixed = np.clip(fixed, 0, (in_size - 1) * one)
     lower = fixed >> RESIZE_FRAC_BITS
     return lower, np.minimum(lower + 1, in_size - 1), fixed - (lower << RESIZE_FRAC_BITS)
+
+
+def nearest_indices(in_size: int, out_size: int, align_corners: bool, half_pixel_centers: bool) -> np.ndarray:
+    """The source index of each output index along one axis, as TensorFlow's
+    ResizeNearestNeighbor computes it, in float32: scale = (in - 1) / (out - 1) with
+    align_corners (and out > 1), else in / out; src = (i + 1/2) * scale with half_pixel_centers,
+    else i * scale; rounded (align_corners, half away from zero) or floored; at most in - 1
+    (and, with half_pixel_centers, at least 0)."""
+    if align_corners and out_size > 1:
+        scale = np.float32(in_size - 1) / np.float32(out_size - 1)
+    else:
+        scale = np.float32(in_size) / np.float32(out_size)
+    i = np.arange(out_size, dtype=np.float32)
+    source = ((i + np.float32(0.5)) if half_pixel_centers else i) * scale
+    index = (np.sign(source) * np.floor(np.abs(source) + np.float32(0.5))) if align_corners else np.floor(source)
+    index = np.minimum(index.astype(np.int64), in_size - 1)
+    return np.maximum(index, 0) if half_pixel_centers else index
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResizeNearestLayer(OneInputOneOutput, IrLayer):
+    """Each output pixel a copy of one input pixel: the same int8 values at the same scale."""
+
+    operation: ClassVar[str] = "resize_nearest"
+    label_prefix: ClassVar[str] = "near"
+
+    dtype: str = "int8"
+    align_corners: bool
+    half_pixel_centers: bool
+    log2scale: int
+    input_channel_num: int
+    input_size: Size
+    output_size: Size
+
+    @property
+    def input_log2scale(self) -> int:
+        return self.log2scale
+
+    @property
+    def output_log2scale(self) -> int:
+        return self.log2scale
+
+    def shape_of_output(self) -> tuple[int, ...]:
+        return self.output_size.height, self.output_size.width, self.input_channel_num
+
+    def indices(self, axis: str) -> np.ndarray:
+        """The source row ("y") or column ("x") of each output row or column."""
+        size = 0 if axis == "y" else 1
+        return nearest_indices(self.input_size.pair()[size], self.output_size.pair()[size], self.align_corners,
+                               self.half_pixel_centers)
+
+    def macs(self) -> int:
+        return 0
+
+    def shifts(self) -> list[Shift]:
+        return []  # a copy at the same scale
+
+    def accumulator_bound(self, params: dict | None = None) -> None:
+        return None  # no arithmetic
+
+    def fused_operators(self) -> list[str]:
+        return ["resize_nearest"]

@@ -1,0 +1,152 @@
+"""Canonical forms: TensorFlow and Keras idioms rewritten into the ops the IR's patterns know.
+
+Each rewrite keeps every value of the graph (fold_check verifies the rewritten graph against the
+original on data) and the names readers and end points use:
+
+- `static_reshape`: a Reshape whose shape is computed from the input's dynamic shape (Keras
+  Flatten, a Reshape with a dynamic batch: Shape -> StridedSlice -> Pack) reads the constant
+  [-1, ...] of its static output shape instead;
+- `keepdims_mean`: a spatial Mean without keep_dims (Keras GlobalAveragePooling2D) becomes the
+  Mean with keep_dims and a Squeeze of H and W;
+- `repeat_as_resize`: Keras 3's nearest UpSampling2D, ExpandDims -> Tile -> Reshape along H or
+  W, becomes one ResizeNearestNeighbor along that axis;
+- `merged_nearest_resizes`: a nearest resize of H only read only by one of W only (or the other
+  way round) becomes one resize of both: TensorFlow picks each axis's source index on its own,
+  and an axis kept at its size maps every index to itself, so the result is the same.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from core.frontend.graph import Graph, Node, tensor_node
+from core.frontend.rewrite import const_node, copy_node, finish, readers_of, unique_name
+
+Replacements = dict[str, list[Node]]  # node name -> the nodes standing in its place (in order)
+Rewrite = Callable[[Graph, dict[str, Node]], tuple[Replacements, dict[str, np.ndarray], list[str]]]
+
+
+def _const(graph: Graph, by_name: dict[str, Node], tensor: str) -> np.ndarray | None:
+    node = by_name.get(tensor_node(tensor))
+    return None if node is None or node.op != "Const" else np.asarray(graph.constants[node.name])
+
+
+def static_reshape(graph: Graph, by_name: dict[str, Node]):
+    replacements, constants, notes = {}, {}, []
+    for node in graph.nodes:
+        if node.op != "Reshape" or _const(graph, by_name, node.inputs[1]) is not None:
+            continue
+        shape = node.output_shapes[0] if node.output_shapes else None
+        if shape is None or len(shape) < 1 or any(dim < 0 for dim in shape[1:]):
+            continue
+        name = f"{node.name}/static_shape"
+        value = np.asarray([-1, *shape[1:]], np.int32)
+        constants[name] = value
+        replacements[node.name] = [const_node(name, value), copy_node(node, inputs=[node.inputs[0], name])]
+        notes.append(f"{node.name}: shape computed at run time -> {value.tolist()}")
+    return replacements, constants, notes
+
+
+def keepdims_mean(graph: Graph, by_name: dict[str, Node]):
+    replacements, notes = {}, []
+    for node in graph.nodes:
+        axes = _const(graph, by_name, node.inputs[1]) if node.op == "Mean" else None
+        shape = graph.shape(node.inputs[0]) if axes is not None else None
+        if axes is None or node.attr("keep_dims", False) or shape is None or len(shape) != 4:
+            continue
+        if sorted(int(a) % 4 for a in axes.reshape(-1)) != [1, 2]:
+            continue
+        mean = copy_node(node, name=f"{node.name}/keep_dims", attrs={**node.attrs, "keep_dims": {"b": True}})
+        squeeze = Node(node.name, "Squeeze", [mean.name], {"T": dict(node.attrs["T"]), "squeeze_dims": {"list_i": [1, 2]}})
+        replacements[node.name] = [mean, squeeze]
+        notes.append(f"{node.name}: Mean over H, W without keep_dims -> Mean with keep_dims + Squeeze")
+    return replacements, {}, notes
+
+
+def _repeat(graph: Graph, by_name: dict[str, Node], readers, reshape: Node) -> tuple[str, int, int] | None:
+    """(the repeated tensor, its axis, the factor) when `reshape` ends an ExpandDims -> Tile repeat."""
+    tile = by_name.get(tensor_node(reshape.inputs[0]))
+    if tile is None or tile.op != "Tile" or len(readers.get(f"{tile.name}:0", [])) != 1:
+        return None
+    expand = by_name.get(tensor_node(tile.inputs[0]))
+    if expand is None or expand.op != "ExpandDims" or len(readers.get(f"{expand.name}:0", [])) != 1:
+        return None
+    dim, multiples = _const(graph, by_name, expand.inputs[1]), _const(graph, by_name, tile.inputs[1])
+    shape = graph.shape(expand.inputs[0])
+    if dim is None or multiples is None or shape is None or len(shape) != 4 or multiples.size != 5:
+        return None
+    axis = int(dim.reshape(-1)[0]) % 5 - 1  # the input axis the copies follow
+    factors = [int(m) for m in multiples.reshape(-1)]
+    if axis not in (1, 2) or any(f != 1 for k, f in enumerate(factors) if k != axis + 1):
+        return None
+    expected = list(shape)
+    expected[axis] *= factors[axis + 1]
+    if reshape.output_shapes[0] is None or list(reshape.output_shapes[0][1:]) != expected[1:]:
+        return None
+    return expand.inputs[0], axis, factors[axis + 1]
+
+
+def repeat_as_resize(graph: Graph, by_name: dict[str, Node]):
+    replacements, constants, notes = {}, {}, []
+    readers = readers_of(graph)
+    for node in graph.nodes:
+        found = _repeat(graph, by_name, readers, node) if node.op == "Reshape" else None
+        if found is None:
+            continue
+        source, axis, factor = found
+        height, width = graph.shape(source)[1:3]
+        size = np.asarray([height * factor, width] if axis == 1 else [height, width * factor], np.int32)
+        name = f"{node.name}/size"
+        constants[name] = size
+        resize = Node(node.name, "ResizeNearestNeighbor", [source, name],
+                      {"T": {"type": "float32"}, "align_corners": {"b": False}, "half_pixel_centers": {"b": False}})
+        replacements[node.name] = [const_node(name, size), resize]
+        notes.append(f"{node.name}: repeat x{factor} along {'HW'[axis - 1]} (ExpandDims -> Tile -> Reshape) -> ResizeNearestNeighbor")
+    return replacements, constants, notes
+
+
+def _resized_axes(graph: Graph, node: Node) -> set[int]:
+    before, after = graph.shape(node.inputs[0]), node.output_shapes[0] if node.output_shapes else None
+    if before is None or after is None or len(before) != 4 or len(after) != 4:
+        return {1, 2}
+    return {axis for axis in (1, 2) if before[axis] != after[axis]}
+
+
+def merged_nearest_resizes(graph: Graph, by_name: dict[str, Node]):
+    replacements, constants, notes = {}, {}, []
+    readers, taken = readers_of(graph), set(by_name)
+    for node in graph.nodes:
+        first = by_name.get(tensor_node(node.inputs[0])) if node.op == "ResizeNearestNeighbor" else None
+        if first is None or first.op != "ResizeNearestNeighbor" or first.name in replacements or len(readers.get(f"{first.name}:0", [])) != 1:
+            continue
+        flags = ("align_corners", "half_pixel_centers")
+        if any(bool(first.attr(flag, False)) != bool(node.attr(flag, False)) for flag in flags):
+            continue
+        if _resized_axes(graph, first) & _resized_axes(graph, node):
+            continue
+        size = np.asarray(node.output_shapes[0][1:3], np.int32)
+        name = unique_name(f"{node.name}/merged_size", taken)
+        constants[name] = size
+        replacements[first.name] = []
+        replacements[node.name] = [const_node(name, size), copy_node(node, inputs=[first.inputs[0], name])]
+        notes.append(f"{first.name} and {node.name}: nearest resizes of H and of W -> one ResizeNearestNeighbor to {size.tolist()}")
+    return replacements, constants, notes
+
+
+REWRITES: tuple[Rewrite, ...] = (static_reshape, keepdims_mean, repeat_as_resize, merged_nearest_resizes)
+
+
+def canonicalize(graph: Graph) -> tuple[Graph, list[str]]:
+    """The graph with every rewrite applied (in order, each on the previous one's result), and
+    a line per change."""
+    notes: list[str] = []
+    for rewrite in REWRITES:
+        replacements, constants, changed = rewrite(graph, graph.by_name())
+        if not replacements:
+            continue
+        nodes = [new for node in graph.nodes for new in replacements.get(node.name, [copy_node(node)])]
+        graph = finish(graph, nodes, {**graph.constants, **constants})
+        notes += changed
+    return graph, notes

@@ -1,0 +1,29 @@
+"""A model's graph made ready for the IR's patterns: constants evaluated, BatchNorm folded into
+the convs (folding.py), TensorFlow/Keras idioms rewritten into canonical forms
+(canonicalize.py). fold_check runs it and verifies the result on data; import runs it too, to
+refuse what no IR layer can express before any later stage runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from core.frontend.canonicalize import canonicalize
+from core.frontend.constant_folding import fold_constants
+from core.frontend.folding import FoldResult, fold_batch_norms
+from core.frontend.graph import Graph
+
+
+@dataclass
+class Prepared:
+    constant_folded: Graph  # the graph with its constant subgraphs evaluated
+    folding: FoldResult  # BatchNorms folded, and what was left unfolded (and why)
+    graph: Graph  # the folded, canonical graph
+    rewrites: list[str]  # a line per canonical rewrite
+
+
+def prepare(graph: Graph) -> Prepared:
+    constant_folded = fold_constants(graph)
+    folding = fold_batch_norms(constant_folded)
+    canonical, rewrites = canonicalize(folding.graph)
+    canonical.infer_shapes()
+    return Prepared(constant_folded, folding, canonical, rewrites)
