@@ -14,7 +14,7 @@ from core.data.datasets import load_split
 from core.frontend.fake_quant import bypass_fake_quant
 from core.frontend.graph import Graph
 from core.ir.layers import group_layers
-from core.quantize.calibration.build import CalibrationError, TargetSpec, build_calibration_table
+from core.quantize.calibration.build import CalibrationError, TargetSpec, build_calibration_table, qat_range_changes
 from core.quantize.calibration.histogram import TensorStatistics
 from core.quantize.calibration.methods import METHODS, CalibrationSettings
 from core.quantize.statistics import collect_statistics
@@ -53,12 +53,16 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     for tensor, entry in table.tensors.items():
         for warning in entry.warnings:
             ctx.log(f"warning: {tensor}: {warning}")
+    changes = qat_range_changes(table, ranges) if method == "qat" else []
+    for change in changes:
+        ctx.log(f"qat range changed: {change['tensor']} ({change['kind']}) {change['qat_range']} -> {change['range']}: {change['why']}")
     plot_clipping(stats, table, ranges, settings, out_dir / "clipping.png")
     activations = [entry for entry in table.tensors.values() if entry.kind in ("activation", "input")]
     clipped = [entry.clipped_fraction or 0.0 for entry in activations]
     (out_dir / "report.json").write_text(json.dumps({
         "images": len(dataset.images), "source": dataset.source, "method": method, "target": target.name,
         "most_clipped": sorted(((e.clipped_fraction or 0.0, t) for t, e in table.tensors.items()), reverse=True)[:10],
+        **({"qat_range_changes": changes} if changes else {}),
     }, indent=1, sort_keys=True) + "\n")
     return {
         "images": len(dataset.images),

@@ -18,28 +18,28 @@ FAKE_QUANT = "FakeQuantWithMinMaxVars"
 FAKE_QUANT_ARGS = "FakeQuantWithMinMaxArgs"
 FAKE_QUANT_PER_CHANNEL = "FakeQuantWithMinMaxVarsPerChannel"
 FAKE_QUANT_OPS = frozenset({FAKE_QUANT, FAKE_QUANT_ARGS, FAKE_QUANT_PER_CHANNEL})
-# the ones with one range for the whole tensor: what `bypass_fake_quant` reads
-PER_TENSOR_FAKE_QUANT_OPS = frozenset({FAKE_QUANT, FAKE_QUANT_ARGS})
 
 
 @dataclass(frozen=True)
 class QuantRange:
-    """A FakeQuant's range: min, max, bits, narrow_range."""
+    """A FakeQuant's range: min, max, bits, narrow_range; a per-channel FakeQuant's ranges per
+    channel (along the last axis) too, with min and max over them."""
 
     min: float
     max: float
     num_bits: int = 8
     narrow_range: bool = False
+    channel_min: tuple[float, ...] | None = None
+    channel_max: tuple[float, ...] | None = None
 
 
 def bypass_fake_quant(graph: Graph) -> tuple[Graph, dict[str, QuantRange]]:
-    """(the float graph, tensor -> range of the FakeQuant that read it). Per-channel FakeQuants
-    are left in place: the importer does not accept them yet."""
+    """(the float graph, tensor -> range of the FakeQuant that read it)."""
     by_name = graph.by_name()
     replaced: dict[str, str] = {}  # FakeQuant output -> the tensor it quantized
     ranges: dict[str, QuantRange] = {}
     for node in graph.nodes:
-        if node.op not in PER_TENSOR_FAKE_QUANT_OPS:
+        if node.op not in FAKE_QUANT_OPS:
             continue
         source = _follow(replaced, canonical_tensor(node.inputs[0]))
         replaced[f"{node.name}:0"] = source
@@ -49,7 +49,7 @@ def bypass_fake_quant(graph: Graph) -> tuple[Graph, dict[str, QuantRange]]:
     nodes = [
         dataclasses.replace(node, inputs=[_follow(replaced, canonical_tensor(t)) for t in node.inputs])
         for node in graph.nodes
-        if node.op not in PER_TENSOR_FAKE_QUANT_OPS
+        if node.op not in FAKE_QUANT_OPS
     ]
     float_graph = Graph(
         nodes,
@@ -68,18 +68,20 @@ def _follow(replaced: dict[str, str], tensor: str) -> str:
 
 
 def _fake_quant_range(graph: Graph, by_name: dict[str, Node], node: Node) -> QuantRange:
+    bits, narrow = int(node.attr("num_bits", 8)), bool(node.attr("narrow_range", False))
     if node.op == FAKE_QUANT_ARGS:
-        low, high = node.attr("min"), node.attr("max")
-    else:
-        low, high = (_scalar_const(graph, by_name, node, tensor) for tensor in node.inputs[1:3])
-    return QuantRange(float(low), float(high), int(node.attr("num_bits", 8)), bool(node.attr("narrow_range", False)))
+        return QuantRange(float(node.attr("min")), float(node.attr("max")), bits, narrow)
+    low, high = (_const_values(graph, by_name, node, tensor) for tensor in node.inputs[1:3])
+    if node.op == FAKE_QUANT_PER_CHANNEL:
+        return QuantRange(float(low.min()), float(high.max()), bits, narrow, tuple(map(float, low)), tuple(map(float, high)))
+    return QuantRange(float(low[0]), float(high[0]), bits, narrow)
 
 
-def _scalar_const(graph: Graph, by_name: dict[str, Node], node: Node, tensor: str) -> float:
+def _const_values(graph: Graph, by_name: dict[str, Node], node: Node, tensor: str):
     producer = by_name[tensor_node(tensor)]
     if producer.op != "Const":
         raise GraphError(f"{node.name}: its range input {tensor} is not a constant (a frozen graph is expected)")
-    return float(graph.constants[producer.name].reshape(-1)[0])
+    return graph.constants[producer.name].reshape(-1).astype(float)
 
 
 def _drop_unread(graph: Graph) -> Graph:

@@ -55,6 +55,9 @@ class _Chain:
     conv: Node
     ops: list[Node]  # the affine ops after the conv, in order; the last one's name survives
     affine: _Affine
+    # the weights are FakeQuant(Const) and a BatchNorm scales them (tfmot's layout): the folded
+    # weights start from the fake-quantized values and leave the trained grid
+    quantized_weights: bool = False
 
 
 def _conv_channels(graph: Graph, by_name: dict[str, Node], conv: Node) -> int | None:
@@ -184,9 +187,19 @@ def _match_chain(graph: Graph, by_name: dict[str, Node], readers: dict, conv: No
         ops.append(node)
     if not ops or (len(ops) == 1 and ops[0].op == "BiasAdd" and not affine.normalizes):
         return None  # nothing after the conv, or already canonical
-    if affine.normalizes and _weights_array(graph, conv) is None:
-        return None  # e.g. FakeQuant(weights): scaling them would change the quantized values
-    return _Chain(conv, ops, affine)
+    quantized = _fake_quantized_weights(by_name, conv) is not None
+    if affine.normalizes and _weights_array(graph, conv) is None and not quantized:
+        return None  # weights computed at run time: nothing to scale
+    return _Chain(conv, ops, affine, quantized_weights=affine.normalizes and quantized)
+
+
+def _fake_quantized_weights(by_name: dict[str, Node], conv: Node) -> Node | None:
+    """The FakeQuant the conv's weights come out of, when they are FakeQuant(Const)."""
+    producer = by_name.get(tensor_node(conv.inputs[1]))
+    if producer is None or producer.op not in FAKE_QUANT_OPS or tensor_index(conv.inputs[1]) != 0:
+        return None
+    source = by_name.get(tensor_node(producer.inputs[0]))
+    return producer if source is not None and source.op == "Const" else None
 
 
 def _scaled_weights(conv: Node, weights: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -200,8 +213,10 @@ def _bias_add_node(name: str, value_input: str, bias_input: str, dtype: str) -> 
     return Node(name, "BiasAdd", [value_input, bias_input], {"T": {"type": dtype}, "data_format": {"s": "NHWC"}}, [])
 
 
-def _rewrite_chain(graph: Graph, chain: _Chain, readers: dict, taken: set[str]) -> tuple[dict[str, list[Node]], dict[str, np.ndarray]]:
-    """Replacement nodes keyed by the node they stand in for, plus the new constants."""
+def _rewrite_chain(graph: Graph, chain: _Chain, readers: dict, taken: set[str],
+                   quantized_values: dict[str, np.ndarray]) -> tuple[dict[str, list[Node]], dict[str, np.ndarray]]:
+    """Replacement nodes keyed by the node they stand in for, plus the new constants.
+    `quantized_values`: the value of each FakeQuant(Const) weight tensor."""
     conv, last = chain.conv, chain.ops[-1]
     dtype = conv.attr("T", "float32")
     replacements: dict[str, list[Node]] = {op.name: [] for op in chain.ops}
@@ -210,9 +225,11 @@ def _rewrite_chain(graph: Graph, chain: _Chain, readers: dict, taken: set[str]) 
     weights_input = conv.inputs[1]
     if chain.affine.normalizes:
         weights_name = tensor_node(weights_input)
-        if len(readers.get(canonical_tensor(weights_input), [])) != 1:  # shared weights: leave the other reader's intact
+        if chain.quantized_weights or len(readers.get(canonical_tensor(weights_input), [])) != 1:
+            # shared weights: leave the other reader's intact; a FakeQuant's: a Const of its own
             weights_name = unique_name(f"{conv.name}/folded_weights", taken)
-        weights = _scaled_weights(conv, graph.constants[tensor_node(weights_input)], chain.affine.scale)
+        values = quantized_values[canonical_tensor(weights_input)] if chain.quantized_weights else graph.constants[tensor_node(weights_input)]
+        weights = _scaled_weights(conv, values, chain.affine.scale)
         constants[weights_name] = weights
         replacements[conv.name] = [const_node(weights_name, weights), copy_node(conv, inputs=[conv.inputs[0], weights_name])]
         if weights_name == tensor_node(weights_input):
@@ -239,13 +256,16 @@ def _fold_float_chains(graph: Graph) -> tuple[list[Node], dict[str, np.ndarray],
     taken = {node.name for node in graph.nodes}
     replacements: dict[str, list[Node]] = {}
     constants = dict(graph.constants)
+    fake_quantized = [canonical_tensor(chain.conv.inputs[1]) for chain in chains if chain.quantized_weights]
+    quantized_values = dict(zip(fake_quantized, evaluate(graph, fake_quantized))) if fake_quantized else {}
     for chain in chains:
-        nodes, new_constants = _rewrite_chain(graph, chain, readers, taken)
+        nodes, new_constants = _rewrite_chain(graph, chain, readers, taken, quantized_values)
         replacements.update(nodes)
         constants.update(new_constants)
     nodes = [new for node in graph.nodes for new in replacements.get(node.name, [copy_node(node)])]
     folded = [
-        {"batch_norm": _batch_norm_name(chain), "conv": chain.conv.name, "ops": [op.name for op in chain.ops]}
+        {"batch_norm": _batch_norm_name(chain), "conv": chain.conv.name, "ops": [op.name for op in chain.ops],
+         **({"requantized_weights": tensor_node(chain.conv.inputs[1])} if chain.quantized_weights else {})}
         for chain in chains
         if chain.affine.normalizes
     ]

@@ -200,9 +200,9 @@ def _freeze(concrete_function, path: Path) -> LoadedModel:
 # --- importing ------------------------------------------------------------------
 def import_graph(graph_def, input_tensor: str, end_points: Iterable[str], *, origin: str, source: dict) -> Graph:
     """Check, prune and clean `graph_def`, then return it as a `Graph` with static shapes."""
-    graph_def = _without_wrapper_prefixes(graph_def)
-    input_tensor = strip_wrappers(input_tensor) if input_tensor else input_tensor
-    end_points = [strip_wrappers(tensor) for tensor in end_points]
+    graph_def, renamed = _without_wrapper_prefixes(graph_def)
+    input_tensor = _configured_name(input_tensor, renamed) if input_tensor else input_tensor
+    end_points = [_configured_name(tensor, renamed) for tensor in end_points]
     by_name = {node.name: node for node in graph_def.node}
     if not by_name:
         raise ModelImportError(f"{origin}: the graph is empty (no nodes); expected a frozen inference graph")
@@ -351,21 +351,38 @@ def strip_wrappers(name: str) -> str:
 
 
 def _without_wrapper_prefixes(graph_def):
-    """The GraphDef with every node name (and input) stripped of its wrapper prefix, unless
-    that would make two names equal (then it is left as it is)."""
-    renamed = {node.name: strip_wrappers(node.name) for node in graph_def.node}
-    if all(old == new for old, new in renamed.items()) or len(set(renamed.values())) != len(renamed):
-        return graph_def
+    """The GraphDef with every node name (and input) stripped of its wrapper prefix, except a
+    name whose stripped form another node has or would have (a SavedModel's own 'Identity' and
+    its function's 'StatefulPartitionedCall/Identity')."""
+    stripped_names = [strip_wrappers(node.name) for node in graph_def.node]
+    counts: dict[str, int] = {}
+    for name in stripped_names:
+        counts[name] = counts.get(name, 0) + 1
+    renamed = {node.name: new if counts[new] == 1 else node.name for node, new in zip(graph_def.node, stripped_names)}
+    if all(old == new for old, new in renamed.items()):
+        return graph_def, renamed
     import tensorflow as tf
 
     stripped = tf.compat.v1.GraphDef()
     stripped.CopyFrom(graph_def)
     for node in stripped.node:
         node.name = renamed[node.name]
-        inputs = [("^" if tensor.startswith("^") else "") + strip_wrappers(tensor.lstrip("^")) for tensor in node.input]
+        inputs = [_renamed_tensor(tensor, renamed) for tensor in node.input]
         del node.input[:]
         node.input.extend(inputs)
-    return stripped
+    return stripped, renamed
+
+
+def _configured_name(tensor: str, renamed: dict[str, str]) -> str:
+    """A configured tensor in the stripped graph: a node named as in the file, or with its
+    wrapper prefix left out (the same configuration works for every format)."""
+    return _renamed_tensor(tensor, renamed) if tensor_node(tensor) in renamed else strip_wrappers(tensor)
+
+
+def _renamed_tensor(tensor: str, renamed: dict[str, str]) -> str:
+    control = "^" if tensor.startswith("^") else ""
+    name, _, index = tensor.lstrip("^").partition(":")
+    return f"{control}{renamed.get(name, name)}{':' + index if index else ''}"
 
 
 # --- refusing what no IR layer holds -------------------------------------------

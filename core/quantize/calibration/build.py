@@ -22,7 +22,7 @@ from core.quantize.calibration.histogram import TensorStatistics
 from core.quantize.calibration.methods import CalibrationSettings, get_method
 from core.quantize.calibration.scales import float_scale, log2scale, qat_log2scale
 from core.frontend.fake_quant import QuantRange
-from core.frontend.layers import Layer, LayerGraph
+from core.frontend.layers import Layer, LayerGraph, QKind
 
 
 class CalibrationError(ValueError):
@@ -76,6 +76,7 @@ def build_calibration_table(
 ) -> CalibrationTable:
     tensors: dict[str, TensorEntry] = {}
     input_tensor = layer_graph.graph.input_tensor
+    ranges = _ranges_across_identities(layer_graph, ranges)
     for tensor in layer_graph.quantized_tensors():
         tensor_stats = (stats or {}).get(tensor)
         if tensor == input_tensor and not (method == "qat" and tensor in ranges):
@@ -94,6 +95,16 @@ def build_calibration_table(
     return CalibrationTable(method, target.name, target.bits, tensors)
 
 
+def _ranges_across_identities(layer_graph: LayerGraph, ranges: dict[str, QuantRange]) -> dict[str, QuantRange]:
+    """A FakeQuant after an identity-like layer (the Squeeze after Keras's global pool) holds the
+    range of what that layer reads: the same values, the same scale."""
+    ranges = dict(ranges)
+    for layer in reversed(layer_graph.layers):
+        if layer.rule.output is QKind.IDENTITY and layer.output in ranges and layer.inputs[0] not in ranges:
+            ranges[layer.inputs[0]] = ranges[layer.output]
+    return ranges
+
+
 def _input_entry(target: TargetSpec, stats, method: str, settings: CalibrationSettings) -> TensorEntry:
     if target.pow2_scales:  # the spec fixes the network input: the image mapped to int8 with log2scale 7
         value = target.input_log2scale
@@ -109,17 +120,21 @@ def _input_entry(target: TargetSpec, stats, method: str, settings: CalibrationSe
 
 
 def _activation_entry(tensor, layer, method, target, settings, stats, ranges) -> TensorEntry:
-    if method == "qat":
-        if tensor not in ranges:
+    warnings: list[str] = []
+    if method == "qat" and tensor not in ranges:
+        # tfmot leaves some outputs unquantized (a final Softmax): the data decides their range
+        if stats is None:
             raise CalibrationError(f"calib.method=qat: tensor {tensor} (layer {layer}) has no FakeQuant in the graph; "
                                    "calibrate this model with minmax, kl, percentile or mse")
+        method = "minmax"
+        warnings.append("no FakeQuant of its own in the QAT graph: calibrated by minmax over the calibration images")
+    if method == "qat":
         settings = dataclasses.replace(settings, fake_quant_range=(ranges[tensor].min, ranges[tensor].max))
     elif stats is None:
         raise CalibrationError(f"tensor {tensor} (layer {layer}) was not observed during calibration")
     threshold = get_method(method).threshold(stats, settings)
-    warnings: list[str] = []
     if target.pow2_scales:
-        if method == "qat":  # the graph's own power-of-two range, exactly
+        if method == "qat":  # the graph's own range: exactly, when it is a power-of-two one
             value = _qat_log2scale(tensor, ranges[tensor], target)
         else:
             chosen = log2scale(threshold, target.bits, target.pow2_rounding, stats)
@@ -139,7 +154,8 @@ def _weight_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpe
     weight = layer_graph.graph.constants[layer.weight]
     key = f"{layer.weight}:0"
     if method == "qat" and key in ranges:
-        return _qat_constant_entry("weight", key, layer.name, ranges[key], target)
+        channels = int(np.prod([weight.shape[axis] for axis in layer.rule.weight_channel_axes])) if layer.rule.weight_channel_axes else 0
+        return _qat_constant_entry("weight", key, layer.name, ranges[key], target, channels)
     absmax = float(np.abs(weight).max())
     if target.pow2_scales:
         warnings: list[str] = []
@@ -164,6 +180,10 @@ def _bias_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpec,
     if target.pow2_scales:  # the TF2IR bias is int8 with a log2scale of its own (bias_shift aligns it)
         warnings: list[str] = []
         value = _fit_log2scale(unsaturated_log2scale(absmax, target.bits), target, f"bias of layer {layer.name}", warnings)
+        # bias_shift = input + weight - bias log2scale shifts the bias left into the accumulator: a bias
+        # finer than the accumulator has nothing to land on, so it is rounded at the accumulator's scale
+        accumulator = tensors[layer_graph.scale_source(layer.inputs[0])].log2scale + tensors[f"{layer.weight}:0"].log2scale
+        value = min(value, accumulator)
         return TensorEntry("bias", "absmax", absmax, pow2_range(value, target.bits), log2scale=value, absmax=absmax, layer=layer.name,
                            warnings=warnings)
     # float-scale targets keep the bias in int32 at the accumulator's scale: input scale x weight scale
@@ -174,19 +194,39 @@ def _bias_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpec,
                        channel_scales=[input_scale * s for s in weight_scales])
 
 
-def _qat_constant_entry(kind: str, key: str, layer: str, quant_range: QuantRange, target: TargetSpec) -> TensorEntry:
-    value = _qat_log2scale(key, quant_range, target)
-    return TensorEntry(kind, "qat", -quant_range.min, pow2_range(value, target.bits), log2scale=value, layer=layer)
+def _qat_constant_entry(kind: str, key: str, layer: str, quant_range: QuantRange, target: TargetSpec,
+                        channels: int = 0) -> TensorEntry:
+    """A weight's or bias's own FakeQuant range: on a power-of-two target its power-of-two range
+    (rounded by target.pow2_rounding when it is not one); on a float-scale target its scale, per
+    channel when the FakeQuant has one range per output channel (`channels` of them) and the
+    target takes per-channel weights."""
+    warnings: list[str] = []
+    threshold = max(-quant_range.min, quant_range.max)
+    if target.pow2_scales:
+        value = _fit_log2scale(_qat_log2scale(key, quant_range, target), target, f"{kind} {key} (layer {layer})", warnings)
+        return TensorEntry(kind, "qat", threshold, pow2_range(value, target.bits), log2scale=value, layer=layer, warnings=warnings)
+    scale = float_scale(threshold, target.bits)
+    entry = TensorEntry(kind, "qat", threshold, scaled_range(scale, target.bits), scale=scale, layer=layer)
+    if quant_range.channel_min is not None and len(quant_range.channel_min) == channels and target.per_channel_weights:
+        entry.channel_scales = [float_scale(max(-low, high), target.bits) for low, high in zip(quant_range.channel_min, quant_range.channel_max)]
+        entry.channel_ranges = [scaled_range(channel, target.bits) for channel in entry.channel_scales]
+    return entry
 
 
 def _qat_log2scale(tensor: str, quant_range: QuantRange, target: TargetSpec) -> int:
-    if quant_range.num_bits != target.bits or quant_range.narrow_range:
-        raise CalibrationError(f"{tensor}: FakeQuant with num_bits={quant_range.num_bits}, narrow_range={quant_range.narrow_range}; "
-                               f"target {target.name} is int{target.bits} over the full range")
-    try:
-        return qat_log2scale(quant_range.min, quant_range.max, target.bits)
-    except ValueError as error:
-        raise CalibrationError(f"{tensor}: {error}; target {target.name} needs power-of-two ranges") from None
+    """The FakeQuant's log2scale when its range is a full-range power-of-two one; otherwise
+    (an asymmetric, narrow or non-power-of-two range, as tfmot trains them) the power-of-two
+    range of its largest magnitude, rounded by target.pow2_rounding (the calibrate stage
+    reports every range that changed)."""
+    if quant_range.num_bits != target.bits:
+        raise CalibrationError(f"{tensor}: FakeQuant with num_bits={quant_range.num_bits}; target {target.name} is int{target.bits}")
+    if not quant_range.narrow_range:
+        try:
+            return qat_log2scale(quant_range.min, quant_range.max, target.bits)
+        except ValueError:
+            pass
+    rounding = "ceil" if target.pow2_rounding == "mse" else target.pow2_rounding  # mse needs statistics: a range has none
+    return log2scale(max(-quant_range.min, quant_range.max), target.bits, rounding).log2scale
 
 
 def unsaturated_log2scale(absmax: float, bits: int) -> int:
@@ -226,3 +266,22 @@ def per_output_channel_absmax(weight: np.ndarray, layer: Layer) -> list[float]:
 
 def _absmax(stats: TensorStatistics | None) -> float | None:
     return None if stats is None else float(stats.absmax)
+
+
+def qat_range_changes(table: CalibrationTable, ranges: dict[str, QuantRange]) -> list[dict]:
+    """Under calib.method=qat, every tensor whose table range is not its FakeQuant's (a
+    non-power-of-two, asymmetric or narrow range rounded for the target), and every constant
+    without a FakeQuant of its own (weights re-quantized after a BatchNorm was folded into them)."""
+    changes = []
+    for tensor, entry in sorted(table.tensors.items()):
+        quant_range = ranges.get(tensor)
+        if quant_range is None:
+            if entry.kind != "input":
+                changes.append({"tensor": tensor, "kind": entry.kind, "qat_range": None, "range": entry.range,
+                                "why": f"no FakeQuant of its own: calibrated by {entry.method}"})
+            continue
+        qat = [quant_range.min, quant_range.max]
+        if not np.allclose(entry.range, qat, rtol=2.0**-20, atol=0.0):
+            why = "narrow range" if quant_range.narrow_range else "not a power-of-two range" if entry.log2scale is not None else "a symmetric range"
+            changes.append({"tensor": tensor, "kind": entry.kind, "qat_range": qat, "range": entry.range, "why": why})
+    return changes
