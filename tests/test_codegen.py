@@ -10,7 +10,6 @@ through the stage as the pipeline runs it, and a compiler error surfacing as a s
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +19,11 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from conftest import CIFAR10_DIR, MBV1_GRAPH, MODELS, compose, ir_record
+from harness import check_layer, hw, int8
 from core.backends.c.build import CompileError, compile_program, run_program
-from core.backends.c.ops import emit_c
-from core.backends.c.program import RUNTIME_HEADER, c_array, c_symbols
+from core.backends.c.program import c_array, c_symbols
 from core.backends.program import generate_c
-from core.ir.io import read_ir, validate_ir
+from core.ir.io import read_ir
 from core.ir.network import Ir
 from core.ir.op import END_POINT, NETWORK_INPUT
 from core.backends.c.ops import C_EMITTERS
@@ -42,75 +41,6 @@ IMAGES = 3  # per example, in one run of the binary
 QUIET = Console(file=open(os.devnull, "w"))
 MBV1_END = "MobilenetV1/Dense/act_quant/FakeQuantWithMinMaxVars:0"
 MBV1_PREPROCESS = {"size": [128, 128], "channels": 3, "resize": "tf_bilinear", "scale": 127.5, "offset": -1.0}
-
-
-# --- one layer: the C against the kernel ------------------------------------------------------
-
-
-def int8(rng: np.random.Generator, shape) -> np.ndarray:
-    return rng.integers(-128, 128, size=shape).astype(np.int8)
-
-
-def one_layer_ir(fields: dict, params: dict, inputs: int = 1) -> Ir:
-    layer = {"name": "layer.under-test", **fields, "previous_layer": [NETWORK_INPUT] * inputs, "next_layer": [END_POINT]}
-    validate_ir([layer], origin="test layer")
-    return Ir.from_json([layer], {layer["name"]: params} if params else {})
-
-
-def c_output(ir: Ir, inputs: list[np.ndarray], work: Path) -> np.ndarray:
-    """The layer's C on the batch `inputs`: one-input layers as a whole generated program
-    (generate_c), two-input layers through a driver calling the emitted function directly
-    (a network input feeds one tensor, and these layers need two independent ones)."""
-    (layer,) = ir.layers
-    if len(inputs) == 1:
-        program = generate_c(ir)
-        binary = compile_program(program.write(work))
-        return run_program(binary, program, inputs[0], work / "run").outputs[layer.name]
-    symbol = c_symbols(ir)[layer.name]
-    sizes = [int(np.prod(x.shape[1:])) for x in inputs]
-    expected = OPS[layer.operation].kernel(layer, {}, [x[:1] for x in inputs])
-    out_size = int(np.prod(expected.shape[1:]))
-    source = f"""#include <stdio.h>
-#include "qt_runtime.h"
-{emit_c(layer, symbol)}
-int main(void)
-{{
-    static int8_t in0[{sizes[0]}], in1[{sizes[1]}], out[{out_size}];
-    while (fread(in0, 1, {sizes[0]}, stdin) == {sizes[0]} && fread(in1, 1, {sizes[1]}, stdin) == {sizes[1]}) {{
-        {symbol}(in0, in1, out);
-        fwrite(out, 1, {out_size}, stdout);
-    }}
-    return 0;
-}}
-"""
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "qt_runtime.h").write_text(generate_c_runtime())
-    (work / "driver.c").write_text(source)
-    binary = compile_program(work / "driver.c", work / "driver")
-    feed = b"".join(np.ascontiguousarray(x[n]).tobytes() for n in range(len(inputs[0])) for x in inputs)
-    result = subprocess.run([str(binary)], input=feed, capture_output=True, check=True)
-    return np.frombuffer(result.stdout, dtype=np.int8).reshape(len(inputs[0]), *expected.shape[1:])
-
-
-def generate_c_runtime() -> str:
-    return RUNTIME_HEADER.read_text()
-
-
-def check_layer(fields: dict, params: dict, inputs: list[np.ndarray], work: Path) -> None:
-    ir = one_layer_ir(fields, params, len(inputs))
-    (layer,) = ir.layers
-    try:
-        expected = OPS[layer.operation].kernel(layer, params, inputs)
-    except OverflowError:  # the kernel refuses an int32 overflow; nothing to compare
-        assume(False)
-    ours = c_output(ir, inputs, work)
-    assert ours.shape == expected.shape
-    differ = np.argwhere(ours != expected)
-    assert not len(differ), f"{len(differ)} of {ours.size} bytes differ, first at {differ[0].tolist()}: C {ours[tuple(differ[0])]}, kernel {expected[tuple(differ[0])]}"
-
-
-def hw(height: int, width: int) -> dict:
-    return {"height": height, "width": width}
 
 
 @st.composite

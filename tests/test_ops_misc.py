@@ -17,11 +17,10 @@ import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import MBV1_GRAPH, MODELS, SSD_GRAPH, ir_record
-from core.quantize.table import CalibrationTable, TensorEntry
+from conftest import MBV1_GRAPH, MODELS, SSD_GRAPH
+from harness import EMITTER_KEYS, fields_of, int8, last_layer, op_context, quantize, real, run
 from core.quantize.calibration.methods import CalibrationSettings
-from core.quantize.calibration.build import TargetSpec, build_calibration_table, pow2_range
-from core.frontend.graph import Graph
+from core.quantize.calibration.build import TargetSpec, build_calibration_table
 from core.frontend.fake_quant import bypass_fake_quant
 from core.ir.layers import group_layers
 from core.ir.ops import OPS
@@ -33,61 +32,6 @@ from core.ir.simulator import IntegerSimulator
 
 examples = settings(deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow])
 SSD_END_POINTS = [f"BoxPredictor_{k}/Reshape{suffix}:0" for k in range(6) for suffix in ("", "_1")]
-EMITTER_KEYS = ("name", "operation", "previous_layer", "next_layer")
-
-
-# --- the independent path -------------------------------------------------------------------
-
-
-def real(values, log2scale: int) -> np.ndarray:
-    return np.asarray(values, dtype=np.float64) * 2.0**-log2scale
-
-
-def quantize(real_values, log2scale: int) -> np.ndarray:
-    """FakeQuant on a power-of-two range: round half up at the scale, saturate to int8."""
-    return np.clip(np.floor(np.asarray(real_values, dtype=np.float64) * 2.0**log2scale + 0.5), -128, 127).astype(np.int64)
-
-
-def int8(rng: np.random.Generator, shape) -> np.ndarray:
-    return rng.integers(-128, 128, size=shape).astype(np.int8)
-
-
-def run(layer, fields, inputs) -> np.ndarray:
-    result = OPS[layer.op].kernel(ir_record(layer.op, fields, layer.ir_name, ["input"] * len(inputs)), {}, inputs)
-    assert result.dtype == np.int8
-    return result.astype(np.int64)
-
-
-# --- one-op graphs --------------------------------------------------------------------------
-
-
-def op_context(build, input_shape, scales: dict[str, int], **limits):
-    """The graph build(x) on a placeholder x:[1, *input_shape]: its layers, and an IrContext whose
-    table gives the network input scales["input"] and each layer's output scales[layer name]."""
-    with tf.Graph().as_default() as tf_graph:
-        x = tf.compat.v1.placeholder(tf.float32, [1, *input_shape], name="x")
-        out = build(x)
-    graph = Graph.from_graph_def(tf_graph.as_graph_def(), "x:0", [out.name])
-    graph.infer_shapes()
-    layer_graph = group_layers(graph)
-    tensors = {}
-    for tensor in layer_graph.quantized_tensors():
-        layer = layer_graph.producer_of(tensor)
-        value = scales["input" if layer is None else layer.name]
-        tensors[tensor] = TensorEntry("activation", "fixed", 2.0 ** (7 - value), pow2_range(value, 8), log2scale=value)
-    context = IrContext(layer_graph, CalibrationTable("fixed", "tf2ir", 8, tensors), **limits)
-    return layer_graph, context
-
-
-def last_layer(layer_graph):
-    return layer_graph.layers[-1]
-
-
-def fields_of(layer_graph, context, layer=None):
-    """The layer's IR fields (its record's JSON but for the keys every layer has)."""
-    layer = layer or last_layer(layer_graph)
-    record = OPS[layer.op].describe(layer, context)
-    return {key: value for key, value in record.to_json().items() if key not in EMITTER_KEYS}
 
 
 pool_cases = st.fixed_dictionaries({

@@ -1,0 +1,152 @@
+"""What the operation tests share: one-op TensorFlow graphs described as IR layers, the
+independent float path (TF's op on the real values, then the spec's rounding), and one IR layer
+compiled as C and run on a batch."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+from hypothesis import assume
+
+from conftest import ir_record
+from core.backends.c.build import compile_program, run_program
+from core.backends.c.ops import emit_c
+from core.backends.c.program import RUNTIME_HEADER, c_symbols
+from core.backends.program import generate_c
+from core.frontend.graph import Graph
+from core.ir.io import validate_ir
+from core.ir.layers import group_layers
+from core.ir.network import Ir
+from core.ir.op import END_POINT, NETWORK_INPUT, IrContext
+from core.ir.ops import OPS
+from core.quantize.calibration.build import pow2_range
+from core.quantize.table import CalibrationTable, TensorEntry
+
+EMITTER_KEYS = ("name", "operation", "previous_layer", "next_layer")
+
+
+# --- the independent path -------------------------------------------------------------------
+
+
+def real(values, log2scale: int) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64) * 2.0**-log2scale
+
+
+def quantize(real_values, log2scale: int) -> np.ndarray:
+    """FakeQuant on a power-of-two range: round half up at the scale, saturate to int8."""
+    return np.clip(np.floor(np.asarray(real_values, dtype=np.float64) * 2.0**log2scale + 0.5), -128, 127).astype(np.int64)
+
+
+def int8(rng: np.random.Generator, shape) -> np.ndarray:
+    return rng.integers(-128, 128, size=shape).astype(np.int8)
+
+
+def run(layer, fields, inputs, params=None) -> np.ndarray:
+    result = OPS[layer.op].kernel(ir_record(layer.op, fields, layer.ir_name, ["input"] * len(inputs)), params or {}, inputs)
+    assert result.dtype == np.int8
+    return result.astype(np.int64)
+
+
+# --- one-op graphs --------------------------------------------------------------------------
+
+
+def op_context(build, input_shape, scales: dict[str, int], **limits):
+    """The graph build(x) on a placeholder x:[1, *input_shape]: its layers, and an IrContext whose
+    table gives the network input scales["input"] and each layer's output scales[layer name] (or
+    scales["*"])."""
+    with tf.Graph().as_default() as tf_graph:
+        x = tf.compat.v1.placeholder(tf.float32, [1, *input_shape], name="x")
+        out = build(x)
+    graph = Graph.from_graph_def(tf_graph.as_graph_def(), "x:0", [out.name])
+    graph.infer_shapes()
+    layer_graph = group_layers(graph)
+    tensors = {}
+    for tensor in layer_graph.quantized_tensors():
+        layer = layer_graph.producer_of(tensor)
+        key = "input" if layer is None else layer.name
+        if key not in scales and "*" not in scales:
+            raise KeyError(f"no scale for layer {key} (or '*') in {sorted(scales)}")
+        value = scales[key] if key in scales else scales["*"]  # "*": every layer not named
+        tensors[tensor] = TensorEntry("activation", "fixed", 2.0 ** (7 - value), pow2_range(value, 8), log2scale=value)
+    context = IrContext(layer_graph, CalibrationTable("fixed", "tf2ir", 8, tensors), **limits)
+    return layer_graph, context
+
+
+def last_layer(layer_graph):
+    return layer_graph.layers[-1]
+
+
+def fields_of(layer_graph, context, layer=None):
+    """The layer's IR fields (its record's JSON but for the keys every layer has)."""
+    layer = layer or last_layer(layer_graph)
+    record = OPS[layer.op].describe(layer, context)
+    return {key: value for key, value in record.to_json().items() if key not in EMITTER_KEYS}
+
+
+# --- one layer: the C against the kernel ------------------------------------------------------
+
+
+def one_layer_ir(fields: dict, params: dict, inputs: int = 1) -> Ir:
+    layer = {"name": "layer.under-test", **fields, "previous_layer": [NETWORK_INPUT] * inputs, "next_layer": [END_POINT]}
+    validate_ir([layer], origin="test layer")
+    return Ir.from_json([layer], {layer["name"]: params} if params else {})
+
+
+def c_output(ir: Ir, inputs: list[np.ndarray], work: Path) -> np.ndarray:
+    """The layer's C on the batch `inputs`: one-input layers as a whole generated program
+    (generate_c), layers of several inputs through a driver calling the emitted function
+    directly (a network input feeds one tensor, and these layers need independent ones)."""
+    (layer,) = ir.layers
+    if len(inputs) == 1:
+        program = generate_c(ir)
+        binary = compile_program(program.write(work))
+        return run_program(binary, program, inputs[0], work / "run").outputs[layer.name]
+    symbol = c_symbols(ir)[layer.name]
+    sizes = [int(np.prod(x.shape[1:])) for x in inputs]
+    expected = OPS[layer.operation].kernel(layer, ir.params.get(layer.name, {}), [x[:1] for x in inputs])
+    out_size = int(np.prod(expected.shape[1:]))
+    buffers = ", ".join(f"in{k}[{size}]" for k, size in enumerate(sizes))
+    reads = " && ".join(f"fread(in{k}, 1, {size}, stdin) == {size}" for k, size in enumerate(sizes))
+    arguments = ", ".join(f"in{k}" for k in range(len(sizes)))
+    source = f"""#include <stdio.h>
+#include "qt_runtime.h"
+{emit_c(layer, symbol)}
+int main(void)
+{{
+    static int8_t {buffers}, out[{out_size}];
+    while ({reads}) {{
+        {symbol}({arguments}, out);
+        fwrite(out, 1, {out_size}, stdout);
+    }}
+    return 0;
+}}
+"""
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "qt_runtime.h").write_text(RUNTIME_HEADER.read_text())
+    (work / "driver.c").write_text(source)
+    binary = compile_program(work / "driver.c", work / "driver")
+    feed = b"".join(np.ascontiguousarray(x[n]).tobytes() for n in range(len(inputs[0])) for x in inputs)
+    result = subprocess.run([str(binary)], input=feed, capture_output=True, check=True)
+    return np.frombuffer(result.stdout, dtype=np.int8).reshape(len(inputs[0]), *expected.shape[1:])
+
+
+def check_layer(fields: dict, params: dict, inputs: list[np.ndarray], work: Path) -> None:
+    ir = one_layer_ir(fields, params, len(inputs))
+    (layer,) = ir.layers
+    try:
+        expected = OPS[layer.operation].kernel(layer, params, inputs)
+    except OverflowError:  # the kernel refuses an int32 overflow; nothing to compare
+        assume(False)
+    ours = c_output(ir, inputs, work)
+    assert ours.shape == expected.shape
+    differ = np.argwhere(ours != expected)
+    assert not len(differ), f"{len(differ)} of {ours.size} bytes differ, first at {differ[0].tolist()}: C {ours[tuple(differ[0])]}, kernel {expected[tuple(differ[0])]}"
+
+
+def hw(height: int, width: int) -> dict:
+    return {"height": height, "width": width}
+
+
