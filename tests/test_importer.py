@@ -5,12 +5,14 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from core.frontend.graph import GraphError
-from core.frontend.importer import SUPPORTED_OPS, LoadedModel, ModelImportError, import_graph, load_graph_def
+from core.frontend.importer import LoadedModel, ModelImportError, import_graph, load_graph_def
+from stages.import_model import expressible_layers
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 MOBILENET = SHARED / "models" / "mobilenet_v1_0.5_128_cifar10" / "graph.pb"
@@ -69,10 +71,10 @@ def ssd():
 
 
 @needs_shared_models
-def test_frozen_graph_has_no_signature(mobilenet):
+def test_frozen_graph_offers_its_one_placeholder_and_its_unread_outputs(mobilenet):
     loaded, _ = mobilenet
     assert isinstance(loaded, LoadedModel)
-    assert loaded.default_input_tensor is None and loaded.default_end_points is None
+    assert loaded.default_input_tensor == "images:0" and loaded.default_end_points == ["MobilenetV1/Squeeze:0"]
     assert len(loaded.graph_def.node) == 1014
 
 
@@ -86,7 +88,7 @@ def test_mobilenet_imports_pruned_without_identities(mobilenet):
     assert "Squeeze" not in counts  # it follows the end point
     assert counts["Conv2D"] == 15 and counts["DepthwiseConv2dNative"] == 13
     assert counts["Placeholder"] == 1
-    assert set(counts) <= SUPPORTED_OPS
+    assert len(expressible_layers(graph, "test", None).layers) == 15 + 13 + 1  # the convs, the depthwise convs, the pool
     assert graph.source == {"format": "frozen_graph"}  # no alias: the end point is not an Identity
     assert graph.shape(MOBILENET_INPUT) == [-1, 128, 128, 3]
     assert graph.shape(MOBILENET_END_POINTS[0]) == [-1, 1, 1, 10]
@@ -269,23 +271,27 @@ def test_end_points_that_ignore_the_input():
         import_tiny(tiny_graph_def(build))
 
 
-def test_unsupported_ops_are_all_listed():
+def test_a_node_no_layer_holds_is_refused_at_import_naming_it_and_where_to_cut():
     def build(images):
         hidden = tf.nn.relu(images, name="features/relu")
-        scores = tf.raw_ops.Sigmoid(x=hidden, name="head/sigmoid")
-        squashed = tf.math.tanh(scores, name="head/tanh")
-        tf.multiply(squashed, 2.0, name="out")
+        normalized = tf.nn.local_response_normalization(hidden, name="head/lrn")
+        tf.nn.max_pool2d(normalized, 1, 1, "VALID", name="out")
 
     graph_def = tiny_graph_def(build)
+    graph = import_tiny(graph_def)
     with pytest.raises(ModelImportError) as caught:
-        import_tiny(graph_def)
+        expressible_layers(graph, "builtin:tiny", None)
     message = str(caught.value)
-    assert "builtin:tiny" in message and "not supported by the IR" in message
-    assert "Sigmoid (head/sigmoid)" in message and "Tanh (head/tanh)" in message
-    assert "Relu (" not in message and "model.end_points" in message
-    # cutting the graph before them, as the message suggests, imports
-    graph = import_tiny(graph_def, end_points=["features/relu:0"])
-    assert graph.op_counts() == {"Placeholder": 1, "Relu": 1}
+    assert message.startswith("builtin:tiny: node head/lrn (LRN) (name scope 'head') cannot be expressed in the IR")
+    assert "model.end_points=[features/relu:0]" in message
+    # cutting the graph before it, as the message says, imports
+    assert len(expressible_layers(import_tiny(graph_def, end_points=["features/relu:0"]), "t", None).layers) == 1
+
+
+def test_a_node_reading_the_input_says_nothing_before_it_converts():
+    graph = import_tiny(tiny_graph_def(lambda images: tf.nn.local_response_normalization(images, name="out")))
+    with pytest.raises(ModelImportError, match="reads the network input directly"):
+        expressible_layers(graph, "builtin:tiny", None)
 
 
 def test_second_placeholder_is_named():
@@ -323,7 +329,6 @@ KERAS_SHAPE = (8, 8, 3)
 
 @pytest.fixture(scope="module")
 def keras_model():
-    import keras
 
     keras.utils.set_random_seed(0)
     images = keras.Input(KERAS_SHAPE, name="pixels")
@@ -347,7 +352,7 @@ def _check_matches_keras(graph, model, input_tensor):
     (got,) = run_graph_def(graph.to_graph_def(), input_tensor, graph.end_points, x)
     np.testing.assert_allclose(got, model(x, training=False).numpy(), rtol=1e-5, atol=1e-5)
     assert "Identity" not in graph.op_counts()
-    assert set(graph.op_counts()) <= SUPPORTED_OPS
+    assert expressible_layers(graph, "test", None).layers
 
 
 def test_keras_file_imports(tmp_path, keras_model):
@@ -399,17 +404,25 @@ def test_saved_model_imports(tmp_path, keras_model, save, input_name):
     _check_matches_keras(graph, keras_model, loaded.default_input_tensor)
 
 
-def test_keras_dense_layer_is_reported_as_unsupported(tmp_path):
-    import keras
-
-    images = keras.Input((4,), name="features")
-    model = keras.Model(images, keras.layers.Dense(2)(images))
-    path = tmp_path / "dense.keras"
-    model.save(path)
-    loaded = load_graph_def("keras", path)
-    with pytest.raises(ModelImportError, match=r"MatMul \(") as caught:
-        import_graph(loaded.graph_def, loaded.default_input_tensor, loaded.default_end_points, origin=str(path), source={})
-    assert str(path) in str(caught.value)
+@pytest.mark.parametrize("fmt", ["keras", "saved_model"])
+def test_a_keras_layer_no_ir_op_holds_is_named_by_its_keras_name(tmp_path, fmt):
+    images = keras.Input((4, 4, 2), name="features")
+    hidden = keras.layers.Conv2D(3, 1, name="stem")(images)
+    model = keras.Model(images, keras.layers.LayerNormalization(name="the_norm")(hidden))
+    path = tmp_path / ("model.keras" if fmt == "keras" else "saved")
+    model.save(path) if fmt == "keras" else model.export(str(path))
+    loaded = load_graph_def(fmt, path)
+    graph = import_graph(loaded.graph_def, loaded.default_input_tensor, loaded.default_end_points, origin=str(path), source={})
+    with pytest.raises(ModelImportError) as caught:
+        expressible_layers(graph, str(path), loaded.layer_names)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: node ") and "StatefulPartitionedCall" not in message
+    # a .keras file names its layers; a SavedModel keeps only the name scope Keras gave the ops
+    assert "(Keras layer 'the_norm')" in message if fmt == "keras" else "/the_norm_1/moments')" in message
+    cut = message.split("model.end_points=[")[1].split("]")[0]
+    # the suggested end point is the conv's output: the network up to it imports
+    assert [layer.op for layer in expressible_layers(import_graph(loaded.graph_def, loaded.default_input_tensor, [cut], origin="t", source={}),
+                                                     "t", None).layers] == ["conv"]
 
 
 def test_frozen_graph_given_a_saved_model_dir_hints_the_format(tmp_path, keras_model):

@@ -8,13 +8,19 @@ on the same integers."""
 
 from __future__ import annotations
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
+from conftest import ir_record
 from harness import check_layer, fields_of, hw, int8, last_layer, op_context, quantize, real, run
+from core.frontend.canonicalize import canonicalize
+from core.frontend.constant_folding import fold_constants
+from core.frontend.graph import Graph
 from core.ir.ops import OPS
 from core.ir.ops.resize.record import nearest_indices
 from core.ir.ops.softmax.record import exp_table
@@ -181,22 +187,19 @@ def test_softmax_keeps_the_arg_max_of_distinct_probabilities():
 
 
 @examples
-@given(st.integers(1, 5), st.integers(1, 5), st.integers(1, 8), st.sampled_from(["same", "gate", "row"]), st.integers(-1, 7),
+@given(st.integers(1, 5), st.integers(1, 5), st.integers(1, 8), st.sampled_from(["same", "row"]), st.integers(-1, 7),
        st.integers(-1, 7), st.integers(-4, 4), st.sampled_from(["None", "Relu", "Relu6"]), st.integers(0, 2**32 - 1))
 def test_mul_is_tfs_mul_rounded_once(h, w, c, form, s0, s1, out_offset, activation, seed):
-    """x * gate with the gate of the same shape, [1, 1, C] (squeeze-excitation) or [1, W, 1]."""
+    """x * gate with the gate of the same shape or one row broadcast over H."""
     out = s0 + s1 + out_offset - 7
 
     def build(x):
         a = identity(x, "a")
-        gate = {"same": lambda: identity(x, "b"), "gate": lambda: tf.reduce_max(x, [1, 2], keepdims=True, name="b"),
-                "row": lambda: tf.nn.max_pool2d(x, [h, 1], [h, 1], "VALID", name="b")}[form]()
-        product = tf.multiply(a, tf.nn.max_pool2d(gate, 1, 1, "VALID", name="g") if form == "gate" else gate, name="mul")
-        return {"None": product, "Relu": tf.nn.relu(product), "Relu6": tf.nn.relu6(product)}[activation]
+        gate = {"same": lambda: identity(x, "b"), "row": lambda: tf.nn.max_pool2d(x, [h, 1], [h, 1], "VALID", name="b")}[form]()
+        product = tf.multiply(a, gate, name="mul")
+        return {"None": lambda: product, "Relu": lambda: tf.nn.relu(product), "Relu6": lambda: tf.nn.relu6(product)}[activation]()
 
-    if form == "gate":
-        return  # a reduce_max is no IR layer: the gate comes from a pool below
-    layer_graph, context = op_context(build, [h, w, c], {"input": 7, "a": s0, "b": s1, "mul": out})
+    layer_graph, context = op_context(build, [h, w, c], {"input": 7, "a": s0, "b": s1, "*": out})
     layer = last_layer(layer_graph)
     fields = fields_of(layer_graph, context)
     assert layer.op == "mul" and fields["activation_type"] == activation and fields["output_shift"] == s0 + s1 - out
@@ -268,8 +271,6 @@ def test_resize_nearest_is_tfs_resize_nearest_neighbor(in_h, in_w, out_h, out_w,
                                                 half_pixel_centers=half).numpy()
     fields = {"dtype": "int8", "align_corners": align, "half_pixel_centers": half, "log2scale": 4, "input_channel_num": c,
               "input_size": hw(in_h, in_w), "output_size": hw(out_h, out_w)}
-    from conftest import ir_record
-
     record = ir_record("resize_nearest", fields)
     np.testing.assert_array_equal(OPS["resize_nearest"].kernel(record, {}, [x]), expected.astype(np.int8))
     assert list(nearest_indices(in_h, out_h, align, half)) == [int(v) for v in expected_rows(in_h, out_h, align, half)]
@@ -283,21 +284,68 @@ def expected_rows(in_size, out_size, align, half):
 
 
 def test_keras_upsampling_becomes_one_nearest_resize_sharing_its_inputs_scale():
-    import keras
-
-    from core.frontend.canonicalize import canonicalize
-
     inputs = keras.Input((3, 4, 2))
     model = keras.Model(inputs, keras.layers.UpSampling2D((2, 3))(keras.layers.MaxPooling2D(1)(inputs)))
     function = tf.function(lambda t: model(t)).get_concrete_function(tf.TensorSpec((None, 3, 4, 2), tf.float32, name="x"))
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
-
-    from core.frontend.constant_folding import fold_constants
-    from core.frontend.graph import Graph
-
     frozen = convert_variables_to_constants_v2(function)
     graph = Graph.from_graph_def(frozen.graph.as_graph_def(), "x:0", [frozen.outputs[0].name])
     graph.infer_shapes()
     canonical, notes = canonicalize(fold_constants(graph))
     assert [node.op for node in canonical.nodes if node.op not in ("Const", "Placeholder", "Identity")][-1] == "ResizeNearestNeighbor"
     assert sum(node.op == "ResizeNearestNeighbor" for node in canonical.nodes) == 1 and len(notes) >= 2
+
+
+# --- add: the annotated graph's integers -----------------------------------------------------
+
+
+@examples
+@given(st.integers(1, 4), st.integers(1, 4), st.integers(1, 4), st.integers(-1, 6), st.integers(-3, 3), st.integers(-3, 3),
+       st.sampled_from(["Relu6", "Relu", "None"]), st.integers(0, 2**32 - 1))
+def test_the_annotated_add_computes_the_kernels_integers_double_rounding_included(h, w, c, pl, add_offset, out_offset, activation, seed):
+    """The annotated graph (what `top1` of the annotate stage measures) and the IR kernel agree
+    on every element, including where the two roundings of different scales differ from one."""
+    add, out = pl + add_offset, min(pl, pl + add_offset) + out_offset
+
+    def build(x):
+        total = tf.add(identity(x, "a"), tf.nn.avg_pool2d(x, 1, 1, "VALID", name="b"), name="sum")
+        return {"None": lambda: total, "Relu": lambda: tf.nn.relu(total), "Relu6": lambda: tf.nn.relu6(total)}[activation]()
+
+    layer_graph, context = op_context(build, [h, w, c], {"input": 7, "a": pl, "b": add, "*": out})
+    fields = fields_of(layer_graph, context)
+    rng = np.random.default_rng(seed)
+    x0, x1 = int8(rng, (1, h, w, c)), int8(rng, (1, h, w, c))
+    kernel = run(last_layer(layer_graph), fields, [x0, x1])
+    np.testing.assert_array_equal(annotated_layer(layer_graph, context, {"a:0": real(x0, pl), "b:0": real(x1, add)}), kernel)
+
+
+# --- each extension's C is its kernel --------------------------------------------------------
+C_GRAPHS = {  # op -> (build, input shape, the scales of its inputs' layers)
+    "conv (dense)": (lambda x: tf.nn.bias_add(tf.matmul(tf.reshape(identity(x, "a"), [-1, 24]), tf.constant(
+        np.random.default_rng(0).integers(-128, 128, (24, 5)) / 64.0, tf.float32)), tf.constant(np.arange(5) / 32.0, tf.float32)),
+        [2, 3, 4], {"a": 4}),
+    "lut": (lambda x: FUNCTIONS["hard_swish"](identity(x, "a")), [3, 4, 5], {"a": 5}),
+    "softmax": (lambda x: tf.nn.softmax(identity(x, "a")), [1, 2, 11], {"a": 3}),
+    "mul": (lambda x: identity(x, "a") * tf.nn.avg_pool2d(x, [3, 4], 1, "VALID", name="b"), [3, 4, 5], {"a": 6, "b": 5}),
+    "concat": (lambda x: tf.concat([identity(x, "a"), tf.nn.avg_pool2d(x, 1, 1, "VALID", name="b"), identity(x, "c")], 2),
+               [3, 2, 2], {"a": 6, "b": 4, "c": 7}),
+    "resize_nearest": (lambda x: tf.raw_ops.ResizeNearestNeighbor(images=identity(x, "a"), size=[5, 7], half_pixel_centers=True),
+                       [3, 2, 2], {"a": 6}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(C_GRAPHS))
+@c_examples
+@given(out=st.integers(-1, 7), seed=st.integers(0, 2**32 - 1))
+def test_each_extensions_c_is_its_kernel_bit_for_bit(tmp_path, case, out, seed):
+    build, shape, scales = C_GRAPHS[case]
+    layer_graph, context = op_context(build, shape, {"input": 7, **scales, "*": out})
+    layer = last_layer(layer_graph)
+    assert layer.op == case.split()[0] and set(scales) <= {item.name for item in layer_graph.layers}
+    if layer.weight:
+        context.table.tensors.update(_constant_entries(layer_graph, 6, 5))
+    fields = {"operation": layer.op, **fields_of(layer_graph, context)}
+    params = OPS[layer.op].params(layer, context)
+    rng = np.random.default_rng(seed)
+    record = OPS[layer.op].describe(layer, context)
+    inputs = [int8(rng, (3, *record.shape_of_input(k))) for k in range(len(layer.inputs))]
+    check_layer(fields, params, inputs, tmp_path / str(seed))
