@@ -178,6 +178,10 @@ def validate(cfg: DictConfig) -> Config:
             raise ConfigError(f"until={typed.until!r}: not a stage; choose one of {', '.join(STAGE_NAMES)}")
     if typed.model.format is not ModelFormat.builtin and not (typed.model.file.path or typed.model.file.url):
         raise ConfigError(f"model {typed.model.name!r}: format {typed.model.format.value} needs model.file.path or model.file.url")
+    target = typed.target
+    if target.pow2_scales and not target.min_log2scale <= target.input_log2scale <= target.max_log2scale:
+        raise ConfigError(f"target.input_log2scale={target.input_log2scale}: must be within target.min_log2scale="
+                          f"{target.min_log2scale} .. target.max_log2scale={target.max_log2scale} (the network input is a tensor too)")
     if typed.target.accelerator is not None:
         try:
             accelerator_of(to_plain(typed.target), origin=f"target {typed.target.name}")

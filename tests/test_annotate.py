@@ -20,7 +20,7 @@ from core.quantize.annotate import AnnotateError, annotate_graph, export_frozen_
 from core.quantize.table import CalibrationTable, TensorEntry
 from core.data.datasets import load_cifar10, load_image, preprocess
 from core.quantize.calibration.methods import CalibrationSettings
-from core.quantize.calibration.build import CalibrationError, TargetSpec, build_calibration_table
+from core.quantize.calibration.build import CalibrationError, TargetSpec, build_calibration_table, qat_range_changes
 from core.quantize.evaluation import SQNR_CAP_DB, compare, layer_tensor_pairs, sqnr_db
 from core.reports.layers import plot_layer_sqnr
 from core.frontend.constant_folding import fold_constants
@@ -221,7 +221,8 @@ def _po2_entry(absmax: float, kind: str, bits: int = 8) -> TensorEntry:
 def test_per_tensor_table_annotates_every_tensor_weight_and_bias_once(small):
     layer_graph, x, absmax = small
     table = CalibrationTable("absmax", "tf2ir", 8, {t: _po2_entry(a, "activation") for t, a in absmax.items()})
-    annotated = annotate_graph(layer_graph, table)
+    # the quantization structure alone: no integer model replacing the add's float arithmetic
+    annotated = annotate_graph(layer_graph, table, integer_models=False)
     fake_quants = [node for node in annotated.nodes if node.op == FAKE_QUANT]
     quantized = [canonical_tensor(node.inputs[0]) for node in fake_quants]
     assert sorted(quantized) == sorted(absmax)  # each activation, weight and bias exactly once
@@ -299,18 +300,33 @@ def test_per_channel_table_quantizes_conv_and_depthwise_weights_per_output_chann
                    GraphRunner(annotated).run(annotated.end_points, x)[0]) > 20.0
 
 
-# --- qat table errors -------------------------------------------------------------
-@pytest.mark.parametrize("bad_range, message", [
-    (QuantRange(-6.0, 5.953125), "not a symmetric power-of-two"),
-    (QuantRange(-8.0, 8.0), "not a symmetric power-of-two"),
-    (QuantRange(-8.0, 7.0, num_bits=4), "num_bits=4"),
+# --- qat ranges the target cannot take -------------------------------------------
+@pytest.mark.parametrize("qat_range, rounding, log2scale", [
+    (QuantRange(-6.0, 5.953125), "ceil", 4),  # |6| -> 8 = 128 * 2^-4
+    (QuantRange(-5.0, 5.0), "nearest", 5),  # log2 5 = 2.3 -> 2: 4 = 128 * 2^-5, clipping what lies beyond 4
+    (QuantRange(-8.0, 8.0), "ceil", 4),  # a symmetric range of 2^k: 8 -> 8
+    (QuantRange(-127 / 16, 127 / 16, narrow_range=True), "ceil", 4),  # tfmot's narrow weights: [-127, 127] steps of 1/16
+    (QuantRange(-0.5, 3.0), "nearest", 5),  # asymmetric: its largest magnitude, 3 -> 4 = 128 * 2^-5
 ])
-def test_a_range_that_is_not_a_power_of_two_int8_range_is_named(mbv1, bad_range, message):
+def test_a_qat_range_that_is_not_a_power_of_two_is_rounded_and_reported(mbv1, qat_range, rounding, log2scale):
     _, layer_graph, _, _ = mbv1
     ranges = bypass_fake_quant(_fold(mbv1[0]))[1]
     tensor = layer_graph.layers[2].output
-    ranges[tensor] = bad_range
-    with pytest.raises(CalibrationError, match=f"{tensor}.*{message}"):
+    ranges[tensor] = qat_range
+    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", pow2_rounding=rounding), CalibrationSettings(), None, ranges)
+    assert table.tensors[tensor].log2scale == log2scale
+    assert table.tensors[tensor].range == [-128 * 2.0**-log2scale, 127 * 2.0**-log2scale]
+    changes = {change["tensor"]: change for change in qat_range_changes(table, ranges)}
+    assert changes[tensor]["qat_range"] == [qat_range.min, qat_range.max] and changes[tensor]["range"] == table.tensors[tensor].range
+    assert set(changes) == {tensor}  # the graph's own power-of-two ranges are kept as they are
+
+
+def test_a_fake_quant_of_other_bits_than_the_target_is_refused(mbv1):
+    _, layer_graph, _, _ = mbv1
+    ranges = bypass_fake_quant(_fold(mbv1[0]))[1]
+    tensor = layer_graph.layers[2].output
+    ranges[tensor] = QuantRange(-8.0, 7.0, num_bits=4)
+    with pytest.raises(CalibrationError, match=f"{tensor}.*num_bits=4"):
         qat_calibration_table(layer_graph, ranges)
 
 

@@ -13,6 +13,7 @@ from rich.console import Console
 
 from conftest import CIFAR10_DIR, MODELS, compose
 from core.quantize.table import CalibrationTable
+from pipeline.config import ConfigError
 from pipeline.main import run_pipeline
 from pipeline.runner import StageFailed
 
@@ -120,9 +121,24 @@ def test_an_empty_image_directory_is_refused(digits_store, tmp_path):
         _calibrate(*digits_store, "data=images", f"data.path={tmp_path}")
 
 
-def test_a_log2scale_outside_the_targets_range_names_the_tensor_and_the_key(digits_store):
-    with pytest.raises(StageFailed, match="target.max_log2scale"):
-        _calibrate(*digits_store, "target.max_log2scale=3")
+def test_a_range_too_large_for_the_target_names_the_tensor_and_the_key(digits_store):
+    with pytest.raises(StageFailed, match=r"tensor .*log2scale -?\d+ is outside the target's range \[7, .*target.min_log2scale"):
+        _calibrate(*digits_store, "target.min_log2scale=7")
+
+
+def test_a_network_input_scale_outside_the_targets_range_is_a_config_error(digits_store):
+    with pytest.raises(ConfigError, match=r"target.input_log2scale=7: must be within .*target.max_log2scale=3"):
+        run_pipeline(compose(*digits_store, "target.max_log2scale=3"), console=QUIET)
+
+
+def test_a_range_finer_than_the_target_resolves_is_clamped_with_a_warning(digits_store, digits_tables):
+    table, _ = _calibrate(*digits_store, "target.max_log2scale=7", "calib.method=minmax")
+    reference, _ = digits_tables["minmax"]
+    clamped = [name for name, entry in reference.tensors.items() if entry.log2scale > 7]
+    assert clamped  # the digits CNN has finer scales than 2^-7
+    for name, entry in table.tensors.items():
+        assert entry.log2scale == min(reference.tensors[name].log2scale, 7), name
+        assert any("target.max_log2scale" in warning for warning in entry.warnings) == (name in clamped), name
 
 
 def test_nan_in_calibration_data_names_the_tensor_and_the_image(digits_tables):

@@ -25,7 +25,7 @@ class ConcatOperands:
         return self.log2scale_of_input(position) - self.output_log2scale
 
     def shifts(self) -> list[Shift]:
-        return [Shift(f"input{k} log2scale - output_log2scale", self.rescale(k), signed=True) for k in range(len(self.operands()))]
+        return [Shift(f"input{k}_log2scale - output_log2scale", self.rescale(k), signed=True) for k in range(len(self.operands()))]
 
     def macs(self) -> int:
         return 0
