@@ -61,3 +61,20 @@ def workspace(tmp_path, model_cache):
         f"store.cache_dir={model_cache}",
         f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
     ]
+
+
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true", help="also run the tests marked slow (the model zoo: minutes each)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: a long model-zoo case, run with --slow (the default run covers every op and target)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--slow"):
+        return
+    skip = pytest.mark.skip(reason="slow: run with pytest --slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)

@@ -1,52 +1,205 @@
 """Models nobody here wrote, through every stage as a user runs them: Keras models built in the
-test (seeded, untrained), saved as a user saves them, imported by run.py's path."""
+test (seeded, untrained), saved as a user saves them (.keras, SavedModel, frozen GraphDef),
+imported by run.py's path with no input tensor or end point given by hand.
+
+The default run covers every operation of the zoo on both targets with one small model on the
+digits data; the keras.applications and tutorial models of issue 10 run with `--slow` (they
+need ../shared's CIFAR-10)."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import keras
+import numpy as np
 import pytest
+import tensorflow as tf
 from rich.console import Console
+from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-from conftest import compose
+from conftest import CIFAR10_DIR, compose
 from core.ir.io import read_ir
 from pipeline.main import run_pipeline
 
 QUIET = Console(file=open(os.devnull, "w"))
+FORMATS = ("keras", "saved_model", "frozen_graph")
+
+
+def save_as(model: keras.Model, fmt: str, directory: Path) -> Path:
+    """The model written as a user writes it in `fmt`."""
+    if fmt == "keras":
+        model.save(path := directory / "model.keras")
+    elif fmt == "saved_model":
+        model.export(str(path := directory / "saved_model"))
+    else:  # the TF2 recipe for a frozen graph: a concrete function, variables to constants
+        spec = tf.TensorSpec((None, *model.input_shape[1:]), tf.float32, name="images")
+        frozen = convert_variables_to_constants_v2(tf.function(lambda x: model(x)).get_concrete_function(spec))
+        path = directory / "frozen.pb"
+        path.write_bytes(frozen.graph.as_graph_def().SerializeToString())
+    return path
+
+
+def run_user_model(workspace, path: Path, fmt: str, target: str, *overrides: str):
+    cfg = compose(*workspace, f"model.name={path.stem}", f"model.format={fmt}", f"model.file.path={path}", f"target={target}",
+                  *overrides)
+    return run_pipeline(cfg, console=QUIET)
+
+
+def artifact(summary, stage: str) -> Path:
+    return next(result.artifact.directory for result in summary.results if result.stage.name == stage)
+
+
+def assert_bit_exact_through_codegen(summary) -> None:
+    metrics = summary.metrics
+    assert [result.stage.name for result in summary.results][-1] == "codegen"
+    assert metrics["codegen.bitexact"] == 1.0 and metrics["simulate.layer_agreement_min"] == 1.0
+
+
+# --- every operation, both targets (default run) ------------------------------------------------
+
+
+def every_op_model() -> keras.Model:
+    """A small network on the digits' 8x8 images with each layer kind of the zoo: conv + BN + ReLU,
+    a depthwise conv with ReLU6, squeeze-excitation (global pool, 1x1 convs, hard_sigmoid,
+    Multiply), LeakyReLU, a residual Add, max and average pools, hard_swish, a 3-way Concatenate,
+    UpSampling2D, Flatten, Dense and Softmax."""
+    keras.utils.set_random_seed(0)
+    layers = keras.layers
+    images = keras.Input((8, 8, 1), name="digits")
+    stem = layers.ReLU(name="stem_relu")(layers.BatchNormalization(name="stem_bn")(layers.Conv2D(8, 3, padding="same", use_bias=False, name="stem")(images)))
+    branch = layers.ReLU(6.0, name="dw_relu6")(layers.BatchNormalization(name="dw_bn")(layers.DepthwiseConv2D(3, padding="same", name="dw")(stem)))
+    gate = layers.GlobalAveragePooling2D(keepdims=True, name="se_pool")(branch)
+    gate = layers.Conv2D(8, 1, activation="hard_sigmoid", name="se_expand")(layers.Conv2D(4, 1, activation="relu", name="se_squeeze")(gate))
+    branch = layers.Multiply(name="se_mul")([branch, gate])
+    shortcut = layers.LeakyReLU(0.1, name="leaky")(layers.Conv2D(8, 1, name="shortcut")(stem))
+    merged = layers.Add(name="residual")([branch, shortcut])
+    towers = [layers.MaxPooling2D(2, name="max_pool")(merged), layers.AveragePooling2D(2, name="avg_pool")(merged),
+              layers.Conv2D(8, 3, strides=2, padding="same", activation="hard_swish", name="swish_conv")(merged)]
+    upsampled = layers.UpSampling2D(2, name="upsample")(layers.Concatenate(name="towers")(towers))
+    head = layers.Conv2D(8, 3, strides=2, padding="same", activation="relu", name="head")(upsampled)
+    scores = layers.Dense(10, activation="softmax", name="classifier")(layers.Flatten(name="flatten")(head))
+    return keras.Model(images, scores)
 
 
 @pytest.fixture(scope="module")
-def relu_cnn(tmp_path_factory):
-    """A small CNN on the digits' 8x8 images using ReLU everywhere a Keras user would: a conv with
-    activation="relu", a depthwise conv with BatchNorm and a ReLU layer, a residual add followed by
-    ReLU, a global average pool (keepdims) and a 1x1 classifier."""
-    import keras
+def every_op_files(tmp_path_factory) -> dict[str, Path]:
+    model, directory = every_op_model(), tmp_path_factory.mktemp("every_op")
+    return {fmt: save_as(model, fmt, directory) for fmt in FORMATS}
 
+
+@pytest.mark.parametrize("target", ["tf2ir", "accel"])
+def test_every_zoo_operation_runs_all_stages_bit_exact(every_op_files, workspace, target):
+    summary = run_user_model(workspace, every_op_files["keras"], "keras", target, "calib.num_images=64", "data.eval_num_images=60")
+    assert_bit_exact_through_codegen(summary)
+    emitted = read_ir(artifact(summary, "emit_ir"))
+    operations = [layer.operation for layer in emitted.layers]
+    assert {"conv", "dwconv", "avg_pool", "max_pool", "mul", "add", "lut", "concat", "resize_nearest", "reshape", "softmax"} <= set(operations)
+    assert operations.count("lut") == 3  # hard_sigmoid, LeakyReLU, hard_swish: one table each
+    assert operations[-1] == "softmax" and emitted.layers[-1].next_layer == ("endpoint",)  # the model's own output
+    if target == "accel":
+        assert 0 < summary.metrics["partition.layers_accel"] < summary.metrics["partition.layers"]  # softmax stays on the host
+
+
+def test_the_ir_is_the_same_whatever_format_the_model_was_saved_in(every_op_files, workspace):
+    """SavedModel's StatefulPartitionedCall/ prefix and a frozen graph's own input name do not
+    reach the IR: the three files give byte-identical IR and parameters."""
+    emitted = {}
+    for fmt, path in every_op_files.items():
+        summary = run_user_model(workspace, path, fmt, "tf2ir", "until=emit_ir", "calib.num_images=32")
+        directory = artifact(summary, "emit_ir")
+        files = [directory / "net_def.json", *sorted((directory / "params").iterdir())]
+        emitted[fmt] = {file.name: file.read_bytes() for file in files}
+    assert emitted["keras"] and emitted["saved_model"] == emitted["keras"] and emitted["frozen_graph"] == emitted["keras"]
+    assert not any(b"StatefulPartitionedCall" in content for content in emitted["saved_model"].values())
+
+
+def test_a_keras_cnn_with_relu_runs_all_stages_bit_exact_with_every_layer_on_the_accelerator(workspace, tmp_path):
+    """ReLU everywhere a Keras user writes it: a conv with activation="relu", a depthwise conv with
+    BatchNorm and a ReLU layer, a residual add followed by ReLU, a global pool and a 1x1 classifier."""
     keras.utils.set_random_seed(0)
     images = keras.Input((8, 8, 1), name="digits")
     x = keras.layers.Conv2D(8, 3, padding="same", activation="relu", name="stem")(images)
     y = keras.layers.DepthwiseConv2D(3, padding="same", use_bias=False, name="dw")(x)
-    y = keras.layers.BatchNormalization(name="dw_bn")(y)
-    y = keras.layers.ReLU(name="dw_relu")(y)
+    y = keras.layers.ReLU(name="dw_relu")(keras.layers.BatchNormalization(name="dw_bn")(y))
     y = keras.layers.Conv2D(8, 1, name="project")(y)
     y = keras.layers.ReLU(name="residual_relu")(keras.layers.Add(name="residual")([x, y]))
-    y = keras.layers.GlobalAveragePooling2D(keepdims=True, name="pool")(y)
-    logits = keras.layers.Conv2D(10, 1, name="logits")(y)
-    path = tmp_path_factory.mktemp("keras") / "relu_cnn.keras"
-    keras.Model(images, logits).save(path)
-    return path
-
-
-@pytest.mark.parametrize("target", ["tf2ir", "accel"])
-def test_a_keras_cnn_with_relu_runs_all_stages_bit_exact(relu_cnn, workspace, target):
-    cfg = compose(*workspace, "model.name=relu_cnn", "model.format=keras", f"model.file.path={relu_cnn}", f"target={target}",
-                  "calib.num_images=64", "data.eval_num_images=60")
-    summary = run_pipeline(cfg, console=QUIET)
-    metrics = summary.metrics
-    assert [result.stage.name for result in summary.results][-1] == "codegen"
-    assert metrics["codegen.bitexact"] == 1.0 and metrics["simulate.layer_max_lsb_difference"] <= 1
-    emitted = read_ir(next(result.artifact.directory for result in summary.results if result.stage.name == "emit_ir"))
+    logits = keras.layers.Conv2D(10, 1, name="logits")(keras.layers.GlobalAveragePooling2D(keepdims=True, name="pool")(y))
+    path = save_as(keras.Model(images, logits), "keras", tmp_path)
+    summary = run_user_model(workspace, path, "keras", "accel", "calib.num_images=64", "data.eval_num_images=60")
+    assert_bit_exact_through_codegen(summary)
+    emitted = read_ir(artifact(summary, "emit_ir"))
     relus = [layer for layer in emitted.layers if getattr(layer, "activation_type", None) == "Relu"]
     assert {layer.operation for layer in relus} == {"conv", "dwconv", "add"}  # the stem, the depthwise conv, the residual
-    if target == "accel":  # the accelerator's clamp runs Relu as it runs Relu6: every layer on it
-        assert metrics["partition.layers_accel"] == metrics["partition.layers"] == len(emitted.layers)
+    # the accelerator's clamp runs Relu as it runs Relu6: every layer on it
+    assert summary.metrics["partition.layers_accel"] == summary.metrics["partition.layers"] == len(emitted.layers)
+
+
+# --- the models of issue 10 (--slow) -------------------------------------------------------------
+
+
+def lenet() -> keras.Model:
+    return keras.Sequential([
+        keras.Input((32, 32, 3)), keras.layers.Conv2D(6, 5, activation="relu"), keras.layers.MaxPooling2D(),
+        keras.layers.Conv2D(16, 5, activation="relu"), keras.layers.MaxPooling2D(), keras.layers.Flatten(),
+        keras.layers.Dense(120, activation="relu"), keras.layers.Dense(84, activation="relu"), keras.layers.Dense(10, activation="softmax")])
+
+
+def small_resnet() -> keras.Model:
+    layers = keras.layers
+
+    def conv_bn(x, relu=True):
+        x = layers.BatchNormalization()(layers.Conv2D(16, 3, padding="same")(x))
+        return layers.ReLU()(x) if relu else x
+
+    images = keras.Input((32, 32, 3))
+    x = layers.MaxPooling2D(3, 2, padding="same")(conv_bn(images))
+    for _ in range(2):
+        x = layers.ReLU()(layers.Add()([x, conv_bn(conv_bn(x), relu=False)]))
+    return keras.Model(images, layers.Dense(10, activation="softmax")(layers.GlobalAveragePooling2D()(x)))
+
+
+def inception_block() -> keras.Model:
+    layers = keras.layers
+    images = keras.Input((32, 32, 3))
+    x = layers.LeakyReLU(0.1)(layers.Conv2D(8, 3, strides=2, padding="same")(images))
+    towers = [layers.Conv2D(8, 1)(x), layers.Activation("hard_swish")(layers.Conv2D(8, 3, padding="same")(x)),
+              layers.MaxPooling2D(3, 1, padding="same")(x)]
+    x = layers.UpSampling2D(2)(layers.Concatenate()(towers))
+    x = layers.GlobalAveragePooling2D()(layers.Conv2D(10, 3, strides=2, padding="same")(x))
+    return keras.Model(images, layers.Softmax()(x))
+
+
+ZOO = {
+    "mobilenet": lambda: keras.applications.MobileNet(input_shape=(32, 32, 3), alpha=0.25, weights=None, classes=10),
+    "mobilenetv2": lambda: keras.applications.MobileNetV2(input_shape=(32, 32, 3), alpha=0.35, weights=None, classes=10),
+    "mobilenetv3small": lambda: keras.applications.MobileNetV3Small(input_shape=(32, 32, 3), alpha=0.75, weights=None, classes=10,
+                                                                    include_preprocessing=False),
+    "resnet": small_resnet,
+    "lenet": lenet,
+    "inception": inception_block,
+}
+CIFAR10 = ("data=cifar10", f"data.path={CIFAR10_DIR}", "model.preprocess.size=[32,32]", "model.preprocess.channels=3",
+           "model.preprocess.scale=127.5", "model.preprocess.offset=-1.0", "calib.num_images=64", "data.eval_num_images=100")
+
+
+@pytest.fixture(scope="module")
+def zoo_files(tmp_path_factory):
+    if not CIFAR10_DIR.is_dir():
+        pytest.skip(f"the zoo runs on CIFAR-10, expected at {CIFAR10_DIR} (../shared/data)")
+    files = {}
+    for name, build in ZOO.items():
+        keras.utils.set_random_seed(0)
+        model, directory = build(), tmp_path_factory.mktemp(name)
+        files[name] = {fmt: save_as(model, fmt, directory) for fmt in FORMATS}
+    return files
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["tf2ir", "accel"])
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_zoo_model_runs_all_stages_bit_exact(zoo_files, workspace, name, fmt, target):
+    summary = run_user_model(workspace, zoo_files[name][fmt], fmt, target, *CIFAR10)
+    assert_bit_exact_through_codegen(summary)
+    assert read_ir(artifact(summary, "emit_ir")).layers[-1].operation == "softmax"
