@@ -53,7 +53,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     for tensor, entry in table.tensors.items():
         for warning in entry.warnings:
             ctx.log(f"warning: {tensor}: {warning}")
-    changes = qat_range_changes(table, ranges) if method == "qat" else []
+    changes = qat_range_changes(table, layer_graph, ranges) if method == "qat" else []
     for change in changes:
         ctx.log(f"qat range changed: {change['tensor']} ({change['kind']}) {change['qat_range']} -> {change['range']}: {change['why']}")
     plot_clipping(stats, table, ranges, settings, out_dir / "clipping.png")

@@ -316,7 +316,7 @@ def test_a_qat_range_that_is_not_a_power_of_two_is_rounded_and_reported(mbv1, qa
     table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", pow2_rounding=rounding), CalibrationSettings(), None, ranges)
     assert table.tensors[tensor].log2scale == log2scale
     assert table.tensors[tensor].range == [-128 * 2.0**-log2scale, 127 * 2.0**-log2scale]
-    changes = {change["tensor"]: change for change in qat_range_changes(table, ranges)}
+    changes = {change["tensor"]: change for change in qat_range_changes(table, layer_graph, ranges)}
     assert changes[tensor]["qat_range"] == [qat_range.min, qat_range.max] and changes[tensor]["range"] == table.tensors[tensor].range
     assert set(changes) == {tensor}  # the graph's own power-of-two ranges are kept as they are
 

@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 
 import keras
-import numpy as np
 import pytest
 import tensorflow as tf
 from rich.console import Console

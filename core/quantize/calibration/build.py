@@ -268,10 +268,11 @@ def _absmax(stats: TensorStatistics | None) -> float | None:
     return None if stats is None else float(stats.absmax)
 
 
-def qat_range_changes(table: CalibrationTable, ranges: dict[str, QuantRange]) -> list[dict]:
+def qat_range_changes(table: CalibrationTable, layer_graph: LayerGraph, ranges: dict[str, QuantRange]) -> list[dict]:
     """Under calib.method=qat, every tensor whose table range is not its FakeQuant's (a
     non-power-of-two, asymmetric or narrow range rounded for the target), and every constant
     without a FakeQuant of its own (weights re-quantized after a BatchNorm was folded into them)."""
+    ranges = _ranges_across_identities(layer_graph, ranges)
     changes = []
     for tensor, entry in sorted(table.tensors.items()):
         quant_range = ranges.get(tensor)
