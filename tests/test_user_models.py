@@ -40,8 +40,7 @@ def save_as(model: keras.Model, fmt: str, directory: Path) -> Path:
 
 
 def run_user_model(workspace, path: Path, fmt: str, target: str, *overrides: str):
-    cfg = compose(*workspace, f"model.name={path.stem}", f"model.format={fmt}", f"model.file.path={path}", f"target={target}",
-                  *overrides)
+    cfg = compose(*workspace, *overrides, f"model.name={path.stem}", f"model.format={fmt}", f"model.file.path={path}", f"target={target}")
     return run_pipeline(cfg, console=QUIET)
 
 
@@ -178,14 +177,24 @@ ZOO = {
     "lenet": lenet,
     "inception": inception_block,
 }
-CIFAR10 = ("data=cifar10", f"data.path={CIFAR10_DIR}", "model.preprocess.size=[32,32]", "model.preprocess.channels=3",
-           "model.preprocess.scale=127.5", "model.preprocess.offset=-1.0", "calib.num_images=64", "data.eval_num_images=100")
+CIFAR10 = ("model=keras_cifar10", f"data.path={CIFAR10_DIR}", "calib.num_images=64", "data.eval_num_images=100")
+needs_cifar10 = pytest.mark.skipif(not CIFAR10_DIR.is_dir(), reason=f"the zoo runs on CIFAR-10, expected at {CIFAR10_DIR} (../shared/data)")
+
+
+@needs_cifar10
+@pytest.mark.parametrize("target", ["tf2ir", "accel"])
+def test_a_tutorial_lenet_runs_all_stages_from_the_readme_config(workspace, tmp_path, target):
+    """README's `model=keras_cifar10 model.file.path=...`: a Sequential LeNet with Flatten, Dense
+    and a Softmax activation, its output the end point."""
+    keras.utils.set_random_seed(0)
+    summary = run_user_model(workspace, save_as(lenet(), "keras", tmp_path), "keras", target, *CIFAR10)
+    assert_bit_exact_through_codegen(summary)
+    emitted = read_ir(artifact(summary, "emit_ir"))
+    assert [layer.operation for layer in emitted.layers][-5:] == ["reshape", "conv", "conv", "conv", "softmax"]
 
 
 @pytest.fixture(scope="module")
 def zoo_files(tmp_path_factory):
-    if not CIFAR10_DIR.is_dir():
-        pytest.skip(f"the zoo runs on CIFAR-10, expected at {CIFAR10_DIR} (../shared/data)")
     files = {}
     for name, build in ZOO.items():
         keras.utils.set_random_seed(0)
@@ -194,6 +203,7 @@ def zoo_files(tmp_path_factory):
     return files
 
 
+@needs_cifar10
 @pytest.mark.slow
 @pytest.mark.parametrize("target", ["tf2ir", "accel"])
 @pytest.mark.parametrize("fmt", FORMATS)
