@@ -82,6 +82,23 @@ class OneInputOneOutput:
         return self.output_log2scale
 
 
+class SameShapeInput:
+    """Shapes and scales of a layer with one input and an output of the same `shape` (one
+    image's), at input_log2scale and output_log2scale."""
+
+    def shape_of_output(self) -> tuple[int, ...]:
+        return tuple(self.shape)
+
+    def shape_of_input(self, position: int) -> tuple[int, ...]:
+        return tuple(self.shape)
+
+    def log2scale_of_input(self, position: int) -> int:
+        return self.input_log2scale
+
+    def log2scale_of_output(self) -> int:
+        return self.output_log2scale
+
+
 def omitted_when(default: Any):
     """A field the JSON carries only when it differs from `default` (absent means default)."""
     return dataclasses.field(default=default, metadata={"omit_default": True})

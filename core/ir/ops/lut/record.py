@@ -7,13 +7,13 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-from core.ir.records import IrLayer, Shift
+from core.ir.records import IrLayer, SameShapeInput, Shift
 
 TABLE_SIZE = 256  # one entry per int8 input, x = -128 .. 127 at index x + 128
 
 
 @dataclass(frozen=True, kw_only=True)
-class LutLayer(IrLayer):
+class LutLayer(SameShapeInput, IrLayer):
     operation: ClassVar[str] = "lut"
     label_prefix: ClassVar[str] = "lut"
     elementwise: ClassVar[bool] = True
@@ -23,18 +23,6 @@ class LutLayer(IrLayer):
     input_log2scale: int
     output_log2scale: int
     dtype: str = "int8"
-
-    def shape_of_output(self) -> tuple[int, ...]:
-        return tuple(self.shape)
-
-    def shape_of_input(self, position: int) -> tuple[int, ...]:
-        return tuple(self.shape)
-
-    def log2scale_of_input(self, position: int) -> int:
-        return self.input_log2scale
-
-    def log2scale_of_output(self) -> int:
-        return self.output_log2scale
 
     def macs(self) -> int:
         return 0

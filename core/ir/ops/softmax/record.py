@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from core.ir.records import IrLayer, Shift
+from core.ir.records import IrLayer, SameShapeInput, Shift
 
 EXP_BITS = 16  # exp_table's fractional bits: exp(0) = 2^16
 EXP_TABLE_SIZE = 256  # max - x of two int8 values: 0 .. 255
@@ -24,7 +24,7 @@ def exp_table(input_log2scale: int) -> np.ndarray:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SoftmaxLayer(IrLayer):
+class SoftmaxLayer(SameShapeInput, IrLayer):
     operation: ClassVar[str] = "softmax"
     label_prefix: ClassVar[str] = "smax"
 
@@ -36,18 +36,6 @@ class SoftmaxLayer(IrLayer):
     @property
     def classes(self) -> int:
         return int(self.shape[-1])
-
-    def shape_of_output(self) -> tuple[int, ...]:
-        return tuple(self.shape)
-
-    def shape_of_input(self, position: int) -> tuple[int, ...]:
-        return tuple(self.shape)
-
-    def log2scale_of_input(self, position: int) -> int:
-        return self.input_log2scale
-
-    def log2scale_of_output(self) -> int:
-        return self.output_log2scale
 
     def macs(self) -> int:
         return 0
