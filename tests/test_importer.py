@@ -288,6 +288,17 @@ def test_a_node_no_layer_holds_is_refused_at_import_naming_it_and_where_to_cut()
     assert len(expressible_layers(import_tiny(graph_def, end_points=["features/relu:0"]), "t", None).layers) == 1
 
 
+def test_an_add_that_broadcasts_is_refused_at_import_with_its_shapes():
+    def build(images):
+        pooled = tf.nn.max_pool2d(images, 1, 1, "VALID", name="features")
+        gate = tf.reduce_mean(pooled, [1, 2], keepdims=True, name="gate")
+        tf.add(pooled, gate, name="out")
+
+    with pytest.raises(ModelImportError, match=r"(?s)node out \(AddV2\).*an add of a \[4, 4, 2\] and a \[1, 1, 2\] tensor.*"
+                                               r"model.end_points=\[features:0, gate:0\]"):
+        expressible_layers(import_tiny(tiny_graph_def(build, shape=(1, 4, 4, 2))), "builtin:tiny", None)
+
+
 def test_a_node_reading_the_input_says_nothing_before_it_converts():
     graph = import_tiny(tiny_graph_def(lambda images: tf.nn.local_response_normalization(images, name="out")))
     with pytest.raises(ModelImportError, match="reads the network input directly"):
