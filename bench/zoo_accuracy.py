@@ -35,7 +35,8 @@ COLUMNS = ("model", "format", "target", "top-1 float", "top-1 annotate", "top-1 
 
 
 def training_images(count: int) -> tuple[np.ndarray, np.ndarray]:
-    batches = [load_cifar10(CIFAR10_DIR, f"data_batch_{k}") for k in range(1, 6)]
+    """The first `count` training images of the batches present (../shared holds data_batch_1)."""
+    batches = [load_cifar10(CIFAR10_DIR, f"data_batch_{k}") for k in range(1, 6) if (CIFAR10_DIR / f"data_batch_{k}").is_file()]
     images = np.concatenate([images for images, _ in batches])[:count]
     labels = np.concatenate([labels for _, labels in batches])[:count]
     return images.astype(np.float32) / 127.5 - 1.0, labels  # conf/model/keras_cifar10.yaml's preprocessing
