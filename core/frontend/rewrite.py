@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from core.frontend.graph import Graph, Node, canonical_tensor, tensor_node
+from core.frontend.tf_runtime import new_session
 
 
 def copy_node(node: Node, **changes: Any) -> Node:
@@ -80,7 +81,7 @@ def evaluate(graph: Graph, fetches: list[str], feed: dict[str, np.ndarray] | Non
     tf_graph = tf.Graph()
     with tf_graph.as_default():
         tf.compat.v1.import_graph_def(graph.to_graph_def(), name="")
-    with tf.compat.v1.Session(graph=tf_graph) as session:
+    with new_session(tf_graph) as session:
         values = session.run(fetches, feed_dict=feed or {})
     return [np.asarray(value) for value in values]
 

@@ -12,6 +12,18 @@ from core.frontend.graph import Graph, canonical_tensor
 DEFAULT_BATCH_SIZE = 64
 
 
+def new_session(tf_graph):
+    """A Session on `tf_graph` that computes each node as the graph says. Grappler's remapper is
+    off: it fuses Conv2D + BiasAdd + LeakyRelu (oneDNN) even when the BiasAdd is fetched, and the
+    fetch then fails ("not found in the Graph"); the reference values must be the graph's own."""
+    import tensorflow as tf
+    from tensorflow.core.protobuf import rewriter_config_pb2
+
+    config = tf.compat.v1.ConfigProto()
+    config.graph_options.rewrite_options.remapping = rewriter_config_pb2.RewriterConfig.OFF
+    return tf.compat.v1.Session(graph=tf_graph, config=config)
+
+
 class GraphRunner:
     """One Graph imported once into a tf.compat.v1 Session kept open, so repeated
     batches pay neither the import nor the session start-up again."""
@@ -23,7 +35,7 @@ class GraphRunner:
         self._tf_graph = tf.Graph()
         with self._tf_graph.as_default():
             tf.compat.v1.import_graph_def(graph.to_graph_def(), name="")
-        self._session = tf.compat.v1.Session(graph=self._tf_graph)
+        self._session = new_session(self._tf_graph)
         # a placeholder with a fixed batch size (the SSD's is [1,160,160,3]) only takes chunks of that size
         shape = self._tf_graph.get_tensor_by_name(graph.input_tensor).shape
         self.fixed_batch = shape[0] if shape.rank else None
