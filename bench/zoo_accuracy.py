@@ -7,8 +7,10 @@ briefly trained on CIFAR-10, saved in each format, through all eight stages on e
 Prints (and writes to --out, default bench/out/zoo_accuracy.md) a table model x format x target:
 top-1 of the float graph, of the annotated graph and of the integer simulation on the first
 --eval-images CIFAR-10 test images, the simulation's SQNR against float at the end point, and
-codegen.bitexact. Training is a short, seeded Adam run: enough for accuracies far from chance, not
-a model anyone should ship. Needs ../shared/data/cifar-10-batches-py.
+codegen.bitexact. Training is a short, seeded Adam run, not a model anyone should ship: on the 932
+training images ../shared holds, the small networks learn and the keras.applications MobileNets
+overfit and stay near chance; what the table shows is what each stage keeps of the float model.
+Needs ../shared/data/cifar-10-batches-py.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ COLUMNS = ("model", "format", "target", "top-1 float", "top-1 annotate", "top-1 
 
 
 def training_images(count: int) -> tuple[np.ndarray, np.ndarray]:
-    """The first `count` training images of the batches present (../shared holds data_batch_1)."""
+    """The first `count` training images of the batches present (../shared holds 932 images of data_batch_1)."""
     batches = [load_cifar10(CIFAR10_DIR, f"data_batch_{k}") for k in range(1, 6) if (CIFAR10_DIR / f"data_batch_{k}").is_file()]
     images = np.concatenate([images for images, _ in batches])[:count]
     labels = np.concatenate([labels for _, labels in batches])[:count]
