@@ -1,3 +1,4 @@
+import os
 import pickle
 from pathlib import Path
 
@@ -227,6 +228,32 @@ def test_a_pickle_of_the_wrong_form_is_rejected(tmp_path, batch, message):
         pickle.dump(batch, file)
     with pytest.raises(DatasetError, match=message):
         load_cifar10(tmp_path, "test_batch")
+
+
+class _Payload:
+    """What a crafted batch file can do: call any function it names while it is unpickled."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.makedirs, (str(self.marker),)
+
+
+@pytest.mark.parametrize("protocol", [2, pickle.HIGHEST_PROTOCOL])
+def test_a_batch_file_that_names_code_is_refused_without_running_it(tmp_path, protocol):
+    marker = tmp_path / "the payload ran"
+    batch = {b"data": np.zeros((1, 3072), np.uint8), b"labels": [0], b"filenames": [_Payload(marker)]}
+    (tmp_path / "cifar").mkdir()
+    with open(tmp_path / "cifar" / "data_batch_1", "wb") as file:
+        pickle.dump(batch, file, protocol=protocol)
+    with pytest.raises(DatasetError, match=r"data_batch_1 is not a CIFAR-10 .*it names (os|posix)\.makedirs, .*refused"):
+        load_cifar10(tmp_path / "cifar", "data_batch_1")
+    assert not marker.exists()
+    # the same dict without the payload, pickled the same way, loads
+    with open(tmp_path / "cifar" / "data_batch_1", "wb") as file:
+        pickle.dump({b"data": np.zeros((1, 3072), np.uint8), b"labels": [0]}, file, protocol=protocol)
+    assert load_cifar10(tmp_path / "cifar", "data_batch_1")[0].shape == (1, 32, 32, 3)
 
 
 def test_a_directory_without_images_is_rejected(tmp_path):

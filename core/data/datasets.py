@@ -161,11 +161,25 @@ def _cifar10_file(directory: str | Path, name: str) -> Path:
     return path
 
 
+class _CifarUnpickler(pickle.Unpickler):
+    """The official format holds dicts, lists, bytes, str, int and numpy arrays; a pickle may
+    name any callable to run, so every other global is refused before it is looked up."""
+
+    ALLOWED = {("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "_reconstruct"),
+               ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.numeric", "_frombuffer"),  # protocol 5's arrays
+               ("numpy._core.numeric", "_frombuffer"), ("_codecs", "encode")}  # encode: protocol 2's bytes
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"it names {module}.{name}, which the CIFAR-10 format never holds; refused "
+                                         "(a pickle can run any code it names)")
+        return super().find_class(module, name)
+
+
 def _unpickle_cifar(path: Path) -> Any:
-    # pickle is the official format; data.path must point at trusted files
     try:
         with open(path, "rb") as file:
-            return pickle.load(file, encoding="bytes")
+            return _CifarUnpickler(file, encoding="bytes").load()
     except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, IndexError, KeyError) as error:
         raise DatasetError(f"{path} is not a CIFAR-10 python-version pickle ({type(error).__name__}: {error})") from error
 
