@@ -95,7 +95,7 @@ class DataConfig:
     path: Optional[str] = field(default=None, metadata={"content": True})
     calib_split: str = "train"
     eval_split: str = "test"
-    eval_num_images: Optional[int] = None  # None: the whole evaluation split
+    eval_num_images: Optional[int] = _positive(None)  # None: the whole evaluation split
     holdout_fraction: float = _fraction(0.2)  # digits: the held-out split
     split_seed: int = 0  # digits
 

@@ -64,6 +64,8 @@ def test_unknown_key_is_rejected():
         ("calib.num_images=0", "calib.num_images"),
         ("calib.percentile=120", "calib.percentile"),
         ("fold_check.tolerance=-1e-3", "fold_check.tolerance"),
+        ("data.eval_num_images=-300", r"data.eval_num_images=-300: must be a positive number"),  # evaluated 60 images, top-1 1.0
+        ("data.eval_num_images=0", "data.eval_num_images"),
     ],
 )
 def test_out_of_range_values_name_the_key(override, key):
