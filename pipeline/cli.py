@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 from rich.console import Console
+from rich.markup import escape
 
 from pipeline.config import ConfigError, validate
 from pipeline.main import run_pipeline
@@ -22,7 +23,7 @@ def run_or_explain(cfg: DictConfig, console: Console, sweep_id: str | None = Non
     except USER_ERRORS as error:
         if isinstance(error, StageFailed) and not isinstance(error.error, ValueError):
             console.print_exception()  # not a bad input but a defect: show where
-        console.print(f"[bold red]error:[/bold red] {error}", highlight=False)
+        console.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False)
         return None
 
 
@@ -33,8 +34,8 @@ def report_run(summary: RunSummary, cfg: DictConfig, console: Console) -> None:
     for name, value in sorted(summary.metrics.items()):
         if not name.endswith(("wall_s", "compute_s")):
             console.print(f"  {name} = {value:.6g}")
-    console.print(f"MLflow run {summary.mlflow_run_id} in {cfg.tracking_uri} (experiment '{cfg.model.name}'; `mlflow ui --backend-store-uri {cfg.tracking_uri}`)")
+    console.print(escape(f"MLflow run {summary.mlflow_run_id} in {cfg.tracking_uri} (experiment '{cfg.model.name}'; `mlflow ui --backend-store-uri {cfg.tracking_uri}`)"))
     if summary.export_dir:
-        console.print(f"artifacts exported to {summary.export_dir}/ (metrics.json, run.json, one directory per stage)")
+        console.print(escape(f"artifacts exported to {summary.export_dir}/ (metrics.json, run.json, one directory per stage)"))
     else:
-        console.print(f"artifacts in the store {cfg.store.url}: " + ", ".join(f"{r.stage.name}/{r.key[:12]}" for r in summary.results))
+        console.print(escape(f"artifacts in the store {cfg.store.url}: " + ", ".join(f"{r.stage.name}/{r.key[:12]}" for r in summary.results)))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 from rich.console import Console
+from rich.markup import escape
 
 from pipeline.cli import USER_ERRORS
 from pipeline.config import Config, validate
@@ -70,7 +71,7 @@ def track(console: Console) -> None:
         "mlflow_run_id": summary.mlflow_run_id,
         "stages": {r.stage.name: {"key": r.key, "reused": r.reused} for r in results},
     })
-    console.print(f"MLflow run {summary.mlflow_run_id} in {cfg.tracking_uri}")
+    console.print(escape(f"MLflow run {summary.mlflow_run_id} in {cfg.tracking_uri}"))
 
 
 def main(argv: list[str]) -> int:
@@ -81,7 +82,7 @@ def main(argv: list[str]) -> int:
     try:
         track(console) if argv[0] == "--track" else run_one(argv[0], console)
     except USER_ERRORS as error:
-        console.print(f"[bold red]error:[/bold red] {error}", highlight=False)
+        console.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False)
         return 2
     return 0
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from pipeline.config import Config
@@ -50,7 +51,7 @@ class RichDisplay:
         self.bars.update(self.tasks[stage.name], completed=done, total=total)
 
     def log(self, stage: Stage, message: str) -> None:
-        self.bars.console.print(f"  [dim]{stage.name}:[/dim] {message}")
+        self.bars.console.print(f"  [dim]{stage.name}:[/dim] {escape(message)}")
 
     def finish(self, stage: Stage, result: StageResult) -> None:
         verdict = "[cyan]reused from the store[/cyan]" if result.reused else "[green]ran[/green]"

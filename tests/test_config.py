@@ -89,6 +89,18 @@ def test_run_py_refuses_before_any_stage_runs(tmp_path):
     assert not store.exists() and not (tmp_path / "m.db").exists()
 
 
+def test_an_error_is_printed_literally_brackets_and_all(tmp_path):
+    """Rich markup must not eat `[...]` in a path: `[/x]` used to crash the printer itself."""
+    missing = tmp_path / "[/x]" / "[bold]model.pb"
+    completed = subprocess.run(
+        [sys.executable, "run.py", "model=mbv1_cifar10", f"model.file.path='{missing}'", f"store.url={tmp_path / 'store'}",
+         f"tracking_uri=sqlite:///{tmp_path}/m.db"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert completed.returncode != 0 and "Traceback" not in completed.stderr
+    assert str(missing) in completed.stderr.replace("\n", "")
+
+
 def test_run_py_prints_the_composed_config():
     completed = subprocess.run(
         [sys.executable, "run.py", "--cfg", "job", "model=ssd_mbv2"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300
