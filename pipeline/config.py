@@ -12,6 +12,7 @@ batch size, a fraction) live next to the field as `metadata` and are checked by
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -169,6 +170,9 @@ _CHECKS = {
 }
 
 
+TARGET_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+
+
 def validate(cfg: DictConfig) -> Config:
     """Typed view of the composed config; raises ConfigError naming the first bad key."""
     typed = OmegaConf.to_object(cfg)
@@ -179,6 +183,9 @@ def validate(cfg: DictConfig) -> Config:
     if typed.model.format is not ModelFormat.builtin and not (typed.model.file.path or typed.model.file.url):
         raise ConfigError(f"model {typed.model.name!r}: format {typed.model.format.value} needs model.file.path or model.file.url")
     target = typed.target
+    if not TARGET_NAME.fullmatch(target.name):
+        raise ConfigError(f"target.name={target.name!r}: must start with a letter and hold only letters, digits, '_', '-' and '.' "
+                          "(at most 64): it names files and C functions")
     if target.pow2_scales and not target.min_log2scale <= target.input_log2scale <= target.max_log2scale:
         raise ConfigError(f"target.input_log2scale={target.input_log2scale}: must be within target.min_log2scale="
                           f"{target.min_log2scale} .. target.max_log2scale={target.max_log2scale} (the network input is a tensor too)")

@@ -319,6 +319,25 @@ def test_the_default_model_on_both_accelerator_targets_is_bit_exact(digits_works
         assert f"{target}_func_{function}_program[{len(binary)}]" in (directory / "program.c").read_text()
 
 
+def test_a_target_name_that_is_no_c_identifier_names_its_functions_by_a_sanitized_form(digits_workspace):
+    """`my-accel.v2` is a fine target name: its functions are my_accel_v2_func_<k>, in C and on disk."""
+    from pipeline.main import run_pipeline
+
+    summary = run_pipeline(compose(*digits_workspace, "target=accel", "target.name=my-accel.v2"), console=QUIET)
+    results = {result.stage.name: result for result in summary.results}
+    assert results["codegen"].metrics["bitexact"] == 1.0
+    functions = sorted(path.name for path in results["codegen"].artifact.directory.glob("*_func_*.bin"))
+    assert functions and all(name.startswith("my_accel_v2_func_") for name in functions)
+
+
+@pytest.mark.parametrize("name", ["../../x", "a/b", "", "9lives", "x" * 65, "a b"])
+def test_a_target_name_that_could_escape_a_directory_is_a_config_error(name):
+    from pipeline.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"target.name=.*must start with a letter"):
+        compose("target=accel", f"target.name='{name}'")
+
+
 def test_a_wrong_lowering_fails_the_stage_naming_the_first_layer_that_differs(digits_workspace, monkeypatch, tmp_path):
     from pipeline.main import run_pipeline
     from pipeline.runner import StageFailed

@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -256,7 +257,9 @@ def partition(ir: Ir, accelerator: Accelerator | None, target: str | None = None
     matches = {layer.name: match_layer(layer, accelerator, target, ir.params.get(layer.name, {})) for layer in ir.layers}
     on_accel = {name for name, (pattern, _) in matches.items() if pattern is not None}
     members, notes = _regions(ir.layers, edges.producers, on_accel)
-    region_names = {name: f"{target}_func_{number}" for number, region_layers in enumerate(members) for name in region_layers}
+    # a function's name is a C symbol and a file name: the target's name with anything else than [A-Za-z0-9_] made '_'
+    symbol = re.sub(r"[^A-Za-z0-9_]", "_", target)
+    region_names = {name: f"{symbol}_func_{number}" for number, region_layers in enumerate(members) for name in region_layers}
     layout = _layouts(ir.layers, edges, on_accel)
     packs, unpacks = _layout_changes(ir, edges, layout, accelerator)
     groups = [Group(layer.name, index, layer.operation, layer.fused_operators(), HOST if matches[layer.name][0] is None else ACCEL,
