@@ -20,6 +20,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from core.backends.accel.target import AcceleratorError, AcceleratorSpec, accelerator_of
+from core.data.datasets import CIFAR10_BATCHES
 from pipeline.params import CalibMethod, DataKind, ModelFormat, Pow2Rounding, Resize, Task, to_plain
 from pipeline.stages import STAGE_NAMES
 
@@ -182,6 +183,10 @@ def validate(cfg: DictConfig) -> Config:
             raise ConfigError(f"until={typed.until!r}: not a stage; choose one of {', '.join(STAGE_NAMES)}")
     if typed.model.format is not ModelFormat.builtin and not (typed.model.file.path or typed.model.file.url):
         raise ConfigError(f"model {typed.model.name!r}: format {typed.model.format.value} needs model.file.path or model.file.url")
+    if typed.data.kind is DataKind.cifar10:
+        for key in ("calib_split", "eval_split"):
+            if getattr(typed.data, key) not in CIFAR10_BATCHES:
+                raise ConfigError(f"data.{key}={getattr(typed.data, key)!r}: not a CIFAR-10 batch; choose one of {', '.join(CIFAR10_BATCHES)}")
     target = typed.target
     if not TARGET_NAME.fullmatch(target.name):
         raise ConfigError(f"target.name={target.name!r}: must start with a letter and hold only letters, digits, '_', '-' and '.' "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -71,6 +72,13 @@ def test_unknown_key_is_rejected():
 def test_out_of_range_values_name_the_key(override, key):
     with pytest.raises(ConfigError, match=key):
         compose(override)
+
+
+@pytest.mark.parametrize("key", ["calib_split", "eval_split"])
+@pytest.mark.parametrize("split", ["../../x.pkl", "/etc/passwd", "batches.meta", "data_batch_6"])
+def test_a_cifar_split_is_one_of_its_batch_files_never_a_path(key, split):
+    with pytest.raises(ConfigError, match=rf"data.{key}='{re.escape(split)}': not a CIFAR-10 batch; choose one of data_batch_1, "):
+        compose("data=cifar10", f"data.{key}='{split}'")
 
 
 def test_until_must_name_a_stage():

@@ -208,6 +208,14 @@ def test_missing_cifar_batch_is_named(tmp_path):
         load_cifar10(CIFAR_DIR, "data_batch_3")
 
 
+@pytest.mark.parametrize("name", ["../test_batch", "/etc/passwd", "cifar/../test_batch"])
+def test_a_batch_name_is_never_a_path(tmp_path, name):
+    (tmp_path / "test_batch").write_bytes(b"outside the data directory")
+    (tmp_path / "cifar").mkdir()
+    with pytest.raises(DatasetError, match="is not a CIFAR-10 batch; choose one of data_batch_1"):
+        load_cifar10(tmp_path / "cifar", name)
+
+
 def test_a_file_that_is_not_a_pickle_is_rejected(tmp_path):
     (tmp_path / "test_batch").write_bytes(b"this is not a pickle")
     with pytest.raises(DatasetError, match="not a CIFAR-10 python-version pickle"):

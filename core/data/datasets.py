@@ -24,6 +24,7 @@ PIL_FILTERS = {"pil_bilinear": "BILINEAR", "pil_nearest": "NEAREST"}
 CIFAR10_SIDE = 32
 CIFAR10_ROW_LENGTH = 3 * CIFAR10_SIDE * CIFAR10_SIDE
 CIFAR10_CLASSES = 10
+CIFAR10_BATCHES = (*(f"data_batch_{k}" for k in range(1, 6)), "test_batch")  # the only files a split may name
 CIFAR10_EXPECTED = "the CIFAR-10 python version directory containing data_batch_1 ... data_batch_5, test_batch and batches.meta; set data.path"
 
 DIGITS_CLASSES = 10
@@ -151,6 +152,8 @@ def load_cifar10_label_names(directory: str | Path) -> list[str]:
 
 
 def _cifar10_file(directory: str | Path, name: str) -> Path:
+    if name not in (*CIFAR10_BATCHES, "batches.meta"):  # a name is never a path: nothing outside the directory is read
+        raise DatasetError(f"{name!r} is not a CIFAR-10 batch; choose one of {', '.join(CIFAR10_BATCHES)}")
     directory = Path(directory)
     if not directory.is_dir():
         raise DatasetError(f"{directory} does not exist or is not a directory; expected {CIFAR10_EXPECTED}")
