@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 import keras
+import numpy as np
 import pytest
 import tensorflow as tf
 from rich.console import Console
@@ -212,3 +213,20 @@ def test_zoo_model_runs_all_stages_bit_exact(zoo_files, workspace, name, fmt, ta
     summary = run_user_model(workspace, zoo_files[name][fmt], fmt, target, *CIFAR10)
     assert_bit_exact_through_codegen(summary)
     assert read_ir(artifact(summary, "emit_ir")).layers[-1].operation == "softmax"
+
+
+def test_node_names_that_collide_as_ir_names_get_distinct_ones(workspace, tmp_path):
+    """`a/b` and `a_b` both become `a_b` once '/' is '_': the IR names them apart and every stage
+    runs on the right layer."""
+    rng = np.random.default_rng(0)
+    with tf.Graph().as_default() as graph:
+        images = tf.compat.v1.placeholder(tf.float32, [None, 8, 8, 1], name="digits")
+        first = tf.nn.relu6(tf.nn.conv2d(images, tf.constant(rng.normal(0, 0.5, (3, 3, 1, 4)), tf.float32), 1, "SAME", name="a/b"))
+        second = tf.nn.relu6(tf.nn.conv2d(first, tf.constant(rng.normal(0, 0.5, (3, 3, 4, 4)), tf.float32), 1, "SAME", name="a_b"))
+        tf.nn.avg_pool2d(second, 8, 1, "VALID", name="scores")
+    path = tmp_path / "colliding.pb"
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    summary = run_user_model(workspace, path, "frozen_graph", "tf2ir", "calib.num_images=32", "data.eval_num_images=20")
+    assert_bit_exact_through_codegen(summary)
+    names = [layer.name for layer in read_ir(artifact(summary, "emit_ir")).layers]
+    assert len(names) == len(set(names)) == 3 and {"a_b", "a_b_1"} <= set(names)

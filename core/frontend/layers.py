@@ -90,10 +90,11 @@ class Layer:
     activation: str = "None"  # an IR activation_type (core/ir/activations.py)
     attrs: Any = None  # the operation's own matched attributes (a dataclass of its pattern module)
     rule: AnnotateRule | None = None  # its operation's, set by group_layers
+    # the IR's name: `name` with '/' -> '_', made unique by group_layers (a/b and a_b would collide)
+    ir_name: str = ""
 
-    @property
-    def ir_name(self) -> str:
-        return self.name.replace("/", "_")
+    def __post_init__(self):
+        self.ir_name = self.ir_name or self.name.replace("/", "_")
 
 
 class GraphIndex:
@@ -197,7 +198,19 @@ def group_layers(graph: Graph, patterns: Iterable[Pattern], rules: Mapping[str, 
                 raise GraphError(f"node {name} belongs to both layer {owner[name]} and layer {layer.name}")
             owner[name] = layer.name
         layers.append(layer)
+    _unique_ir_names(layers)
     return LayerGraph(graph, layers)
+
+
+def _unique_ir_names(layers: list[Layer]) -> None:
+    """Two layers whose names differ only by '/' against '_' get distinct IR names: the later
+    one takes the first free `<name>_<k>`."""
+    taken: set[str] = set()
+    for layer in layers:
+        base, suffix = layer.ir_name, 1
+        while layer.ir_name in taken:
+            layer.ir_name, suffix = f"{base}_{suffix}", suffix + 1
+        taken.add(layer.ir_name)
 
 
 def _pattern_for(graph: Graph, node: Node, index: GraphIndex, patterns: list[Pattern], what: str) -> Pattern:
