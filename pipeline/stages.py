@@ -62,7 +62,7 @@ STAGES: tuple[Stage, ...] = (
         name="annotate",
         entry="stages.annotate:run",
         inputs=("fold_check", "calibrate"),
-        params=("data", "model.preprocess", "model.task"),
+        params=("data", "model.preprocess", "model.task", "model.num_classes"),
         description="insert simulated quantization and measure its error against the float graph",
     ),
     Stage(
@@ -76,7 +76,7 @@ STAGES: tuple[Stage, ...] = (
         name="simulate",
         entry="stages.simulate:run",
         inputs=("emit_ir", "fold_check", "annotate"),
-        params=("data", "model.preprocess", "model.task"),
+        params=("data", "model.preprocess", "model.task", "model.num_classes"),
         description="run the IR in integer arithmetic and compare it with the float and annotated graphs",
     ),
     Stage(

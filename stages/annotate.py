@@ -13,7 +13,7 @@ from core.frontend.fake_quant import bypass_fake_quant
 from core.frontend.graph import Graph
 from core.ir.layers import group_layers
 from core.quantize.annotate import annotate_graph, export_frozen_graph
-from core.quantize.evaluation import compare, layer_tensor_pairs, top1
+from core.quantize.evaluation import class_labels, compare, layer_tensor_pairs, top1
 from core.quantize.table import CalibrationTable
 from core.reports.layers import plot_layer_sqnr
 from pipeline.params import Task, to_plain
@@ -33,7 +33,10 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     data = params.data
     evaluation = load_split(data.kind.value, data.path, data.eval_split, to_plain(params.model.preprocess),
                             limit=data.eval_num_images, holdout_fraction=data.holdout_fraction, seed=data.split_seed)
-    labels = evaluation.labels if params.model.task is Task.classification else None
+    labels, why_not = class_labels(float_graph, evaluation.labels if params.model.task is Task.classification else None,
+                                   params.model.num_classes)
+    if why_not:
+        ctx.log(why_not)
     ctx.log(f"evaluating float vs annotated on {len(evaluation.images)} images of {evaluation.source}")
     comparison = compare(float_graph, annotated, layer_tensor_pairs(layer_graph, annotated), evaluation.images, labels)
     report = comparison.to_dict()

@@ -18,7 +18,7 @@ from core.ir.io import read_ir
 from core.ir.layers import group_layers
 from core.ir.op import NETWORK_INPUT
 from core.ir.simulator import IntegerSimulator
-from core.quantize.evaluation import ErrorSums
+from core.quantize.evaluation import ErrorSums, class_labels
 from core.reports.layers import plot_layer_sqnr
 from pipeline.params import Task, to_plain
 
@@ -33,7 +33,10 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     data = params.data
     evaluation = load_split(data.kind.value, data.path, data.eval_split, to_plain(params.model.preprocess),
                             limit=data.eval_num_images, holdout_fraction=data.holdout_fraction, seed=data.split_seed)
-    labels = evaluation.labels if params.model.task is Task.classification else None
+    labels, why_not = class_labels(float_graph, evaluation.labels if params.model.task is Task.classification else None,
+                                   params.model.num_classes)
+    if why_not:
+        ctx.log(why_not)
     producers = {layer.output: layer.ir_name for layer in layer_graph.layers}
     end_layers = [producers[tensor] for tensor in float_graph.end_points]
     probe = LayerProbe(annotated, layer_graph, ir)

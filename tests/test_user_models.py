@@ -230,3 +230,16 @@ def test_node_names_that_collide_as_ir_names_get_distinct_ones(workspace, tmp_pa
     assert_bit_exact_through_codegen(summary)
     names = [layer.name for layer in read_ir(artifact(summary, "emit_ir")).layers]
     assert len(names) == len(set(names)) == 3 and {"a_b", "a_b_1"} <= set(names)
+
+
+def test_an_end_point_that_is_not_class_scores_gets_no_top1(workspace, tmp_path):
+    """A feature map as the end point of a 10-class model: top-1 would read as a real 0.0."""
+    rng = np.random.default_rng(1)
+    with tf.Graph().as_default() as graph:
+        images = tf.compat.v1.placeholder(tf.float32, [None, 8, 8, 1], name="digits")
+        tf.nn.relu6(tf.nn.conv2d(images, tf.constant(rng.normal(0, 0.5, (3, 3, 1, 4)), tf.float32), 1, "SAME"), name="features")
+    path = tmp_path / "features.pb"
+    path.write_bytes(graph.as_graph_def().SerializeToString())
+    summary = run_user_model(workspace, path, "frozen_graph", "tf2ir", "calib.num_images=32", "data.eval_num_images=20", "until=simulate")
+    assert not [key for key in summary.metrics if "top1" in key]
+    assert summary.metrics["simulate.layer_agreement_min"] == 1.0 and "annotate.sqnr_db_min" in summary.metrics

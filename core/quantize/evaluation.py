@@ -103,6 +103,21 @@ class Comparison:
         }
 
 
+def class_labels(graph: Graph, labels: np.ndarray | None, num_classes: int | None) -> tuple[np.ndarray | None, str | None]:
+    """`labels` if the graph's first end point scores classes (num_classes values an image, or
+    more than the largest label), else None and why: a top-1 of a box regressor's output would
+    read as a real 0.0."""
+    if labels is None:
+        return None, None
+    shape = graph.shape(graph.end_points[0]) or []
+    size = int(np.prod([d for d in shape[1:] if d and d > 0])) if len(shape) > 1 else 0
+    wanted = num_classes if num_classes is not None else int(labels.max()) + 1
+    if size != wanted and not (num_classes is None and size >= wanted):
+        return None, (f"no top-1: the end point {graph.end_points[0]} holds {size} values an image, "
+                      f"not {wanted} class scores (model.num_classes)")
+    return labels, None
+
+
 def _top1(logits: np.ndarray) -> np.ndarray:
     return logits.reshape(len(logits), -1).argmax(axis=1)
 
