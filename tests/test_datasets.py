@@ -264,6 +264,18 @@ def test_a_batch_file_that_names_code_is_refused_without_running_it(tmp_path, pr
     assert load_cifar10(tmp_path / "cifar", "data_batch_1")[0].shape == (1, 32, 32, 3)
 
 
+@pytest.mark.parametrize("channels", [1, 3])
+def test_a_16_bit_png_is_scaled_to_8_bits_not_clipped(tmp_path, channels):
+    samples = np.linspace(0, 65535, 64 * 64).round().astype(np.uint16).reshape(64, 64)
+    Image.fromarray(samples).save(tmp_path / "deep.png")
+    with Image.open(tmp_path / "deep.png") as written:
+        assert written.mode.startswith("I")  # a real 16-bit PNG
+    loaded = load_image(tmp_path / "deep.png", channels)
+    expected = np.round(samples / 257.0).astype(np.uint8)  # 65535 / 255 = 257
+    np.testing.assert_array_equal(loaded[..., 0], expected)
+    assert loaded.shape == (64, 64, channels) and np.mean(loaded == 255) < 0.01
+
+
 def test_a_directory_without_images_is_rejected(tmp_path):
     (tmp_path / "notes.txt").write_text("no images here")
     with pytest.raises(DatasetError, match="no images in"):

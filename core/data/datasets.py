@@ -203,6 +203,17 @@ def load_image_files(directory_or_file: str | Path) -> list[Path]:
     return files
 
 
+WIDE_GRAY_MODES = ("I;16", "I;16L", "I;16B", "I")  # 16-bit grayscale PNGs open as one of these
+
+
+def _eight_bit(values: np.ndarray, mode: str, path: str | Path) -> np.ndarray:
+    """16-bit samples scaled to 8 bits (v * 255 / 65535, rounded), as an 8-bit export would."""
+    values = values.astype(np.int64)
+    if values.size and (values.min() < 0 or values.max() > 65535):
+        raise DatasetError(f"image {path}: {mode} samples span {values.min()}..{values.max()}; expected 8- or 16-bit images")
+    return ((values * 255 + 32767) // 65535).astype(np.uint8)
+
+
 def load_image(path: str | Path, channels: int = 3) -> np.ndarray:
     """One image file -> uint8 HWC, RGB for channels=3, luminance for channels=1."""
     from PIL import Image, UnidentifiedImageError
@@ -212,6 +223,8 @@ def load_image(path: str | Path, channels: int = 3) -> np.ndarray:
     try:
         with Image.open(path) as image:
             image.load()
+            if image.mode in WIDE_GRAY_MODES:  # Pillow's convert would clip every value above 255
+                image = Image.fromarray(_eight_bit(np.asarray(image), image.mode, path), "L")
             converted = image.convert("L" if channels == 1 else "RGB")
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
         raise DatasetError(f"cannot decode image {path} ({type(error).__name__}: {error})") from error
