@@ -11,9 +11,10 @@ from pipeline.main import run_pipeline
 from pipeline.resources import ResourceError
 from pipeline.runner import RunSummary, StageFailed
 from pipeline.store import StoreError
+from pipeline.tracking import TrackingError
 
 # errors whose message already tells the user what to do: no traceback
-USER_ERRORS = (ConfigError, ResourceError, StageFailed, StoreError)
+USER_ERRORS = (ConfigError, ResourceError, StageFailed, StoreError, TrackingError)
 
 
 def run_or_explain(cfg: DictConfig, console: Console, sweep_id: str | None = None) -> RunSummary | None:

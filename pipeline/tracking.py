@@ -9,10 +9,12 @@ creates its schema) happens under a file lock.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+from urllib.parse import urlparse
 
 from filelock import FileLock
 
@@ -34,6 +36,26 @@ def git_commit() -> str:
         return "unknown"
 
 
+SERVER_TIMEOUT_S = 5.0
+
+
+class TrackingError(RuntimeError):
+    """The tracking URI cannot be used; the message names it and what to do."""
+
+
+def check_tracking_server(tracking_uri: str) -> None:
+    """An http(s) tracking URI must answer within seconds: MLflow's own client retries for minutes."""
+    parsed = urlparse(tracking_uri)
+    if parsed.scheme not in ("http", "https"):
+        return
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        socket.create_connection((parsed.hostname, port), timeout=SERVER_TIMEOUT_S).close()
+    except OSError as error:
+        raise TrackingError(f"tracking_uri={tracking_uri}: no MLflow server answers at {parsed.hostname}:{port} ({error}); "
+                            "start one (`mlflow server`) or leave tracking_uri at its default, sqlite:///mlflow.db") from error
+
+
 def _sqlite_lock(tracking_uri: str) -> FileLock | None:
     if not tracking_uri.startswith("sqlite:///"):
         return None
@@ -46,6 +68,7 @@ def _sqlite_lock(tracking_uri: str) -> FileLock | None:
 def pipeline_run(cfg: Config, sweep_id: str | None = None) -> Iterator["Tracker"]:
     import mlflow
 
+    check_tracking_server(cfg.tracking_uri)
     lock = _sqlite_lock(cfg.tracking_uri)
     mlflow.set_tracking_uri(cfg.tracking_uri)
     if lock is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 import sys
 
@@ -107,6 +108,20 @@ def test_an_error_is_printed_literally_brackets_and_all(tmp_path):
     )
     assert completed.returncode != 0 and "Traceback" not in completed.stderr
     assert str(missing) in completed.stderr.replace("\n", "")
+
+
+def test_an_unreachable_tracking_server_fails_in_seconds_before_any_stage(tmp_path):
+    with socket.socket() as unused:  # a port nothing listens on
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    store = tmp_path / "store"
+    completed = subprocess.run(
+        [sys.executable, "run.py", f"tracking_uri=http://127.0.0.1:{port}", f"store.url={store}"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert completed.returncode != 0 and "Traceback" not in completed.stderr
+    assert f"tracking_uri=http://127.0.0.1:{port}: no MLflow server answers" in completed.stderr.replace("\n", "")
+    assert not (store / "import").exists()
 
 
 def test_run_py_prints_the_composed_config():
