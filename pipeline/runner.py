@@ -173,6 +173,8 @@ class Runner:
         key = stage_key(stage, material, inputs)
         self.display.start(stage, key)
         artifact = self.store.lookup(stage.name, key)
+        while self.store.quarantined:
+            self.display.log(stage, "warning: " + self.store.quarantined.pop(0))
         reused = artifact is not None
         if artifact is None:
             artifact = self._execute(stage, key, params, material, inputs)

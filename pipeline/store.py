@@ -31,6 +31,7 @@ from fsspec.implementations.local import LocalFileSystem
 from pipeline.hashing import MANIFEST, file_digests, tree_digest
 
 TMP_DIR = ".tmp"
+QUARANTINE_DIR = ".quarantine"  # damaged entries, moved aside (never served, never deleted unseen)
 
 
 class StoreError(RuntimeError):
@@ -59,34 +60,55 @@ class ArtifactStore:
         self.fs, self.root = fsspec.core.url_to_fs(url)
         self.is_local = isinstance(self.fs, LocalFileSystem)
         self.local_cache = Path(local_cache or tempfile.gettempdir()) / "store"
+        self.quarantined: list[str] = []  # what lookup moved aside, for the runner to say
 
     # --- reading -------------------------------------------------------------
     def lookup(self, stage: str, key: str) -> Artifact | None:
+        """The intact entry for (stage, key), or None. A damaged entry (no or an unreadable
+        manifest, files that differ from it) is moved to .quarantine/ and reported in
+        `quarantined`: the stage runs again and the store heals."""
         if self.is_local:
             directory = Path(self.root) / stage / key
-            manifest = _read_manifest(directory / MANIFEST)
-            return None if manifest is None else self._checked(Artifact(stage, key, directory, manifest))
+            if not directory.exists():
+                return None
+            return self._intact_or_quarantined(Artifact(stage, key, directory, _read_manifest(directory / MANIFEST)))
         remote = f"{self.root}/{stage}/{key}"
         if not self.fs.exists(f"{remote}/{MANIFEST}"):
             return None
-        return self._checked(self._fetch(stage, key, remote))
+        return self._intact_or_quarantined(self._fetch(stage, key, remote))
 
     def _fetch(self, stage: str, key: str, remote: str) -> Artifact:
         local = self.local_cache / stage / key
         if _read_manifest(local / MANIFEST) is None:
+            if local.exists():
+                self._quarantine(local, "a damaged local copy")
             partial = self.local_cache / TMP_DIR / uuid.uuid4().hex
             partial.mkdir(parents=True)
             self.fs.get(f"{remote}/", str(partial), recursive=True)
             _rename_or_discard(partial, local)
         return Artifact(stage, key, local, _read_manifest(local / MANIFEST))
 
+    def _intact_or_quarantined(self, artifact: Artifact) -> Artifact | None:
+        if artifact.manifest is None:
+            why = "its manifest is missing or unreadable"
+        elif file_digests(artifact.directory) != artifact.manifest.get("files"):
+            why = "its files differ from its manifest"
+        else:
+            return artifact
+        self._quarantine(artifact.directory, why)
+        return None
+
+    def _quarantine(self, directory: Path, why: str) -> None:
+        aside = directory.parent.parent / QUARANTINE_DIR / f"{directory.parent.name}-{directory.name}-{uuid.uuid4().hex[:8]}"
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(directory, aside)
+        self.quarantined.append(f"store entry {directory} was damaged ({why}): moved to {aside}, computing it again")
+
     def _checked(self, artifact: Artifact) -> Artifact:
         actual = file_digests(artifact.directory)
         if actual != artifact.manifest["files"]:
-            raise StoreError(
-                f"store entry {artifact.directory} is corrupt: its files differ from its manifest; "
-                f"delete that directory and run again"
-            )
+            raise StoreError(f"store entry {artifact.directory} differs from its manifest right after it was written; "
+                             "is another process writing into the store directory?")
         return artifact
 
     # --- writing -------------------------------------------------------------
@@ -138,10 +160,13 @@ def _rename_or_discard(partial: Path, final: Path) -> None:
 
 
 def _read_manifest(path: Path) -> dict[str, Any] | None:
+    """The manifest, or None where there is none that could be a commit marker (absent, empty,
+    cut short, not an object)."""
     try:
-        return json.loads(Path(path).read_text())
-    except (FileNotFoundError, NotADirectoryError):
+        manifest = json.loads(Path(path).read_text())
+    except (FileNotFoundError, NotADirectoryError, ValueError, UnicodeDecodeError):
         return None
+    return manifest if isinstance(manifest, dict) and "files" in manifest else None
 
 
 def _write_json(path: Path, data: Any) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.hashing import file_digests, tree_digest
-from pipeline.store import ArtifactStore, StoreError
+from pipeline.store import ArtifactStore
 
 
 def _build(store: ArtifactStore, payload: bytes) -> Path:
@@ -37,12 +37,27 @@ def test_a_build_that_never_commits_leaves_no_entry(tmp_path):
     assert store.lookup("import", "k1") is None and store.entries("import") == []
 
 
-def test_corrupt_entry_is_reported_not_reused(tmp_path):
+DAMAGE = {
+    "tampered file": lambda entry: (entry / "data.bin").write_bytes(b"tampered"),
+    "extra file": lambda entry: (entry / "planted.py").write_text("import os"),
+    "empty manifest": lambda entry: (entry / "manifest.json").write_text(""),
+    "cut-short manifest": lambda entry: (entry / "manifest.json").write_text((entry / "manifest.json").read_text()[:40]),
+    "missing manifest": lambda entry: (entry / "manifest.json").unlink(),
+    "manifest of another shape": lambda entry: (entry / "manifest.json").write_text("[1, 2]"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_damaged_entry_is_never_served_but_moved_aside_and_the_store_heals(tmp_path, damage):
     store = ArtifactStore(str(tmp_path / "store"))
     artifact = store.commit("import", "k1", _build(store, b"abc"), {})
-    (artifact.directory / "data.bin").write_bytes(b"tampered")
-    with pytest.raises(StoreError, match="corrupt"):
-        store.lookup("import", "k1")
+    DAMAGE[damage](artifact.directory)
+    assert store.lookup("import", "k1") is None
+    (aside,) = (tmp_path / "store" / ".quarantine").iterdir()
+    assert aside.name.startswith("import-k1-") and not artifact.directory.exists()
+    assert len(store.quarantined) == 1 and str(aside) in store.quarantined[0]
+    healed = store.commit("import", "k1", _build(store, b"abc"), {})
+    assert store.lookup("import", "k1").digest == healed.digest == artifact.digest
 
 
 def _commit_same_key(root: str, payload: bytes, barrier, results):
