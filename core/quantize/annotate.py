@@ -260,5 +260,5 @@ def export_frozen_graph(graph: Graph, path: str | Path) -> Path:
     """Write `graph` as a binary frozen GraphDef (.pb), loadable by `load_graph_def('frozen_graph', path)`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(graph.to_graph_def().SerializeToString())
+    path.write_bytes(graph.to_graph_def().SerializeToString(deterministic=True))
     return path
