@@ -15,7 +15,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from rich.console import Console
 
-from pipeline.cli import report_run, run_or_explain
+from pipeline.cli import interrupt_on_sigterm, report_run, run_or_explain
 from pipeline.config import register
 
 register()
@@ -31,6 +31,7 @@ def _sweep_id() -> str | None:
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
     console = Console(stderr=True, soft_wrap=True)
+    interrupt_on_sigterm()
     sweep_id = _sweep_id()
     summary = run_or_explain(cfg, console, sweep_id=sweep_id)
     if summary is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 from omegaconf import DictConfig
 from rich.console import Console
 from rich.markup import escape
@@ -17,10 +19,32 @@ from pipeline.tracking import TrackingError
 USER_ERRORS = (ConfigError, ResourceError, StageFailed, StoreError, TrackingError)
 
 
+INTERRUPTED_EXIT = 130
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"terminated ({signal.Signals(signum).name})")
+
+
+def interrupt_on_sigterm() -> None:
+    """SIGTERM (a scheduler's cancel, `kill`) unwinds like Ctrl-C: build directory removed, MLflow run KILLED."""
+    try:
+        signal.signal(signal.SIGTERM, _terminated)
+    except ValueError:  # not the main thread (a launcher's worker thread): the launcher owns signals
+        pass
+
+
+def explain_interrupt(interrupt: KeyboardInterrupt, console: Console) -> None:
+    console.print(f"[bold yellow]stopped:[/bold yellow] {escape(str(interrupt) or 'interrupted (Ctrl-C)')}", highlight=False)
+
+
 def run_or_explain(cfg: DictConfig, console: Console, sweep_id: str | None = None) -> RunSummary | None:
     try:
         typed = validate(cfg)
         return run_pipeline(typed, sweep_id=sweep_id, console=console)
+    except KeyboardInterrupt as interrupt:
+        explain_interrupt(interrupt, console)
+        raise SystemExit(INTERRUPTED_EXIT) from None
     except USER_ERRORS as error:
         if isinstance(error, StageFailed) and not isinstance(error.error, ValueError):
             console.print_exception()  # not a bad input but a defect: show where

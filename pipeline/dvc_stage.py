@@ -13,13 +13,13 @@ from omegaconf import OmegaConf
 from rich.console import Console
 from rich.markup import escape
 
-from pipeline.cli import USER_ERRORS
+from pipeline.cli import INTERRUPTED_EXIT, USER_ERRORS, explain_interrupt, interrupt_on_sigterm
 from pipeline.config import Config, validate
 from pipeline.hashing import MANIFEST
 from pipeline.main import RichDisplay, replace_dir, write_json_atomic, open_store
 from pipeline.runner import Runner, RunSummary, StageResult, flat_metrics
 from pipeline.stages import STAGES, stage_named
-from pipeline.store import Artifact
+from pipeline.store import Artifact, StoreError, changed_files, read_manifest
 from pipeline.tracking import pipeline_run
 
 DVC_DIR = Path("dvc_artifacts")
@@ -39,7 +39,17 @@ def load_params(path: Path = PARAMS_FILE) -> Config:
 
 
 def artifact_in(directory: Path) -> Artifact:
-    manifest = json.loads((directory / MANIFEST).read_text())
+    """An upstream stage's DVC output, verified by content: a later stage's key is the digest its
+    manifest records, so files that differ from that manifest would be stored under a key they
+    do not have."""
+    manifest = read_manifest(directory / MANIFEST)
+    if manifest is None:
+        raise StoreError(f"{directory}/{MANIFEST} is missing or unreadable; run `dvc repro` to rebuild {directory.name}")
+    changed = changed_files(directory, manifest)
+    if changed:
+        raise StoreError(f"{directory}: {', '.join(changed)} differ from its manifest (edited by hand?); "
+                         f"nothing was computed. Run `dvc repro --force {directory.name}` to rebuild it, "
+                         f"or `dvc checkout {directory}` to restore it")
     return Artifact(manifest["stage"], manifest["key"], directory, manifest)
 
 
@@ -79,8 +89,12 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         console.print("usage: python -m pipeline.dvc_stage <stage>|--track")
         return 2
+    interrupt_on_sigterm()
     try:
         track(console) if argv[0] == "--track" else run_one(argv[0], console)
+    except KeyboardInterrupt as interrupt:
+        explain_interrupt(interrupt, console)
+        return INTERRUPTED_EXIT
     except USER_ERRORS as error:
         console.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False)
         return 2

@@ -61,7 +61,10 @@ class RichDisplay:
 
 
 def open_store(cfg: Config) -> ArtifactStore:
-    return ArtifactStore(cfg.store.url, local_cache=Path(cfg.store.cache_dir).expanduser())
+    """The configured store, with the build directories of killed runs collected."""
+    store = ArtifactStore(cfg.store.url, local_cache=Path(cfg.store.cache_dir).expanduser())
+    store.collect_orphans()
+    return store
 
 
 def run_pipeline(cfg: Config, *, sweep_id: str | None = None, console: Console | None = None) -> RunSummary:

@@ -33,6 +33,10 @@ class StageFailed(RuntimeError):
         self.error = error
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM while a stage ran; the message names the signal and the stage."""
+
+
 class Display(Protocol):
     def start(self, stage: Stage, key: str) -> None: ...
     def progress(self, stage: Stage, done: int, total: int) -> None: ...
@@ -173,8 +177,8 @@ class Runner:
         key = stage_key(stage, material, inputs)
         self.display.start(stage, key)
         artifact = self.store.lookup(stage.name, key)
-        while self.store.quarantined:
-            self.display.log(stage, "warning: " + self.store.quarantined.pop(0))
+        while self.store.notices:
+            self.display.log(stage, "warning: " + self.store.notices.pop(0))
         reused = artifact is not None
         if artifact is None:
             artifact = self._execute(stage, key, params, material, inputs)
@@ -198,6 +202,9 @@ class Runner:
             self.store.discard(build_dir)
             if isinstance(error, Exception):
                 raise StageFailed(stage.name, error) from error
+            if isinstance(error, KeyboardInterrupt) and not isinstance(error, Interrupted):
+                raise Interrupted(f"{str(error) or 'interrupted (Ctrl-C)'} while stage {stage.name} ran; nothing of it was "
+                                  "stored, the stages before it are in the store and the next run reuses them") from None
             raise
         manifest = {
             "code_version": code_version(stage),

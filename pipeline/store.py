@@ -12,10 +12,15 @@ fails, the loser discards its copy and both use the winner's entry. On any
 other fsspec filesystem (s3://, gs://, memory://) the files are uploaded first
 and the manifest last, so the manifest is the commit marker, and entries are
 fetched into a local cache directory before a stage reads them.
+
+A build directory is held by an exclusive lock on `<uuid>.lock` beside it for as long as
+its process lives, so the orphans of killed runs (no process holds their lock) are
+collected when a store is opened, while the builds of live concurrent runs are left alone.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -32,6 +37,7 @@ from pipeline.hashing import MANIFEST, file_digests, tree_digest
 
 TMP_DIR = ".tmp"
 QUARANTINE_DIR = ".quarantine"  # damaged entries, moved aside (never served, never deleted unseen)
+LOCK_SUFFIX = ".lock"
 
 
 class StoreError(RuntimeError):
@@ -60,7 +66,8 @@ class ArtifactStore:
         self.fs, self.root = fsspec.core.url_to_fs(url)
         self.is_local = isinstance(self.fs, LocalFileSystem)
         self.local_cache = Path(local_cache or tempfile.gettempdir()) / "store"
-        self.quarantined: list[str] = []  # what lookup moved aside, for the runner to say
+        self.notices: list[str] = []  # what the store healed (quarantined, collected), for the runner to say
+        self._claims: dict[Path, int] = {}  # build directory -> the descriptor holding its lock
 
     # --- reading -------------------------------------------------------------
     def lookup(self, stage: str, key: str) -> Artifact | None:
@@ -71,7 +78,7 @@ class ArtifactStore:
             directory = Path(self.root) / stage / key
             if not directory.exists():
                 return None
-            return self._intact_or_quarantined(Artifact(stage, key, directory, _read_manifest(directory / MANIFEST)))
+            return self._intact_or_quarantined(Artifact(stage, key, directory, read_manifest(directory / MANIFEST)))
         remote = f"{self.root}/{stage}/{key}"
         if not self.fs.exists(f"{remote}/{MANIFEST}"):
             return None
@@ -79,20 +86,20 @@ class ArtifactStore:
 
     def _fetch(self, stage: str, key: str, remote: str) -> Artifact:
         local = self.local_cache / stage / key
-        if _read_manifest(local / MANIFEST) is None:
+        if read_manifest(local / MANIFEST) is None:
             if local.exists():
                 self._quarantine(local, "a damaged local copy")
-            partial = self.local_cache / TMP_DIR / uuid.uuid4().hex
-            partial.mkdir(parents=True)
+            partial = self.new_build_dir(self.local_cache / TMP_DIR)
             self.fs.get(f"{remote}/", str(partial), recursive=True)
             _rename_or_discard(partial, local)
-        return Artifact(stage, key, local, _read_manifest(local / MANIFEST))
+            self._release(partial)
+        return Artifact(stage, key, local, read_manifest(local / MANIFEST))
 
     def _intact_or_quarantined(self, artifact: Artifact) -> Artifact | None:
         if artifact.manifest is None:
             why = "its manifest is missing or unreadable"
-        elif file_digests(artifact.directory) != artifact.manifest.get("files"):
-            why = "its files differ from its manifest"
+        elif changed_files(artifact.directory, artifact.manifest):
+            why = f"{', '.join(changed_files(artifact.directory, artifact.manifest))} differ from its manifest"
         else:
             return artifact
         self._quarantine(artifact.directory, why)
@@ -102,22 +109,50 @@ class ArtifactStore:
         aside = directory.parent.parent / QUARANTINE_DIR / f"{directory.parent.name}-{directory.name}-{uuid.uuid4().hex[:8]}"
         aside.parent.mkdir(parents=True, exist_ok=True)
         os.rename(directory, aside)
-        self.quarantined.append(f"store entry {directory} was damaged ({why}): moved to {aside}, computing it again")
+        self.notices.append(f"store entry {directory} was damaged ({why}): moved to {aside}, computing it again")
 
     def _checked(self, artifact: Artifact) -> Artifact:
-        actual = file_digests(artifact.directory)
-        if actual != artifact.manifest["files"]:
+        if changed_files(artifact.directory, artifact.manifest):
             raise StoreError(f"store entry {artifact.directory} differs from its manifest right after it was written; "
                              "is another process writing into the store directory?")
         return artifact
 
     # --- writing -------------------------------------------------------------
-    def new_build_dir(self) -> Path:
-        """A private, empty directory for a stage to write into."""
-        base = Path(self.root) / TMP_DIR if self.is_local else self.local_cache / TMP_DIR
-        directory = base / uuid.uuid4().hex
-        directory.mkdir(parents=True)
+    @property
+    def build_base(self) -> Path:
+        return Path(self.root) / TMP_DIR if self.is_local else self.local_cache / TMP_DIR
+
+    def new_build_dir(self, base: Path | None = None) -> Path:
+        """A private, empty directory for a stage to write into, locked while this process lives."""
+        directory = (base or self.build_base) / uuid.uuid4().hex
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(_lock_of(directory), os.O_CREAT | os.O_RDWR, 0o644)
+        fcntl.flock(descriptor, fcntl.LOCK_EX)  # before the directory exists: a collector never sees it unlocked
+        directory.mkdir()
+        self._claims[directory] = descriptor
         return directory
+
+    def _release(self, directory: Path) -> None:
+        descriptor = self._claims.pop(directory, None)
+        if descriptor is not None:
+            _lock_of(directory).unlink(missing_ok=True)
+            os.close(descriptor)
+
+    def collect_orphans(self) -> int:
+        """Remove the build directories no live process holds (left by killed runs); how many."""
+        collected = 0
+        for base in {self.build_base, self.local_cache / TMP_DIR}:
+            if not base.is_dir():
+                continue
+            for path in sorted(base.iterdir()):
+                if path.suffix != LOCK_SUFFIX:
+                    collected += _remove_if_unclaimed(path)
+                elif not path.with_suffix("").exists():  # a lock whose directory is gone (killed mid-way)
+                    _remove_if_unclaimed(path.with_suffix(""))
+        if collected:
+            self.notices.append(f"removed {collected} unfinished build director{'y' if collected == 1 else 'ies'} "
+                                f"left in {self.build_base} by runs that were killed")
+        return collected
 
     def commit(self, stage: str, key: str, build_dir: Path, manifest: dict[str, Any]) -> Artifact:
         """Seal `build_dir` as the entry for (stage, key) and return the entry that won."""
@@ -128,16 +163,19 @@ class ArtifactStore:
             final = Path(self.root) / stage / key
             final.parent.mkdir(parents=True, exist_ok=True)
             _rename_or_discard(build_dir, final)
-            return self._checked(Artifact(stage, key, final, _read_manifest(final / MANIFEST)))
+            self._release(build_dir)
+            return self._checked(Artifact(stage, key, final, read_manifest(final / MANIFEST)))
         remote = f"{self.root}/{stage}/{key}"
         for name in files:  # the manifest goes last: it is the commit marker
             self.fs.put_file(str(build_dir / name), f"{remote}/{name}")
         self.fs.put_file(str(build_dir / MANIFEST), f"{remote}/{MANIFEST}")
         shutil.rmtree(build_dir, ignore_errors=True)
+        self._release(build_dir)
         return self.lookup(stage, key)
 
     def discard(self, build_dir: Path) -> None:
         shutil.rmtree(build_dir, ignore_errors=True)
+        self._release(build_dir)
 
     def entries(self, stage: str) -> list[str]:
         """Keys present for a stage (for reports and tests)."""
@@ -154,12 +192,39 @@ def _rename_or_discard(partial: Path, final: Path) -> None:
     try:
         os.rename(partial, final)
     except OSError:
-        if _read_manifest(final / MANIFEST) is None:
+        if read_manifest(final / MANIFEST) is None:
             raise
         shutil.rmtree(partial, ignore_errors=True)  # a concurrent writer committed the same key first
 
 
-def _read_manifest(path: Path) -> dict[str, Any] | None:
+def _lock_of(directory: Path) -> Path:
+    return directory.with_name(directory.name + LOCK_SUFFIX)
+
+
+def _remove_if_unclaimed(directory: Path) -> bool:
+    lock = _lock_of(directory)
+    try:
+        descriptor = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        return False  # a live process is building in it
+    shutil.rmtree(directory, ignore_errors=True)
+    lock.unlink(missing_ok=True)
+    os.close(descriptor)
+    return True
+
+
+def changed_files(directory: Path, manifest: dict[str, Any]) -> list[str]:
+    """The files (relative names) that are not as the manifest records them: edited, added or gone."""
+    actual, recorded = file_digests(directory), manifest.get("files") or {}
+    return sorted(name for name in set(actual) | set(recorded) if actual.get(name) != recorded.get(name))
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
     """The manifest, or None where there is none that could be a commit marker (absent, empty,
     cut short, not an object)."""
     try:

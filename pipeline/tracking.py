@@ -5,17 +5,25 @@ was reused, the git commit and the sweep id; metrics are '<stage>.<metric>';
 artifacts are each stage's manifest and reports. SQLite is the default store;
 several sweep processes share it, so first contact with the database (which
 creates its schema) happens under a file lock.
+
+A run never stays RUNNING after its process is gone: Ctrl-C or SIGTERM ends it KILLED
+with the reason in the tag `end_reason`; a process killed outright (SIGKILL, a power
+cut) is found by the next run on the same host (the tags `host`, `pid`, `pid_started`
+name a process that no longer exists) and marked KILLED the same way.
 """
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlparse
 
+import psutil
 from filelock import FileLock
 
 from pipeline.config import Config, flatten, to_plain
@@ -76,7 +84,8 @@ def pipeline_run(cfg: Config, sweep_id: str | None = None) -> Iterator["Tracker"
             experiment_id = _experiment_id(mlflow, cfg.model.name)
     else:
         experiment_id = _experiment_id(mlflow, cfg.model.name)
-    tags = {"git_commit": git_commit(), "model": cfg.model.name}
+    close_abandoned_runs(mlflow.tracking.MlflowClient(), experiment_id)
+    tags = {"git_commit": git_commit(), "model": cfg.model.name, **this_process()}
     if sweep_id:
         tags["sweep_id"] = sweep_id
     with mlflow.start_run(experiment_id=experiment_id, tags=tags) as run:
@@ -87,6 +96,37 @@ def pipeline_run(cfg: Config, sweep_id: str | None = None) -> Iterator["Tracker"
         except Exception as error:  # the run ends FAILED; say why where the comparison shows it
             mlflow.set_tag("error", str(error)[:MAX_TAG_LENGTH])
             raise
+        except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM turned into one by the entry point
+            mlflow.set_tag("end_reason", str(interrupt) or "interrupted (Ctrl-C)")
+            mlflow.end_run("KILLED")
+            raise
+
+
+def this_process() -> dict[str, str]:
+    """Tags that let a later run tell whether this run's process still exists."""
+    return {"host": socket.gethostname(), "pid": str(os.getpid()), "pid_started": repr(psutil.Process().create_time())}
+
+
+def _process_alive(pid: str, started: str) -> bool:
+    try:
+        return repr(psutil.Process(int(pid)).create_time()) == started  # a reused pid is another process
+    except (psutil.NoSuchProcess, ValueError):
+        return False
+
+
+def close_abandoned_runs(client, experiment_id: str) -> list[str]:
+    """Mark KILLED the RUNNING runs of this host whose process is gone; their ids."""
+    host, closed = socket.gethostname(), []
+    for run in client.search_runs([experiment_id], filter_string="attributes.status = 'RUNNING'", max_results=1000):
+        tags = run.data.tags
+        if tags.get("host") != host or "pid" not in tags or _process_alive(tags["pid"], tags.get("pid_started", "")):
+            continue
+        client.set_tag(run.info.run_id, "end_reason",
+                       f"its process (pid {tags['pid']} on {host}) ended without closing the run (killed?); "
+                       f"closed by a later run at {time.strftime('%Y-%m-%d %H:%M:%S')}")
+        client.set_terminated(run.info.run_id, "KILLED")
+        closed.append(run.info.run_id)
+    return closed
 
 
 def _experiment_id(mlflow, name: str) -> str:

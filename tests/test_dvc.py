@@ -72,6 +72,27 @@ def test_run_py_reuses_what_dvc_repro_built(fresh_clone):
         assert info == {"key": dvc_keys[stage]["key"], "reused": True}
 
 
+def test_an_edited_dvc_output_is_refused_before_the_next_stage_computes(fresh_clone):
+    """Edited files under dvc_artifacts/ would be stored under the honest key of their manifest,
+    which every later run.py would serve: the stage refuses them, naming the file, and stores nothing."""
+    table = fresh_clone / "dvc_artifacts" / "calibrate" / "calibration_table.json"
+    if not table.exists():
+        pytest.skip("needs the dvc repro test first")
+    honest = table.read_bytes()
+    store = fresh_clone / ".store" / "annotate"
+    before = sorted(path.name for path in store.iterdir())
+    table.write_bytes(honest.replace(b'"log2scale": ', b'"log2scale": 1', 1))
+    try:
+        completed = subprocess.run([sys.executable, "-m", "pipeline.dvc_stage", "annotate"], cwd=fresh_clone,
+                                   capture_output=True, text=True, timeout=600)
+    finally:
+        table.write_bytes(honest)
+    assert completed.returncode == 2, completed.stderr[-3000:]
+    assert "calibration_table.json differ from its manifest" in completed.stderr and "dvc repro --force calibrate" in completed.stderr
+    assert "Traceback" not in completed.stderr
+    assert sorted(path.name for path in store.iterdir()) == before
+
+
 def test_dvc_yaml_is_generated_from_the_stage_table():
     from pipeline.dvcgen import render
 

@@ -137,25 +137,46 @@ def _store_entries(store: Path, stage: str) -> list[str]:
     return ArtifactStore(str(store)).entries(stage)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
-def test_a_stage_killed_midway_leaves_no_entry(tmp_path, model_cache, sig):
-    store = tmp_path / "store"
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
+def test_a_stage_killed_midway_leaves_no_entry_and_no_running_mlflow_run(tmp_path, model_cache, sig):
+    """Ctrl-C and SIGTERM: one line, exit 130, build directory removed, MLflow run KILLED with the reason.
+    SIGKILL: the next run collects the orphan build directory and marks the abandoned MLflow run KILLED."""
+    from mlflow.tracking import MlflowClient
+
+    store, database, log = tmp_path / "store", tmp_path / "mlflow.db", tmp_path / "stderr.txt"
     command = [sys.executable, "run.py", f"store.url={store}", f"store.cache_dir={model_cache}",
-               f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", "model.builtin.epochs=400"]
+               f"tracking_uri=sqlite:///{database}", "model.builtin.epochs=400"]
     # a shell's background job inherits SIGINT ignored, and Python then never raises KeyboardInterrupt:
     # give the run the default disposition a terminal gives it
-    process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 240
-    while not (store / ".tmp").is_dir() or not any((store / ".tmp").iterdir()):  # the import stage is building
-        assert process.poll() is None and time.monotonic() < deadline
-        time.sleep(0.2)
-    time.sleep(1.0)
-    process.send_signal(sig)
-    process.wait(timeout=120)
+    with open(log, "w") as stderr:
+        process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=stderr,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        deadline = time.monotonic() + 240
+        while not (store / ".tmp").is_dir() or not any((store / ".tmp").iterdir()):  # the import stage is building
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        time.sleep(1.0)
+        process.send_signal(sig)
+        returncode = process.wait(timeout=120)
     assert _store_entries(store, "import") == []
-    if sig == signal.SIGINT:  # a clean interrupt also removes its build directory
-        assert list((store / ".tmp").iterdir()) == []
+    client = MlflowClient(tracking_uri=f"sqlite:///{database}")
+    (killed,) = client.search_runs([client.get_experiment_by_name("digits").experiment_id])
+    if sig == signal.SIGKILL:
+        assert killed.info.status == "RUNNING" and list((store / ".tmp").iterdir())
+        completed = subprocess.run([sys.executable, "run.py", "until=import", *command[2:5]], cwd=PROJECT_ROOT,
+                                   capture_output=True, text=True, timeout=600)
+        assert completed.returncode == 0, completed.stderr[-3000:]
+        assert "removed 1 unfinished build directory" in completed.stderr
+        killed = client.get_run(killed.info.run_id)
+        assert "ended without closing the run" in killed.data.tags["end_reason"]
+    else:
+        stderr = log.read_text()
+        assert returncode == 130 and "Traceback" not in stderr, stderr[-3000:]
+        reason = "interrupted (Ctrl-C)" if sig == signal.SIGINT else "terminated (SIGTERM)"
+        assert f"stopped: {reason} while stage import ran" in stderr
+        assert killed.data.tags["end_reason"].startswith(reason)
+    assert killed.info.status == "KILLED"
+    assert list((store / ".tmp").iterdir()) == []
 
 
 def test_parallel_sweep_shares_store_and_mlflow(tmp_path, model_cache):
@@ -213,3 +234,15 @@ def test_report_tabulates_the_runs_from_mlflow(digits_runs):
     rows = [line for line in table.splitlines() if line.startswith("| tf2ir")]
     assert len(rows) == 3 and sum("| kl |" in row for row in rows) == 1
     assert f"{first.metrics['annotate.top1']:.4g}" in rows[-1]
+
+
+def test_identical_inputs_give_byte_identical_artifacts_in_two_fresh_stores(digits_runs, tmp_path, model_cache):
+    """Every file of every stage, not only the keys: a later stage's key is the digest of its inputs' files."""
+    from pipeline.hashing import file_digests
+
+    _, _, first, _, _ = digits_runs
+    _, fresh = _run(*_digits_overrides(tmp_path, model_cache))
+    assert not any(result.reused for result in fresh.results)
+    for ours, theirs in zip(fresh.results, first.results):
+        assert file_digests(ours.artifact.directory) == file_digests(theirs.artifact.directory), ours.stage.name
+        assert ours.key == theirs.key

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -55,7 +57,7 @@ def test_a_damaged_entry_is_never_served_but_moved_aside_and_the_store_heals(tmp
     assert store.lookup("import", "k1") is None
     (aside,) = (tmp_path / "store" / ".quarantine").iterdir()
     assert aside.name.startswith("import-k1-") and not artifact.directory.exists()
-    assert len(store.quarantined) == 1 and str(aside) in store.quarantined[0]
+    assert len(store.notices) == 1 and str(aside) in store.notices[0]
     healed = store.commit("import", "k1", _build(store, b"abc"), {})
     assert store.lookup("import", "k1").digest == healed.digest == artifact.digest
 
@@ -97,3 +99,38 @@ def test_fsspec_store_commits_manifest_last_and_fetches_to_a_local_cache(tmp_pat
     fresh = ArtifactStore(url, local_cache=tmp_path / "other-cache")
     assert fresh.lookup("fold_check", "k9").digest == artifact.digest
     assert fresh.entries("fold_check") == ["k9"]
+
+
+def _build_and_wait(root: str, paths, hold: bool):
+    store = ArtifactStore(root)
+    paths.put(str(_build(store, b"partial")))
+    paths.close()
+    paths.join_thread()  # delivered before os._exit
+    if hold:
+        time.sleep(600)  # a live run, still building
+    os._exit(0)  # a run that died without cleaning up (its lock goes with it, as with SIGKILL)
+
+
+def test_orphan_build_directories_are_collected_and_live_builds_left_alone(tmp_path):
+    root = str(tmp_path / "store")
+    context = multiprocessing.get_context("spawn")
+    paths = context.Queue()
+    live = context.Process(target=_build_and_wait, args=(root, paths, True))
+    dead = context.Process(target=_build_and_wait, args=(root, paths, False))
+    live.start()
+    live_dir = Path(paths.get(timeout=120))
+    dead.start()
+    dead_dir = Path(paths.get(timeout=120))
+    dead.join(timeout=120)
+    legacy = tmp_path / "store" / ".tmp" / "from-an-older-version"  # no lock file at all
+    legacy.mkdir()
+    try:
+        store = ArtifactStore(root, local_cache=tmp_path / "cache")
+        assert store.collect_orphans() == 2
+        assert live_dir.is_dir() and not dead_dir.exists() and not legacy.exists()
+        assert "removed 2 unfinished build directories" in store.notices[0]
+    finally:
+        live.kill()
+        live.join()
+    assert ArtifactStore(root, local_cache=tmp_path / "cache").collect_orphans() == 1 and not live_dir.exists()
+    assert list((tmp_path / "store" / ".tmp").iterdir()) == []
