@@ -2,6 +2,7 @@
 
 Packages, in the order data flows and imports may point (each imports only those above it):
 
+  limits             the memory budget declared sizes are checked against before allocating
   data               data sets and image preprocessing
   frontend           the TensorFlow graph: import, constant and BatchNorm folding, built-in
                      models, FakeQuant names, grouping into layers (the machinery)

@@ -9,14 +9,14 @@ from rich.console import Console
 from rich.markup import escape
 
 from pipeline.config import ConfigError, validate
-from pipeline.main import run_pipeline
+from pipeline.main import ExportError, run_pipeline
 from pipeline.resources import ResourceError
 from pipeline.runner import RunSummary, StageFailed
 from pipeline.store import StoreError
 from pipeline.tracking import TrackingError
 
 # errors whose message already tells the user what to do: no traceback
-USER_ERRORS = (ConfigError, ResourceError, StageFailed, StoreError, TrackingError)
+USER_ERRORS = (ConfigError, ExportError, ResourceError, StageFailed, StoreError, TrackingError)
 
 
 INTERRUPTED_EXIT = 130
@@ -46,7 +46,7 @@ def run_or_explain(cfg: DictConfig, console: Console, sweep_id: str | None = Non
         explain_interrupt(interrupt, console)
         raise SystemExit(INTERRUPTED_EXIT) from None
     except USER_ERRORS as error:
-        if isinstance(error, StageFailed) and not isinstance(error.error, ValueError):
+        if isinstance(error, StageFailed) and not isinstance(error.error, (ValueError, MemoryError, OSError)):
             console.print_exception()  # not a bad input but a defect: show where
         console.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False)
         return None

@@ -138,6 +138,13 @@ class FoldCheckConfig:
 
 
 @dataclass
+class LimitsConfig:
+    # what a run may allocate: declared sizes (a model file, its constants, a batch of images and
+    # their activations) are checked against it before allocating; batches shrink to fit it
+    memory_mb: int = _positive(4096)
+
+
+@dataclass
 class StoreConfig:
     url: str = ".store"  # a directory, or any fsspec URL (s3://bucket/prefix, memory://x, ...)
     cache_dir: str = "${oc.env:QUANTTOOL_CACHE,.cache}"  # downloads (model files), keyed by sha256
@@ -151,6 +158,7 @@ class Config:
     target: TargetConfig = field(default_factory=TargetConfig)
     fold_check: FoldCheckConfig = field(default_factory=FoldCheckConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
     tracking_uri: str = "sqlite:///mlflow.db"
     export_dir: Optional[str] = None
     # stop after this stage (a stage name), e.g. to iterate on calibration only
@@ -173,6 +181,17 @@ _CHECKS = {
 
 TARGET_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 
+# what no stage implements, refused rather than ignored: (applies, message)
+TARGET_RULES: tuple[tuple[Any, str], ...] = (
+    (lambda t: t.bits != 8, "target.bits={t.bits}: the calibration table, the IR, the integer kernels and the generated C "
+                            "are int8; set target.bits=8"),
+    (lambda t: not t.symmetric, "target.symmetric=false: asymmetric (zero-point) quantization is not implemented; every "
+                                "target is symmetric. Set target.symmetric=true"),
+    (lambda t: t.pow2_scales and t.per_channel_weights,
+     "target.per_channel_weights=true with target.pow2_scales=true (target {t.name}): a power-of-two target has one "
+     "log2scale per tensor. Use target=cpu for per-channel float scales, or set target.per_channel_weights=false"),
+)
+
 
 def validate(cfg: DictConfig) -> Config:
     """Typed view of the composed config; raises ConfigError naming the first bad key."""
@@ -188,6 +207,9 @@ def validate(cfg: DictConfig) -> Config:
             if getattr(typed.data, key) not in CIFAR10_BATCHES:
                 raise ConfigError(f"data.{key}={getattr(typed.data, key)!r}: not a CIFAR-10 batch; choose one of {', '.join(CIFAR10_BATCHES)}")
     target = typed.target
+    for applies, message in TARGET_RULES:
+        if applies(target):
+            raise ConfigError(message.format(t=target))
     if not TARGET_NAME.fullmatch(target.name):
         raise ConfigError(f"target.name={target.name!r}: must start with a letter and hold only letters, digits, '_', '-' and '.' "
                           "(at most 64): it names files and C functions")

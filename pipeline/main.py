@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from pipeline.config import Config
+from pipeline.preflight import preflight
 from pipeline.runner import RunSummary, Runner, StageResult, flat_metrics
 from pipeline.stages import Stage, stages_until
 from pipeline.store import ArtifactStore
@@ -69,26 +70,40 @@ def open_store(cfg: Config) -> ArtifactStore:
 
 def run_pipeline(cfg: Config, *, sweep_id: str | None = None, console: Console | None = None) -> RunSummary:
     console = console or Console(stderr=True)
-    store = open_store(cfg)
     stages = stages_until(cfg.until)
+    preflight(cfg, stages)
+    store = open_store(cfg)
     summary = RunSummary(results=[])
-    with pipeline_run(cfg, sweep_id=sweep_id) as tracker, RichDisplay(console) as display:
+    with pipeline_run(cfg, sweep_id=sweep_id) as tracker:
         summary.mlflow_run_id = tracker.run_id
-        runner = Runner(cfg, store, display)
-        artifacts = {}
-        for stage in stages:
-            result = runner.run_stage(stage, {name: artifacts[name] for name in stage.inputs})
-            artifacts[stage.name] = result.artifact
-            summary.results.append(result)
-            tracker.log_stage(result)
-    summary.metrics = flat_metrics(summary.results)
-    if cfg.export_dir:
-        summary.export_dir = export(summary, Path(cfg.export_dir))
+        with RichDisplay(console) as display:
+            runner = Runner(cfg, store, display)
+            artifacts = {}
+            for stage in stages:
+                result = runner.run_stage(stage, {name: artifacts[name] for name in stage.inputs})
+                artifacts[stage.name] = result.artifact
+                summary.results.append(result)
+                tracker.log_stage(result)
+        summary.metrics = flat_metrics(summary.results)
+        if cfg.export_dir:  # inside the run: an export that fails marks it FAILED
+            summary.export_dir = export(summary, Path(cfg.export_dir))
     return summary
+
+
+class ExportError(RuntimeError):
+    """The artifacts could not be copied to export_dir."""
 
 
 def export(summary: RunSummary, export_dir: Path) -> Path:
     """PATH/<stage>/ (the artifacts), PATH/metrics.json, PATH/run.json; each replaced whole."""
+    try:
+        return _export(summary, export_dir)
+    except OSError as error:
+        raise ExportError(f"export_dir={export_dir}: could not copy the artifacts there ({error}); they are in the store, "
+                          "and the next run with a usable export_dir copies them without computing anything") from None
+
+
+def _export(summary: RunSummary, export_dir: Path) -> Path:
     export_dir.mkdir(parents=True, exist_ok=True)
     for result in summary.results:
         replace_dir(result.artifact.directory, export_dir / result.stage.name)

@@ -64,6 +64,8 @@ def _resolve_path(ref: FileRef, key: str) -> ResolvedFile:
     path = Path(ref.path).expanduser()
     if not path.exists():
         raise ResourceError(f"{key}.path={ref.path}: no such file or directory")
+    if not (path.is_file() or path.is_dir()):  # /dev/zero, a pipe: hashing it would never end
+        raise ResourceError(f"{key}.path={ref.path}: not a regular file or directory")
     digest = path_digest(path)
     if ref.sha256 and digest != ref.sha256:
         raise ResourceError(

@@ -28,7 +28,14 @@ from pipeline.store import Artifact, ArtifactStore
 
 class StageFailed(RuntimeError):
     def __init__(self, stage: str, error: BaseException):
-        super().__init__(f"stage {stage} failed: {error}")
+        if isinstance(error, MemoryError):
+            why = (f"ran out of memory ({error or 'MemoryError'}); lower limits.memory_mb (batches shrink to it, and "
+                   "declared sizes over it are refused before allocating) or the batch and image counts of the stage")
+        elif isinstance(error, OSError) and error.filename:
+            why = f"failed: {error.strerror or error} ({error.filename})"
+        else:
+            why = f"failed: {error}"
+        super().__init__(f"stage {stage} {why}")
         self.stage = stage
         self.error = error
 

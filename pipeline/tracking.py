@@ -64,6 +64,22 @@ def check_tracking_server(tracking_uri: str) -> None:
                             "start one (`mlflow server`) or leave tracking_uri at its default, sqlite:///mlflow.db") from error
 
 
+def check_tracking_uri(tracking_uri: str) -> None:
+    """A server that answers, or an SQLite database this user can create or write."""
+    check_tracking_server(tracking_uri)
+    if not tracking_uri.startswith("sqlite:///"):
+        return
+    database = Path(tracking_uri[len("sqlite:///") :]).expanduser()
+    if database.exists() and not database.is_file():
+        raise TrackingError(f"tracking_uri={tracking_uri}: {database} is not a file; expected an SQLite database "
+                            "(made if missing), e.g. sqlite:///mlflow.db")
+    existing = next(parent for parent in (database.parent, *database.parent.parents) if parent.exists())
+    writable = database if database.exists() else existing
+    if not existing.is_dir() or not os.access(writable, os.W_OK):
+        raise TrackingError(f"tracking_uri={tracking_uri}: cannot write {database} (in {existing}); "
+                            "choose a path this user can write, e.g. sqlite:///mlflow.db")
+
+
 def _sqlite_lock(tracking_uri: str) -> FileLock | None:
     if not tracking_uri.startswith("sqlite:///"):
         return None

@@ -12,7 +12,9 @@ from core.data.datasets import load_split
 from core.frontend.fake_quant import bypass_fake_quant
 from core.frontend.graph import Graph
 from core.ir.layers import group_layers
+from core.limits import MemoryBudget, check_activations
 from core.quantize.annotate import annotate_graph, export_frozen_graph
+from core.frontend.tf_runtime import DEFAULT_BATCH_SIZE
 from core.quantize.evaluation import class_labels, compare, layer_tensor_pairs, top1
 from core.quantize.table import CalibrationTable
 from core.reports.layers import plot_layer_sqnr
@@ -31,20 +33,24 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     export_frozen_graph(annotated, out_dir / ANNOTATED_FILE)
 
     data = params.data
+    budget = MemoryBudget(params.limits.memory_mb)
     evaluation = load_split(data.kind.value, data.path, data.eval_split, to_plain(params.model.preprocess),
-                            limit=data.eval_num_images, holdout_fraction=data.holdout_fraction, seed=data.split_seed)
+                            limit=data.eval_num_images, holdout_fraction=data.holdout_fraction, seed=data.split_seed, budget=budget)
+    # the float and the annotated graph run each batch side by side
+    batch = budget.batch_size(DEFAULT_BATCH_SIZE, 2 * check_activations(budget, annotated.activation_bytes(), "annotate"),
+                              "the evaluation")
     labels, why_not = class_labels(float_graph, evaluation.labels if params.model.task is Task.classification else None,
                                    params.model.num_classes)
     if why_not:
         ctx.log(why_not)
     ctx.log(f"evaluating float vs annotated on {len(evaluation.images)} images of {evaluation.source}")
-    comparison = compare(float_graph, annotated, layer_tensor_pairs(layer_graph, annotated), evaluation.images, labels)
+    comparison = compare(float_graph, annotated, layer_tensor_pairs(layer_graph, annotated), evaluation.images, labels, batch)
     report = comparison.to_dict()
     # execution order matters to a reader; the JSON writer sorts object keys
     report["per_layer_sqnr_db"] = [[layer, value] for layer, value in comparison.per_layer_sqnr_db.items()]
     metrics = _metrics(comparison)
     if ranges and labels is not None:  # a QAT graph: its own top-1, the figure a user knows it by
-        metrics["top1_qat_graph"] = report["top1_qat_graph"] = top1(graph, evaluation.images, labels)
+        metrics["top1_qat_graph"] = report["top1_qat_graph"] = top1(graph, evaluation.images, labels, batch)
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     plot_layer_sqnr(comparison.per_layer_sqnr_db, out_dir / "layer_sqnr.png",
                     f"float vs annotated ({table.method}, {table.target}): SQNR per layer output")

@@ -14,6 +14,7 @@ from core.data.datasets import load_split
 from core.frontend.fake_quant import bypass_fake_quant
 from core.frontend.graph import Graph
 from core.ir.layers import group_layers
+from core.limits import BUDGET_KEY, MemoryBudget, check_activations
 from core.quantize.calibration.build import CalibrationError, TargetSpec, build_calibration_table, qat_range_changes
 from core.quantize.calibration.histogram import TensorStatistics
 from core.quantize.calibration.methods import METHODS, CalibrationSettings
@@ -35,11 +36,16 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
             f"(a float model); choose one of {', '.join(sorted(m for m in METHODS if m != 'qat'))}"
         )
     layer_graph = group_layers(float_graph)
+    budget = MemoryBudget(params.limits.memory_mb)
     dataset = load_split(
         params.data.kind.value, params.data.path, params.data.calib_split, to_plain(params.model.preprocess),
-        limit=calib.num_images, holdout_fraction=params.data.holdout_fraction, seed=params.data.split_seed,
+        limit=calib.num_images, holdout_fraction=params.data.holdout_fraction, seed=params.data.split_seed, budget=budget,
     )
-    stats = collect_statistics(float_graph, layer_graph.quantized_tensors(), dataset.images, calib.batch_size,
+    batch = budget.batch_size(calib.batch_size, check_activations(budget, float_graph.activation_bytes(), "calibrate"),
+                              "calibration")
+    if batch < calib.batch_size:
+        ctx.log(f"calibrating in batches of {batch} images, not calib.batch_size={calib.batch_size}: {BUDGET_KEY} holds no more")
+    stats = collect_statistics(float_graph, layer_graph.quantized_tensors(), dataset.images, batch,
                                calib.num_bins, dataset.source, ctx.progress)
     target = TargetSpec(
         name=target_cfg.name, bits=target_cfg.bits, pow2_scales=target_cfg.pow2_scales,

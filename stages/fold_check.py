@@ -13,6 +13,7 @@ import numpy as np
 from core.frontend.folding import find_batch_norms, max_abs_difference
 from core.frontend.graph import Graph
 from core.frontend.prepare import prepare
+from core.limits import MemoryBudget, check_activations
 
 
 class FoldError(ValueError):
@@ -29,7 +30,11 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     _refuse_if_any(result.unfolded, "these BatchNorms cannot be folded into a conv")
     folded = prepared.graph
 
-    difference = max_abs_difference(original, folded, sample_input(original, settings.sample_batch, settings.seed))
+    budget = MemoryBudget(params.limits.memory_mb)
+    # the original and the folded graph run the sample side by side
+    per_image = 2 * check_activations(budget, original.activation_bytes(), "fold_check")
+    batch = budget.batch_size(settings.sample_batch, per_image, "the fold check")
+    difference = max_abs_difference(original, folded, sample_input(original, batch, settings.seed))
     relative = difference["max_abs_difference"] / max(1.0, difference["max_abs_reference"])
     if relative > settings.tolerance:
         raise FoldError(

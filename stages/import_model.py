@@ -14,11 +14,13 @@ from core.frontend.importer import import_graph, load_graph_def, unsupported_nod
 from core.frontend.layers import LayerError, LayerGraph
 from core.frontend.prepare import prepare
 from core.ir.layers import group_layers
+from core.limits import MemoryBudget, check_activations
 from pipeline.params import ModelFormat, to_plain
 
 
 def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]:
     model = params.model
+    budget = MemoryBudget(params.limits.memory_mb)
     metrics: dict[str, float] = {}
     layer_names = None
     if model.format is ModelFormat.builtin:
@@ -27,13 +29,14 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         metrics.update(built.metrics)
         origin, source = f"builtin:{model.builtin.name}", {"format": "builtin", "builtin": to_plain(model.builtin)}
     else:
-        loaded = load_graph_def(model.format.value, model.file.path)
+        loaded = load_graph_def(model.format.value, model.file.path, budget)
         graph_def = loaded.graph_def
         input_tensor = model.input_tensor or loaded.default_input_tensor
-        end_points = list(model.end_points) or loaded.default_end_points
+        end_points = list(model.end_points) or loaded.default_end_points or []
         origin, source = str(model.file.path), {"format": model.format.value, "sha256": model.file.sha256}
         layer_names = loaded.layer_names
-    graph = import_graph(graph_def, input_tensor, end_points, origin=origin, source=source)
+    graph = import_graph(graph_def, input_tensor, end_points, origin=origin, source=source, budget=budget)
+    check_activations(budget, graph.activation_bytes(), origin)  # before constant folding runs the graph
     layer_graph = expressible_layers(graph, origin, layer_names)
     graph.save(out_dir)
     report = import_report(graph)

@@ -16,6 +16,7 @@ from core.frontend.tf_runtime import GraphRunner
 from core.ir.fixedpoint import dequantize
 from core.ir.io import read_ir
 from core.ir.layers import group_layers
+from core.limits import MemoryBudget, check_activations
 from core.ir.op import NETWORK_INPUT
 from core.ir.simulator import IntegerSimulator
 from core.quantize.evaluation import ErrorSums, class_labels
@@ -31,8 +32,11 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     layer_graph = group_layers(float_graph)
     annotated = Graph.load(inputs["annotate"])
     data = params.data
+    budget = MemoryBudget(params.limits.memory_mb)
     evaluation = load_split(data.kind.value, data.path, data.eval_split, to_plain(params.model.preprocess),
-                            limit=data.eval_num_images, holdout_fraction=data.holdout_fraction, seed=data.split_seed)
+                            limit=data.eval_num_images, holdout_fraction=data.holdout_fraction, seed=data.split_seed, budget=budget)
+    # each batch: the float and annotated graphs, and the simulator keeping every layer's output
+    per_image = 3 * check_activations(budget, annotated.activation_bytes(), "simulate")
     labels, why_not = class_labels(float_graph, evaluation.labels if params.model.task is Task.classification else None,
                                    params.model.num_classes)
     if why_not:
@@ -43,7 +47,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     simulator = IntegerSimulator(ir)
     tally = Tally(end_layers, probe.layers)
     with GraphRunner(float_graph) as float_runner, GraphRunner(annotated) as annotated_runner:
-        batch_size = annotated_runner.fixed_batch or BATCH_SIZE  # the SSD graph's input takes 1 image
+        batch_size = annotated_runner.fixed_batch or budget.batch_size(BATCH_SIZE, per_image, "the simulation")  # SSD: 1
         for start in range(0, len(evaluation.images), batch_size):
             images = evaluation.images[start : start + batch_size]
             integer = simulator.run(images, keep_all=True)

@@ -116,8 +116,8 @@ def test_images_of_the_wrong_size_are_refused_naming_the_data(digits_store, tmp_
         _calibrate(*digits_store, "data=images", f"data.path={images}")
 
 
-def test_an_empty_image_directory_is_refused(digits_store, tmp_path):
-    with pytest.raises(StageFailed, match="no images"):
+def test_an_empty_image_directory_is_refused_before_any_stage(digits_store, tmp_path):
+    with pytest.raises(ConfigError, match=f"data.path={tmp_path}: no images"):
         _calibrate(*digits_store, "data=images", f"data.path={tmp_path}")
 
 

@@ -31,6 +31,7 @@ from pipeline.stages import STAGES
 # Lowest first; a module may import from its own component and from components of lower layers only.
 # Siblings in one layer (the two backends) may not import each other.
 LAYERS: list[list[tuple[str, ...]]] = [
+    [("core.limits",)],
     [("core.data",)],
     [("core.frontend",)],
     [("core.quantize",)],

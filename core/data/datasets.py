@@ -10,11 +10,14 @@ exactly what the float model was trained and measured with.
 from __future__ import annotations
 
 import pickle
+import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
+
+from core.limits import MemoryBudget, elements
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 # pil_nearest: Pillow's default filter when the original TF2IR tool produced its test vectors (2019)
@@ -221,11 +224,17 @@ def load_image(path: str | Path, channels: int = 3) -> np.ndarray:
     if channels not in (1, 3):
         raise DatasetError(f"cannot load {path} with {channels} channels; expected 1 or 3")
     try:
-        with Image.open(path) as image:
+        with warnings.catch_warnings():
+            # past Pillow's pixel limit an image is refused, not decoded (a few KB can declare gigapixels)
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            image = Image.open(path)
+        with image:
             image.load()
             if image.mode in WIDE_GRAY_MODES:  # Pillow's convert would clip every value above 255
                 image = Image.fromarray(_eight_bit(np.asarray(image), image.mode, path), "L")
             converted = image.convert("L" if channels == 1 else "RGB")
+    except (Image.DecompressionBombWarning, Image.DecompressionBombError) as error:
+        raise DatasetError(f"image {path}: {error}; refused before decoding. Resize it, or leave it out of the data") from None
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
         raise DatasetError(f"cannot decode image {path} ({type(error).__name__}: {error})") from error
     array = np.asarray(converted, dtype=np.uint8)
@@ -277,11 +286,54 @@ def load_digits_split(holdout_fraction: float, seed: int) -> DigitsSplit:
 
 
 # --- one entry point for the stages ---------------------------------------------
+class PreprocessedImages:
+    """Model-ready images (float32 NHWC) made one slice at a time: a split is kept raw (uint8 for
+    CIFAR, file names for images), and only the batch being fed exists in float32. Reads like an
+    array: len, slices, an index, shape, np.asarray (which makes them all)."""
+
+    def __init__(self, count: int, make: Callable[[slice], np.ndarray], source: str):
+        self._count, self._make, self.source = count, make, source
+        self._image_shape: tuple[int, ...] | None = None
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: int | slice) -> np.ndarray:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._count)
+            if step != 1:
+                raise IndexError(f"{self.source}: images are read in contiguous batches, not with step {step}")
+            return self._make(slice(start, max(start, stop)))
+        position = range(self._count)[index]  # IndexError past the end, as an array's
+        return self._make(slice(position, position + 1))[0]
+
+    @property
+    def image_shape(self) -> tuple[int, ...]:
+        if self._image_shape is None:
+            self._image_shape = tuple(self[0].shape) if self._count else ()
+        return self._image_shape
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self._count, *self.image_shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(np.float32)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        whole = self[:]
+        return whole if dtype is None else whole.astype(dtype)
+
+    def batch_bytes(self, batch: int) -> int:
+        return batch * elements(self.image_shape) * np.dtype(np.float32).itemsize
+
+
 @dataclass
 class LabeledImages:
-    """Model-ready images (float32 NHWC) and their labels (None where the data has none)."""
+    """Model-ready images and their labels (None where the data has none)."""
 
-    images: np.ndarray
+    images: PreprocessedImages
     labels: np.ndarray | None
     source: str  # for messages: which file or split the images came from
 
@@ -294,6 +346,7 @@ def load_split(
     limit: int | None = None,
     holdout_fraction: float = 0.2,
     seed: int = 0,
+    budget: MemoryBudget | None = None,
 ) -> LabeledImages:
     """The `split` of a data set (config `data`), preprocessed for the model, first `limit` images."""
     settings = Preprocess.from_config(settings)
@@ -308,13 +361,42 @@ def load_split(
         source = str(Path(path) / split)
     elif kind == "images":
         files = load_image_files(_required(path, kind))[:limit]
-        return LabeledImages(preprocess_image_files(files, settings), None, str(path))
+        images = PreprocessedImages(len(files), lambda part: preprocess_image_files(files[part], settings), str(path))
+        return LabeledImages(_within(images, settings, budget), None, str(path))
     else:
         raise DatasetError(f"data.kind={kind!r}: expected digits, cifar10 or images")
     raw, labels = raw[:limit], labels[:limit]
     if len(raw) == 0:
         raise DatasetError(f"{source}: no images")
-    return LabeledImages(preprocess(raw, settings), labels, source)
+    return LabeledImages(_within(PreprocessedImages(len(raw), lambda part: preprocess(raw[part], settings), source), settings, budget),
+                         labels, source)
+
+
+def _within(images: PreprocessedImages, settings: Preprocess, budget: MemoryBudget | None) -> PreprocessedImages:
+    """One preprocessed image must fit the budget (a batch is then sized to it by the stage);
+    checked from the settings, before one is made, where they fix the size."""
+    if budget is not None:
+        per_image = preprocessed_bytes(settings) or images.batch_bytes(1)
+        budget.check(f"one preprocessed image of {images.source}", per_image, lower="model.preprocess.size")
+    return images
+
+
+def preprocessed_bytes(settings: Mapping[str, Any] | Preprocess) -> int | None:
+    """The float32 bytes of one image as `settings` make it, when they fix its size."""
+    settings = Preprocess.from_config(settings)
+    if settings.resize == "none" or not settings.size:
+        return None
+    return elements((*settings.size, settings.channels)) * np.dtype(np.float32).itemsize
+
+
+
+def check_source(kind: str, path: str | Path | None, splits: tuple[str, ...]) -> None:
+    """That the data set a run will read is there (its directory and the split files), without reading it."""
+    if kind == "cifar10":
+        for split in splits:
+            _cifar10_file(_required(path, kind), split)
+    elif kind == "images":
+        load_image_files(_required(path, kind))
 
 
 def _required(path: str | Path | None, kind: str) -> Path:

@@ -20,6 +20,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from core.limits import elements
+
 GRAPH_FILE = "graph.json"
 CONSTANTS_DIR = "constants"
 FORMAT_VERSION = 1
@@ -104,6 +106,12 @@ class Graph:
     def shape(self, tensor: str) -> list[int] | None:
         node = self.node(tensor_node(tensor))
         return node.output_shapes[tensor_index(tensor)]
+
+    def activation_bytes(self) -> dict[str, int]:
+        """float32 bytes of each computed tensor for one image, from its static shape (a dynamic
+        batch dimension counts 1): what running the graph holds per image at most."""
+        return {f"{node.name}:{index}": 4 * elements(shape) for node in self.nodes if node.op != "Const"
+                for index, shape in enumerate(node.output_shapes) if shape is not None}
 
     def op_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

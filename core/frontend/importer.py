@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from core.frontend.graph import Graph, GraphError, canonical_tensor, tensor_index, tensor_node
+from core.limits import BudgetError, MemoryBudget, elements, human_bytes
 
 FORMATS = ("frozen_graph", "saved_model", "keras")
 
@@ -56,14 +57,20 @@ _FORMAT_WORDS = {
 }
 
 
-def load_graph_def(fmt: str, path: Path) -> LoadedModel:
-    """Read `path` as `fmt` and return a frozen TF1 GraphDef plus its signature's tensors."""
+def load_graph_def(fmt: str, path: Path, budget: MemoryBudget | None = None) -> LoadedModel:
+    """Read `path` as `fmt` and return a frozen TF1 GraphDef plus its signature's tensors.
+    Its size is checked against `budget` before a byte is read."""
     loaders = {"frozen_graph": _load_frozen_graph, "saved_model": _load_saved_model, "keras": _load_keras}
     if fmt not in loaders:
         raise ModelImportError(f"{path}: unknown model format {fmt!r}; expected one of {', '.join(FORMATS)}; fix {FORMAT_KEY}")
     path = Path(path)
     if not path.exists():
         raise ModelImportError(f"{path}: no such file or directory; expected a {_FORMAT_WORDS[fmt]}; fix {PATH_KEY}")
+    if not (path.is_file() or path.is_dir()):  # /dev/zero, a pipe: would be read until memory runs out
+        raise ModelImportError(f"{path}: not a regular file or directory; expected a {_FORMAT_WORDS[fmt]}; fix {PATH_KEY}")
+    if budget is not None:
+        size = path.stat().st_size if path.is_file() else sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+        budget.check(f"model file {path}", size)
     return loaders[fmt](path)
 
 
@@ -144,7 +151,7 @@ def _load_keras(path: Path) -> LoadedModel:
     import tensorflow as tf
 
     try:
-        model = keras.models.load_model(str(path), compile=False)
+        model = keras.models.load_model(str(path), compile=False, safe_mode=True)  # no Lambda bytecode from the file
     except Exception as error:  # keras raises ValueError, OSError, zip errors...: all mean "not loadable"
         raise ModelImportError(
             f"{path}: the Keras model does not load ({error}); expected a {_FORMAT_WORDS['keras']} "
@@ -198,8 +205,12 @@ def _freeze(concrete_function, path: Path) -> LoadedModel:
 
 
 # --- importing ------------------------------------------------------------------
-def import_graph(graph_def, input_tensor: str, end_points: Iterable[str], *, origin: str, source: dict) -> Graph:
-    """Check, prune and clean `graph_def`, then return it as a `Graph` with static shapes."""
+def import_graph(graph_def, input_tensor: str, end_points: Iterable[str], *, origin: str, source: dict,
+                 budget: MemoryBudget | None = None) -> Graph:
+    """Check, prune and clean `graph_def`, then return it as a `Graph` with static shapes.
+    The constants' declared sizes are checked against `budget` before one is made."""
+    if budget is not None:
+        check_constants(origin, graph_def, budget)
     graph_def, renamed = _without_wrapper_prefixes(graph_def)
     input_tensor = _configured_name(input_tensor, renamed) if input_tensor else input_tensor
     end_points = [_configured_name(tensor, renamed) for tensor in end_points]
@@ -224,13 +235,41 @@ def import_graph(graph_def, input_tensor: str, end_points: Iterable[str], *, ori
     if aliases:
         source["end_point_aliases"] = aliases
     pruned = _pruned_graph_def(origin, graph_def, by_name, kept)
-    graph = Graph.from_graph_def(pruned, input_tensor, list(dict.fromkeys(resolved.values())), source)
+    import tensorflow as tf
+
     try:
+        graph = Graph.from_graph_def(pruned, input_tensor, list(dict.fromkeys(resolved.values())), source)
         graph.infer_shapes()
-    except ValueError as error:
-        raise ModelImportError(f"{origin}: TensorFlow cannot infer shapes of the imported graph: {error}") from error
+    except (ValueError, TypeError, tf.errors.OpError) as error:  # a malformed node: TensorFlow's words, our frame
+        raise ModelImportError(f"{origin}: TensorFlow refuses the graph ({type(error).__name__}: {error}); expected a valid "
+                               "frozen inference graph") from error
     _check_output_indices(origin, graph)
     return graph
+
+
+def check_constants(origin: str, graph_def, budget: MemoryBudget) -> None:
+    """A Const declares its shape; a scalar value broadcast to it costs the whole shape once made."""
+    import tensorflow as tf
+
+    total, largest = 0, (0, "")
+    for node in graph_def.node:
+        if node.op != "Const":
+            continue
+        tensor = node.attr["value"].tensor
+        dims = [dim.size for dim in tensor.tensor_shape.dim]
+        try:
+            item = tf.as_dtype(tensor.dtype).size
+        except TypeError:
+            raise ModelImportError(f"{origin}: constant {node.name} has dtype enum {tensor.dtype}, which TensorFlow does not know") from None
+        if any(dim < 0 for dim in dims):
+            raise ModelImportError(f"{origin}: constant {node.name} declares the shape {dims}; a constant's dimensions are known")
+        size = elements(dims) * max(1, item)
+        total += size
+        largest = max(largest, (size, f"{node.name} {dims}"))
+    try:
+        budget.check(f"{origin}: the constants (largest {largest[1]}, {human_bytes(largest[0])})", total)
+    except BudgetError as error:
+        raise ModelImportError(str(error)) from None
 
 
 def _check_output_indices(origin: str, graph: Graph) -> None:

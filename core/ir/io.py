@@ -42,16 +42,36 @@ def read_ir(directory: Path) -> Ir:
     path = directory / NET_DEF_FILE
     if not path.is_file():
         raise IrError(f"{path}: no IR here; expected the output directory of the emit_ir stage")
-    layers = json.loads(path.read_text())
+    try:
+        layers = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise IrError(f"{path}: not JSON ({error}); expected the IR's list of layers") from None
     validate_ir(layers, origin=str(path))
     params = {}
     for layer in layers:
-        kinds = OPS[layer["operation"]].param_kinds
-        files = {kind: directory / PARAMS_DIR / f"{layer['name']}_{kind}.npy" for kind in kinds}
-        arrays = {kind: np.load(file, allow_pickle=False) for kind, file in files.items() if file.is_file()}
+        arrays = {kind: _read_param(directory / PARAMS_DIR / f"{layer['name']}_{kind}.npy", layer)
+                  for kind in OPS[layer["operation"]].param_kinds}
         if arrays:
             params[layer["name"]] = arrays
     return Ir.from_json(layers, params)
+
+
+PARAM_DTYPES = (np.int8, np.int32)  # constants: int8 weights and tables, int32 biases
+
+
+def _read_param(path: Path, layer: dict[str, Any]) -> np.ndarray:
+    """One constant of a layer; every kind its operation declares must be there, as a plain integer array."""
+    where = f"{path}: layer {layer['name']} ({layer['operation']})"
+    if not path.is_file():
+        raise IrError(f"{where} needs this file and it is missing; an IR directory is net_def.json plus every "
+                      f"params/<layer>_<kind>.npy the emit_ir stage wrote")
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as error:
+        raise IrError(f"{where}: not a readable .npy array ({error})") from None
+    if not isinstance(array, np.ndarray) or array.dtype not in PARAM_DTYPES:
+        raise IrError(f"{where}: dtype {getattr(array, 'dtype', type(array).__name__)}, expected int8 or int32")
+    return array
 
 
 @lru_cache(maxsize=1)
@@ -79,6 +99,8 @@ def validate_ir(layers: list[dict[str, Any]], origin: str = "IR") -> None:
             raise IrError(f"{origin}: layer {name} ({operation}), {where}: {errors[0].message}")
     seen = {NETWORK_INPUT}
     for layer in layers:
+        if layer["name"] in seen:  # names key the params files and every reference: one layer each
+            raise IrError(f"{origin}: two layers are named {layer['name']!r} (or one is named like the network input)")
         missing = [name for name in layer["previous_layer"] if name not in seen]
         if missing:
             raise IrError(f"{origin}: layer {layer['name']} reads {missing}, which are not earlier layers")
