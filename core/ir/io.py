@@ -49,8 +49,9 @@ def read_ir(directory: Path) -> Ir:
     validate_ir(layers, origin=str(path))
     params = {}
     for layer in layers:
+        # a kind the layer says it does not load (`load_bias: false`) has no file
         arrays = {kind: _read_param(directory / PARAMS_DIR / f"{layer['name']}_{kind}.npy", layer)
-                  for kind in OPS[layer["operation"]].param_kinds}
+                  for kind in OPS[layer["operation"]].param_kinds if layer.get(f"load_{kind}", True) is not False}
         if arrays:
             params[layer["name"]] = arrays
     return Ir.from_json(layers, params)
