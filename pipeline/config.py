@@ -21,10 +21,10 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from core.backends.accel.target import AcceleratorError, AcceleratorSpec, accelerator_of
 from core.data.datasets import CIFAR10_BATCHES
-from pipeline.params import CalibMethod, DataKind, ModelFormat, Pow2Rounding, Resize, Task, to_plain
+from pipeline.params import CalibMethod, DataKind, ModelFormat, Pow2Rounding, Resize, Task, WeightMethod, to_plain
 from pipeline.stages import STAGE_NAMES
 
-__all__ = ["CalibMethod", "Config", "ConfigError", "DataKind", "FileRef", "ModelFormat", "Pow2Rounding", "Resize", "Task",
+__all__ = ["CalibMethod", "Config", "ConfigError", "DataKind", "FileRef", "ModelFormat", "Pow2Rounding", "Resize", "Task", "WeightMethod",
            "flatten", "register", "select", "to_plain", "validate"]
 
 
@@ -110,6 +110,7 @@ class CalibConfig:
     percentile: float = _percent(99.99)
     pow2_rounding: Pow2Rounding = Pow2Rounding.ceil
     num_bins: int = _positive(2048)
+    weight_method: WeightMethod = WeightMethod.minmax  # minmax: nothing saturates; mse: least weight error
 
 
 @dataclass

@@ -44,6 +44,11 @@ class CalibMethod(Enum):
     mse = "mse"
 
 
+class WeightMethod(Enum):
+    minmax = "minmax"
+    mse = "mse"
+
+
 class Pow2Rounding(Enum):
     ceil = "ceil"
     nearest = "nearest"

@@ -52,7 +52,8 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         per_channel_weights=target_cfg.per_channel_weights, input_log2scale=target_cfg.input_log2scale,
         min_log2scale=target_cfg.min_log2scale, max_log2scale=target_cfg.max_log2scale, pow2_rounding=calib.pow2_rounding.value,
     )
-    settings = CalibrationSettings(percentile=calib.percentile, num_quant_levels=2 ** (target.bits - 1))
+    settings = CalibrationSettings(percentile=calib.percentile, num_quant_levels=2 ** (target.bits - 1),
+                                   weight_method=calib.weight_method.value)
     table = build_calibration_table(layer_graph, method, target, settings, stats, ranges)
     table.save(out_dir)
     save_histograms(stats, out_dir / HISTOGRAM_DIR)

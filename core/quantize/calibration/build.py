@@ -12,7 +12,6 @@ Weights and biases are never saturated (seed 002): their threshold is their absm
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +20,7 @@ from core.quantize.table import CalibrationTable, TensorEntry
 from core.quantize.calibration.histogram import TensorStatistics
 from core.quantize.calibration.methods import CalibrationSettings, get_method
 from core.quantize.calibration.scales import float_scale, log2scale, qat_log2scale
+from core.quantize.calibration.weights import choose as choose_weights, unsaturated_log2scale
 from core.frontend.fake_quant import QuantRange
 from core.frontend.layers import Layer, LayerGraph, QKind
 
@@ -89,7 +89,7 @@ def build_calibration_table(
     for layer in layer_graph.layers:
         rule = layer.rule
         if rule.weight and layer.weight:
-            tensors[f"{layer.weight}:0"] = _weight_entry(layer_graph, layer, method, target, ranges)
+            tensors[f"{layer.weight}:0"] = _weight_entry(layer_graph, layer, method, target, ranges, settings.weight_method)
         if rule.bias and layer.bias:
             tensors[f"{layer.bias}:0"] = _bias_entry(layer_graph, layer, method, target, ranges, tensors)
     return CalibrationTable(method, target.name, target.bits, tensors)
@@ -150,25 +150,31 @@ def _activation_entry(tensor, layer, method, target, settings, stats, ranges) ->
     return entry
 
 
-def _weight_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpec, ranges) -> TensorEntry:
+def _weight_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpec, ranges, weight_method: str) -> TensorEntry:
     weight = layer_graph.graph.constants[layer.weight]
     key = f"{layer.weight}:0"
     if method == "qat" and key in ranges:
         channels = int(np.prod([weight.shape[axis] for axis in layer.rule.weight_channel_axes])) if layer.rule.weight_channel_axes else 0
         return _qat_constant_entry("weight", key, layer.name, ranges[key], target, channels)
     absmax = float(np.abs(weight).max())
+    named = "absmax" if weight_method == "minmax" else weight_method
     if target.pow2_scales:
         warnings: list[str] = []
-        value = _fit_log2scale(unsaturated_log2scale(absmax, target.bits), target, f"weight of layer {layer.name}", warnings)
-        return TensorEntry("weight", "absmax", absmax, pow2_range(value, target.bits), log2scale=value, absmax=absmax, layer=layer.name,
-                           warnings=warnings)
+        chosen = choose_weights(weight_method, weight, target.bits, pow2=True)
+        value = _fit_log2scale(chosen.log2scale, target, f"weight of layer {layer.name}", warnings)
+        return TensorEntry("weight", named, chosen.threshold, pow2_range(value, target.bits), log2scale=value, absmax=absmax,
+                           layer=layer.name, clipped_fraction=chosen.saturated_fraction, warnings=warnings)
     if target.per_channel_weights:
-        channel_absmax = per_output_channel_absmax(weight, layer)
-        scales = [float_scale(value, target.bits) for value in channel_absmax]
-        return TensorEntry("weight", "absmax", absmax, scaled_range(max(scales), target.bits), absmax=absmax, layer=layer.name,
-                           channel_ranges=[scaled_range(s, target.bits) for s in scales], channel_scales=scales)
-    scale = float_scale(absmax, target.bits)
-    return TensorEntry("weight", "absmax", absmax, scaled_range(scale, target.bits), scale=scale, absmax=absmax, layer=layer.name)
+        channels = [choose_weights(weight_method, channel, target.bits, pow2=False) for channel in output_channels(weight, layer)]
+        scales = [float_scale(channel.threshold, target.bits) for channel in channels]
+        clipped = float(np.mean([channel.saturated_fraction for channel in channels]))
+        return TensorEntry("weight", named, max(c.threshold for c in channels), scaled_range(max(scales), target.bits), absmax=absmax,
+                           layer=layer.name, channel_ranges=[scaled_range(s, target.bits) for s in scales], channel_scales=scales,
+                           clipped_fraction=clipped)
+    chosen = choose_weights(weight_method, weight, target.bits, pow2=False)
+    scale = float_scale(chosen.threshold, target.bits)
+    return TensorEntry("weight", named, chosen.threshold, scaled_range(scale, target.bits), scale=scale, absmax=absmax,
+                       layer=layer.name, clipped_fraction=chosen.saturated_fraction)
 
 
 def _bias_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpec, ranges, tensors) -> TensorEntry:
@@ -229,13 +235,6 @@ def _qat_log2scale(tensor: str, quant_range: QuantRange, target: TargetSpec) -> 
     return log2scale(max(-quant_range.min, quant_range.max), target.bits, rounding).log2scale
 
 
-def unsaturated_log2scale(absmax: float, bits: int) -> int:
-    """The finest power-of-two scale whose int range still holds absmax: no clipping."""
-    if absmax == 0.0:
-        return 0
-    return math.floor(math.log2((2 ** (bits - 1) - 1) / absmax))
-
-
 def _fit_log2scale(value: int, target: TargetSpec, what: str, warnings: list[str]) -> int:
     """`value` within the target's log2scale range. Too fine a scale (a range smaller than the
     target resolves, as an untrained network's vanishing activations have) becomes the finest
@@ -253,15 +252,15 @@ def _fit_log2scale(value: int, target: TargetSpec, what: str, warnings: list[str
     return value
 
 
-def per_output_channel_absmax(weight: np.ndarray, layer: Layer) -> list[float]:
-    """max |w| per output channel: over every axis but those the layer's rule says index the
+def output_channels(weight: np.ndarray, layer: Layer) -> list[np.ndarray]:
+    """The weights of each output channel: every axis but those the layer's rule says index the
     output channels (merged in order: a depthwise HWCM weight's channel c * M + m)."""
     axes = [axis % weight.ndim for axis in layer.rule.weight_channel_axes]
     if not axes or axes != list(range(weight.ndim - len(axes), weight.ndim)):
         raise CalibrationError(f"layer {layer.name}: its weight's output channels are axes {list(axes)} of a "
                                f"{weight.ndim}-d weight; per-channel weights need them last")
     flat = weight.reshape(-1, int(np.prod([weight.shape[axis] for axis in axes])))
-    return [float(value) for value in np.abs(flat).max(axis=0)]
+    return [flat[:, channel] for channel in range(flat.shape[1])]
 
 
 def _absmax(stats: TensorStatistics | None) -> float | None:

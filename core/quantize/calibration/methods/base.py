@@ -29,6 +29,7 @@ class CalibrationSettings:
 
     percentile: float = 99.99
     num_quant_levels: int = 128
+    weight_method: str = "minmax"  # how weights get their threshold: core/quantize/calibration/weights.py
     fake_quant_range: Optional[tuple[float, float]] = None
 
     def __post_init__(self):
