@@ -21,10 +21,10 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from core.backends.accel.target import AcceleratorError, AcceleratorSpec, accelerator_of
 from core.data.datasets import CIFAR10_BATCHES
-from pipeline.params import CalibMethod, DataKind, ModelFormat, Pow2Rounding, Resize, Task, WeightMethod, to_plain
+from pipeline.params import CalibMethod, DataKind, ModelFormat, Pow2Rounding, Relu6Equalization, Resize, Task, WeightMethod, to_plain
 from pipeline.stages import STAGE_NAMES
 
-__all__ = ["CalibMethod", "Config", "ConfigError", "DataKind", "FileRef", "ModelFormat", "Pow2Rounding", "Resize", "Task", "WeightMethod",
+__all__ = ["CalibMethod", "Config", "ConfigError", "DataKind", "FileRef", "ModelFormat", "Pow2Rounding", "Relu6Equalization", "Resize", "Task", "WeightMethod",
            "flatten", "register", "select", "to_plain", "validate"]
 
 
@@ -111,6 +111,9 @@ class CalibConfig:
     pow2_rounding: Pow2Rounding = Pow2Rounding.ceil
     num_bins: int = _positive(2048)
     weight_method: WeightMethod = WeightMethod.minmax  # minmax: nothing saturates; mse: least weight error
+    equalize: bool = False  # cross-layer equalization of consecutive conv/dwconv layers (core/quantize/equalize.py)
+    equalize_relu6: Relu6Equalization = Relu6Equalization.keep  # keep the clamp (bounded scales) | relu: replace it
+    bias_correction: bool = False  # correct each layer's bias for the mean shift its weight quantization causes
 
 
 @dataclass

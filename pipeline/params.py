@@ -49,6 +49,11 @@ class WeightMethod(Enum):
     mse = "mse"
 
 
+class Relu6Equalization(Enum):
+    keep = "keep"
+    relu = "relu"
+
+
 class Pow2Rounding(Enum):
     ceil = "ceil"
     nearest = "nearest"

@@ -69,14 +69,14 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         name="emit_ir",
         entry="stages.emit_ir:run",
-        inputs=("fold_check", "calibrate"),
+        inputs=("calibrate",),
         params=(*_TARGET_FORMAT, "target.min_shift", "target.max_shift", "model.test_image", "model.preprocess", "data"),
         description="write the TF2IR layer IR (net_def.json + params/*.npy) with a test image's integer tensors",
     ),
     Stage(
         name="simulate",
         entry="stages.simulate:run",
-        inputs=("emit_ir", "fold_check", "annotate"),
+        inputs=("emit_ir", "fold_check", "calibrate", "annotate"),
         params=("data", "model.preprocess", "model.task", "model.num_classes", "limits"),
         description="run the IR in integer arithmetic and compare it with the float and annotated graphs",
     ),

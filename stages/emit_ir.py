@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 
 from core.data.datasets import Preprocess, load_image, load_split, preprocess
-from core.frontend.fake_quant import bypass_fake_quant
 from core.frontend.graph import Graph
 from core.ir.emit import build_ir
 from core.ir.io import validate_ir, write_ir
@@ -27,7 +26,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     if not params.target.pow2_scales or params.target.per_channel_weights:
         raise IrError(f"target {params.target.name} has float or per-channel scales; the TF2IR IR needs power-of-two, "
                       "per-tensor scales: run with target=tf2ir (or an accelerator target built on it)")
-    float_graph, _ = bypass_fake_quant(Graph.load(inputs["fold_check"]))
+    float_graph = Graph.load(inputs["calibrate"])  # the graph the table is for (equalized with calib.equalize)
     layer_graph = group_layers(float_graph)
     target = params.target
     ir = build_ir(layer_graph, table, target.min_shift, target.max_shift, target.input_log2scale)

@@ -28,8 +28,8 @@ BATCH_SIZE = 64
 
 def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]:
     ir = read_ir(inputs["emit_ir"])
-    float_graph, _ = bypass_fake_quant(Graph.load(inputs["fold_check"]))
-    layer_graph = group_layers(float_graph)
+    float_graph, _ = bypass_fake_quant(Graph.load(inputs["fold_check"]))  # the model, as the user gave it
+    layer_graph = group_layers(Graph.load(inputs["calibrate"]))  # the layers the IR was emitted from
     annotated = Graph.load(inputs["annotate"])
     data = params.data
     budget = MemoryBudget(params.limits.memory_mb)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from core.quantize.table import CalibrationTable, TensorEntry
+from core.quantize.table import CalibrationTable, TensorEntry, corrected
 from core.frontend.graph import Graph, GraphError, Node, canonical_tensor, tensor_index, tensor_node
 from core.frontend.fake_quant import FAKE_QUANT, FAKE_QUANT_PER_CHANNEL
 from core.frontend.layers import Layer, LayerGraph
@@ -175,7 +175,7 @@ def _per_channel(edit: _Insertions, layer: Layer, reader: Node, tensor: str, ent
 
 def _grid_bias(edit: _Insertions, layer: Layer, tensor: str, entry: TensorEntry, scope: str) -> str:
     """The bias rounded to its int32 grid (float-scale target), as a new Const."""
-    bias = edit.graph.constants[tensor_node(tensor)].astype(np.float64)
+    bias = corrected(entry, edit.graph.constants[tensor_node(tensor)]).astype(np.float64)
     scales = np.asarray(entry.channel_scales if entry.channel_scales is not None else [entry.scale], np.float64)
     if scales.size not in (1, bias.size) or not np.all(scales > 0):
         raise AnnotateError(f"bias {tensor} of layer {layer.name}: {scales.size} scale(s) for {bias.size} channels, or a scale <= 0")
@@ -195,7 +195,10 @@ def _annotate_constant(edit: _Insertions, layer: Layer, const: str, kind: str, t
     if entry.channel_ranges:
         quantized = _per_channel(edit, layer, reader, tensor, entry, scope, table.bits)
     elif entry.range:
-        quantized = _fake_quant(edit, const, scope, tensor, entry.range[0], entry.range[1], table.bits)
+        # a corrected bias (calib.bias_correction) is quantized from a Const of its own
+        source = tensor if entry.correction is None else edit.add(
+            const, *_const(f"{scope}/corrected", corrected(entry, edit.graph.constants[const])))
+        quantized = _fake_quant(edit, const, scope, source, entry.range[0], entry.range[1], table.bits)
     elif kind == "bias" and (entry.scale is not None or entry.channel_scales is not None):
         quantized = _grid_bias(edit, layer, tensor, entry, scope)
     else:

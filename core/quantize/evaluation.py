@@ -16,6 +16,7 @@ reaches: ~6 dB per bit) so results stay finite numbers in JSON and plots.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -129,27 +130,39 @@ def compare(
     images: np.ndarray,
     labels: np.ndarray | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    reference: Graph | None = None,
 ) -> Comparison:
     """Run both graphs on `images` and measure what quantization changed.
 
     End points are paired by position. With `labels`, the graphs are treated as
-    classifiers: they must have a single end point, whose argmax is the class."""
-    if len(float_graph.end_points) != len(annotated_graph.end_points):
-        raise GraphError(f"the float graph has {len(float_graph.end_points)} end points, the annotated one {len(annotated_graph.end_points)}")
-    if labels is not None and (len(float_graph.end_points) != 1 or len(labels) != len(images)):
-        raise GraphError(f"top-1 needs one end point and one label per image; got {len(float_graph.end_points)} end points, "
+    classifiers: they must have a single end point, whose argmax is the class.
+    `reference`: the model the end points and top-1 are measured against when `float_graph`
+    (whose layers the annotated graph quantizes, and which the per-layer figures compare
+    with) is a rewrite of it (cross-layer equalized)."""
+    reference = reference or float_graph
+    if len(reference.end_points) != len(annotated_graph.end_points):
+        raise GraphError(f"the float graph has {len(reference.end_points)} end points, the annotated one {len(annotated_graph.end_points)}")
+    if labels is not None and (len(reference.end_points) != 1 or len(labels) != len(images)):
+        raise GraphError(f"top-1 needs one end point and one label per image; got {len(reference.end_points)} end points, "
                          f"{len(labels)} labels for {len(images)} images")
     names = list(layer_tensors)
-    ends = len(float_graph.end_points)
-    float_fetches = list(float_graph.end_points) + [layer_tensors[name][0] for name in names]
+    ends = len(reference.end_points)
+    layer_fetches = [layer_tensors[name][0] for name in names]
+    float_fetches = list(reference.end_points) + (layer_fetches if reference is float_graph else [])
     annotated_fetches = list(annotated_graph.end_points) + [layer_tensors[name][1] for name in names]
     end_sums = [ErrorSums() for _ in range(ends)]
     layer_sums = {name: ErrorSums() for name in names}
     correct_float = correct_annotated = agree = 0
     start = 0
-    with GraphRunner(float_graph) as float_runner, GraphRunner(annotated_graph) as annotated_runner:
-        batches = zip(float_runner.batches(float_fetches, images, batch_size), annotated_runner.batches(annotated_fetches, images, batch_size))
-        for float_values, annotated_values in batches:
+    with contextlib.ExitStack() as stack:
+        float_runner = stack.enter_context(GraphRunner(reference))
+        annotated_runner = stack.enter_context(GraphRunner(annotated_graph))
+        runs = [float_runner.batches(float_fetches, images, batch_size), annotated_runner.batches(annotated_fetches, images, batch_size)]
+        if reference is not float_graph and layer_fetches:
+            runs.append(stack.enter_context(GraphRunner(float_graph)).batches(layer_fetches, images, batch_size))
+        for values in zip(*runs):
+            float_values = values[0] + (values[2] if len(values) > 2 else [])
+            annotated_values = values[1]
             for sums, f, q in zip(end_sums + list(layer_sums.values()), float_values, annotated_values):
                 sums.add(f, q)
             if labels is not None:
@@ -163,7 +176,7 @@ def compare(
         num_images=start,
         end_points=[
             EndPointComparison(f, q, sums.sqnr_db(), sums.cosine())
-            for f, q, sums in zip(float_graph.end_points, annotated_graph.end_points, end_sums)
+            for f, q, sums in zip(reference.end_points, annotated_graph.end_points, end_sums)
         ],
         per_layer_sqnr_db={name: sums.sqnr_db() for name, sums in layer_sums.items()},
     )
@@ -187,3 +200,21 @@ def top1(graph: Graph, images: np.ndarray, labels: np.ndarray, batch_size: int =
         for (logits,), start in zip(runner.batches(graph.end_points[:1], images, batch_size), range(0, len(images), batch_size)):
             correct += int(np.sum(_top1(logits) == labels[start : start + len(logits)]))
     return correct / len(images)
+
+
+def end_point_difference(reference: Graph, candidate: Graph, images: np.ndarray, batch_size: int = DEFAULT_BATCH_SIZE) -> dict:
+    """How far a rewritten float graph (cross-layer equalized) is from the one it replaces, on
+    `images`: max |difference| over all end points, the largest |value| for scale, and the
+    lowest end-point SQNR."""
+    sums = [ErrorSums() for _ in reference.end_points]
+    largest_difference = largest_value = 0.0
+    with GraphRunner(reference) as reference_runner, GraphRunner(candidate) as candidate_runner:
+        batches = zip(reference_runner.batches(reference.end_points, images, batch_size),
+                      candidate_runner.batches(candidate.end_points, images, batch_size))
+        for expected, got in batches:
+            for end_sums, f, q in zip(sums, expected, got):
+                end_sums.add(f, q)
+                largest_difference = max(largest_difference, float(np.max(np.abs(f.astype(np.float64) - q), initial=0.0)))
+                largest_value = max(largest_value, float(np.max(np.abs(f), initial=0.0)))
+    return {"max_abs_difference": largest_difference, "max_abs_reference": largest_value,
+            "sqnr_db_min": min((end_sums.sqnr_db() for end_sums in sums), default=SQNR_CAP_DB)}

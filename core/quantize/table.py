@@ -15,7 +15,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 TABLE_FILE = "calibration_table.json"
+# constants' methods that choose a range holding every value: a saturated integer under one of
+# them means the table does not fit the graph (weight_method=mse and a QAT range may saturate)
+UNSATURATED_METHODS = frozenset({"absmax"})
 
 
 @dataclass
@@ -32,7 +37,14 @@ class TensorEntry:
     absmax: float | None = None
     clipped_fraction: float | None = None  # share of calibration values beyond the threshold
     layer: str | None = None  # the layer producing (or owning) the tensor
+    # a bias's correction (calib.bias_correction), per channel: the quantized layer adds bias + correction
+    correction: list[float] | None = None
     warnings: list[str] = field(default_factory=list)
+
+
+def corrected(entry: TensorEntry, value):
+    """A constant as the quantized layer uses it: a bias plus its correction, if any."""
+    return value if entry.correction is None else (np.asarray(value, np.float64) + np.asarray(entry.correction)).astype(np.float32)
 
 
 @dataclass

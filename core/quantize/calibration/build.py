@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.quantize.table import CalibrationTable, TensorEntry
+from core.quantize.calibration.bias_correction import bias_correction
 from core.quantize.calibration.histogram import TensorStatistics
 from core.quantize.calibration.methods import CalibrationSettings, get_method
 from core.quantize.calibration.scales import float_scale, log2scale, qat_log2scale
@@ -177,8 +178,19 @@ def _weight_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpe
                        layer=layer.name, clipped_fraction=chosen.saturated_fraction)
 
 
-def _bias_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpec, ranges, tensors) -> TensorEntry:
+def _bias_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpec, ranges, tensors,
+                correction: np.ndarray | None = None) -> TensorEntry:
+    """The bias's entry; with a `correction`, the entry of bias + correction, which it records."""
+    entry = _uncorrected_bias_entry(layer_graph, layer, method, target, ranges, tensors, correction)
+    if correction is not None:
+        entry.correction = [float(value) for value in correction]
+    return entry
+
+
+def _uncorrected_bias_entry(layer_graph: LayerGraph, layer, method, target, ranges, tensors, correction) -> TensorEntry:
     bias = layer_graph.graph.constants[layer.bias]
+    if correction is not None:
+        bias = bias.astype(np.float64) + correction
     key = f"{layer.bias}:0"
     if method == "qat" and key in ranges:
         return _qat_constant_entry("bias", key, layer.name, ranges[key], target)
@@ -198,6 +210,25 @@ def _bias_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpec,
     weight_scales = weight_entry.channel_scales or [weight_entry.scale]
     return TensorEntry("bias", "accumulator", absmax, [-absmax, absmax], absmax=absmax, layer=layer.name,
                        channel_scales=[input_scale * s for s in weight_scales])
+
+
+def correct_biases(table: CalibrationTable, layer_graph: LayerGraph, target: TargetSpec,
+                   input_means: dict[str, np.ndarray]) -> list[dict]:
+    """Bias correction (calibration/bias_correction.py) for every layer with a quantized weight
+    and bias: its bias entry becomes that of bias + correction. `input_means`: per-channel mean
+    of each such layer's input over the calibration data. Returns per layer what moved."""
+    report = []
+    for layer in layer_graph.layers:
+        if not (layer.rule.weight and layer.rule.bias and layer.weight and layer.bias):
+            continue
+        weight = layer_graph.graph.constants[layer.weight]
+        correction = bias_correction(layer, weight, table.tensors[f"{layer.weight}:0"], target.bits, input_means[layer.inputs[0]])
+        key = f"{layer.bias}:0"
+        table.tensors[key] = _bias_entry(layer_graph, layer, table.method, target, {}, table.tensors, correction)
+        bias = layer_graph.graph.constants[layer.bias]
+        report.append({"layer": layer.name, "max_abs_correction": float(np.abs(correction).max()),
+                       "max_abs_bias": float(np.abs(bias).max())})
+    return report
 
 
 def _qat_constant_entry(kind: str, key: str, layer: str, quant_range: QuantRange, target: TargetSpec,

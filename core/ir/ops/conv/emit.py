@@ -11,6 +11,7 @@ from core.ir.activations import activation_named
 from core.ir.op import IrContext
 from core.ir.records import IrError
 from core.quantize.integers import fake_quant_ints
+from core.quantize.table import UNSATURATED_METHODS, corrected
 
 
 def same_padding(size: int, kernel: int, stride: int, dilation: int) -> tuple[int, int, int]:
@@ -147,15 +148,17 @@ def conv_params(layer: Layer, ctx: IrContext) -> dict:
     (absmax) never saturates a weight or bias, so saturation there means the table does not fit
     the graph: IrError. A QAT graph's own range (table method "qat") may: the model was trained
     through that FakeQuant, which saturates, and the IR carries the same saturated integers
-    (as the original tool did, evaluating the FakeQuant)."""
+    (as the original tool did, evaluating the FakeQuant); so may calib.weight_method=mse, by
+    choice. A bias with a correction (calib.bias_correction) is emitted corrected."""
     params = {}
     for kind, const in (("weight", layer.weight), ("bias", layer.bias)):
         if const is None:
             continue
         key = f"{const}:0"
+        entry = ctx.table.entry(key)
         log2scale = int(ctx.log2scale(key))
-        ints, saturated = fake_quant_ints(ctx.graph.constants[const], log2scale)
-        if saturated and ctx.table.entry(key).method != "qat":
+        ints, saturated = fake_quant_ints(corrected(entry, ctx.graph.constants[const]), log2scale)
+        if saturated and entry.method in UNSATURATED_METHODS:
             raise IrError(f"layer {layer.ir_name}: {kind} {const} exceeds the int8 range of {kind}_log2scale {log2scale} "
                           f"(|{kind}| max {float(np.abs(ctx.graph.constants[const]).max())}); a calibrated {kind} is never "
                           f"saturated: the calibration table does not fit this graph")

@@ -1,0 +1,51 @@
+"""Bias correction (`calib.bias_correction`), Nagel et al. (ICCV 2019), section 4.2, the
+empirical variant: quantizing a layer's weights W to W_q adds e = W_q - W, which shifts the
+layer's output by E[e x], a per-output-channel bias that nothing downstream averages away
+(per-tensor scales make e large on the channels with small weights). With the per-channel
+means of the layer's input over the calibration data, E[e x] = e applied to E[x] (exact for a
+1x1 conv or a dense layer; for a wider window it ignores that padded borders read zeros), and
+the correction subtracts it from the bias the layer adds, so the quantized layer's expected
+output is the float one's.
+
+The correction is stored in the calibration table's bias entry (`correction`), never in the
+float graph, which stays the function the quantized one is measured against; annotate and
+emit-IR quantize bias + correction.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.frontend.layers import Layer
+from core.quantize.table import TensorEntry
+
+
+def dequantized(values: np.ndarray, entry: TensorEntry, bits: int) -> np.ndarray:
+    """`values` as the table's entry quantizes them: a power-of-two step, a float scale, or one
+    scale per output channel (the last axis, after merging the rule's channel axes)."""
+    values = np.asarray(values, dtype=np.float64)
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    if entry.log2scale is not None:
+        step = 2.0 ** -entry.log2scale
+        return np.clip(np.floor(values / step + 0.5), low, high) * step
+    if entry.channel_scales is not None:
+        scales = np.asarray(entry.channel_scales, dtype=np.float64)
+        flat = values.reshape(-1, scales.size)
+        return (np.clip(np.round(flat / scales), low, high) * scales).reshape(values.shape)
+    return np.clip(np.round(values / entry.scale), low, high) * entry.scale
+
+
+def output_shift(layer: Layer, weight: np.ndarray, quantized_weight: np.ndarray, input_mean: np.ndarray) -> np.ndarray:
+    """E[(W_q - W) x] per output channel, for conv (HWIO), dwconv (HWCM) and dense ([K, C])."""
+    error = np.asarray(quantized_weight, dtype=np.float64) - np.asarray(weight, dtype=np.float64)
+    mean = np.asarray(input_mean, dtype=np.float64)
+    if layer.op == "dwconv":
+        return np.einsum("hwcm,c->cm", error, mean).reshape(-1)
+    if error.ndim == 2:
+        return mean @ error
+    return np.einsum("hwio,i->o", error, mean)
+
+
+def bias_correction(layer: Layer, weight: np.ndarray, weight_entry: TensorEntry, bits: int, input_mean: np.ndarray) -> np.ndarray:
+    """What to add to the layer's bias: minus the output shift its quantized weights cause."""
+    return -output_shift(layer, weight, dequantized(weight, weight_entry, bits), input_mean)
