@@ -111,9 +111,9 @@ class CalibConfig:
     pow2_rounding: Pow2Rounding = Pow2Rounding.ceil
     num_bins: int = _positive(2048)
     weight_method: WeightMethod = WeightMethod.minmax  # minmax: nothing saturates; mse: least weight error
-    equalize: bool = False  # cross-layer equalization of consecutive conv/dwconv layers (core/quantize/equalize.py)
+    equalize: bool = True  # cross-layer equalization of consecutive conv/dwconv layers (core/quantize/equalize.py)
     equalize_relu6: Relu6Equalization = Relu6Equalization.keep  # keep the clamp (bounded scales) | relu: replace it
-    bias_correction: bool = False  # correct each layer's bias for the mean shift its weight quantization causes
+    bias_correction: bool = True  # correct each layer's bias for the mean shift its weight quantization causes
 
 
 @dataclass

@@ -38,7 +38,8 @@ def test_digits_annotation_reports_accuracy_sqnr_and_a_plot(workspace):
 def test_qat_annotation_reproduces_the_qat_graph_and_round_trips(workspace, tmp_path):
     common = [f"data.path={CIFAR10_DIR}", "calib.method=qat", "calib.num_images=16", "data.eval_num_images=64", *workspace]
     first = _run("model=mbv1_cifar10", *common)
-    assert first.metrics["annotate.top1"] == first.metrics["annotate.top1_qat_graph"]
+    # the QAT graph takes a float input; the annotated graph, like the IR, its int8 rounding (log2scale 7)
+    assert abs(first.metrics["annotate.top1"] - first.metrics["annotate.top1_qat_graph"]) <= 2 / 64
 
     exported = _artifact(first, "annotate").directory / "annotated.pb"
     end_point = "MobilenetV1/Dense/add_fold/act_quant/FakeQuantWithMinMaxVars:0"

@@ -116,6 +116,7 @@ def tfmot_constant(path, name):
 def test_on_tf2ir_the_ranges_are_rounded_to_powers_of_two_and_every_change_is_reported(qat_file, workspace):
     summary, artifacts, log = run_qat(workspace, qat_file, "tf2ir")
     assert summary.metrics["codegen.bitexact"] == 1.0 and summary.metrics["simulate.layer_agreement_min"] == 1.0
+    assert summary.metrics["simulate.end_point_agreement"] == 1.0
     changes = {change["tensor"]: change for change in json.loads((artifacts["calibrate"] / "report.json").read_text())["qat_range_changes"]}
     table = CalibrationTable.load(artifacts["calibrate"])
     # each rounded by calib.pow2_rounding=ceil: the smallest 2^k range holding the trained one

@@ -53,6 +53,7 @@ def assert_bit_exact_through_codegen(summary) -> None:
     metrics = summary.metrics
     assert [result.stage.name for result in summary.results][-1] == "codegen"
     assert metrics["codegen.bitexact"] == 1.0 and metrics["simulate.layer_agreement_min"] == 1.0
+    assert metrics["simulate.end_point_agreement"] == 1.0  # annotate computes the IR's integers exactly
 
 
 # --- every operation, both targets (default run) ------------------------------------------------

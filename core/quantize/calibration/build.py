@@ -80,9 +80,12 @@ def build_calibration_table(
     ranges = _ranges_across_identities(layer_graph, ranges)
     for tensor in layer_graph.quantized_tensors():
         tensor_stats = (stats or {}).get(tensor)
-        if tensor == input_tensor and not (method == "qat" and tensor in ranges):
-            if method == "qat":
-                continue  # the QAT graph leaves its input unquantized; keep its outputs exact
+        qat_range = ranges.get(tensor) if method == "qat" else None
+        if tensor == input_tensor and (qat_range is None or _is_fixed_input(qat_range, target)):
+            if method == "qat" and not target.pow2_scales:
+                continue  # the QAT graph leaves its input float, and so does a float-scale target
+            # the IR takes its input in int8 at target.input_log2scale whatever the method (a QAT graph's
+            # float input included): annotating that quantization makes annotate's integers the IR's
             tensors[tensor] = _input_entry(target, tensor_stats, method, settings)
             continue
         layer = layer_graph.producer_of(tensor)
@@ -104,6 +107,11 @@ def _ranges_across_identities(layer_graph: LayerGraph, ranges: dict[str, QuantRa
         if layer.rule.output is QKind.IDENTITY and layer.output in ranges and layer.inputs[0] not in ranges:
             ranges[layer.inputs[0]] = ranges[layer.output]
     return ranges
+
+
+def _is_fixed_input(quant_range: QuantRange, target: TargetSpec) -> bool:
+    """A QAT graph's input FakeQuant that is the spec's fixed input quantization."""
+    return target.pow2_scales and [quant_range.min, quant_range.max] == pow2_range(target.input_log2scale, target.bits)
 
 
 def _input_entry(target: TargetSpec, stats, method: str, settings: CalibrationSettings) -> TensorEntry:
