@@ -149,6 +149,14 @@ class LimitsConfig:
 
 
 @dataclass
+class SensitivityConfig:
+    # per layer, end-point SQNR with only that layer quantized and with all but it (annotate stage):
+    # two annotated graphs per layer, so off unless asked for
+    enabled: bool = False
+    num_images: int = _positive(32)  # evaluation images each variant runs on
+
+
+@dataclass
 class StoreConfig:
     url: str = ".store"  # a directory, or any fsspec URL (s3://bucket/prefix, memory://x, ...)
     cache_dir: str = "${oc.env:QUANTTOOL_CACHE,.cache}"  # downloads (model files), keyed by sha256
@@ -163,6 +171,7 @@ class Config:
     fold_check: FoldCheckConfig = field(default_factory=FoldCheckConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
+    sensitivity: SensitivityConfig = field(default_factory=SensitivityConfig)
     tracking_uri: str = "sqlite:///mlflow.db"
     export_dir: Optional[str] = None
     # stop after this stage (a stage name), e.g. to iterate on calibration only

@@ -63,8 +63,8 @@ STAGES: tuple[Stage, ...] = (
         name="annotate",
         entry="stages.annotate:run",
         inputs=("fold_check", "calibrate"),
-        params=("data", "model.preprocess", "model.task", "model.num_classes", "limits"),
-        description="insert simulated quantization and measure its error against the float graph",
+        params=("data", "model.preprocess", "model.task", "model.num_classes", "limits", "sensitivity"),
+        description="insert simulated quantization and measure its error against the float graph (per layer: sensitivity)",
     ),
     Stage(
         name="emit_ir",

@@ -17,7 +17,8 @@ from core.quantize.annotate import annotate_graph, export_frozen_graph
 from core.frontend.tf_runtime import DEFAULT_BATCH_SIZE
 from core.quantize.evaluation import class_labels, compare, layer_tensor_pairs, top1
 from core.quantize.table import CalibrationTable
-from core.reports.layers import plot_layer_sqnr
+from core.quantize import sensitivity
+from core.reports.layers import plot_layer_sqnr, plot_sensitivity
 from pipeline.params import Task, to_plain
 
 ANNOTATED_FILE = "annotated.pb"
@@ -54,10 +55,27 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     metrics = _metrics(comparison)
     if ranges and labels is not None:  # a QAT graph: its own top-1, the figure a user knows it by
         metrics["top1_qat_graph"] = report["top1_qat_graph"] = top1(graph, evaluation.images, labels, batch)
+    if params.sensitivity.enabled:
+        report["sensitivity"] = _sensitivity(params.sensitivity, layer_graph, table, reference, evaluation.images, batch, out_dir, ctx)
+        metrics["sensitivity_sqnr_db_min"] = min(item["only_this_sqnr_db"] for item in report["sensitivity"])
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     plot_layer_sqnr(comparison.per_layer_sqnr_db, out_dir / "layer_sqnr.png",
                     f"float vs annotated ({table.method}, {table.target}): SQNR per layer output")
     return metrics
+
+
+def _sensitivity(settings, layer_graph, table, reference, images, batch: int, out_dir: Path, ctx) -> list[dict]:
+    """The ranked per-layer table (most sensitive first), sensitivity.json and sensitivity.png."""
+    images = images[: settings.num_images]
+    ctx.log(f"sensitivity: two annotated variants per layer on {len(images)} images")
+    results = sensitivity.analyze(layer_graph, table, reference, images, batch, ctx.progress)
+    table_rows = [item.to_dict() for item in sensitivity.ranked(results)]
+    (out_dir / "sensitivity.json").write_text(json.dumps(table_rows, indent=1) + "\n")
+    plot_sensitivity({item.layer: item.only_this_sqnr_db for item in results}, {item.layer: item.all_but_this_sqnr_db for item in results},
+                     out_dir / "sensitivity.png", f"per-layer sensitivity ({table.method}, {table.target}, {len(images)} images)")
+    for row in table_rows[:5]:
+        ctx.log(f"  {row['only_this_sqnr_db']:6.1f} dB only / {row['all_but_this_sqnr_db']:6.1f} dB all but: {row['layer']}")
+    return table_rows
 
 
 def _metrics(comparison) -> dict[str, float]:

@@ -241,7 +241,7 @@ def annotate_graph(layer_graph: LayerGraph, table: CalibrationTable, *, allow_mi
 
     Every quantized tensor with an entry is quantized once; a missing entry is an
     error except for the network input (QAT tables leave it out) or with
-    `allow_missing` (to quantize only part of a network). `source['annotation']`
+    `allow_missing` (to quantize only part of a network: activations, weights and biases alike). `source['annotation']`
     maps each quantized tensor, weight and bias to the FakeQuant output replacing it.
     `integer_models`: on a power-of-two table, a layer whose rule has an integer model
     (add, lut, softmax) is computed by it (the IR's integers exactly); without, by its float
@@ -254,7 +254,7 @@ def annotate_graph(layer_graph: LayerGraph, table: CalibrationTable, *, allow_mi
     for layer in layer_graph.layers:
         rule = layer.rule
         for wanted, const, kind in ((rule.weight, layer.weight, "weight"), (rule.bias, layer.bias, "bias")):
-            if wanted and const is not None:
+            if wanted and const is not None and not (allow_missing and f"{const}:0" not in table.tensors):
                 _annotate_constant(edit, layer, const, kind, table)
     return _assemble(edit, table)
 

@@ -24,3 +24,20 @@ def plot_layer_sqnr(per_layer: dict[str, float], path: str | Path, title: str) -
     axes.set_title(title)
     axes.grid(axis="y", alpha=0.3)
     return save(figure, path, dpi=120)
+
+
+def plot_sensitivity(only_this: dict[str, float], all_but_this: dict[str, float], path: str | Path, title: str) -> Path:
+    """Per layer (execution order): end-point SQNR with only that layer quantized, and with all but it."""
+    names = list(only_this)
+    figure = new_figure(max(6.0, 0.25 * len(names) + 2.0), 4.5)
+    axes = figure.add_subplot()
+    positions = np.arange(len(names))
+    axes.bar(positions - 0.2, [only_this[name] for name in names], width=0.4, color="tab:blue", label="only this layer quantized")
+    axes.bar(positions + 0.2, [all_but_this[name] for name in names], width=0.4, color="tab:orange", label="all but this layer quantized")
+    axes.set_xticks(positions, names, rotation=90, fontsize=6)
+    axes.set_ylabel("end-point SQNR vs float (dB)")
+    axes.set_xlabel("layer (execution order)")
+    axes.set_title(title)
+    axes.legend(fontsize=7)
+    axes.grid(axis="y", alpha=0.3)
+    return save(figure, path, dpi=120)
