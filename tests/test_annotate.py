@@ -58,6 +58,12 @@ def qat_calibration_table(layer_graph, ranges):
     return build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir"), CalibrationSettings(), None, ranges)
 
 
+def _on_input_grid(images: np.ndarray) -> np.ndarray:
+    """Images as the IR takes them: int8 at log2scale 7. The table quantizes the network input
+    (the IR does), the QAT graph does not: fed values already on that grid, the two agree exactly."""
+    return (np.clip(np.floor(images * 128.0 + 0.5), -128, 127) / 128.0).astype(np.float32)
+
+
 def _count(graph: Graph, *ops: str) -> int:
     return sum(node.op in ops for node in graph.nodes)
 
@@ -87,8 +93,9 @@ def test_qat_table_reads_power_of_two_ranges(mbv1):
     _, layer_graph, table, _ = mbv1
     weights = sum(1 for layer in layer_graph.layers if layer.weight)
     assert table.method == "qat" and table.target == "tf2ir" and table.bits == 8
-    assert MBV1_INPUT not in table.tensors  # QAT leaves the input to the IR
-    assert len(table.tensors) == len(layer_graph.quantized_tensors()) - 1 + 2 * weights
+    # the IR takes its input in int8 at log2scale 7; the table says so, as for every method
+    assert (table.tensors[MBV1_INPUT].kind, table.tensors[MBV1_INPUT].log2scale) == ("input", 7)
+    assert len(table.tensors) == len(layer_graph.quantized_tensors()) + 2 * weights
     first = table.tensors["MobilenetV1/Conv_0/Relu6:0"]
     assert (first.range, first.log2scale, first.threshold, first.kind) == ([-8.0, 7.9375], 4, 8.0, "activation")
     assert first.layer == "MobilenetV1/Conv_0/Conv2D_Fold"
@@ -97,13 +104,13 @@ def test_qat_table_reads_power_of_two_ranges(mbv1):
 
 def test_annotated_mbv1_equals_the_qat_graph_exactly(mbv1, cifar):
     original, _, _, annotated = mbv1
-    images = cifar[0][:4]
+    images = _on_input_grid(cifar[0][:4])
     with GraphRunner(original) as runner:
         (expected,) = runner.run(original.end_points, images, batch_size=3)  # two batches
     with GraphRunner(annotated) as runner:
         (got,) = runner.run(annotated.end_points, images, batch_size=3)
     assert np.array_equal(expected, got)
-    assert _count(annotated, FAKE_QUANT) == _count(original, FAKE_QUANT) == 85
+    assert _count(annotated, FAKE_QUANT) == _count(original, FAKE_QUANT) + 1 == 86  # + the input's
 
 
 def _ssd_input(path) -> np.ndarray:
@@ -116,16 +123,16 @@ def _ssd_input(path) -> np.ndarray:
 
 def test_annotated_ssd_equals_the_qat_graph_exactly(ssd):
     original, _, _, annotated = ssd
-    x = _ssd_input(MODELS / "mobilenet_v2_ssd_0.25_160" / "test.jpg")
+    x = _on_input_grid(_ssd_input(MODELS / "mobilenet_v2_ssd_0.25_160" / "test.jpg"))
     with GraphRunner(original) as runner:
         expected = runner.run(original.end_points, x)
     with GraphRunner(annotated) as runner:
         got = runner.run(annotated.end_points, x)
     assert annotated.end_points == SSD_END_POINTS
     assert all(np.array_equal(e, g) for e, g in zip(expected, got))
-    assert _count(annotated, FAKE_QUANT) == _count(original, FAKE_QUANT) == 227
+    assert _count(annotated, FAKE_QUANT) == _count(original, FAKE_QUANT) + 1 == 228  # + the input's
     # more images: the input placeholder is [1,160,160,3], so they run one by one
-    more = np.concatenate([x] + [_ssd_input(MODELS / name) for name in ("motor.jpg", "oiltank.jpg")])
+    more = _on_input_grid(np.concatenate([x] + [_ssd_input(MODELS / name) for name in ("motor.jpg", "oiltank.jpg")]))
     same = compare(original, annotated, {}, more, batch_size=8)
     assert same.num_images == 3 and same.top1_float is None
     assert all(item.sqnr_db == SQNR_CAP_DB for item in same.end_points)
@@ -134,6 +141,7 @@ def test_annotated_ssd_equals_the_qat_graph_exactly(ssd):
 def test_top1_of_annotated_mbv1_equals_the_original_and_layers_are_measured(mbv1, cifar, tmp_path):
     original, layer_graph, _, annotated = mbv1
     images, labels = cifar
+    images = _on_input_grid(images)
     same = compare(original, annotated, {}, images, labels, batch_size=64)
     assert same.num_images == 200 and same.top1_float == same.top1_annotated and same.top1_agreement == 1.0
     assert 0.5 < same.top1_float <= 1.0
