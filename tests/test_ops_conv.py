@@ -326,8 +326,8 @@ def test_a_space_to_batch_without_a_conv_is_not_a_layer():
 @pytest.fixture(scope="module")
 def mbv1():
     """The folded mbv1 float graph's layers, its calib.method=qat table, and a context. The QAT
-    graph leaves its input unquantized, so the table has no entry for it: the context's
-    input_log2scale (7, seed 000 section 3) stands in."""
+    graph leaves its input unquantized; the table quantizes it as the IR does (log2scale 7,
+    seed 000 section 3)."""
     import tensorflow as tf
 
     from core.quantize.calibration.methods import CalibrationSettings
@@ -344,7 +344,7 @@ def mbv1():
     float_graph, ranges = bypass_fake_quant(graph)
     layer_graph = group_layers(float_graph)
     table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir"), CalibrationSettings(), None, ranges)
-    assert "images:0" not in table.tensors
+    assert table.tensors["images:0"].log2scale == 7
     return layer_graph, table, IrContext(layer_graph, table)
 
 

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 TABLE_FILE = "calibration_table.json"
-# constants' methods that choose a range holding every value: a saturated integer under one of
-# them means the table does not fit the graph (weight_method=mse and a QAT range may saturate)
-UNSATURATED_METHODS = frozenset({"absmax"})
+# the constants' methods that may saturate by choice (a QAT graph's trained range, weight_method=mse);
+# under any other a saturated integer means the table does not fit the graph
+SATURATING_METHODS = frozenset({"qat", "mse"})
 
 
 @dataclass
