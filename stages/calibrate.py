@@ -39,7 +39,7 @@ INPUT_HEADROOM = 2.0
 
 
 def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]:
-    calib, target_cfg = params.calib, params.target
+    calib = params.calib
     method = calib.method.value
     graph = Graph.load(inputs["fold_check"])
     float_graph, ranges = bypass_fake_quant(graph)
@@ -58,28 +58,20 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
                               "calibration")
     if batch < calib.batch_size:
         ctx.log(f"calibrating in batches of {batch} images, not calib.batch_size={calib.batch_size}: {BUDGET_KEY} holds no more")
-    metrics: dict[str, float] = {}
-    report: dict = {}
+    metrics, report = {}, {}
     if method == "qat" and (calib.equalize or calib.bias_correction):
         ctx.log("calib.method=qat keeps the trained graph and its ranges: calib.equalize and calib.bias_correction do not apply")
     elif calib.equalize:
         float_graph, layer_graph, report["equalization"] = _equalized(float_graph, layer_graph, calib, dataset.images, batch, ctx)
-        metrics.update(equalized_pairs=len(report["equalization"]["pairs"]),
-                       equalize_max_abs_diff=report["equalization"]["difference"]["max_abs_difference"])
+        metrics.update(equalized_pairs=len(report["equalization"]["pairs"]), equalize_max_abs_diff=report["equalization"]["difference"]["max_abs_difference"])
     stats = collect_statistics(float_graph, layer_graph.quantized_tensors(), dataset.images, batch,
                                calib.num_bins, dataset.source, ctx.progress)
-    target = TargetSpec(
-        name=target_cfg.name, bits=target_cfg.bits, pow2_scales=target_cfg.pow2_scales,
-        per_channel_weights=target_cfg.per_channel_weights, input_log2scale=target_cfg.input_log2scale,
-        min_log2scale=target_cfg.min_log2scale, max_log2scale=target_cfg.max_log2scale, pow2_rounding=calib.pow2_rounding.value,
-    )
+    target = target_spec(params.target, calib)
     settings = CalibrationSettings(percentile=calib.percentile, num_quant_levels=2 ** (target.bits - 1),
                                    weight_method=calib.weight_method.value)
     table = build_calibration_table(layer_graph, method, target, settings, stats, ranges)
     if calib.bias_correction and method != "qat":
-        inputs = [layer.inputs[0] for layer in layer_graph.layers if layer.rule.weight and layer.rule.bias and layer.bias]
-        means = {tensor: values["mean"] for tensor, values in channel_statistics(float_graph, inputs, dataset.images, batch).items()}
-        report["bias_correction"] = correct_biases(table, layer_graph, target, means)
+        report["bias_correction"] = _correct_biases(table, layer_graph, target, dataset.images, batch)
         metrics["bias_corrected_layers"] = len(report["bias_correction"])
     table.save(out_dir)
     float_graph.save(out_dir)
@@ -106,6 +98,21 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         "clipped_fraction_mean": float(np.mean(clipped)),
         "zero_range_tensors": sum(1 for entry in activations if entry.threshold == 0.0),
     }
+
+
+def target_spec(target_cfg, calib) -> TargetSpec:
+    return TargetSpec(
+        name=target_cfg.name, bits=target_cfg.bits, pow2_scales=target_cfg.pow2_scales,
+        per_channel_weights=target_cfg.per_channel_weights, input_log2scale=target_cfg.input_log2scale,
+        min_log2scale=target_cfg.min_log2scale, max_log2scale=target_cfg.max_log2scale, pow2_rounding=calib.pow2_rounding.value,
+    )
+
+
+def _correct_biases(table, layer_graph, target: TargetSpec, images, batch: int) -> list[dict]:
+    """Bias correction from the per-channel means of each weighted layer's input."""
+    inputs = [layer.inputs[0] for layer in layer_graph.layers if layer.rule.weight and layer.rule.bias and layer.bias]
+    means = {tensor: values["mean"] for tensor, values in channel_statistics(layer_graph.graph, inputs, images, batch).items()}
+    return correct_biases(table, layer_graph, target, means)
 
 
 def _equalized(float_graph: Graph, layer_graph, calib, images, batch: int, ctx):

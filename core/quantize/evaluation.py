@@ -140,11 +140,7 @@ def compare(
     (whose layers the annotated graph quantizes, and which the per-layer figures compare
     with) is a rewrite of it (cross-layer equalized)."""
     reference = reference or float_graph
-    if len(reference.end_points) != len(annotated_graph.end_points):
-        raise GraphError(f"the float graph has {len(reference.end_points)} end points, the annotated one {len(annotated_graph.end_points)}")
-    if labels is not None and (len(reference.end_points) != 1 or len(labels) != len(images)):
-        raise GraphError(f"top-1 needs one end point and one label per image; got {len(reference.end_points)} end points, "
-                         f"{len(labels)} labels for {len(images)} images")
+    _check_comparable(reference, annotated_graph, images, labels)
     names = list(layer_tensors)
     ends = len(reference.end_points)
     layer_fetches = [layer_tensors[name][0] for name in names]
@@ -184,6 +180,14 @@ def compare(
         comparison.top1_float, comparison.top1_annotated, comparison.top1_agreement = (
             correct_float / start, correct_annotated / start, agree / start)
     return comparison
+
+
+def _check_comparable(reference: Graph, annotated_graph: Graph, images: np.ndarray, labels: np.ndarray | None) -> None:
+    if len(reference.end_points) != len(annotated_graph.end_points):
+        raise GraphError(f"the float graph has {len(reference.end_points)} end points, the annotated one {len(annotated_graph.end_points)}")
+    if labels is not None and (len(reference.end_points) != 1 or len(labels) != len(images)):
+        raise GraphError(f"top-1 needs one end point and one label per image; got {len(reference.end_points)} end points, "
+                         f"{len(labels)} labels for {len(images)} images")
 
 
 def layer_tensor_pairs(layer_graph, annotated_graph: Graph) -> dict[str, tuple[str, str]]:
