@@ -39,7 +39,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     evaluation = load_split(data.kind.value, data.path, data.eval_split, to_plain(params.model.preprocess),
                             limit=data.eval_num_images, holdout_fraction=data.holdout_fraction, seed=data.split_seed, budget=budget)
     # the float and the annotated graph (and an equalized graph's original) run each batch side by side
-    side_by_side = 3 if float_graph.source.get("equalized") is True else 2
+    side_by_side = 3 if float_graph.source.get("equalized") else 2
     batch = budget.batch_size(DEFAULT_BATCH_SIZE, side_by_side * check_activations(budget, annotated.activation_bytes(), "annotate"),
                               "the evaluation")
     labels, why_not = class_labels(float_graph, evaluation.labels if params.model.task is Task.classification else None,
@@ -48,7 +48,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         ctx.log(why_not)
     ctx.log(f"evaluating float vs annotated on {len(evaluation.images)} images of {evaluation.source}")
     comparison = compare(float_graph, annotated, layer_tensor_pairs(layer_graph, annotated), evaluation.images, labels, batch,
-                         reference=None if float_graph.source.get("equalized") is not True else reference)
+                         reference=reference if float_graph.source.get("equalized") else None)
     report = comparison.to_dict()
     # execution order matters to a reader; the JSON writer sorts object keys
     report["per_layer_sqnr_db"] = [[layer, value] for layer, value in comparison.per_layer_sqnr_db.items()]

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.frontend.graph import Graph, canonical_tensor, tensor_node
-from core.frontend.layers import Layer, LayerGraph
+from core.frontend.layers import GraphIndex, Layer, LayerGraph
+from core.quantize.calibration.bias_correction import channel_response
 
 EQUALIZED_OPS = ("conv", "dwconv")
 SCALE_EQUIVARIANT = ("None", "Relu")
@@ -83,10 +84,7 @@ def input_channel_ranges(layer: Layer, weight: np.ndarray) -> np.ndarray:
 def equalizable_pairs(layer_graph: LayerGraph) -> list[tuple[Layer, Layer]]:
     """(first, second) for every pair the module docstring allows, in execution order."""
     graph = layer_graph.graph
-    readers: dict[str, list[str]] = {}
-    for node in graph.nodes:
-        for tensor in node.inputs:
-            readers.setdefault(canonical_tensor(tensor), []).append(node.name)
+    readers = {tensor: [node.name for node in nodes] for tensor, nodes in GraphIndex(graph).readers.items()}
     layer_readers: dict[str, list[Layer]] = {}
     for layer in layer_graph.layers:
         for tensor in layer.inputs:
@@ -208,11 +206,8 @@ def _with_bias_bound(first: Layer, graph: Graph, lower, upper) -> tuple:
 def worst_case_preactivation(layer: Layer, graph: Graph, input_absmax: np.ndarray) -> np.ndarray:
     """Per output channel, the largest pre-activation any input within `input_absmax` (per
     input channel) can produce: bias + sum over the window of |w| * absmax."""
-    weight = np.abs(graph.constants[layer.weight]).astype(np.float64)
     bias = graph.constants[layer.bias].astype(np.float64) if layer.bias else 0.0
-    if layer.op == "conv":
-        return bias + np.einsum("hwio,i->o", weight, input_absmax)
-    return bias + np.einsum("hwc,c->c", weight[..., 0], input_absmax)
+    return bias + channel_response(layer, np.abs(graph.constants[layer.weight]), input_absmax)
 
 
 def _pair_scales(first: Layer, second: Layer, constants: dict[str, np.ndarray]) -> np.ndarray:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.frontend.layers import Layer
+from core.quantize.calibration.weights import pow2_quantized
 from core.quantize.table import TensorEntry
 
 
@@ -24,10 +25,9 @@ def dequantized(values: np.ndarray, entry: TensorEntry, bits: int) -> np.ndarray
     """`values` as the table's entry quantizes them: a power-of-two step, a float scale, or one
     scale per output channel (the last axis, after merging the rule's channel axes)."""
     values = np.asarray(values, dtype=np.float64)
-    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
     if entry.log2scale is not None:
-        step = 2.0 ** -entry.log2scale
-        return np.clip(np.floor(values / step + 0.5), low, high) * step
+        return pow2_quantized(values, entry.log2scale, bits)
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
     if entry.channel_scales is not None:
         scales = np.asarray(entry.channel_scales, dtype=np.float64)
         flat = values.reshape(-1, scales.size)
@@ -35,15 +35,21 @@ def dequantized(values: np.ndarray, entry: TensorEntry, bits: int) -> np.ndarray
     return np.clip(np.round(values / entry.scale), low, high) * entry.scale
 
 
-def output_shift(layer: Layer, weight: np.ndarray, quantized_weight: np.ndarray, input_mean: np.ndarray) -> np.ndarray:
-    """E[(W_q - W) x] per output channel, for conv (HWIO), dwconv (HWCM) and dense ([K, C])."""
-    error = np.asarray(quantized_weight, dtype=np.float64) - np.asarray(weight, dtype=np.float64)
-    mean = np.asarray(input_mean, dtype=np.float64)
+def channel_response(layer: Layer, weight: np.ndarray, per_input_channel: np.ndarray) -> np.ndarray:
+    """Per output channel, the layer's weights applied to one value per input channel at every
+    window position (a constant input): conv HWIO, dwconv HWCM (channel c * M + m), dense [K, C]."""
+    weight = np.asarray(weight, dtype=np.float64)
+    vector = np.asarray(per_input_channel, dtype=np.float64)
     if layer.op == "dwconv":
-        return np.einsum("hwcm,c->cm", error, mean).reshape(-1)
-    if error.ndim == 2:
-        return mean @ error
-    return np.einsum("hwio,i->o", error, mean)
+        return np.einsum("hwcm,c->cm", weight, vector).reshape(-1)
+    if weight.ndim == 2:
+        return vector @ weight
+    return np.einsum("hwio,i->o", weight, vector)
+
+
+def output_shift(layer: Layer, weight: np.ndarray, quantized_weight: np.ndarray, input_mean: np.ndarray) -> np.ndarray:
+    """E[(W_q - W) x] per output channel."""
+    return channel_response(layer, np.asarray(quantized_weight, np.float64) - np.asarray(weight, np.float64), input_mean)
 
 
 def bias_correction(layer: Layer, weight: np.ndarray, weight_entry: TensorEntry, bits: int, input_mean: np.ndarray) -> np.ndarray:

@@ -41,11 +41,15 @@ def unsaturated_log2scale(absmax: float, bits: int) -> int:
     return math.floor(math.log2(_levels(bits) / absmax))
 
 
-def pow2_error(weights: np.ndarray, log2scale: int, bits: int) -> float:
-    """Mean squared error of the weights quantized at 2^-log2scale (round half up, saturate)."""
+def pow2_quantized(values: np.ndarray, log2scale: int, bits: int) -> np.ndarray:
+    """`values` quantized at 2^-log2scale as FakeQuant does (round half up, saturate), in float64."""
     step = 2.0 ** -log2scale
-    quantized = np.clip(np.floor(weights / step + 0.5), -_levels(bits) - 1, _levels(bits)) * step
-    return float(np.mean((weights - quantized) ** 2))
+    return np.clip(np.floor(np.asarray(values, np.float64) / step + 0.5), -_levels(bits) - 1, _levels(bits)) * step
+
+
+def pow2_error(weights: np.ndarray, log2scale: int, bits: int) -> float:
+    """Mean squared error of the weights quantized at 2^-log2scale."""
+    return float(np.mean((weights - pow2_quantized(weights, log2scale, bits)) ** 2))
 
 
 def threshold_error(weights: np.ndarray, threshold: float, bits: int) -> float:
