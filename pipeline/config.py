@@ -103,6 +103,16 @@ class DataConfig:
 
 
 @dataclass
+class AutoConfig:
+    """calib.method=auto (core/quantize/auto.py): the methods it chooses among per tensor, its
+    time limit, and how many calibration images it scores each candidate table on."""
+
+    methods: list[CalibMethod] = field(default_factory=lambda: [CalibMethod.minmax, CalibMethod.percentile, CalibMethod.mse, CalibMethod.kl])
+    budget_s: float = _positive(600.0)
+    num_images: int = _positive(256)
+
+
+@dataclass
 class CalibConfig:
     method: CalibMethod = CalibMethod.minmax
     num_images: int = _positive(256)
@@ -114,6 +124,7 @@ class CalibConfig:
     equalize: bool = True  # cross-layer equalization of consecutive conv/dwconv layers (core/quantize/equalize.py)
     equalize_relu6: Relu6Equalization = Relu6Equalization.keep  # keep the clamp (bounded scales) | relu: replace it
     bias_correction: bool = True  # correct each layer's bias for the mean shift its weight quantization causes
+    auto: AutoConfig = field(default_factory=AutoConfig)
 
 
 @dataclass
@@ -219,6 +230,7 @@ def validate(cfg: DictConfig) -> Config:
         for key in ("calib_split", "eval_split"):
             if getattr(typed.data, key) not in CIFAR10_BATCHES:
                 raise ConfigError(f"data.{key}={getattr(typed.data, key)!r}: not a CIFAR-10 batch; choose one of {', '.join(CIFAR10_BATCHES)}")
+    _check_auto(typed)
     target = typed.target
     for applies, message in TARGET_RULES:
         if applies(target):
@@ -237,6 +249,18 @@ def validate(cfg: DictConfig) -> Config:
     if typed.model.format is ModelFormat.builtin and typed.model.builtin is None:
         raise ConfigError(f"model {typed.model.name!r}: format builtin needs a model.builtin section")
     return typed
+
+
+def _check_auto(typed: Config) -> None:
+    searched = typed.calib.auto.methods
+    unsearchable = [method.value for method in searched if method in (CalibMethod.qat, CalibMethod.auto)]
+    if not searched or unsearchable:
+        raise ConfigError(f"calib.auto.methods={[method.value for method in searched]}: list the threshold methods auto chooses "
+                          f"among, from {', '.join(m.value for m in CalibMethod if m not in (CalibMethod.qat, CalibMethod.auto))}"
+                          + (f" ({', '.join(unsearchable)} cannot be searched)" if unsearchable else ""))
+    if typed.calib.method is CalibMethod.auto and not typed.target.pow2_scales:
+        raise ConfigError(f"calib.method=auto chooses among power-of-two scales; target {typed.target.name} has float scales "
+                          "(target.pow2_scales=false): choose minmax, kl, percentile or mse")
 
 
 def _check_constraints(node: Any, prefix: str) -> None:

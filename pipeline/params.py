@@ -42,6 +42,7 @@ class CalibMethod(Enum):
     kl = "kl"
     percentile = "percentile"
     mse = "mse"
+    auto = "auto"  # not a threshold method: the per-tensor search of core/quantize/auto.py over the others
 
 
 class WeightMethod(Enum):

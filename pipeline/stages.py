@@ -56,7 +56,7 @@ STAGES: tuple[Stage, ...] = (
         name="calibrate",
         entry="stages.calibrate:run",
         inputs=("fold_check",),
-        params=("calib", *_TARGET_FORMAT, "data", "model.preprocess", "limits"),
+        params=("calib", *_TARGET_FORMAT, "target.min_shift", "target.max_shift", "data", "model.preprocess", "limits"),
         description="collect activation statistics and choose each tensor's threshold and scale",
     ),
     Stage(

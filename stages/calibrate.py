@@ -20,6 +20,9 @@ from core.frontend.fake_quant import bypass_fake_quant
 from core.frontend.graph import Graph
 from core.ir.layers import group_layers
 from core.limits import BUDGET_KEY, MemoryBudget, check_activations
+from core.ir.emit import build_ir
+from core.ir.records import IrError
+from core.quantize.auto import AUTO, SearchSetup, search
 from core.quantize.calibration.build import (CalibrationError, TargetSpec, build_calibration_table, correct_biases,
                                              qat_range_changes)
 from core.quantize.calibration.histogram import TensorStatistics
@@ -69,10 +72,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     target = target_spec(params.target, calib)
     settings = CalibrationSettings(percentile=calib.percentile, num_quant_levels=2 ** (target.bits - 1),
                                    weight_method=calib.weight_method.value)
-    table = build_calibration_table(layer_graph, method, target, settings, stats, ranges)
-    if calib.bias_correction and method != "qat":
-        report["bias_correction"] = _correct_biases(table, layer_graph, target, dataset.images, batch)
-        metrics["bias_corrected_layers"] = len(report["bias_correction"])
+    table = _table(params, layer_graph, target, settings, stats, ranges, dataset.images, batch, ctx, metrics, report)
     table.save(out_dir)
     float_graph.save(out_dir)
     save_histograms(stats, out_dir / HISTOGRAM_DIR)
@@ -108,11 +108,55 @@ def target_spec(target_cfg, calib) -> TargetSpec:
     )
 
 
-def _correct_biases(table, layer_graph, target: TargetSpec, images, batch: int) -> list[dict]:
-    """Bias correction from the per-channel means of each weighted layer's input."""
+def _table(params, layer_graph, target: TargetSpec, settings, stats, ranges, images, batch: int, ctx, metrics: dict, report: dict):
+    """The method's table (or auto's search), bias-corrected as configured; adds to `metrics` and `report`."""
+    method = params.calib.method.value
+    means = _input_means(layer_graph, images, batch) if params.calib.bias_correction and method != "qat" else None
+    if method == AUTO:
+        setup = _search_setup(params, layer_graph, target, settings, stats, means)
+        table, report["auto"] = _searched(setup, params.calib.auto, images, batch, ctx)
+        metrics.update(auto_sqnr_db=report["auto"]["sqnr_db"], auto_evaluations=report["auto"]["evaluations"])
+    else:
+        table = build_calibration_table(layer_graph, method, target, settings, stats, ranges)
+    if means is not None:
+        report["bias_correction"] = correct_biases(table, layer_graph, target, means)
+        metrics["bias_corrected_layers"] = len(report["bias_correction"])
+    return table
+
+
+def _input_means(layer_graph, images, batch: int) -> dict[str, np.ndarray]:
+    """Per-channel means of each weighted layer's input: what bias correction reads."""
     inputs = [layer.inputs[0] for layer in layer_graph.layers if layer.rule.weight and layer.rule.bias and layer.bias]
-    means = {tensor: values["mean"] for tensor, values in channel_statistics(layer_graph.graph, inputs, images, batch).items()}
-    return correct_biases(table, layer_graph, target, means)
+    return {tensor: values["mean"] for tensor, values in channel_statistics(layer_graph.graph, inputs, images, batch).items()}
+
+
+def _search_setup(params, layer_graph, target: TargetSpec, settings, stats, means) -> SearchSetup:
+    def make_table(method: str):
+        table = build_calibration_table(layer_graph, method, target, settings, stats, {})
+        correct_biases(table, layer_graph, target, means)
+        return table
+
+    def emit_error(table) -> str | None:  # the IR's own checks (shift ranges): what emit_ir would refuse
+        try:
+            build_ir(layer_graph, table, params.target.min_shift, params.target.max_shift, params.target.input_log2scale)
+        except IrError as error:
+            return str(error)
+        return None
+
+    return SearchSetup(layer_graph, target, settings, stats, make_table,
+                       lambda table: correct_biases(table, layer_graph, target, means), emit_error)
+
+
+def _searched(setup: SearchSetup, auto, images, batch: int, ctx):
+    result = search(setup, [method.value for method in auto.methods], images[:auto.num_images], batch, auto.budget_s, ctx.progress)
+    scores = ", ".join(f"{name} {'cannot be emitted' if value is None else f'{value:.2f} dB'}" for name, value in result.method_sqnr_db.items())
+    ctx.log(f"auto: whole tables: {scores}; from {result.start_method}, {len(result.moves)} move(s) in {result.evaluations} "
+            f"evaluations ({result.seconds:.0f} s) -> {result.sqnr_db:.2f} dB end-point SQNR on {min(len(images), auto.num_images)} "
+            "calibration images")
+    if result.stopped_early:
+        ctx.log(f"warning: auto stopped at calib.auto.budget_s={auto.budget_s:g} s before trying every candidate; "
+                "the table is the best found")
+    return result.table, result.to_dict()
 
 
 def _equalized(float_graph: Graph, layer_graph, calib, images, batch: int, ctx):

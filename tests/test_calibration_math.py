@@ -195,9 +195,10 @@ def test_tiny_absmax_does_not_overflow_the_binning():
 # ----------------------------------------------------------------------------- registry
 
 def test_registry_matches_the_config_choices():
+    from core.quantize.auto import AUTO
     from pipeline.config import CalibMethod
 
-    assert set(METHODS) == {m.value for m in CalibMethod}
+    assert set(METHODS) | {AUTO} == {m.value for m in CalibMethod}
     for name, cls in METHODS.items():
         assert cls.name == name and isinstance(get_method(name), ThresholdMethod)
 

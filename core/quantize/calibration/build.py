@@ -145,6 +145,9 @@ def _activation_entry(tensor, layer, method, target, settings, stats, ranges) ->
     if target.pow2_scales:
         if method == "qat":  # the graph's own range: exactly, when it is a power-of-two one
             value = _qat_log2scale(tensor, ranges[tensor], target)
+        elif (exponent := get_method(method).pow2_exponent(stats, settings)) is not None:
+            # what the range clips at: 2^k, or nothing beyond absmax when the range holds it
+            value, threshold = (target.bits - 1) - exponent, min(float(np.ldexp(1.0, exponent)), float(stats.absmax))
         else:
             chosen = log2scale(threshold, target.bits, target.pow2_rounding, stats)
             value = chosen.log2scale
@@ -221,22 +224,37 @@ def _uncorrected_bias_entry(layer_graph: LayerGraph, layer, method, target, rang
 
 
 def correct_biases(table: CalibrationTable, layer_graph: LayerGraph, target: TargetSpec,
-                   input_means: dict[str, np.ndarray]) -> list[dict]:
-    """Bias correction (calibration/bias_correction.py) for every layer with a quantized weight
-    and bias: its bias entry becomes that of bias + correction. `input_means`: per-channel mean
-    of each such layer's input over the calibration data. Returns per layer what moved."""
+                   input_means: dict[str, np.ndarray] | None) -> list[dict]:
+    """Every bias entry made again from the table's input and weight entries (a bias's log2scale
+    is bounded by the accumulator's): with `input_means` (per-channel mean of each weighted
+    layer's input over the calibration data), bias correction (calibration/bias_correction.py)
+    makes each the entry of bias + correction. Returns per layer what moved."""
     report = []
     for layer in layer_graph.layers:
         if not (layer.rule.weight and layer.rule.bias and layer.weight and layer.bias):
             continue
-        weight = layer_graph.graph.constants[layer.weight]
-        correction = bias_correction(layer, weight, table.tensors[f"{layer.weight}:0"], target.bits, input_means[layer.inputs[0]])
-        key = f"{layer.bias}:0"
-        table.tensors[key] = _bias_entry(layer_graph, layer, table.method, target, {}, table.tensors, correction)
-        bias = layer_graph.graph.constants[layer.bias]
-        report.append({"layer": layer.name, "max_abs_correction": float(np.abs(correction).max()),
-                       "max_abs_bias": float(np.abs(bias).max())})
+        correction = None
+        if input_means is not None:
+            weight = layer_graph.graph.constants[layer.weight]
+            correction = bias_correction(layer, weight, table.tensors[f"{layer.weight}:0"], target.bits, input_means[layer.inputs[0]])
+        table.tensors[f"{layer.bias}:0"] = _bias_entry(layer_graph, layer, table.method, target, {}, table.tensors, correction)
+        if correction is not None:
+            report.append({"layer": layer.name, "max_abs_correction": float(np.abs(correction).max()),
+                           "max_abs_bias": float(np.abs(layer_graph.graph.constants[layer.bias]).max())})
     return report
+
+
+def with_log2scale(entry: TensorEntry, value: int, method: str, bits: int, stats: TensorStatistics | None = None,
+                   weight: np.ndarray | None = None) -> TensorEntry:
+    """`entry` on a power-of-two target moved to log2scale `value`, chosen by `method`; what it
+    clips is measured again: over `stats` (an activation) or the `weight` itself."""
+    moved = dataclasses.replace(entry, method=method, log2scale=value, range=pow2_range(value, bits), warnings=list(entry.warnings))
+    moved.threshold = -moved.range[0]
+    if weight is not None:
+        moved.clipped_fraction = float(np.mean(np.abs(weight) > moved.range[1])) if weight.size else 0.0
+    elif stats is not None:
+        moved.clipped_fraction = clipped_fraction(stats, -moved.range[0])
+    return moved
 
 
 def _qat_constant_entry(kind: str, key: str, layer: str, quant_range: QuantRange, target: TargetSpec,

@@ -48,6 +48,12 @@ class ThresholdMethod(abc.ABC):
     def threshold(self, stats: TensorStatistics, settings: CalibrationSettings) -> float:
         """The clipping threshold T >= 0 for |x|; 0 for an all-zero tensor."""
 
+    def pow2_exponent(self, stats: TensorStatistics, settings: CalibrationSettings) -> Optional[int]:
+        """On a power-of-two target, the k of the range [-2^k, 2^k) this method chooses itself, or
+        None (the default): the target rounds `threshold` to a power of two (target.pow2_rounding).
+        A method whose objective can be evaluated on the target's own ranges overrides it."""
+        return None
+
 
 METHODS: dict[str, type[ThresholdMethod]] = {}
 

@@ -13,9 +13,16 @@ Error model for a threshold T and step = T / num_quant_levels (int8 power-of-two
 Candidates are the bin edges w, 2w, ..., absmax (absmax: no clipping, minmax's choice), so mse
 never predicts more error than minmax. `expected_squared_error` takes any thresholds;
 scales.log2scale(rounding="mse") uses it to choose between two powers of two.
+
+On a power-of-two target the candidates are the target's own ranges [-2^k, 2^k), from the one
+holding absmax down POW2_CANDIDATES octaves: the least error among the ranges the target has,
+not the continuous optimum rounded afterwards (which, on a ReLU6 output whose optimum lies
+between 4 and 6, ceil would round to 8 exactly as it rounds percentile's or minmax's).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -50,6 +57,9 @@ def expected_squared_error(counts: np.ndarray, bin_width: float, thresholds: np.
     return np.maximum(clipped, 0.0) + rounded
 
 
+POW2_CANDIDATES = 8  # octaves below absmax's power of two; a range 2^-8 of absmax leaves nothing unclipped
+
+
 def mse_threshold(counts: np.ndarray, bin_width: float, num_quant_levels: int) -> float:
     candidates = np.arange(1, np.asarray(counts).size + 1) * bin_width
     errors = expected_squared_error(counts, bin_width, candidates, num_quant_levels)
@@ -65,3 +75,13 @@ class MinSquaredError(ThresholdMethod):
         if stats.absmax == 0:
             return 0.0
         return mse_threshold(stats.counts, stats.bin_width, settings.num_quant_levels)
+
+    def pow2_exponent(self, stats: TensorStatistics, settings: CalibrationSettings) -> int | None:
+        require_observed(stats, self.name)
+        if stats.absmax == 0:
+            return None  # every range is exact; the target's all-zero rule applies
+        mantissa, upper = math.frexp(stats.absmax)  # absmax = mantissa * 2^upper, mantissa in [0.5, 1)
+        upper = upper - 1 if mantissa == 0.5 else upper
+        exponents = np.arange(upper, upper - POW2_CANDIDATES - 1, -1)
+        errors = expected_squared_error(stats.counts, stats.bin_width, np.ldexp(1.0, exponents), settings.num_quant_levels)
+        return int(exponents[int(np.argmin(errors))])  # ties: the first, the widest range

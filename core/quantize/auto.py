@@ -1,0 +1,190 @@
+"""calib.method=auto: the calibration table chosen per tensor by what it does to the end points,
+as Intel Neural Compressor's accuracy-aware tuning chooses per op.
+
+1. Every method in `methods` makes a whole table (equalization and bias correction as configured);
+   the one whose annotated graph has the best end-point SQNR on the search images is the start.
+2. Each tensor's candidates are the power-of-two scales the methods and roundings give it:
+   activations, each method's threshold under each pow2_rounding (ceil, nearest, mse; a method
+   that picks its own power of two, mse, gives that one); weights, each weight method's
+   (minmax: nothing saturates; mse: least weight error).
+3. Greedy by sensitivity: layers in the order of `sensitivity.ranked` (the layer whose
+   quantization alone costs most first), each of its tensors tried at each candidate with every
+   other choice fixed; a candidate is kept when it raises the end-point SQNR. Biases follow their
+   layer's input and weight scales (and their correction) after every move.
+4. A candidate the target cannot take (`feasible` says why: a shift out of range) is skipped;
+   the search stops at `budget_s` seconds, keeping the best table so far.
+
+The table's method is "auto"; each entry's `method` names the candidate that won ("kl/ceil",
+"mse", "absmax"). What is measured: the annotated graph with integer models (the IR's integers),
+against the float graph, on the search images only; held-out figures are annotate's and simulate's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from core.frontend.graph import Graph
+from core.frontend.layers import LayerGraph
+from core.frontend.tf_runtime import GraphRunner
+from core.quantize.annotate import annotate_graph
+from core.quantize.calibration.build import TargetSpec, with_log2scale
+from core.quantize.calibration.histogram import TensorStatistics
+from core.quantize.calibration.methods import CalibrationSettings, get_method
+from core.quantize.calibration.scales import ROUNDINGS, log2scale
+from core.quantize.calibration.weights import WEIGHT_METHODS, choose as choose_weights
+from core.quantize.evaluation import ErrorSums
+from core.quantize.sensitivity import analyze, ranked
+from core.quantize.table import CalibrationTable
+
+AUTO = "auto"  # the calib.method that is this search, not a threshold method
+# a move is kept when it raises the end-point SQNR by more than this (dB): float noise in the
+# measurement must not walk the table
+MIN_GAIN_DB = 1e-3
+
+
+@dataclass
+class SearchSetup:
+    """What the search needs besides the tables: it builds a whole table per method (`make_table`,
+    bias correction included), re-derives the biases after a move (`refresh_biases`), says why
+    a table cannot be emitted or None (`feasible`)."""
+
+    layer_graph: LayerGraph
+    target: TargetSpec
+    settings: CalibrationSettings
+    stats: dict[str, TensorStatistics]
+    make_table: Callable[[str], CalibrationTable]
+    refresh_biases: Callable[[CalibrationTable], None]
+    feasible: Callable[[CalibrationTable], str | None]
+
+
+@dataclass
+class SearchResult:
+    table: CalibrationTable
+    start_method: str
+    method_sqnr_db: dict[str, float]  # each method's whole table (None: the target cannot take it)
+    sqnr_db: float  # the chosen table's end-point SQNR on the search images
+    evaluations: int
+    moves: list[dict] = field(default_factory=list)  # each kept move: tensor, from, to, SQNR after
+    stopped_early: bool = False
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        winners: dict[str, int] = {}
+        for entry in self.table.tensors.values():
+            if entry.kind in ("activation", "weight"):
+                winners[entry.method] = winners.get(entry.method, 0) + 1
+        return {"start_method": self.start_method, "method_sqnr_db": self.method_sqnr_db, "sqnr_db": self.sqnr_db,
+                "evaluations": self.evaluations, "moves": self.moves, "stopped_early": self.stopped_early,
+                "seconds": self.seconds, "winners": winners}
+
+
+def activation_candidates(stats: TensorStatistics, methods: list[str], settings: CalibrationSettings, bits: int) -> dict[int, str]:
+    """log2scale -> the first method/rounding that gives it."""
+    candidates: dict[int, str] = {}
+    if stats.absmax == 0:
+        return candidates
+    for name in methods:
+        method = get_method(name)
+        exponent = method.pow2_exponent(stats, settings)
+        if exponent is not None:
+            candidates.setdefault((bits - 1) - exponent, name)
+            continue
+        threshold = method.threshold(stats, settings)
+        for rounding in ROUNDINGS:
+            if threshold > 0:
+                candidates.setdefault(log2scale(threshold, bits, rounding, stats).log2scale, f"{name}/{rounding}")
+    return candidates
+
+
+def weight_candidates(weight: np.ndarray, bits: int) -> dict[int, str]:
+    candidates: dict[int, str] = {}
+    for name in WEIGHT_METHODS:
+        chosen = choose_weights(name, weight, bits, pow2=True)
+        candidates.setdefault(chosen.log2scale, "absmax" if name == "minmax" else name)
+    return candidates
+
+
+class _Scorer:
+    """End-point SQNR of a table's annotated graph against the float graph's end points."""
+
+    def __init__(self, layer_graph: LayerGraph, reference: Graph, images: np.ndarray, batch_size: int):
+        self.layer_graph, self.images, self.batch_size = layer_graph, images, batch_size
+        with GraphRunner(reference) as runner:
+            self.expected = runner.run(reference.end_points, images, batch_size)
+        self.evaluations = 0
+
+    def __call__(self, table: CalibrationTable) -> float:
+        self.evaluations += 1
+        annotated = annotate_graph(self.layer_graph, table)
+        with GraphRunner(annotated) as runner:
+            got = runner.run(annotated.end_points, self.images, self.batch_size)
+        sums = [ErrorSums() for _ in self.expected]
+        for end_sums, reference, value in zip(sums, self.expected, got):
+            end_sums.add(reference, value.reshape(reference.shape))
+        return min(end_sums.sqnr_db() for end_sums in sums)
+
+
+def search(setup: SearchSetup, methods: list[str], images: np.ndarray, batch_size: int, budget_s: float,
+           progress: Callable[[int, int], None] = lambda done, total: None) -> SearchResult:
+    started = time.perf_counter()
+    score = _Scorer(setup.layer_graph, setup.layer_graph.graph, images, batch_size)
+    method_sqnr, best_table, best, start = {}, None, -np.inf, methods[0]
+    for name in methods:
+        table = setup.make_table(name)
+        method_sqnr[name] = None if setup.feasible(table) else score(table)
+        if method_sqnr[name] is not None and method_sqnr[name] > best:
+            best_table, best, start = table, method_sqnr[name], name
+    if best_table is None:
+        raise ValueError(f"calib.method=auto: no method's table fits the target ({setup.feasible(setup.make_table(methods[0]))})")
+    best_table = CalibrationTable(AUTO, best_table.target, best_table.bits, dict(best_table.tensors))
+    result = SearchResult(best_table, start, method_sqnr, best, 0)
+    trials = _trials(setup, best_table, methods, images, batch_size)
+    for done, (tensor, value, label) in enumerate(trials):
+        if time.perf_counter() - started > budget_s:
+            result.stopped_early = True
+            break
+        progress(done + 1, len(trials))
+        current = result.table.tensors[tensor]
+        if current.log2scale == value:
+            continue
+        trial = _moved(setup, result.table, tensor, value, label)
+        if setup.feasible(trial):
+            continue
+        sqnr = score(trial)
+        if sqnr > result.sqnr_db + MIN_GAIN_DB:
+            result.moves.append({"tensor": tensor, "from": [current.method, current.log2scale], "to": [label, value], "sqnr_db": sqnr})
+            result.table, result.sqnr_db = trial, sqnr
+    result.evaluations, result.seconds = score.evaluations, time.perf_counter() - started
+    return result
+
+
+def _trials(setup: SearchSetup, start: CalibrationTable, methods: list[str], images, batch_size: int) -> list[tuple[str, int, str]]:
+    """(tensor, log2scale, label) in the order of the layers' sensitivity, each layer's output first."""
+    order = ranked(analyze(setup.layer_graph, start, setup.layer_graph.graph, images, batch_size))
+    trials = []
+    for sensitivity in order:
+        for tensor in sensitivity.tensors:
+            entry = start.tensors[tensor]
+            if entry.kind == "activation" and tensor in setup.stats:
+                candidates = activation_candidates(setup.stats[tensor], methods, setup.settings, setup.target.bits)
+            elif entry.kind == "weight":
+                candidates = weight_candidates(setup.layer_graph.graph.constants[tensor.rsplit(":", 1)[0]], setup.target.bits)
+            else:
+                continue
+            low, high = setup.target.min_log2scale, setup.target.max_log2scale
+            trials += [(tensor, value, label) for value, label in sorted(candidates.items()) if low <= value <= high]
+    return trials
+
+
+def _moved(setup: SearchSetup, table: CalibrationTable, tensor: str, value: int, label: str) -> CalibrationTable:
+    entry = table.tensors[tensor]
+    weight = setup.layer_graph.graph.constants[tensor.rsplit(":", 1)[0]] if entry.kind == "weight" else None
+    moved = with_log2scale(entry, value, label, setup.target.bits, setup.stats.get(tensor), weight)
+    trial = dataclasses.replace(table, tensors={**table.tensors, tensor: moved})
+    setup.refresh_biases(trial)
+    return trial

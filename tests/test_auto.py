@@ -1,0 +1,132 @@
+"""calib.method=auto (issue 12): per tensor, the scale among the methods' and roundings' that
+maximizes end-point SQNR; and mse on a power-of-two target choosing among the target's own ranges,
+so that mse and percentile no longer collapse to one table."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from conftest import compose
+from core.data.datasets import load_split
+from core.frontend.graph import Graph
+from core.frontend.tf_runtime import GraphRunner
+from core.ir.layers import group_layers
+from core.quantize.annotate import annotate_graph
+from core.quantize.auto import activation_candidates
+from core.quantize.calibration.histogram import TensorStatistics
+from core.quantize.calibration.methods import CalibrationSettings, get_method
+from core.quantize.calibration.scales import ROUNDINGS, log2scale
+from core.quantize.evaluation import sqnr_db
+from core.quantize.table import CalibrationTable
+from pipeline.config import ConfigError
+from pipeline.main import run_pipeline
+from pipeline.params import to_plain
+
+QUIET = Console(file=open(os.devnull, "w"))
+METHODS = ("minmax", "percentile", "mse", "kl")
+
+
+def relu6_like(scale: float = 0.5, seed: int = 0) -> np.ndarray:
+    """A ReLU6 output: Laplace-distributed magnitudes, clamped at 6 (a tail between 4 and 6)."""
+    return np.minimum(np.abs(np.random.default_rng(seed).laplace(0.0, scale, 50_000)), 6.0)
+
+
+def statistics_of(values: np.ndarray) -> TensorStatistics:
+    return TensorStatistics().update(values)
+
+
+def pow2_quantization_error(values: np.ndarray, exponent: int) -> float:
+    """Squared error of int8 quantization with range [-2^k, 2^k), done on the values themselves."""
+    step = 2.0 ** (exponent - 7)
+    return float(np.sum((values - np.clip(np.floor(values / step + 0.5), -128, 127) * step) ** 2))
+
+
+def test_mse_on_a_power_of_two_target_takes_the_range_of_least_error_not_its_threshold_rounded_up():
+    values = relu6_like()
+    stats, settings = statistics_of(values), CalibrationSettings()
+    mse = get_method("mse")
+    exponent = mse.pow2_exponent(stats, settings)
+    errors = {k: pow2_quantization_error(values, k) for k in range(-3, 4)}
+    assert exponent == min(errors, key=errors.get)  # measured on the samples, not the histogram model
+    rounded_up = (8 - 1) - log2scale(mse.threshold(stats, settings), 8, "ceil").log2scale
+    percentile_up = (8 - 1) - log2scale(get_method("percentile").threshold(stats, settings), 8, "ceil").log2scale
+    assert exponent < rounded_up == percentile_up == 3  # [-8, 8) for both thresholds between 4 and 6
+
+
+def test_activation_candidates_are_the_methods_and_roundings_scales_named_by_the_first_that_gives_them():
+    stats, settings = statistics_of(relu6_like()), CalibrationSettings()
+    candidates = activation_candidates(stats, list(METHODS), settings, 8)
+    expected = set()
+    for name in METHODS:
+        exponent = get_method(name).pow2_exponent(stats, settings)
+        if exponent is not None:
+            expected.add(7 - exponent)
+        else:
+            threshold = get_method(name).threshold(stats, settings)
+            expected |= {log2scale(threshold, 8, rounding, stats).log2scale for rounding in ROUNDINGS}
+    assert set(candidates) == expected and len(candidates) >= 2
+    assert candidates[4] == "minmax/ceil"  # 6 -> [-8, 8): minmax is listed first
+    assert all(label in METHODS or label.split("/")[0] in METHODS for label in candidates.values())
+
+
+def _search_images(cfg, count: int) -> np.ndarray:
+    images = load_split(cfg.data.kind.value, cfg.data.path, cfg.data.calib_split, to_plain(cfg.model.preprocess), limit=count,
+                        holdout_fraction=cfg.data.holdout_fraction, seed=cfg.data.split_seed).images
+    return np.asarray(images[:count])
+
+
+def test_auto_runs_all_stages_bit_exact_and_is_at_least_the_best_whole_method(workspace):
+    cfg = compose(*workspace, "calib.method=auto", "calib.auto.num_images=64", "calib.num_images=64")
+    summary = run_pipeline(cfg, console=QUIET)
+    metrics = summary.metrics
+    assert metrics["codegen.bitexact"] == 1.0 and metrics["simulate.end_point_agreement"] == 1.0
+    calibrate = next(result.artifact.directory for result in summary.results if result.stage.name == "calibrate")
+    report = json.loads((calibrate / "report.json").read_text())["auto"]
+    table = CalibrationTable.load(calibrate)
+    assert table.method == "auto"
+    assert set(report["method_sqnr_db"]) == set(METHODS)
+    assert report["sqnr_db"] >= max(value for value in report["method_sqnr_db"].values() if value is not None)
+    assert [move["sqnr_db"] for move in report["moves"]] == sorted(move["sqnr_db"] for move in report["moves"])
+    for entry in table.tensors.values():  # every entry names the candidate that won it
+        if entry.kind == "activation":
+            assert entry.method.split("/")[0] in METHODS
+        elif entry.kind == "weight":
+            assert entry.method in ("absmax", "mse")
+    # the SQNR the search reports is what the saved table's annotated graph gives on the same images
+    graph = Graph.load(calibrate)
+    annotated = annotate_graph(group_layers(graph), table)
+    images = _search_images(cfg, 64)
+    with GraphRunner(graph) as runner:
+        expected = runner.run(graph.end_points, images, 32)
+    with GraphRunner(annotated) as runner:
+        got = runner.run(annotated.end_points, images, 32)
+    assert min(sqnr_db(e, g.reshape(e.shape)) for e, g in zip(expected, got)) == pytest.approx(report["sqnr_db"], abs=1e-6)
+    assert metrics["calibrate.auto_sqnr_db"] == report["sqnr_db"]
+
+
+def test_auto_with_an_exhausted_budget_keeps_the_best_whole_table(workspace):
+    cfg = compose(*workspace, "calib.method=auto", "calib.auto.num_images=16", "calib.num_images=16", "calib.auto.budget_s=0.001",
+                  "until=calibrate")
+    summary = run_pipeline(cfg, console=QUIET)
+    calibrate = next(result.artifact.directory for result in summary.results if result.stage.name == "calibrate")
+    report = json.loads((calibrate / "report.json").read_text())["auto"]
+    assert report["stopped_early"] and report["moves"] == []
+    assert report["sqnr_db"] == max(value for value in report["method_sqnr_db"].values() if value is not None)
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["calib.auto.methods=[qat,minmax]"], ["calib.auto.methods", "qat", "kl"]),
+    (["calib.auto.methods=[]"], ["calib.auto.methods"]),
+    (["calib.method=auto", "target=cpu"], ["calib.method=auto", "pow2_scales"]),
+])
+def test_auto_settings_that_cannot_work_fail_before_any_stage(overrides, words):
+    with pytest.raises(ConfigError) as error:
+        compose(*overrides)
+    for word in words:
+        assert word in str(error.value)
+
