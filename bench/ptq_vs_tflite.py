@@ -36,6 +36,7 @@ from conftest import CIFAR10_DIR, compose  # noqa: E402
 from core.data.datasets import load_split  # noqa: E402
 from core.quantize.evaluation import sqnr_db  # noqa: E402
 from pipeline.main import run_pipeline  # noqa: E402
+from tables import publish  # noqa: E402  (bench/tables.py)
 from pipeline.params import to_plain  # noqa: E402
 
 # name -> run.py overrides; "+eq+bc": calib.equalize and calib.bias_correction (the defaults); "+wmse": calib.weight_method=mse
@@ -153,10 +154,7 @@ def main() -> None:
         for name in args.configs.split(","):
             rows.append(ours_row(name, base + CONFIGURATIONS[name]))
             print(" | ".join(rows[-1]), file=sys.stderr)
-    table = "\n".join(["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)] + ["| " + " | ".join(cells) + " |" for cells in rows])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(table + "\n")
-    print(table)
+    publish(COLUMNS, rows, args.out)
 
 
 if __name__ == "__main__":

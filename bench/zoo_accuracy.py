@@ -31,6 +31,7 @@ from rich.console import Console  # noqa: E402
 from conftest import CIFAR10_DIR, compose  # noqa: E402
 from core.data.datasets import load_cifar10  # noqa: E402
 from pipeline.main import run_pipeline  # noqa: E402
+from tables import publish  # noqa: E402  (bench/tables.py)
 from test_user_models import FORMATS, ZOO, save_as  # noqa: E402  (the architectures the tests run)
 
 COLUMNS = ("model", "format", "target", "top-1 float", "top-1 annotate", "top-1 simulate", "SQNR simulate (dB)", "bitexact", "layers (accel)")
@@ -92,10 +93,7 @@ def main() -> None:
                 for target in args.targets.split(","):
                     rows.append(row(name, fmt, target, run(path, fmt, target, work, args.eval_images)))
                     print(" | ".join(rows[-1]), file=sys.stderr)
-    table = "\n".join(["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)] + ["| " + " | ".join(cells) + " |" for cells in rows])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(table + "\n")
-    print(table)
+    publish(COLUMNS, rows, args.out)
 
 
 if __name__ == "__main__":
