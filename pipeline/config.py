@@ -125,6 +125,7 @@ class CalibConfig:
     equalize_relu6: Relu6Equalization = Relu6Equalization.keep  # keep the clamp (bounded scales) | relu: replace it
     bias_correction: bool = True  # correct each layer's bias for the mean shift its weight quantization causes
     auto: AutoConfig = field(default_factory=AutoConfig)
+    keep_float: list[str] = field(default_factory=list)  # layers (TF or IR names) that stay float on the host
 
 
 @dataclass

@@ -11,6 +11,7 @@ adds a per-channel correction to each bias entry of the table."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,7 @@ from core.frontend.graph import Graph
 from core.ir.layers import group_layers
 from core.limits import BUDGET_KEY, MemoryBudget, check_activations
 from core.ir.emit import build_ir
+from core.ir.ops import OPS
 from core.ir.records import IrError
 from core.quantize.auto import AUTO, SearchSetup, search
 from core.quantize.calibration.build import (CalibrationError, TargetSpec, build_calibration_table, correct_biases,
@@ -111,28 +113,55 @@ def target_spec(target_cfg, calib) -> TargetSpec:
 def _table(params, layer_graph, target: TargetSpec, settings, stats, ranges, images, batch: int, ctx, metrics: dict, report: dict):
     """The method's table (or auto's search), bias-corrected as configured; adds to `metrics` and `report`."""
     method = params.calib.method.value
-    means = _input_means(layer_graph, images, batch) if params.calib.bias_correction and method != "qat" else None
+    correct, weigh = params.calib.bias_correction and method != "qat", settings.weight_method == "mse"
+    moments = _input_moments(layer_graph, images, batch) if correct or weigh else {}
+    means = {tensor: values["mean"] for tensor, values in moments.items()} if correct else None
+    mean_squares = {tensor: values["mean_square"] for tensor, values in moments.items()} if weigh else None
     if method == AUTO:
-        setup = _search_setup(params, layer_graph, target, settings, stats, means)
+        setup = _search_setup(params, layer_graph, target, settings, stats, means, mean_squares)
         table, report["auto"] = _searched(setup, params.calib.auto, images, batch, ctx)
         metrics.update(auto_sqnr_db=report["auto"]["sqnr_db"], auto_evaluations=report["auto"]["evaluations"])
     else:
-        table = build_calibration_table(layer_graph, method, target, settings, stats, ranges)
+        table = build_calibration_table(layer_graph, method, target, settings, stats, ranges, mean_squares,
+                                        float_layers(layer_graph, params.calib.keep_float))
     if means is not None:
         report["bias_correction"] = correct_biases(table, layer_graph, target, means)
         metrics["bias_corrected_layers"] = len(report["bias_correction"])
     return table
 
 
-def _input_means(layer_graph, images, batch: int) -> dict[str, np.ndarray]:
-    """Per-channel means of each weighted layer's input: what bias correction reads."""
-    inputs = [layer.inputs[0] for layer in layer_graph.layers if layer.rule.weight and layer.rule.bias and layer.bias]
-    return {tensor: values["mean"] for tensor, values in channel_statistics(layer_graph.graph, inputs, images, batch).items()}
+def _input_moments(layer_graph, images, batch: int) -> dict[str, dict[str, np.ndarray]]:
+    """Per-channel statistics of each weighted layer's input: bias correction reads the means,
+    weight_method=mse the mean squares."""
+    inputs = [layer.inputs[0] for layer in layer_graph.layers if layer.rule.weight and layer.weight]
+    return channel_statistics(layer_graph.graph, inputs, images, batch)
 
 
-def _search_setup(params, layer_graph, target: TargetSpec, settings, stats, means) -> SearchSetup:
+def float_layers(layer_graph, names) -> list[str]:
+    """calib.keep_float's layers by their graph names, each given by its graph or IR name, or by the
+    Keras layer name a graph name holds as one of its parts ("dw" for "model_1/dw_1/depthwise"),
+    when exactly one layer does; each one an operation with a float variant; else a
+    CalibrationError naming it and what it could be."""
+    candidates = [layer for layer in layer_graph.layers if OPS[layer.op].float_variant]
+    chosen = []
+    for name in names:
+        matches = [layer for layer in layer_graph.layers if name in (layer.name, layer.ir_name)] or \
+                  [layer for layer in layer_graph.layers if any(re.fullmatch(rf"{re.escape(name)}(_\d+)?", part) for part in layer.name.split("/"))]
+        if len(matches) != 1 or matches[0] not in candidates:
+            why = ("no such layer" if not matches else f"it names {len(matches)} layers" if len(matches) > 1
+                   else f"a {matches[0].op} layer has no float variant")
+            raise CalibrationError(f"calib.keep_float: {name!r}: {why}; the layers that can be kept in float are "
+                                   f"{', '.join(layer.name for layer in candidates[:8])}{' ...' if len(candidates) > 8 else ''} "
+                                   "(conv, dwconv and dense layers; sensitivity.json ranks them)")
+        chosen.append(matches[0].name)
+    return sorted(set(chosen))
+
+
+def _search_setup(params, layer_graph, target: TargetSpec, settings, stats, means, mean_squares) -> SearchSetup:
+    kept = float_layers(layer_graph, params.calib.keep_float)
+
     def make_table(method: str):
-        table = build_calibration_table(layer_graph, method, target, settings, stats, {})
+        table = build_calibration_table(layer_graph, method, target, settings, stats, {}, mean_squares, kept)
         correct_biases(table, layer_graph, target, means)
         return table
 

@@ -8,7 +8,7 @@ host C program that packs, unpacks, runs the host layers and drives each functio
 reference ISA simulator (core/backends/accel/runtime/qt_isa.h). The artifact is program.c, its
 headers and those streams.
 
-The program is compiled here with `cc -O2 -std=c99 -Wall -Werror`; a compiler refusal fails the
+The program is compiled here with `cc -O2 -std=c99 -Wall -Werror -ffp-contract=off`; a compiler refusal fails the
 stage with its diagnostics. The binary then runs on the IR's test image (the network input
 emit_ir stored) and on the first EVAL_IMAGES evaluation images (quantized as IntegerSimulator
 does), and every end point of every image must equal the simulator's: `bitexact` is the

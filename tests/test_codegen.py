@@ -101,6 +101,28 @@ def test_dwconv_c_is_the_kernel_bit_for_bit(tmp_path, case):
     check_layer(fields, params, [int8(rng, (IMAGES, size["height"], size["width"], c))], tmp_path)
 
 
+FLOAT_DROPPED = ("weight_log2scale", "bias_log2scale", "output_shift", "bias_shift")
+
+
+@LAYERS
+@given(conv_layers(depthwise=False) | conv_layers(depthwise=True), st.floats(0.05, 3.0))
+def test_float_conv_and_dwconv_c_are_the_kernel_bit_for_bit(tmp_path, case, spread):
+    """A layer kept in float: float32 weights and bias, the sums in the kernel's order (calib.keep_float)."""
+    fields, seed = case
+    depthwise = fields["operation"] == "dwconv"
+    fields = {key: value for key, value in fields.items() if key not in FLOAT_DROPPED}
+    fields.update(operation="float_dwconv" if depthwise else "float_conv", weight_dtype="float32", bias_dtype="float32")
+    rng = np.random.default_rng(seed)
+    kernel, ci, co = fields["kernel_size"], fields["input_channel_num"], fields["output_channel_num"]
+    shape = (kernel["height"], kernel["width"], ci) if depthwise else (kernel["height"], kernel["width"], ci, co)
+    params = {"weight": (rng.normal(0.0, spread, shape) * 2.0**-fields["input_log2scale"]).astype(np.float32)}
+    if fields["load_bias"]:
+        params["bias"] = rng.normal(0.0, spread, (co,)).astype(np.float32)
+    fields["output_log2scale"] = int(rng.integers(-2, 6))
+    size = fields["input_size"]
+    check_layer(fields, params, [int8(rng, (IMAGES, size["height"], size["width"], ci))], tmp_path)
+
+
 def _conv_record(kernel: int, channels: int, bias_shift: int):
     fields = {"activation_type": "None", "input_log2scale": 0, "weight_log2scale": 8, "bias_log2scale": 8 - bias_shift,
               "output_log2scale": 0, "output_shift": 8, "bias_shift": bias_shift, "load_bias": True, "input_channel_num": channels,

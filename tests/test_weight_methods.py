@@ -47,3 +47,29 @@ def test_every_weight_method_is_a_config_choice():
     from pipeline.params import WeightMethod
 
     assert {method.value for method in WeightMethod} == set(WEIGHT_METHODS)
+
+
+def test_mse_weighed_by_input_channel_power_minimizes_the_layer_output_error_it_measures():
+    """A dense layer whose largest weights read an input channel that is nearly silent: clipping
+    them costs the output almost nothing, so mse by output error takes a finer scale than mse by
+    weight error, and the output error measured on the data is lower for it."""
+    from core.quantize.calibration.bias_correction import channel_response
+    from core.quantize.calibration.weights import pow2_quantized
+
+    rng = np.random.default_rng(5)
+    inputs = rng.normal(0.0, 1.0, size=(4096, 8)) * np.array([1.0] * 7 + [1e-3])
+    weight = rng.normal(0.0, 0.05, size=(8, 16))
+    weight[7] = rng.normal(0.0, 2.0, size=16)  # the silent channel's row holds the largest weights
+    layer = type("Dense", (), {"op": "conv"})()  # channel_response reads only the op; a 2-d weight is dense
+    mean_square = np.mean(inputs**2, axis=0)
+    by_output = choose("mse", weight, 8, pow2=True, weigh=lambda squared: float(channel_response(layer, squared, mean_square).sum()))
+    by_weight = choose("mse", weight, 8, pow2=True)
+    assert by_output.log2scale > by_weight.log2scale
+
+    def output_error(log2scale):
+        return float(np.mean((inputs @ (pow2_quantized(weight, log2scale, 8) - weight)) ** 2))
+
+    minmax = choose("minmax", weight, 8, pow2=True)
+    candidates = range(minmax.log2scale, minmax.log2scale + 5)  # mse's: unsaturated to 4 bits finer
+    assert output_error(by_output.log2scale) < output_error(by_weight.log2scale)
+    assert output_error(by_output.log2scale) <= 1.05 * min(output_error(k) for k in candidates)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from core.frontend.layers import LayerGraph
 from core.ir.network import Ir
-from core.ir.op import IrContext
-from core.ir.ops import OPS
+from core.ir.op import IrContext, op_of
+from core.ir.ops import OPS  # noqa: F401  (every operation registered)
 
 
 def build_ir(layer_graph: LayerGraph, table, min_shift: int = 0, max_shift: int = 31, input_log2scale: int = 7) -> Ir:
@@ -16,7 +16,7 @@ def build_ir(layer_graph: LayerGraph, table, min_shift: int = 0, max_shift: int 
     context = IrContext(layer_graph, table, min_shift, max_shift, input_log2scale)
     ir = Ir(layers=[])
     for layer in context.order:
-        op = OPS[layer.op]
+        op = op_of(layer, table.float_layers)
         ir.layers.append(op.describe(layer, context))
         params = op.params(layer, context)
         if params:

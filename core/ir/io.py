@@ -50,7 +50,7 @@ def read_ir(directory: Path) -> Ir:
     params = {}
     for layer in layers:
         # a kind the layer says it does not load (`load_bias: false`) has no file
-        arrays = {kind: _read_param(directory / PARAMS_DIR / f"{layer['name']}_{kind}.npy", layer)
+        arrays = {kind: _read_param(directory / PARAMS_DIR / f"{layer['name']}_{kind}.npy", layer, kind)
                   for kind in OPS[layer["operation"]].param_kinds if layer.get(f"load_{kind}", True) is not False}
         if arrays:
             params[layer["name"]] = arrays
@@ -58,10 +58,12 @@ def read_ir(directory: Path) -> Ir:
 
 
 PARAM_DTYPES = (np.int8, np.int32)  # constants: int8 weights and tables, int32 biases
+FLOAT_PARAM_DTYPE = "float32"  # a kind whose `<kind>_dtype` field says so (float_conv's weight and bias)
 
 
-def _read_param(path: Path, layer: dict[str, Any]) -> np.ndarray:
-    """One constant of a layer; every kind its operation declares must be there, as a plain integer array."""
+def _read_param(path: Path, layer: dict[str, Any], kind: str) -> np.ndarray:
+    """One constant of a layer; every kind its operation declares must be there, as a plain integer
+    array, or a float32 one where the layer's `<kind>_dtype` is float32."""
     where = f"{path}: layer {layer['name']} ({layer['operation']})"
     if not path.is_file():
         raise IrError(f"{where} needs this file and it is missing; an IR directory is net_def.json plus every "
@@ -70,6 +72,11 @@ def _read_param(path: Path, layer: dict[str, Any]) -> np.ndarray:
         array = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError) as error:
         raise IrError(f"{where}: not a readable .npy array ({error})") from None
+    if layer.get(f"{kind}_dtype") == FLOAT_PARAM_DTYPE:
+        if not isinstance(array, np.ndarray) or array.dtype != np.float32 or not np.all(np.isfinite(array)):
+            raise IrError(f"{where}: dtype {getattr(array, 'dtype', type(array).__name__)}, expected finite float32 "
+                          f"({kind}_dtype is {FLOAT_PARAM_DTYPE})")
+        return array
     if not isinstance(array, np.ndarray) or array.dtype not in PARAM_DTYPES:
         raise IrError(f"{where}: dtype {getattr(array, 'dtype', type(array).__name__)}, expected int8 or int32")
     return array

@@ -161,7 +161,9 @@ class IrOp:
         IR's layouts.
     kernel(record, params, inputs): the int8 output for int8 NHWC input batches (`inputs` in the
         record's operands() order), exactly as the hardware computes it.
-    input_kinds: the .npy names of its inputs in the IR's test tensors (input_kind)."""
+    input_kinds: the .npy names of its inputs in the IR's test tensors (input_kind).
+    float_variant: the operation a layer of this one becomes when calibration keeps it in float
+        (calib.keep_float: the table's float_layers), or None if it cannot be kept in float."""
 
     name: str
     record: type[IrLayer]
@@ -172,6 +174,7 @@ class IrOp:
     params: Params = no_params
     input_kinds: tuple[str, ...] = ("input",)
     param_kinds: tuple[str, ...] = ()  # the kinds `params` returns: params/<layer>_<kind>.npy
+    float_variant: str | None = None
 
     def input_kind(self, position: int, operands: int) -> str:
         """The test tensor name of input `position` of a layer with `operands` inputs: its
@@ -189,6 +192,19 @@ class IrOp:
 
 
 OPS: dict[str, IrOp] = {}
+
+
+def op_of(layer: Layer, float_layers) -> IrOp:
+    """The IR operation of a matched layer: its pattern's, or that operation's float variant when
+    the calibration table keeps the layer in float."""
+    op = OPS[layer.op]
+    if layer.name not in float_layers:
+        return op
+    if op.float_variant is None:
+        kept = sorted(name for name, candidate in OPS.items() if candidate.float_variant)
+        raise IrError(f"layer {layer.ir_name} ({layer.op}) cannot be kept in float (calib.keep_float): only {', '.join(kept)} "
+                      "layers have a float variant")
+    return OPS[op.float_variant]
 
 
 def register_op(op: IrOp) -> IrOp:

@@ -251,8 +251,11 @@ def annotate_graph(layer_graph: LayerGraph, table: CalibrationTable, *, allow_mi
     for tensor, entry in _activation_entries(layer_graph, table, allow_missing):
         model = _integer_model(edit, layer_graph.producer_of(tensor), layer_graph, table) if integer_models else None
         _annotate_activation(edit, tensor, entry, tensor == graph.input_tensor, table.bits, model or tensor)
+    float_layers = set(table.float_layers)  # calib.keep_float: weights and biases stay float
     for layer in layer_graph.layers:
         rule = layer.rule
+        if layer.name in float_layers:
+            continue
         for wanted, const, kind in ((rule.weight, layer.weight, "weight"), (rule.bias, layer.bias, "bias")):
             if wanted and const is not None and not (allow_missing and f"{const}:0" not in table.tensors):
                 _annotate_constant(edit, layer, const, kind, table)

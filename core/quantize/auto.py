@@ -141,7 +141,7 @@ def search(setup: SearchSetup, methods: list[str], images: np.ndarray, batch_siz
             best_table, best, start = table, method_sqnr[name], name
     if best_table is None:
         raise ValueError(f"calib.method=auto: no method's table fits the target ({setup.feasible(setup.make_table(methods[0]))})")
-    best_table = CalibrationTable(AUTO, best_table.target, best_table.bits, dict(best_table.tensors))
+    best_table = CalibrationTable(AUTO, best_table.target, best_table.bits, dict(best_table.tensors), best_table.float_layers)
     result = SearchResult(best_table, start, method_sqnr, best, 0)
     trials = _trials(setup, best_table, methods, images, batch_size)
     for done, (tensor, value, label) in enumerate(trials):

@@ -67,7 +67,7 @@ def ranked(results: list[LayerSensitivity]) -> list[LayerSensitivity]:
 
 def _end_point_sqnr(layer_graph: LayerGraph, table: CalibrationTable, entries: dict, expected: list[np.ndarray],
                     images: np.ndarray, batch_size: int) -> float:
-    subset = CalibrationTable(table.method, table.target, table.bits, entries)
+    subset = CalibrationTable(table.method, table.target, table.bits, entries, table.float_layers)
     annotated = annotate_graph(layer_graph, subset, allow_missing=True, integer_models=False)
     with GraphRunner(annotated) as runner:
         got = runner.run(annotated.end_points, images, batch_size)

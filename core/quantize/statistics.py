@@ -104,9 +104,10 @@ def collect_statistics(graph: Graph, tensors: list[str], images: np.ndarray, bat
 
 
 def channel_statistics(graph: Graph, tensors: list[str], images: np.ndarray, batch_size: int) -> dict[str, dict[str, np.ndarray]]:
-    """Per channel (the last axis) of each tensor over all images: "max", "absmax" and "mean", reduced in the
-    graph so only [C]-sized results leave it. Cross-layer equalization reads the maxima of the
-    pre-activations a ReLU6 clamps; bias correction the means of each weighted layer's input."""
+    """Per channel (the last axis) of each tensor over all images: "max", "absmax", "mean" and
+    "mean_square", reduced in the graph so only [C]-sized results leave it. Cross-layer equalization
+    reads the maxima of the pre-activations a ReLU6 clamps; bias correction the means of each weighted
+    layer's input; weight_method=mse the mean squares (what each input channel's weight error costs)."""
     tensors = sorted(set(tensors))
     if not tensors:
         return {}
@@ -119,20 +120,24 @@ def channel_statistics(graph: Graph, tensors: list[str], images: np.ndarray, bat
             values = tf.cast(tf_graph.get_tensor_by_name(name), tf.float32)
             flat = tf.reshape(values, [-1, tf.shape(values)[-1]])
             fetches += [tf.reduce_max(flat, axis=0), tf.reduce_max(tf.abs(flat), axis=0),
-                        tf.reduce_sum(tf.cast(flat, tf.float64), axis=0), tf.shape(flat)[0]]
+                        tf.reduce_sum(tf.cast(flat, tf.float64), axis=0), tf.reduce_sum(tf.square(tf.cast(flat, tf.float64)), axis=0),
+                        tf.shape(flat)[0]]
         return fetches
 
     maxima: dict[str, np.ndarray] = {}
     absmaxima: dict[str, np.ndarray] = {}
     sums: dict[str, np.ndarray] = {}
+    squares: dict[str, np.ndarray] = {}
     counts = dict.fromkeys(tensors, 0)
     with GraphRunner(graph) as runner:
         fetches = runner.extend(build)
         for values in runner.batches(fetches, images, batch_size):
             for position, tensor in enumerate(tensors):
-                batch_max, batch_absmax, batch_sum, batch_count = values[4 * position : 4 * position + 4]
+                batch_max, batch_absmax, batch_sum, batch_squares, batch_count = values[5 * position : 5 * position + 5]
                 maxima[tensor] = batch_max if tensor not in maxima else np.maximum(maxima[tensor], batch_max)
                 absmaxima[tensor] = batch_absmax if tensor not in absmaxima else np.maximum(absmaxima[tensor], batch_absmax)
                 sums[tensor] = batch_sum if tensor not in sums else sums[tensor] + batch_sum
+                squares[tensor] = batch_squares if tensor not in squares else squares[tensor] + batch_squares
                 counts[tensor] += int(batch_count)
-    return {tensor: {"max": maxima[tensor].astype(np.float64), "absmax": absmaxima[tensor].astype(np.float64), "mean": sums[tensor] / max(counts[tensor], 1)} for tensor in tensors}
+    return {tensor: {"max": maxima[tensor].astype(np.float64), "absmax": absmaxima[tensor].astype(np.float64), "mean": sums[tensor] / max(counts[tensor], 1),
+                     "mean_square": squares[tensor] / max(counts[tensor], 1)} for tensor in tensors}

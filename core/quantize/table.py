@@ -53,6 +53,9 @@ class CalibrationTable:
     target: str
     bits: int
     tensors: dict[str, TensorEntry]  # activation tensors ('node:0') and constants ('const:0')
+    # layers kept in float (calib.keep_float): their weights and biases have no entries, their
+    # output does (the layer quantizes what it hands on); emit-IR writes them as float operations
+    float_layers: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         document = {
@@ -60,6 +63,7 @@ class CalibrationTable:
             "target": self.target,
             "bits": self.bits,
             "tensors": {name: asdict(entry) for name, entry in sorted(self.tensors.items())},
+            "float_layers": sorted(self.float_layers),
         }
         return json.dumps(document, indent=1, sort_keys=True) + "\n"
 
@@ -73,7 +77,7 @@ class CalibrationTable:
             raise FileNotFoundError(f"{path}: no calibration table; expected the output directory of the calibrate stage")
         document: dict[str, Any] = json.loads(path.read_text())
         tensors = {name: TensorEntry(**entry) for name, entry in document["tensors"].items()}
-        return cls(document["method"], document["target"], document["bits"], tensors)
+        return cls(document["method"], document["target"], document["bits"], tensors, list(document.get("float_layers", [])))
 
     def entry(self, tensor: str) -> TensorEntry:
         if tensor not in self.tensors:

@@ -31,7 +31,7 @@ from typing import Any
 
 import networkx as nx
 
-from core.backends.accel.ops import lowering_of
+from core.backends.accel.ops import HOST_ONLY, lowering_of
 from core.backends.accel.target import Accelerator, Pattern
 from core.ir.fixedpoint import INT32_MAX
 from core.ir.network import Ir
@@ -157,6 +157,8 @@ def match_layer(layer: IrLayer, accelerator: Accelerator | None, target: str, pa
         return None, f"target {target} has no accelerator"
     if operation in accelerator.unsupported:
         return None, f"{operation} is unsupported by {target} (always on the host)"
+    if operation in HOST_ONLY:
+        return None, f"{operation} runs on the host: {HOST_ONLY[operation]}"
     patterns = accelerator.patterns_for(operation)
     if not patterns:
         return None, f"no pattern of {target} covers {operation}"

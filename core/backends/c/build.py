@@ -18,7 +18,7 @@ from core.backends.c.program import CProgram
 from core.ir.network import Ir
 
 BINARY_FILE = "network"
-CC_COMMAND = ("cc", "-O2", "-std=c99", "-Wall", "-Werror")
+CC_COMMAND = ("cc", "-O2", "-std=c99", "-Wall", "-Werror", "-ffp-contract=off")  # float layers: no fused multiply-add
 
 
 class CompileError(CodegenError):

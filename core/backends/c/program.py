@@ -87,9 +87,12 @@ def c_symbols(ir: Ir) -> dict[str, str]:
 
 
 def c_array(name: str, values: np.ndarray) -> str:
+    """The IR's constants as a C array: int8, or float32 (a float layer's) as exact hexadecimal literals."""
     flat = np.asarray(values).reshape(-1)
+    if flat.dtype == np.float32:
+        return _c_initialized(f"static const float {name}", [f"{float(v).hex()}f" for v in flat])
     if flat.dtype != np.int8:
-        raise CodegenError(f"{name}: constants of dtype {flat.dtype}; the IR's params are int8")
+        raise CodegenError(f"{name}: constants of dtype {flat.dtype}; the IR's params are int8 (float32 for a float layer)")
     return _c_initialized(f"static const int8_t {name}", [str(int(v)) for v in flat])
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.quantize.table import CalibrationTable, TensorEntry
-from core.quantize.calibration.bias_correction import bias_correction
+from core.quantize.calibration.bias_correction import bias_correction, channel_response
 from core.quantize.calibration.histogram import TensorStatistics
 from core.quantize.calibration.methods import CalibrationSettings, get_method
 from core.quantize.calibration.scales import float_scale, log2scale, qat_log2scale
@@ -74,7 +74,12 @@ def build_calibration_table(
     settings: CalibrationSettings,
     stats: dict[str, TensorStatistics] | None,
     ranges: dict[str, QuantRange],
+    input_mean_squares: dict[str, np.ndarray] | None = None,
+    float_layers: list[str] = (),
 ) -> CalibrationTable:
+    """`input_mean_squares`: per-channel E[x^2] of weighted layers' inputs; with them weight_method=mse
+    weighs each weight's error by its input channel's, so the layer's output error is what it minimizes.
+    `float_layers` (calib.keep_float, layer names): their weights and biases get no entries."""
     tensors: dict[str, TensorEntry] = {}
     input_tensor = layer_graph.graph.input_tensor
     ranges = _ranges_across_identities(layer_graph, ranges)
@@ -92,11 +97,14 @@ def build_calibration_table(
         tensors[tensor] = _activation_entry(tensor, layer.name if layer else None, method, target, settings, tensor_stats, ranges)
     for layer in layer_graph.layers:
         rule = layer.rule
+        if layer.name in float_layers:
+            continue
         if rule.weight and layer.weight:
-            tensors[f"{layer.weight}:0"] = _weight_entry(layer_graph, layer, method, target, ranges, settings.weight_method)
+            mean_square = (input_mean_squares or {}).get(layer.inputs[0])
+            tensors[f"{layer.weight}:0"] = _weight_entry(layer_graph, layer, method, target, ranges, settings.weight_method, mean_square)
         if rule.bias and layer.bias:
             tensors[f"{layer.bias}:0"] = _bias_entry(layer_graph, layer, method, target, ranges, tensors)
-    return CalibrationTable(method, target.name, target.bits, tensors)
+    return CalibrationTable(method, target.name, target.bits, tensors, sorted(float_layers))
 
 
 def _ranges_across_identities(layer_graph: LayerGraph, ranges: dict[str, QuantRange]) -> dict[str, QuantRange]:
@@ -162,7 +170,8 @@ def _activation_entry(tensor, layer, method, target, settings, stats, ranges) ->
     return entry
 
 
-def _weight_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpec, ranges, weight_method: str) -> TensorEntry:
+def _weight_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpec, ranges, weight_method: str,
+                  input_mean_square: np.ndarray | None = None) -> TensorEntry:
     weight = layer_graph.graph.constants[layer.weight]
     key = f"{layer.weight}:0"
     if method == "qat" and key in ranges:
@@ -170,9 +179,10 @@ def _weight_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpe
         return _qat_constant_entry("weight", key, layer.name, ranges[key], target, channels)
     absmax = float(np.abs(weight).max())
     named = "absmax" if weight_method == "minmax" else weight_method
+    weigh = np.mean if input_mean_square is None else (lambda squared: float(channel_response(layer, squared, input_mean_square).sum()))
     if target.pow2_scales:
         warnings: list[str] = []
-        chosen = choose_weights(weight_method, weight, target.bits, pow2=True)
+        chosen = choose_weights(weight_method, weight, target.bits, pow2=True, weigh=weigh)
         value = _fit_log2scale(chosen.log2scale, target, f"weight of layer {layer.name}", warnings)
         return TensorEntry("weight", named, chosen.threshold, pow2_range(value, target.bits), log2scale=value, absmax=absmax,
                            layer=layer.name, clipped_fraction=chosen.saturated_fraction, warnings=warnings)
@@ -183,7 +193,7 @@ def _weight_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpe
         return TensorEntry("weight", named, max(c.threshold for c in channels), scaled_range(max(scales), target.bits), absmax=absmax,
                            layer=layer.name, channel_ranges=[scaled_range(s, target.bits) for s in scales], channel_scales=scales,
                            clipped_fraction=clipped)
-    chosen = choose_weights(weight_method, weight, target.bits, pow2=False)
+    chosen = choose_weights(weight_method, weight, target.bits, pow2=False, weigh=weigh)
     scale = float_scale(chosen.threshold, target.bits)
     return TensorEntry("weight", named, chosen.threshold, scaled_range(scale, target.bits), scale=scale, absmax=absmax,
                        layer=layer.name, clipped_fraction=chosen.saturated_fraction)
@@ -231,7 +241,7 @@ def correct_biases(table: CalibrationTable, layer_graph: LayerGraph, target: Tar
     makes each the entry of bias + correction. Returns per layer what moved."""
     report = []
     for layer in layer_graph.layers:
-        if not (layer.rule.weight and layer.rule.bias and layer.weight and layer.bias):
+        if not (layer.rule.weight and layer.rule.bias and layer.weight and layer.bias) or layer.name in table.float_layers:
             continue
         correction = None
         if input_means is not None:

@@ -19,6 +19,8 @@ from typing import Callable
 
 import numpy as np
 
+Weigh = Callable[[np.ndarray], float]  # per-weight squared errors -> the error a choice minimizes
+
 MSE_EXTRA_BITS = 4
 MSE_FRACTIONS = tuple(1.0 - 0.05 * step for step in range(11))  # 1.0 .. 0.5
 
@@ -47,57 +49,60 @@ def pow2_quantized(values: np.ndarray, log2scale: int, bits: int) -> np.ndarray:
     return np.clip(np.floor(np.asarray(values, np.float64) / step + 0.5), -_levels(bits) - 1, _levels(bits)) * step
 
 
-def pow2_error(weights: np.ndarray, log2scale: int, bits: int) -> float:
-    """Mean squared error of the weights quantized at 2^-log2scale."""
-    return float(np.mean((weights - pow2_quantized(weights, log2scale, bits)) ** 2))
+def pow2_error(weights: np.ndarray, log2scale: int, bits: int, weigh: Weigh = np.mean) -> float:
+    """The squared error of the weights quantized at 2^-log2scale, reduced by `weigh` (the mean)."""
+    return float(weigh((weights - pow2_quantized(weights, log2scale, bits)) ** 2))
 
 
-def threshold_error(weights: np.ndarray, threshold: float, bits: int) -> float:
-    """Mean squared error of symmetric quantization with scale threshold / (2^(bits-1) - 1)."""
+def threshold_error(weights: np.ndarray, threshold: float, bits: int, weigh: Weigh = np.mean) -> float:
+    """The squared error of symmetric quantization with scale threshold / (2^(bits-1) - 1), reduced by `weigh`."""
     if threshold == 0.0:
-        return float(np.mean(weights**2))
+        return float(weigh(weights**2))
     scale = threshold / _levels(bits)
     quantized = np.clip(np.round(weights / scale), -_levels(bits), _levels(bits)) * scale
-    return float(np.mean((weights - quantized) ** 2))
+    return float(weigh((weights - quantized) ** 2))
 
 
 def _saturated(weights: np.ndarray, threshold: float) -> float:
     return float(np.mean(np.abs(weights) > threshold)) if weights.size else 0.0
 
 
-def minmax_pow2(weights: np.ndarray, bits: int) -> WeightChoice:
+def minmax_pow2(weights: np.ndarray, bits: int, weigh: Weigh = np.mean) -> WeightChoice:
     absmax = float(np.abs(weights).max()) if weights.size else 0.0
     return WeightChoice(absmax, unsaturated_log2scale(absmax, bits), 0.0)
 
 
-def mse_pow2(weights: np.ndarray, bits: int) -> WeightChoice:
+def mse_pow2(weights: np.ndarray, bits: int, weigh: Weigh = np.mean) -> WeightChoice:
     absmax = float(np.abs(weights).max()) if weights.size else 0.0
     first = unsaturated_log2scale(absmax, bits)
     candidates = range(first, first + MSE_EXTRA_BITS + 1)
-    best = min(candidates, key=lambda k: (pow2_error(weights, k, bits), k))  # ties: the coarser, fewer saturate
+    best = min(candidates, key=lambda k: (pow2_error(weights, k, bits, weigh), k))  # ties: the coarser, fewer saturate
     threshold = _levels(bits) * 2.0**-best
     return WeightChoice(min(threshold, absmax), best, _saturated(weights, threshold))
 
 
-def minmax_threshold(weights: np.ndarray, bits: int) -> WeightChoice:
+def minmax_threshold(weights: np.ndarray, bits: int, weigh: Weigh = np.mean) -> WeightChoice:
     absmax = float(np.abs(weights).max()) if weights.size else 0.0
     return WeightChoice(absmax, None, 0.0)
 
 
-def mse_threshold(weights: np.ndarray, bits: int) -> WeightChoice:
+def mse_threshold(weights: np.ndarray, bits: int, weigh: Weigh = np.mean) -> WeightChoice:
     absmax = float(np.abs(weights).max()) if weights.size else 0.0
-    best = min((absmax * fraction for fraction in MSE_FRACTIONS), key=lambda t: (threshold_error(weights, t, bits), -t))
+    best = min((absmax * fraction for fraction in MSE_FRACTIONS), key=lambda t: (threshold_error(weights, t, bits, weigh), -t))
     return WeightChoice(best, None, _saturated(weights, best))
 
 
 # method -> (power-of-two choice, float-threshold choice)
-WEIGHT_METHODS: dict[str, tuple[Callable[[np.ndarray, int], WeightChoice], Callable[[np.ndarray, int], WeightChoice]]] = {
+WEIGHT_METHODS: dict[str, tuple[Callable[..., WeightChoice], Callable[..., WeightChoice]]] = {
     "minmax": (minmax_pow2, minmax_threshold),
     "mse": (mse_pow2, mse_threshold),
 }
 
 
-def choose(method: str, weights: np.ndarray, bits: int, pow2: bool) -> WeightChoice:
+def choose(method: str, weights: np.ndarray, bits: int, pow2: bool, weigh: Weigh = np.mean) -> WeightChoice:
+    """`weigh` reduces the per-weight squared errors to the one mse minimizes: their mean by default,
+    or what they add to the layer's output (calibration/build.py weighs each by the second moment of
+    the input channel it multiplies)."""
     if method not in WEIGHT_METHODS:
         raise ValueError(f"calib.weight_method={method!r}: choose one of {', '.join(WEIGHT_METHODS)}")
-    return WEIGHT_METHODS[method][0 if pow2 else 1](np.asarray(weights, dtype=np.float64), bits)
+    return WEIGHT_METHODS[method][0 if pow2 else 1](np.asarray(weights, dtype=np.float64), bits, weigh)

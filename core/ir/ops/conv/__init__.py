@@ -22,6 +22,6 @@ def _rule(weight_channel_axes: tuple[int, ...]) -> AnnotateRule:
 # the weight's output channels, from the last axis: conv HWIO's (or a Dense [K, N]'s) last axis;
 # depthwise HWCM's C * M (c * M + m)
 CONV = register_op(IrOp("conv", ConvLayer, _rule((-1,)), (PATTERNS["conv"], DENSE), conv_fields, conv_kernel, conv_params,
-                        param_kinds=PARAM_KINDS))
+                        param_kinds=PARAM_KINDS, float_variant="float_conv"))
 DWCONV = register_op(IrOp("dwconv", DwconvLayer, _rule((-2, -1)), (PATTERNS["dwconv"],), conv_fields, dwconv_kernel,
-                          conv_params, param_kinds=PARAM_KINDS))
+                          conv_params, param_kinds=PARAM_KINDS, float_variant="float_dwconv"))

@@ -38,7 +38,7 @@ def _padding(layer: Layer, in_shape: list[int]) -> tuple[int, int, int, int]:
     raise IrError(f"layer {layer.ir_name}: padding {attrs.padding!r} is not SAME, VALID or explicit")
 
 
-def _geometry(layer: Layer, ctx: IrContext) -> dict:
+def conv_geometry(layer: Layer, ctx: IrContext) -> dict:
     """input/output sizes, explicit padding, strides, dilations and kernel size, checked
     against the graph's shapes."""
     name, attrs = layer.ir_name, layer.attrs
@@ -67,13 +67,13 @@ def _geometry(layer: Layer, ctx: IrContext) -> dict:
     }
 
 
-def _as_hwio(layer: Layer, weight: np.ndarray) -> np.ndarray:
+def as_hwio(layer: Layer, weight: np.ndarray) -> np.ndarray:
     """A dense layer's [K, C] weight is the 1x1 conv's [1, 1, K, C]."""
     return weight.reshape(1, 1, *weight.shape) if layer.attrs.dense and weight.ndim == 2 else weight
 
 
-def _checked_weight(layer: Layer, ctx: IrContext) -> np.ndarray:
-    weight = _as_hwio(layer, np.asarray(ctx.graph.constants[layer.weight]))
+def checked_weight(layer: Layer, ctx: IrContext) -> np.ndarray:
+    weight = as_hwio(layer, np.asarray(ctx.graph.constants[layer.weight]))
     if weight.ndim != 4:
         raise IrError(f"layer {layer.ir_name}: weight {layer.weight} of shape {list(weight.shape)}; expected [H, W, Cin, Cout/multiplier]")
     if layer.op == "dwconv" and weight.shape[3] != 1:
@@ -104,8 +104,8 @@ def conv_fields(layer: Layer, ctx: IrContext) -> dict:
     - all dtypes "int8"; every number a Python int."""
     name = layer.ir_name
     activation_named(layer.activation, f"layer {name}: ")
-    weight = _checked_weight(layer, ctx)
-    geometry = _geometry(layer, ctx)
+    weight = checked_weight(layer, ctx)
+    geometry = conv_geometry(layer, ctx)
     in_channels, out_channels = geometry["in"][3], geometry["out"][3]
     expected_out = in_channels * int(weight.shape[3]) if layer.op == "dwconv" else int(weight.shape[3])
     if int(weight.shape[2]) != in_channels or expected_out != out_channels:
@@ -163,7 +163,7 @@ def conv_params(layer: Layer, ctx: IrContext) -> dict:
                           f"(|{kind}| max {float(np.abs(ctx.graph.constants[const]).max())}); a calibrated {kind} is never "
                           f"saturated: the calibration table does not fit this graph")
         if kind == "weight":
-            ints = _as_hwio(layer, ints)
+            ints = as_hwio(layer, ints)
         if kind == "weight" and layer.op == "dwconv":
             if ints.shape[3] != 1:
                 raise IrError(f"layer {layer.ir_name}: weight: depthwise channel multiplier {ints.shape[3]}; "

@@ -14,8 +14,33 @@ from core.ir.records import IrLayer, OneInputOneOutput, Padding, Shift, Size
 from core.ir.window import Window
 
 
+class ConvWindow:
+    """What a convolution record (integer or float) knows of its window: the products summed into
+    one output, its multiply-accumulates, its label and its geometry."""
+
+    depthwise: ClassVar[bool] = False
+    label_prefix: ClassVar[str] = "conv"
+
+    @property
+    def reduction(self) -> int:
+        """Products summed into one output: the window (dwconv), times the input channels (conv)."""
+        taps = self.kernel_size.height * self.kernel_size.width
+        return taps if self.depthwise else taps * self.input_channel_num
+
+    def macs(self) -> int:
+        return int(np.prod(self.shape_of_output())) * self.reduction
+
+    def label(self) -> str:
+        kernel, stride = self.kernel_size, self.stride
+        return f"{self.label_prefix}{kernel.height}x{kernel.width}" + (f"/{stride.height}" if stride.height > 1 else "")
+
+    @property
+    def window(self) -> Window:
+        return Window.of(self)
+
+
 @dataclass(frozen=True, kw_only=True)
-class ConvLayer(Activated, OneInputOneOutput, IrLayer):
+class ConvLayer(ConvWindow, Activated, OneInputOneOutput, IrLayer):
     """conv: int8 NHWC in, HWCiCo weights, int32 sums + bias << bias_shift, >> output_shift
     rounded half up, the activation's clamp, int8 out."""
 
@@ -44,15 +69,6 @@ class ConvLayer(Activated, OneInputOneOutput, IrLayer):
     weight_dtype: str = "int8"
     bias_dtype: str = "int8"
 
-    @property
-    def reduction(self) -> int:
-        """Products summed into one output: the window (dwconv), times the input channels (conv)."""
-        taps = self.kernel_size.height * self.kernel_size.width
-        return taps if self.depthwise else taps * self.input_channel_num
-
-    def macs(self) -> int:
-        return int(np.prod(self.shape_of_output())) * self.reduction
-
     def shifts(self) -> list[Shift]:
         return [Shift("output_shift", self.output_shift), *([Shift("bias_shift", self.bias_shift)] if self.load_bias else [])]
 
@@ -68,14 +84,6 @@ class ConvLayer(Activated, OneInputOneOutput, IrLayer):
     def fused_operators(self) -> list[str]:
         core = "depthwise_conv2d" if self.depthwise else "conv2d"
         return [core, *(["bias_add"] if self.load_bias else []), "requantize", *self.activation_operators()]
-
-    def label(self) -> str:
-        kernel, stride = self.kernel_size, self.stride
-        return f"{self.label_prefix}{kernel.height}x{kernel.width}" + (f"/{stride.height}" if stride.height > 1 else "")
-
-    @property
-    def window(self) -> Window:
-        return Window.of(self)
 
 
 @dataclass(frozen=True, kw_only=True)
