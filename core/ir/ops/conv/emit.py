@@ -102,6 +102,28 @@ def conv_fields(layer: Layer, ctx: IrContext) -> dict:
       needs stride 1 (seed 000), else IrError.
     - dwconv: channel multiplier 1 only (the IR's dwconv weight is HWC), else IrError.
     - all dtypes "int8"; every number a Python int."""
+    input_log2scale = int(ctx.log2scale(layer.inputs[0]))
+    weight_log2scale = int(ctx.log2scale(f"{layer.weight}:0"))
+    output_log2scale = int(ctx.log2scale(layer.output))
+    bias_log2scale = int(ctx.log2scale(f"{layer.bias}:0")) if layer.bias is not None else 0
+    return {
+        **conv_window_fields(layer, ctx),
+        "input_log2scale": input_log2scale,
+        "weight_log2scale": weight_log2scale,
+        "bias_log2scale": bias_log2scale,
+        "output_log2scale": output_log2scale,
+        "output_shift": input_log2scale + weight_log2scale - output_log2scale,
+        "bias_shift": input_log2scale + weight_log2scale - bias_log2scale if layer.bias is not None else 0,
+        "input_dtype": "int8",
+        "output_dtype": "int8",
+        "weight_dtype": "int8",
+        "bias_dtype": "int8",
+    }
+
+
+def conv_window_fields(layer: Layer, ctx: IrContext) -> dict:
+    """The fields a conv shares with its float variant: activation, bias, channels and window
+    (checked against the weight and the graph's shapes)."""
     name = layer.ir_name
     activation_named(layer.activation, f"layer {name}: ")
     weight = checked_weight(layer, ctx)
@@ -111,18 +133,8 @@ def conv_fields(layer: Layer, ctx: IrContext) -> dict:
     if int(weight.shape[2]) != in_channels or expected_out != out_channels:
         raise IrError(f"layer {name}: weight of shape {list(weight.shape)} does not fit {in_channels} input and "
                       f"{out_channels} output channels")
-    input_log2scale = int(ctx.log2scale(layer.inputs[0]))
-    weight_log2scale = int(ctx.log2scale(f"{layer.weight}:0"))
-    output_log2scale = int(ctx.log2scale(layer.output))
-    bias_log2scale = int(ctx.log2scale(f"{layer.bias}:0")) if layer.bias is not None else 0
     return {
         "activation_type": layer.activation,
-        "input_log2scale": input_log2scale,
-        "weight_log2scale": weight_log2scale,
-        "bias_log2scale": bias_log2scale,
-        "output_log2scale": output_log2scale,
-        "output_shift": input_log2scale + weight_log2scale - output_log2scale,
-        "bias_shift": input_log2scale + weight_log2scale - bias_log2scale if layer.bias is not None else 0,
         "load_bias": layer.bias is not None,
         "input_channel_num": in_channels,
         "output_channel_num": out_channels,
@@ -132,10 +144,6 @@ def conv_fields(layer: Layer, ctx: IrContext) -> dict:
         "dilations": geometry["dilations"],
         "kernel_size": geometry["kernel_size"],
         "output_size": {"height": geometry["out"][1], "width": geometry["out"][2]},
-        "input_dtype": "int8",
-        "output_dtype": "int8",
-        "weight_dtype": "int8",
-        "bias_dtype": "int8",
     }
 
 
