@@ -39,15 +39,16 @@ from pipeline.main import run_pipeline  # noqa: E402
 from tables import publish  # noqa: E402  (bench/tables.py)
 from pipeline.params import to_plain  # noqa: E402
 
-# name -> run.py overrides; "+eq+bc": calib.equalize and calib.bias_correction (the defaults); "+wmse": calib.weight_method=mse
+# name -> run.py overrides. "+eq+bc": calib.equalize and calib.bias_correction; "+wmse":
+# calib.weight_method=mse; the defaults are all three
 CONFIGURATIONS = {
-    "minmax": ["calib.method=minmax", "calib.equalize=false", "calib.bias_correction=false"],
-    "minmax+eq+bc": ["calib.method=minmax"],
-    "percentile+eq+bc": ["calib.method=percentile"],
-    "mse+eq+bc": ["calib.method=mse"],
-    "kl+eq+bc": ["calib.method=kl"],
-    "mse+eq+bc+wmse": ["calib.method=mse", "calib.weight_method=mse"],
-    "auto+eq+bc": ["calib.method=auto"],
+    "minmax": ["calib.method=minmax", "calib.equalize=false", "calib.bias_correction=false", "calib.weight_method=minmax"],
+    "minmax+eq+bc": ["calib.method=minmax", "calib.weight_method=minmax"],
+    "minmax+eq+bc+wmse": ["calib.method=minmax"],
+    "percentile+eq+bc+wmse": ["calib.method=percentile"],
+    "mse+eq+bc+wmse": ["calib.method=mse"],
+    "kl+eq+bc+wmse": ["calib.method=kl"],
+    "auto+eq+bc+wmse": ["calib.method=auto"],
 }
 COLUMNS = ("quantization", "top-1", "agreement with float", "end-point SQNR (dB)", "seconds")
 

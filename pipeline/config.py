@@ -120,7 +120,7 @@ class CalibConfig:
     percentile: float = _percent(99.99)
     pow2_rounding: Pow2Rounding = Pow2Rounding.ceil
     num_bins: int = _positive(2048)
-    weight_method: WeightMethod = WeightMethod.minmax  # minmax: nothing saturates; mse: least weight error
+    weight_method: WeightMethod = WeightMethod.mse  # mse: least output error, may saturate outliers; minmax: nothing saturates
     equalize: bool = True  # cross-layer equalization of consecutive conv/dwconv layers (core/quantize/equalize.py)
     equalize_relu6: Relu6Equalization = Relu6Equalization.keep  # keep the clamp (bounded scales) | relu: replace it
     bias_correction: bool = True  # correct each layer's bias for the mean shift its weight quantization causes
