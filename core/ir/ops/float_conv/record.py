@@ -20,6 +20,8 @@ class FloatConvLayer(ConvWindow, Activated, OneInputOneOutput, IrLayer):
     sum rounded to float32 (no fused multiply-add); int8 = floor(acc * 2^output_log2scale + 1/2)
     saturated, then the activation's clamp at the output scale (Relu: >= 0; Relu6: <= 6 * 2^ls)."""
 
+    # the fields are the conv's but for its integer scales and shifts, declared here again: a base
+    # class holding the shared ones would reorder the conv's keys, which are the spec's (seed 000)
     operation: ClassVar[str] = "float_conv"
     label_prefix: ClassVar[str] = "fconv"
     depthwise: ClassVar[bool] = False
