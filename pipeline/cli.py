@@ -13,7 +13,7 @@ from pipeline.main import ExportError, run_pipeline
 from pipeline.resources import ResourceError
 from pipeline.runner import RunSummary, StageFailed
 from pipeline.store import StoreError
-from pipeline.tracking import TrackingError
+from pipeline.tracking import TrackingError, run_name, ui_hint
 
 # errors whose message already tells the user what to do: no traceback
 USER_ERRORS = (ConfigError, ExportError, ResourceError, StageFailed, StoreError, TrackingError)
@@ -59,7 +59,8 @@ def report_run(summary: RunSummary, cfg: DictConfig, console: Console) -> None:
     for name, value in sorted(summary.metrics.items()):
         if not name.endswith(("wall_s", "compute_s")):
             console.print(f"  {name} = {value:.6g}")
-    console.print(escape(f"MLflow run {summary.mlflow_run_id} in {cfg.tracking_uri} (experiment '{cfg.model.name}'; `mlflow ui --backend-store-uri {cfg.tracking_uri}`)"))
+    console.print(escape(f"MLflow run {run_name(cfg)} ({summary.mlflow_run_id}) in {cfg.tracking_uri} (experiment '{cfg.model.name}'; "
+                         f"{ui_hint(cfg.tracking_uri)})"))
     if summary.export_dir:
         console.print(escape(f"artifacts exported to {summary.export_dir}/ (metrics.json, run.json, one directory per stage)"))
     else:

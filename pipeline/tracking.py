@@ -104,7 +104,7 @@ def pipeline_run(cfg: Config, sweep_id: str | None = None) -> Iterator["Tracker"
     tags = {"git_commit": git_commit(), "model": cfg.model.name, **this_process()}
     if sweep_id:
         tags["sweep_id"] = sweep_id
-    with mlflow.start_run(experiment_id=experiment_id, tags=tags) as run:
+    with mlflow.start_run(experiment_id=experiment_id, run_name=run_name(cfg), tags=tags) as run:
         params = {key: str(value)[:MAX_PARAM_LENGTH] for key, value in flatten(to_plain(cfg)).items()}
         mlflow.log_params(params)
         try:
@@ -116,6 +116,19 @@ def pipeline_run(cfg: Config, sweep_id: str | None = None) -> Iterator["Tracker"
             mlflow.set_tag("end_reason", str(interrupt) or "interrupted (Ctrl-C)")
             mlflow.end_run("KILLED")
             raise
+
+
+def run_name(cfg) -> str:
+    """What the run is, from its choices: calibration method, target, model (`kl-tf2ir-mbv1_cifar10`)."""
+    method = cfg.calib.method
+    return f"{getattr(method, 'value', method)}-{cfg.target.name}-{cfg.model.name}"
+
+
+def ui_hint(tracking_uri: str) -> str:
+    """How to look at the runs: a server is opened in a browser; a local store needs `mlflow ui`."""
+    if tracking_uri.startswith(("http://", "https://")):
+        return f"open {tracking_uri} in a browser"
+    return f"`mlflow ui --backend-store-uri {tracking_uri}`"
 
 
 def this_process() -> dict[str, str]:

@@ -99,6 +99,8 @@ def test_mlflow_holds_one_run_per_pipeline_run_with_params_tags_metrics(digits_r
     by_id = {run.info.run_id: run for run in runs}
     first_run, second_run = by_id[first.mlflow_run_id], by_id[second.mlflow_run_id]
     assert first_run.data.params["calib.method"] == "minmax" and second_run.data.params["calib.method"] == "kl"
+    # named by their choices, not randomly: method-target-model
+    assert (first_run.info.run_name, second_run.info.run_name) == ("minmax-tf2ir-digits", "kl-tf2ir-digits")
     assert first_run.data.params["model.builtin.epochs"] == str(cfg.model.builtin.epochs)
     assert first_run.data.tags["stage.import.key"] == first.results[0].key
     assert first_run.data.tags["stage.import.reused"] == "false"
@@ -108,6 +110,14 @@ def test_mlflow_holds_one_run_per_pipeline_run_with_params_tags_metrics(digits_r
     assert "fold_check.wall_s" in first_run.data.metrics
     artifacts = {item.path for item in client.list_artifacts(first.mlflow_run_id, "fold_check")}
     assert "fold_check/report.json" in artifacts
+
+
+def test_the_closing_hint_opens_a_server_in_a_browser_and_a_local_store_with_mlflow_ui():
+    from pipeline.tracking import ui_hint
+
+    assert ui_hint("http://127.0.0.1:5000") == "open http://127.0.0.1:5000 in a browser"
+    assert "--backend-store-uri" not in ui_hint("https://mlflow.example.com")
+    assert ui_hint("sqlite:///mlflow.db") == "`mlflow ui --backend-store-uri sqlite:///mlflow.db`"
 
 
 def test_stage_cannot_read_config_it_did_not_declare():
