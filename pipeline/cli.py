@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import logging
 import signal
+from pathlib import Path
 
 from omegaconf import DictConfig
+from rich import box
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from pipeline.config import ConfigError, validate
-from pipeline.main import ExportError, run_pipeline
+from pipeline.main import ExportError, run_pipeline, write_json_atomic
 from pipeline.resources import ResourceError
 from pipeline.runner import RunSummary, StageFailed
 from pipeline.store import StoreError
-from pipeline.tracking import TrackingError, run_name, ui_hint
+from pipeline.tracking import Sweep, TrackingError, run_name, ui_hint
+
+log = logging.getLogger(__name__)
 
 # errors whose message already tells the user what to do: no traceback
 USER_ERRORS = (ConfigError, ExportError, ResourceError, StageFailed, StoreError, TrackingError)
@@ -38,10 +44,10 @@ def explain_interrupt(interrupt: KeyboardInterrupt, console: Console) -> None:
     console.print(f"[bold yellow]stopped:[/bold yellow] {escape(str(interrupt) or 'interrupted (Ctrl-C)')}", highlight=False)
 
 
-def run_or_explain(cfg: DictConfig, console: Console, sweep_id: str | None = None) -> RunSummary | None:
+def run_or_explain(cfg: DictConfig, console: Console, sweep: Sweep | None = None) -> RunSummary | None:
     try:
         typed = validate(cfg)
-        return run_pipeline(typed, sweep_id=sweep_id, console=console)
+        return run_pipeline(typed, sweep=sweep, console=console)
     except KeyboardInterrupt as interrupt:
         explain_interrupt(interrupt, console)
         raise SystemExit(INTERRUPTED_EXIT) from None
@@ -49,16 +55,23 @@ def run_or_explain(cfg: DictConfig, console: Console, sweep_id: str | None = Non
         if isinstance(error, StageFailed) and not isinstance(error.error, (ValueError, MemoryError, OSError)):
             console.print_exception()  # not a bad input but a defect: show where
         console.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False)
+        log.error("%s", error)
         return None
 
 
-def report_run(summary: RunSummary, cfg: DictConfig, console: Console) -> None:
-    reused = [result.stage.name for result in summary.results if result.reused]
-    ran = [result.stage.name for result in summary.results if not result.reused]
-    console.print(f"ran: {', '.join(ran) or 'nothing'}; reused from the store: {', '.join(reused) or 'nothing'}")
-    for name, value in sorted(summary.metrics.items()):
-        if not name.endswith(("wall_s", "compute_s")):
-            console.print(f"  {name} = {value:.6g}")
+def report_run(summary: RunSummary, cfg: DictConfig, console: Console, output_dir: Path | None = None) -> None:
+    """A short table (stage, ran or reused, time, its headline figures) and where everything is;
+    every metric goes to `<output_dir>/metrics.json` (Hydra's directory of this run)."""
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("stage", "", "time", "headline"):
+        table.add_column(column, no_wrap=column != "headline")
+    for result in summary.results:
+        figures = ", ".join(f"{name} {value:.4g}" for name, value in result.stage.headline_of(result.metrics).items())
+        table.add_row(result.stage.name, "reused" if result.reused else "[green]ran[/green]", f"{result.wall_s:.1f} s", escape(figures))
+    console.print(table)
+    if output_dir is not None:
+        write_json_atomic(output_dir / "metrics.json", summary.metrics)
+        console.print(escape(f"all {len(summary.metrics)} metrics: {output_dir / 'metrics.json'}"))
     console.print(escape(f"MLflow run {run_name(cfg)} ({summary.mlflow_run_id}) in {cfg.tracking_uri} (experiment '{cfg.model.name}'; "
                          f"{ui_hint(cfg.tracking_uri)})"))
     if summary.export_dir:

@@ -172,6 +172,9 @@ class SensitivityConfig:
 class StoreConfig:
     url: str = ".store"  # a directory, or any fsspec URL (s3://bucket/prefix, memory://x, ...)
     cache_dir: str = "${oc.env:QUANTTOOL_CACHE,.cache}"  # downloads (model files), keyed by sha256
+    # keyword arguments of the URL's fsspec filesystem, e.g. s3: {endpoint_url: http://host:9000, anon: false};
+    # credentials belong in the environment (AWS_ACCESS_KEY_ID, ...): values of secret-like keys are not logged
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

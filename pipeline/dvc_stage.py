@@ -1,7 +1,16 @@
 """dvc.yaml's entry point: `python -m pipeline.dvc_stage <stage>` runs one declared
 stage through the same Runner and store as run.py, reading the composed config
 from params.yaml and its inputs from the upstream stages' DVC outputs;
-`python -m pipeline.dvc_stage --track` records the whole run in MLflow."""
+`python -m pipeline.dvc_stage --track` records the whole run in MLflow.
+
+What a stage leaves for DVC:
+- `dvc_artifacts/<stage>/`: the store entry's files as hard links, so the store, this output
+  and DVC's cache (`cache.type = hardlink` in .dvc/config) hold one copy of each file;
+- `metrics/<stage>.json`: the stage's headline metrics, git-tracked (`cache: false`), so an
+  experiment's commit carries them and `dvc exp show` / `dvc metrics diff` compare them;
+- `plots/<stage>/<series>.json`: its per-layer series, git-tracked, drawn by `dvc plots show/diff`
+  (a series this configuration does not give is an empty list, so every declared plot has a file).
+Whether the store served the stage is bookkeeping, not a metric: `dvc_artifacts/status/<stage>.json`."""
 
 from __future__ import annotations
 
@@ -10,6 +19,8 @@ import sys
 from pathlib import Path
 
 from omegaconf import OmegaConf
+
+from core.reports.series import SERIES_DIR, read_series
 from rich.console import Console
 from rich.markup import escape
 
@@ -18,11 +29,13 @@ from pipeline.config import Config, validate
 from pipeline.hashing import MANIFEST
 from pipeline.main import RichDisplay, replace_dir, write_json_atomic, open_store
 from pipeline.runner import Runner, RunSummary, StageResult, flat_metrics
-from pipeline.stages import STAGES, stage_named
+from pipeline.stages import STAGES, Stage, stage_named
 from pipeline.store import Artifact, StoreError, changed_files, read_manifest
 from pipeline.tracking import pipeline_run
 
 DVC_DIR = Path("dvc_artifacts")
+METRICS_DIR = Path("metrics")
+PLOTS_DIR = Path("plots")
 PARAMS_FILE = Path("params.yaml")
 
 
@@ -31,7 +44,15 @@ def out_dir(stage: str) -> Path:
 
 
 def metrics_file(stage: str) -> Path:
-    return DVC_DIR / "metrics" / f"{stage}.json"
+    return METRICS_DIR / f"{stage}.json"
+
+
+def plots_dir(stage: str) -> Path:
+    return PLOTS_DIR / stage
+
+
+def status_file(stage: str) -> Path:
+    return DVC_DIR / "status" / f"{stage}.json"
 
 
 def load_params(path: Path = PARAMS_FILE) -> Config:
@@ -59,11 +80,22 @@ def run_one(name: str, console: Console) -> StageResult:
     inputs = {upstream: artifact_in(out_dir(upstream)) for upstream in stage.inputs}
     with RichDisplay(console) as display:
         result = Runner(cfg, open_store(cfg), display).run_stage(stage, inputs)
-    DVC_DIR.mkdir(exist_ok=True)
-    replace_dir(result.artifact.directory, out_dir(name))
-    metrics_file(name).parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(metrics_file(name), {**result.metrics, "reused": float(result.reused)})
+    replace_dir(result.artifact.directory, out_dir(name), link=True)
+    write_outputs(stage, result)
     return result
+
+
+def write_outputs(stage: Stage, result: StageResult) -> None:
+    """The git-tracked metrics and plots of a stage, and whether the store served it."""
+    for path in (metrics_file(stage.name), status_file(stage.name)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    # nested under the stage's name: DVC shows `annotate.top1`, the name MLflow and run.py use
+    write_json_atomic(metrics_file(stage.name), {stage.name: stage.headline_of(result.metrics)})
+    for series in stage.series:
+        plots_dir(stage.name).mkdir(parents=True, exist_ok=True)
+        written = result.artifact.directory / SERIES_DIR / f"{series.name}.json"
+        write_json_atomic(plots_dir(stage.name) / f"{series.name}.json", read_series(written) if written.exists() else [])
+    write_json_atomic(status_file(stage.name), {"key": result.key, "reused": result.reused})
 
 
 def track(console: Console) -> None:
@@ -71,12 +103,16 @@ def track(console: Console) -> None:
     results = []
     for stage in STAGES:
         artifact = artifact_in(out_dir(stage.name))
-        reused = bool(json.loads(metrics_file(stage.name).read_text()).get("reused"))
+        status = json.loads(status_file(stage.name).read_text()) if status_file(stage.name).exists() else {}
+        reused = bool(status.get("reused"))
         results.append(StageResult(stage, artifact, reused, wall_s=0.0))
+    open_store(cfg).record_run({result.stage.name: result.key for result in results}, origin="dvc repro")
+    summary = RunSummary(results, metrics=flat_metrics(results))
     with pipeline_run(cfg) as tracker:
         for result in results:
             tracker.log_stage(result)
-    summary = RunSummary(results, mlflow_run_id=tracker.run_id, metrics=flat_metrics(results))
+        tracker.log_summary(summary)
+    summary.mlflow_run_id = tracker.run_id
     write_json_atomic(DVC_DIR / "run.json", {
         "mlflow_run_id": summary.mlflow_run_id,
         "stages": {r.stage.name: {"key": r.key, "reused": r.reused} for r in results},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -13,19 +14,24 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-from pipeline.config import Config
+from pipeline.config import Config, to_plain
 from pipeline.preflight import preflight
 from pipeline.runner import RunSummary, Runner, StageResult, flat_metrics
 from pipeline.stages import Stage, stages_until
 from pipeline.store import ArtifactStore
-from pipeline.tracking import pipeline_run
+from pipeline.tracking import Sweep, pipeline_run
+
+
+log = logging.getLogger(__name__)
 
 
 class RichDisplay:
-    """A progress bar per stage, a line saying whether it ran or was reused."""
+    """A progress bar per stage, a line saying whether it ran or was reused; the same lines go to
+    `logging` (Hydra's per-job run.log). `label` prefixes a sweep job's lines (`job 1 kl`), which
+    parallel jobs interleave."""
 
-    def __init__(self, console: Console):
-        self.console = console
+    def __init__(self, console: Console, label: str = ""):
+        self.console, self.label = console, label
         self.bars = Progress(
             SpinnerColumn(),
             TextColumn("[bold]{task.fields[stage]:<11}"),
@@ -46,45 +52,53 @@ class RichDisplay:
         self.bars.stop()
 
     def start(self, stage: Stage, key: str) -> None:
-        self.tasks[stage.name] = self.bars.add_task("", total=None, stage=stage.name, status=f"key {key[:12]}")
+        self.tasks[stage.name] = self.bars.add_task("", total=None, stage=f"{self.label}{stage.name}", status=f"key {key[:12]}")
+        log.info("%s%s: key %s", self.label, stage.name, key)
 
     def progress(self, stage: Stage, done: int, total: int) -> None:
         self.bars.update(self.tasks[stage.name], completed=done, total=total)
 
     def log(self, stage: Stage, message: str) -> None:
-        self.bars.console.print(f"  [dim]{stage.name}:[/dim] {escape(message)}")
+        self.bars.console.print(f"  [dim]{escape(self.label)}{stage.name}:[/dim] {escape(message)}")
+        log.info("%s%s: %s", self.label, stage.name, message)
 
     def finish(self, stage: Stage, result: StageResult) -> None:
         verdict = "[cyan]reused from the store[/cyan]" if result.reused else "[green]ran[/green]"
         task = self.tasks[stage.name]
         total = self.bars.tasks[task].total or 1
         self.bars.update(task, completed=total, total=total, status=f"{verdict} key {result.key[:12]}")
+        log.info("%s%s: %s in %.1f s", self.label, stage.name, "reused from the store" if result.reused else "ran", result.wall_s)
 
 
 def open_store(cfg: Config) -> ArtifactStore:
     """The configured store, with the build directories of killed runs collected."""
-    store = ArtifactStore(cfg.store.url, local_cache=Path(cfg.store.cache_dir).expanduser())
+    store = ArtifactStore(cfg.store.url, local_cache=Path(cfg.store.cache_dir).expanduser(), options=to_plain(cfg.store.options))
     store.collect_orphans()
     return store
 
 
-def run_pipeline(cfg: Config, *, sweep_id: str | None = None, console: Console | None = None) -> RunSummary:
+def run_pipeline(cfg: Config, *, sweep: Sweep | None = None, console: Console | None = None) -> RunSummary:
     console = console or Console(stderr=True)
     stages = stages_until(cfg.until)
     preflight(cfg, stages)
     store = open_store(cfg)
     summary = RunSummary(results=[])
-    with pipeline_run(cfg, sweep_id=sweep_id) as tracker:
+    with pipeline_run(cfg, sweep=sweep) as tracker:
         summary.mlflow_run_id = tracker.run_id
-        with RichDisplay(console) as display:
-            runner = Runner(cfg, store, display)
-            artifacts = {}
-            for stage in stages:
-                result = runner.run_stage(stage, {name: artifacts[name] for name in stage.inputs})
-                artifacts[stage.name] = result.artifact
-                summary.results.append(result)
-                tracker.log_stage(result)
+        try:
+            with RichDisplay(console, label=f"job {sweep.job} " if sweep is not None and sweep.job is not None else "") as display:
+                runner = Runner(cfg, store, display)
+                artifacts = {}
+                for stage in stages:
+                    result = runner.run_stage(stage, {name: artifacts[name] for name in stage.inputs})
+                    artifacts[stage.name] = result.artifact
+                    summary.results.append(result)
+                    tracker.log_stage(result)
+        finally:  # what even a failed run computed is worth keeping: `pipeline.store gc` keeps recent runs' entries
+            if summary.results:
+                store.record_run({result.stage.name: result.key for result in summary.results}, origin="run.py")
         summary.metrics = flat_metrics(summary.results)
+        tracker.log_summary(summary)
         if cfg.export_dir:  # inside the run: an export that fails marks it FAILED
             summary.export_dir = export(summary, Path(cfg.export_dir))
     return summary
@@ -116,9 +130,19 @@ def _export(summary: RunSummary, export_dir: Path) -> Path:
     return export_dir
 
 
-def replace_dir(source: Path, target: Path) -> None:
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another filesystem, or one without hard links
+        shutil.copy2(source, target)
+
+
+def replace_dir(source: Path, target: Path, link: bool = False) -> None:
+    """`target` becomes a copy of `source` in one rename; with `link`, of hard links to its files
+    (a store entry's files are never written again, so they can be shared rather than copied)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-    shutil.copytree(source, partial, dirs_exist_ok=True)
+    shutil.copytree(source, partial, dirs_exist_ok=True, copy_function=_link_or_copy if link else shutil.copy2)
     if target.exists():
         retired = target.with_name(f".{target.name}.old")
         shutil.rmtree(retired, ignore_errors=True)

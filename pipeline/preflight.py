@@ -11,14 +11,13 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
-from fsspec.core import url_to_fs
 from fsspec.implementations.local import LocalFileSystem
 
 from core.data.datasets import DatasetError, check_source, load_image
-from pipeline.config import Config, ConfigError, FileRef, select
+from pipeline.config import Config, ConfigError, FileRef, select, to_plain
 from pipeline.resources import is_empty, resolve
 from pipeline.stages import Stage
-from pipeline.store import StoreError
+from pipeline.store import StoreError, open_filesystem
 from pipeline.tracking import check_tracking_uri
 
 
@@ -32,7 +31,7 @@ def preflight(cfg: Config, stages: tuple[Stage, ...]) -> None:
             _check_image(key, resolved.path, cfg.model.preprocess.channels)
     if "data" in keys:
         _check_data(cfg)
-    _check_store(cfg.store.url)
+    _check_store(cfg.store.url, to_plain(cfg.store.options))
     if cfg.export_dir:
         _check_export_dir(cfg.export_dir)
     check_tracking_uri(cfg.tracking_uri)
@@ -67,10 +66,15 @@ def _check_image(key: str, path: Path, channels: int) -> None:
         raise ConfigError(f"{key}: {error}") from None
 
 
-def _check_store(url: str) -> None:
-    fs, root = url_to_fs(url)
+def _check_store(url: str, options: dict) -> None:
+    fs, root = open_filesystem(url, options)
     if not isinstance(fs, LocalFileSystem):
-        return  # a remote store answers on first use; its errors name the URL there
+        try:
+            fs.exists(root)  # credentials, endpoint, bucket: a bad one fails here, before any stage runs
+        except Exception as error:  # each backend raises its own kinds; all mean the same here
+            raise StoreError(f"store.url={url}: the store does not answer ({type(error).__name__}: {error}); check the URL, "
+                             "store.options (e.g. endpoint_url) and the credentials in the environment") from None
+        return
     probe = Path(root) / ".tmp" / f".probe-{uuid.uuid4().hex}"
     try:
         probe.parent.mkdir(parents=True, exist_ok=True)

@@ -28,7 +28,8 @@ def runs_table(tracking_uri: str, experiment: str, metrics: list[str], sweep: st
                               order_by=["attributes.start_time DESC"])
     if sweep is None and runs:
         sweep = runs[0].data.tags.get("sweep_id")
-    runs = [run for run in runs if sweep is None or run.data.tags.get("sweep_id") == sweep]
+    runs = [run for run in runs if (sweep is None or run.data.tags.get("sweep_id") == sweep)
+            and run.data.tags.get("sweep_role") != "parent"]  # a sweep's parent run holds its summary, not a configuration
     header = ["target", "calib.method", *metrics]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for run in sorted(runs, key=lambda run: (run.data.params.get("target.name", ""), run.data.params.get("calib.method", ""))):

@@ -20,6 +20,7 @@ from typing import Any, Callable, Protocol
 from pipeline.code_version import code_version as closure_version
 from pipeline.config import Config, FileRef, select, to_plain
 from pipeline.hashing import canonical_json, path_digest, sha256_bytes
+from pipeline.quiet import native_notices_dropped
 from pipeline.resources import ResolvedFile, is_empty, resolve
 from pipeline.stages import Stage
 from pipeline.store import Artifact, ArtifactStore
@@ -204,7 +205,8 @@ class Runner:
         build_dir = self.store.new_build_dir()
         started = time.perf_counter()
         try:
-            metrics = function(params, {name: artifact.directory for name, artifact in inputs.items()}, build_dir, context)
+            with native_notices_dropped():  # the first stage that runs a graph loads TensorFlow
+                metrics = function(params, {name: artifact.directory for name, artifact in inputs.items()}, build_dir, context)
         except BaseException as error:  # Ctrl-C included: nothing half-written stays behind
             self.store.discard(build_dir)
             if isinstance(error, Exception):

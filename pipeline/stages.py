@@ -1,8 +1,10 @@
 """The stage graph: every stage declared once, as data.
 
 A stage's declaration is everything the runner, the store, MLflow and dvc.yaml
-need: the function that implements it, the upstream artifacts it consumes and the
-config keys it reads (and may only read). Its code version is the content of the
+need: the function that implements it, the upstream artifacts it consumes, the
+config keys it reads (and may only read), its headline metrics (the few a person
+compares runs by: git-tracked for DVC, the ones MLflow shows) and the per-layer
+series it writes (`series/<name>.json`: DVC plots, MLflow metrics stepped by layer). Its code version is the content of the
 import closure of its entry module (pipeline/code_version.py), never a hand list.
 `python -m pipeline.dvcgen` writes dvc.yaml from this table.
 """
@@ -13,16 +15,33 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class Series:
+    """A series a stage writes as `series/<name>.json`: rows with an index field `x` and value fields `y`."""
+
+    name: str
+    x: str
+    y: tuple[str, ...]
+    title: str
+    y_label: str
+
+
+@dataclass(frozen=True)
 class Stage:
     name: str  # as in artifact paths and metric names
     entry: str  # "module:function", imported only when the stage runs
     inputs: tuple[str, ...]  # upstream stage names, in the order the function receives them
     params: tuple[str, ...]  # dotted config keys the function reads
     description: str = ""
+    headline: tuple[str, ...] = ()  # its metrics worth comparing runs by (those it reports of them)
+    series: tuple[Series, ...] = ()  # what it may write under series/ (a series only some configurations give is absent otherwise)
 
     @property
     def module(self) -> str:
         return self.entry.split(":")[0]
+
+    def headline_of(self, metrics: dict[str, float]) -> dict[str, float]:
+        """Its headline metrics among `metrics`, in declaration order (a run reports only those that apply)."""
+        return {name: metrics[name] for name in self.headline if name in metrics}
 
 
 # what calibration and the IR need of a target: its number format, not its accelerator
@@ -44,6 +63,7 @@ STAGES: tuple[Stage, ...] = (
             "limits",
         ),
         description="read the TensorFlow model into the project's graph",
+        headline=("float_accuracy", "nodes", "quantization_aware"),
     ),
     Stage(
         name="fold_check",
@@ -51,6 +71,7 @@ STAGES: tuple[Stage, ...] = (
         inputs=("import",),
         params=("fold_check", "limits"),
         description="fold BatchNorm into conv weights and verify the folded graph",
+        headline=("max_abs_diff", "batch_norms_folded"),
     ),
     Stage(
         name="calibrate",
@@ -58,6 +79,9 @@ STAGES: tuple[Stage, ...] = (
         inputs=("fold_check",),
         params=("calib", *_TARGET_FORMAT, "target.min_shift", "target.max_shift", "data", "model.preprocess", "limits"),
         description="collect activation statistics and choose each tensor's threshold and scale",
+        headline=("clipped_fraction_max", "zero_range_tensors", "equalize_max_abs_diff", "auto_sqnr_db"),
+        series=(Series("clipping", "tensor_index", ("clipped_fraction",), "clipped share of calibration values per activation",
+                       "fraction beyond the threshold"),),
     ),
     Stage(
         name="annotate",
@@ -65,6 +89,11 @@ STAGES: tuple[Stage, ...] = (
         inputs=("fold_check", "calibrate"),
         params=("data", "model.preprocess", "model.task", "model.num_classes", "limits", "sensitivity"),
         description="insert simulated quantization and measure its error against the float graph (per layer: sensitivity)",
+        headline=("top1", "top1_float", "top1_qat_graph", "top1_agreement", "sqnr_db_min", "cosine_min", "layer_sqnr_db_min",
+                  "sensitivity_sqnr_db_min"),
+        series=(Series("layer_sqnr", "layer_index", ("sqnr_db",), "float vs annotated: SQNR per layer output", "SQNR (dB)"),
+                Series("sensitivity", "layer_index", ("only_this_sqnr_db", "all_but_this_sqnr_db"),
+                       "sensitivity: end-point SQNR with only this layer / all but this layer quantized", "SQNR (dB)")),
     ),
     Stage(
         name="emit_ir",
@@ -72,6 +101,7 @@ STAGES: tuple[Stage, ...] = (
         inputs=("calibrate",),
         params=(*_TARGET_FORMAT, "target.min_shift", "target.max_shift", "model.test_image", "model.preprocess", "data"),
         description="write the TF2IR layer IR (net_def.json + params/*.npy) with a test image's integer tensors",
+        headline=("layers", "constant_bytes"),
     ),
     Stage(
         name="simulate",
@@ -79,6 +109,9 @@ STAGES: tuple[Stage, ...] = (
         inputs=("emit_ir", "fold_check", "calibrate", "annotate"),
         params=("data", "model.preprocess", "model.task", "model.num_classes", "limits"),
         description="run the IR in integer arithmetic and compare it with the float and annotated graphs",
+        headline=("end_point_agreement", "layer_agreement_min", "layer_max_lsb_difference", "top1", "sqnr_db_min"),
+        series=(Series("layer_agreement", "layer_index", ("agreement",), "integer simulator == annotated graph, per layer",
+                       "fraction of elements equal"),),
     ),
     Stage(
         name="partition",
@@ -86,6 +119,7 @@ STAGES: tuple[Stage, ...] = (
         inputs=("emit_ir",),
         params=("target.name", "target.accelerator"),
         description="split the IR between the target's accelerator and the host: fused groups, accelerator functions, pack/unpack",
+        headline=("layers_accel", "layers_host", "mac_share_accel", "pack_count", "unpack_count"),
     ),
     Stage(
         name="codegen",
@@ -94,6 +128,8 @@ STAGES: tuple[Stage, ...] = (
         params=("data", "model.preprocess", "target.name"),
         description="C99 for the host and instruction streams for the accelerator, compiled with the ISA simulator, "
                     "bit-exact against the integer simulator",
+        headline=("bitexact", "constant_bytes", "arena_bytes", "accel_cycles", "accel_instructions"),
+        series=(Series("cycles", "layer_index", ("cycles",), "accelerator cycles per layer (the target's cost model)", "cycles"),),
     ),
 )
 

@@ -19,6 +19,7 @@ from core.quantize.evaluation import class_labels, compare, layer_tensor_pairs, 
 from core.quantize.table import CalibrationTable
 from core.quantize import sensitivity
 from core.reports.layers import plot_layer_sqnr, plot_sensitivity
+from core.reports.series import series_rows, write_series
 from pipeline.params import Task, to_plain
 
 ANNOTATED_FILE = "annotated.pb"
@@ -61,6 +62,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     plot_layer_sqnr(comparison.per_layer_sqnr_db, out_dir / "layer_sqnr.png",
                     f"float vs annotated ({table.method}, {table.target}): SQNR per layer output")
+    write_series(out_dir, "layer_sqnr", series_rows("layer_index", "layer", {"sqnr_db": comparison.per_layer_sqnr_db}))
     return metrics
 
 
@@ -71,8 +73,11 @@ def _sensitivity(settings, layer_graph, table, reference, images, batch: int, ou
     results = sensitivity.analyze(layer_graph, table, reference, images, batch, ctx.progress)
     table_rows = [item.to_dict() for item in sensitivity.ranked(results)]
     (out_dir / "sensitivity.json").write_text(json.dumps(table_rows, indent=1) + "\n")
-    plot_sensitivity({item.layer: item.only_this_sqnr_db for item in results}, {item.layer: item.all_but_this_sqnr_db for item in results},
+    columns = {"only_this_sqnr_db": {item.layer: item.only_this_sqnr_db for item in results},
+               "all_but_this_sqnr_db": {item.layer: item.all_but_this_sqnr_db for item in results}}
+    plot_sensitivity(columns["only_this_sqnr_db"], columns["all_but_this_sqnr_db"],
                      out_dir / "sensitivity.png", f"per-layer sensitivity ({table.method}, {table.target}, {len(images)} images)")
+    write_series(out_dir, "sensitivity", series_rows("layer_index", "layer", columns))
     for row in table_rows[:5]:
         ctx.log(f"  {row['only_this_sqnr_db']:6.1f} dB only / {row['all_but_this_sqnr_db']:6.1f} dB all but: {row['layer']}")
     return table_rows

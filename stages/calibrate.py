@@ -32,7 +32,8 @@ from core.quantize.calibration.methods import METHODS, CalibrationSettings
 from core.quantize.equalize import clamped_layer_inputs, equalize
 from core.quantize.evaluation import end_point_difference
 from core.quantize.statistics import channel_statistics, collect_statistics
-from core.reports.calibration import plot_clipping
+from core.reports.calibration import plot_clipping, plot_histograms
+from core.reports.series import series_rows, write_series
 from pipeline.params import to_plain
 
 HISTOGRAM_DIR = "histograms"
@@ -84,9 +85,8 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     changes = qat_range_changes(table, layer_graph, ranges) if method == "qat" else []
     for change in changes:
         ctx.log(f"qat range changed: {change['tensor']} ({change['kind']}) {change['qat_range']} -> {change['range']}: {change['why']}")
-    plot_clipping(stats, table, ranges, settings, out_dir / "clipping.png")
-    activations = [entry for entry in table.tensors.values() if entry.kind in ("activation", "input")]
-    clipped = [entry.clipped_fraction or 0.0 for entry in activations]
+    activations = _pictures_and_series(stats, table, ranges, settings, out_dir)
+    clipped = [entry.clipped_fraction or 0.0 for entry in activations.values()]
     (out_dir / "report.json").write_text(json.dumps({
         "images": len(dataset.images), "source": dataset.source, "method": method, "target": target.name,
         "most_clipped": sorted(((e.clipped_fraction or 0.0, t) for t, e in table.tensors.items()), reverse=True)[:10],
@@ -98,8 +98,19 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         "tensors": len(activations),
         "clipped_fraction_max": max(clipped),
         "clipped_fraction_mean": float(np.mean(clipped)),
-        "zero_range_tensors": sum(1 for entry in activations if entry.threshold == 0.0),
+        "zero_range_tensors": sum(1 for entry in activations.values() if entry.threshold == 0.0),
     }
+
+
+def _pictures_and_series(stats, table, ranges, settings, out_dir: Path) -> dict:
+    """clipping.png, histograms.png and the clipping series; the activation entries, by tensor."""
+    plot_clipping(stats, table, ranges, settings, out_dir / "clipping.png")
+    plot_histograms(stats, table, out_dir / "histograms.png")
+    activations = {tensor: entry for tensor, entry in table.tensors.items() if entry.kind in ("activation", "input")}
+    write_series(out_dir, "clipping", series_rows("tensor_index", "tensor", {
+        "clipped_fraction": {tensor: entry.clipped_fraction or 0.0 for tensor, entry in activations.items()},
+        "threshold": {tensor: entry.threshold for tensor, entry in activations.items()}}))
+    return activations
 
 
 def target_spec(target_cfg, calib) -> TargetSpec:

@@ -45,7 +45,8 @@ from core.ir.network import Ir
 from core.ir.op import NETWORK_INPUT
 from core.ir.ops import OPS
 from core.ir.simulator import IntegerSimulator
-from core.reports.cycles import plot_cycles
+from core.reports.cycles import cycles_per_layer, plot_cycles
+from core.reports.series import series_rows, write_series
 from pipeline.params import to_plain
 from stages.partition import PLAN_FILE
 
@@ -99,13 +100,19 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
             "compile_s": checked.compile_s, **accel_metrics}
 
 
+CYCLE_COLUMNS = ("cycles", "cycles_load", "cycles_gemm", "cycles_alu", "cycles_store")
+
+
 def accelerator_metrics(program: NetworkProgram, plan: PartitionPlan, out_dir: Path, ctx) -> dict[str, float]:
     """`accel_*`: the instruction statistics of the target's cost model, and the cycles picture."""
     metrics = {f"accel_{key}": value for key, value in program.statistics.items()}
     metrics["accel_functions"] = len(program.functions)
     metrics["accel_instruction_bytes"] = sum(len(function.binary) for function in program.functions)
     metrics["accel_constant_bytes"] = program.accel_constant_bytes
-    plot_cycles(program, CostModel.of(plan.accelerator), out_dir / "cycles.png",
+    per_layer = cycles_per_layer(program, CostModel.of(plan.accelerator))
+    write_series(out_dir, "cycles", series_rows("layer_index", "layer", {
+        column: {layer: stats[column] for layer, stats in per_layer.items()} for column in CYCLE_COLUMNS}))
+    plot_cycles(per_layer, out_dir / "cycles.png",
                 f"target {plan.target}: {metrics['accel_cycles']:.0f} cycles estimated per inference, "
                 f"{int(metrics['accel_instructions'])} instructions")
     counts = ", ".join(f"{int(metrics['accel_count_' + kind])} {kind}" for kind in ("load", "gemm", "alu", "store"))

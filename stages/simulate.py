@@ -21,6 +21,7 @@ from core.ir.op import NETWORK_INPUT
 from core.ir.simulator import IntegerSimulator
 from core.quantize.evaluation import ErrorSums, class_labels
 from core.reports.layers import plot_layer_sqnr
+from core.reports.series import series_rows, write_series
 from pipeline.params import Task, to_plain
 
 BATCH_SIZE = 64
@@ -62,7 +63,10 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     report = tally.report()
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     plot_layer_sqnr(dict(report["layer_agreement"]), out_dir / "layer_agreement.png",
-                    "integer == fake-quant (same integer inputs): fraction of elements per layer")
+                    "integer == fake-quant (same integer inputs): fraction of elements per layer",
+                    y_label="fraction of elements equal (integer == fake-quant)")
+    write_series(out_dir, "layer_agreement", series_rows("layer_index", "layer", {
+        "agreement": dict(report["layer_agreement"]), "max_lsb_difference": dict(report["layer_max_lsb_difference"])}))
     return tally.metrics(labels is not None)
 
 

@@ -3,6 +3,7 @@ run.py (same keys, same store), and a second `dvc repro` does nothing."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import PROJECT_ROOT
+from pipeline.stages import STAGES, stage_named
 
 
 def _project_files() -> list[str]:
@@ -30,8 +32,8 @@ def fresh_clone(tmp_path_factory) -> Path:
     for name in _project_files():
         (clone / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(PROJECT_ROOT / name, clone / name)
-    for command in (["git", "init", "-q"], ["git", "add", "-A"],
-                    ["git", "-c", "user.email=ci@example.com", "-c", "user.name=ci", "commit", "-qm", "snapshot"]):
+    for command in (["git", "init", "-q"], ["git", "config", "user.email", "ci@example.com"], ["git", "config", "user.name", "ci"],
+                    ["git", "add", "-A"], ["git", "commit", "-qm", "snapshot"]):
         subprocess.run(command, cwd=clone, check=True, capture_output=True)
     return clone
 
@@ -47,8 +49,8 @@ def test_dvc_repro_runs_the_pipeline_and_a_second_repro_is_a_no_op(fresh_clone):
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "Running stage 'import'" in first.stdout and "Running stage 'fold_check'" in first.stdout
     assert (fresh_clone / "dvc_artifacts" / "fold_check" / "graph.json").is_file()
-    metrics = json.loads((fresh_clone / "dvc_artifacts" / "metrics" / "import.json").read_text())
-    assert metrics["float_accuracy"] >= 0.9
+    metrics = json.loads((fresh_clone / "metrics" / "import.json").read_text())
+    assert metrics["import"]["float_accuracy"] >= 0.9
     run_info = json.loads((fresh_clone / "dvc_artifacts" / "run.json").read_text())
     assert run_info["mlflow_run_id"]
 
@@ -102,3 +104,117 @@ def test_dvc_yaml_is_generated_from_the_stage_table():
 def test_dvc_hydra_composition_is_enabled():
     config = (PROJECT_ROOT / ".dvc" / "config").read_text()
     assert "[hydra]" in config and "enabled = true" in config
+
+
+def _git(clone: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=clone, capture_output=True, text=True, check=True).stdout
+
+
+def _dvc_json(clone: Path, *args: str):
+    completed = _dvc(clone, *args, "--json")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout)
+
+
+def test_each_artifact_is_stored_once(fresh_clone):
+    """The store entry, DVC's output and DVC's cache are one file (hard links), not three copies."""
+    report = fresh_clone / "dvc_artifacts" / "annotate" / "report.json"
+    if not report.exists():
+        pytest.skip("needs the dvc repro test first")
+    key = json.loads((fresh_clone / "dvc_artifacts" / "annotate" / "manifest.json").read_text())["key"]
+    in_store = fresh_clone / ".store" / "annotate" / key / "report.json"
+    md5 = hashlib.md5(report.read_bytes()).hexdigest()
+    in_dvc_cache = fresh_clone / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]
+    assert in_store.stat().st_ino == report.stat().st_ino == in_dvc_cache.stat().st_ino
+    assert report.stat().st_nlink == 3
+
+
+def _experiments(shown: list) -> dict[str, dict]:
+    """`dvc exp show --json` as {name: {"params": ..., "metrics": {stage.metric: value}}} (the baseline by its branch)."""
+    rows = {}
+    for baseline in shown:
+        for rev in [baseline, *(exp["revs"][0] for exp in baseline.get("experiments") or [])]:
+            data = rev.get("data") or {}
+            metrics = {}
+            for document in (data.get("metrics") or {}).values():
+                for stage, values in (document.get("data") or {}).items():
+                    metrics.update({f"{stage}.{name}": value for name, value in values.items()})
+            params = (data.get("params") or {}).get("params.yaml", {}).get("data", {})
+            rows[rev.get("name") or rev["rev"]] = {"params": params, "metrics": metrics}
+    return rows
+
+
+def test_experiments_compare_by_their_headline_metrics_and_plots(fresh_clone):
+    """Three calibration methods as DVC experiments: `dvc exp show` has every headline metric of every
+    experiment (git-tracked, not `!`), no bookkeeping among them, and `dvc plots diff` draws each
+    experiment's per-layer series."""
+    if not (fresh_clone / "metrics" / "annotate.json").exists():
+        pytest.skip("needs the dvc repro test first")
+    _git(fresh_clone, "add", "-A")
+    _git(fresh_clone, "commit", "-qm", "minmax baseline")
+    for method in ("kl", "mse"):
+        completed = _dvc(fresh_clone, "exp", "run", "-n", method, "-S", f"calib.method={method}")
+        assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    rows = _experiments(_dvc_json(fresh_clone, "exp", "show"))
+    baseline = next(name for name in rows if name not in ("workspace", "kl", "mse"))
+    for name in (baseline, "kl", "mse"):
+        metrics = rows[name]["metrics"]
+        for metric in metrics:  # only what the stage table calls headline: no bookkeeping, no timings
+            stage, name = metric.split(".", 1)
+            assert name in stage_named(stage).headline, metric
+        assert {"annotate.top1", "annotate.sqnr_db_min", "simulate.end_point_agreement", "codegen.bitexact"} <= set(metrics), name
+        assert metrics["codegen.bitexact"] == 1.0 and metrics["simulate.end_point_agreement"] == 1.0
+    assert [rows[name]["params"]["calib"]["method"] for name in (baseline, "kl", "mse")] == ["minmax", "kl", "mse"]
+    # minmax's threshold is the largest |x| seen: it clips nothing; KL clips the tail it finds cheaper to lose
+    assert rows[baseline]["metrics"]["calibrate.clipped_fraction_max"] == 0.0
+    assert rows["kl"]["metrics"]["calibrate.clipped_fraction_max"] > 0.0
+
+    # the README's compact view: what differs, without the code and output hash columns
+    compact = _dvc(fresh_clone, "exp", "show", "--only-changed", "--drop", ".*/.*", "--csv")
+    header = compact.stdout.splitlines()[0].split(",")
+    assert {"calib.method", "annotate.sqnr_db_min", "calibrate.clipped_fraction_max"} <= set(header), header
+    assert not any("/" in column for column in header) and len(header) < 20, header
+    diff = _dvc_json(fresh_clone, "metrics", "diff", baseline, "kl")
+    assert "calibrate.clipped_fraction_max" in diff["metrics/calibrate.json"]
+    plots = _dvc_json(fresh_clone, "plots", "diff", baseline, "kl", "mse")
+    for plot in ("annotate.layer_sqnr", "calibrate.clipping", "simulate.layer_agreement"):
+        values = plots["data"][plot][0]["content"]["data"]["values"]
+        assert {row["rev"] for row in values} == {baseline, "kl", "mse"}, plot
+        layers = [row for row in values if row["rev"] == "kl"]
+        assert [row[STAGE_SERIES[plot].x] for row in layers] == list(range(len(layers)))
+
+
+STAGE_SERIES = {f"{stage.name}.{series.name}": series for stage in STAGES for series in stage.series}
+
+
+def test_store_gc_keeps_what_the_dvc_lock_references(fresh_clone):
+    """`python -m pipeline.store gc` with no run records kept leaves exactly the entries dvc.lock's
+    outputs hold and their inputs; --dry-run removes nothing; a stage gc removed is computed again."""
+    status = fresh_clone / "dvc_artifacts" / "status"
+    if not status.is_dir():
+        pytest.skip("needs the dvc repro test first")
+    store = fresh_clone / ".store"
+
+    def entries() -> set[tuple[str, str]]:
+        return {(stage.name, path.name) for stage in STAGES if (store / stage.name).is_dir()
+                for path in (store / stage.name).iterdir()}
+
+    before = entries()
+    dry = subprocess.run([sys.executable, "-m", "pipeline.store", "gc", "--keep-runs", "0", "--dry-run"], cwd=fresh_clone,
+                         capture_output=True, text=True, timeout=600)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert entries() == before and "would remove" in dry.stdout
+    collected = subprocess.run([sys.executable, "-m", "pipeline.store", "gc", "--keep-runs", "0"], cwd=fresh_clone,
+                               capture_output=True, text=True, timeout=600)
+    assert collected.returncode == 0, collected.stderr[-3000:]
+    # what dvc_stage recorded as each output's entry (the lock is the workspace's: dvc repro just ran)
+    locked = {(path.stem, json.loads(path.read_text())["key"]) for path in status.glob("*.json")}
+    inputs = set()
+    for stage, key in locked:
+        manifest = json.loads((store / stage / key / "manifest.json").read_text())
+        inputs |= {(name, info["key"]) for name, info in manifest["inputs"].items()}
+    assert entries() == locked | inputs
+    assert before - entries(), "the other experiments' entries were collected"
+    assert f"removed {len(before - entries())} entr" in collected.stdout
+    again = _dvc(fresh_clone, "status")
+    assert "up to date" in again.stdout

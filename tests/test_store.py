@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from pipeline.hashing import file_digests, tree_digest
+from conftest import PROJECT_ROOT
 from pipeline.store import ArtifactStore
+from pipeline.store.gc import plan_gc, run_gc
 
 
 def _build(store: ArtifactStore, payload: bytes) -> Path:
@@ -134,3 +138,45 @@ def test_orphan_build_directories_are_collected_and_live_builds_left_alone(tmp_p
         live.join()
     assert ArtifactStore(root, local_cache=tmp_path / "cache").collect_orphans() == 1 and not live_dir.exists()
     assert list((tmp_path / "store" / ".tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "fsspec"])
+def test_gc_keeps_the_newest_runs_entries_and_their_inputs(tmp_path, remote):
+    url = f"memory://gc-{tmp_path.name}" if remote else str(tmp_path / "store")
+    store = ArtifactStore(url, local_cache=tmp_path / "cache")
+
+    def entry(stage: str, key: str, inputs: dict[str, str]) -> None:
+        store.commit(stage, key, _build(store, key.encode()), {"inputs": {name: {"key": k, "digest": "d"} for name, k in inputs.items()}})
+
+    entry("import", "old-import", {})
+    entry("fold_check", "old-fold", {"import": "old-import"})
+    entry("import", "new-import", {})
+    entry("fold_check", "new-fold", {"import": "new-import"})
+    entry("calibrate", "stray", {"fold_check": "new-fold"})  # no run used it
+    store.record_run({"import": "old-import", "fold_check": "old-fold"}, origin="test")
+    store.record_run({"fold_check": "new-fold"}, origin="test")  # a run until fold_check names import too; its input is kept anyway
+    project = tmp_path / "project"  # no dvc.lock here
+    project.mkdir()
+    everything = {(s, k) for s in store.stages_present() for k in store.entries(s)}
+
+    plan = plan_gc(store, project, keep_runs=1)
+    assert set(plan.keep) == {("fold_check", "new-fold"), ("import", "new-import")}
+    assert set(plan.remove) == everything - set(plan.keep) and len(plan.old_records) == 1
+    assert {(s, k) for s in store.stages_present() for k in store.entries(s)} == everything  # planning removes nothing
+
+    run_gc(store, plan)
+    assert {(s, k) for s in store.stages_present() for k in store.entries(s)} == set(plan.keep)
+    assert store.lookup("fold_check", "new-fold") is not None and len(store.run_records()) == 1
+    assert set(plan_gc(store, project, keep_runs=0).remove) == set(plan.keep)  # no runs kept: nothing referenced
+
+
+def test_gc_cli_dry_run_removes_nothing(tmp_path):
+    store = ArtifactStore(str(tmp_path / "store"))
+    store.commit("import", "k1", _build(store, b"x"), {})
+    completed = subprocess.run([sys.executable, "-m", "pipeline.store", "gc", "--dry-run", "--store", str(tmp_path / "store")],
+                               cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
+    assert completed.returncode == 0, completed.stderr
+    assert "would remove import/k1" in completed.stdout and store.entries("import") == ["k1"]
+    completed = subprocess.run([sys.executable, "-m", "pipeline.store", "gc", "--store", str(tmp_path / "store")],
+                               cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
+    assert completed.returncode == 0 and "removed 1 entry" in completed.stdout and store.entries("import") == []

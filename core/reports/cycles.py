@@ -10,20 +10,30 @@ from core.backends.accel.cost import CostModel
 from core.backends.program import NetworkProgram
 from core.reports.figures import new_figure, save
 
+INSTRUCTION_KINDS = ("load", "gemm", "alu", "store")
 
-def plot_cycles(program: NetworkProgram, cost: CostModel, path: str | Path, title: str) -> Path:
-    """Estimated cycles per accelerator layer, stacked by instruction kind."""
-    per_layer = {layer: stats for function in program.functions for layer, stats in function.layer_statistics(cost).items()}
+
+def cycles_per_layer(program: NetworkProgram, cost: CostModel) -> dict[str, dict[str, float]]:
+    """Per accelerator layer, in program order: the cost model's statistics (`cycles`, `cycles_<kind>`, counts)."""
+    return {layer: stats for function in program.functions for layer, stats in function.layer_statistics(cost).items()}
+
+
+def plot_cycles(per_layer: dict[str, dict[str, float]], path: str | Path, title: str) -> Path:
+    """Estimated cycles per accelerator layer, stacked by instruction kind: horizontal bars, so each layer's
+    whole name reads beside its bar (vertical ticks of long TF names were cut at the figure's edge)."""
     names = list(per_layer)
-    figure = new_figure(max(6.0, 0.22 * len(names) + 2.5), 4.8)
+    longest = max((len(name) for name in names), default=10)
+    figure = new_figure(6.0 + 0.055 * longest, max(3.0, 0.17 * len(names) + 1.6))
     axes = figure.add_subplot()
-    bottom = np.zeros(len(names))
-    for kind, colour in (("load", "tab:blue"), ("gemm", "tab:orange"), ("alu", "tab:green"), ("store", "tab:red")):
+    left = np.zeros(len(names))
+    positions = np.arange(len(names))
+    for kind, colour in zip(INSTRUCTION_KINDS, ("tab:blue", "tab:orange", "tab:green", "tab:red")):
         values = np.array([per_layer[name][f"cycles_{kind}"] for name in names])
-        axes.bar(range(len(names)), values, bottom=bottom, color=colour, label=kind.upper())
-        bottom += values
-    axes.set_xticks(range(len(names)), [name[-28:] for name in names], rotation=90, fontsize=5)
-    axes.set_ylabel("estimated cycles (target cost model)")
+        axes.barh(positions, values, left=left, color=colour, label=kind.upper())
+        left += values
+    axes.set_yticks(positions, names, fontsize=6)
+    axes.invert_yaxis()  # program order, top to bottom
+    axes.set_xlabel("estimated cycles (target cost model)")
     axes.set_title(title, fontsize=9)
     axes.legend(fontsize=7)
     return save(figure, path, dpi=110)

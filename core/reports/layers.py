@@ -10,8 +10,8 @@ from core.quantize.evaluation import SQNR_CAP_DB
 from core.reports.figures import new_figure, save
 
 
-def plot_layer_sqnr(per_layer: dict[str, float], path: str | Path, title: str) -> Path:
-    """A PNG bar chart of SQNR per layer, in the dict's (execution) order."""
+def plot_layer_sqnr(per_layer: dict[str, float], path: str | Path, title: str, y_label: str = f"SQNR (dB, capped at {SQNR_CAP_DB:g})") -> Path:
+    """A PNG bar chart of one figure per layer (SQNR unless `y_label` says otherwise), in the dict's (execution) order."""
     names, values = list(per_layer), [float(v) for v in per_layer.values()]
     figure = new_figure(max(6.0, 0.25 * len(names) + 2.0), 4.5)
     axes = figure.add_subplot()
@@ -19,7 +19,7 @@ def plot_layer_sqnr(per_layer: dict[str, float], path: str | Path, title: str) -
     axes.bar(positions, values, color="tab:blue")
     axes.plot(positions, values, color="tab:orange", marker=".", linewidth=1)
     axes.set_xticks(positions, names, rotation=90, fontsize=6)
-    axes.set_ylabel(f"SQNR (dB, capped at {SQNR_CAP_DB:g})")
+    axes.set_ylabel(y_label)
     axes.set_xlabel("layer (execution order)")
     axes.set_title(title)
     axes.grid(axis="y", alpha=0.3)

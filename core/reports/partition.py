@@ -100,6 +100,10 @@ def _draw_layers(axes, plan: PartitionPlan, ir: Ir, layout: _Layout) -> None:
 
 
 def plot_partition(plan: PartitionPlan, ir: Ir, path: str | Path) -> Path:
+    """The graph coloured by where each layer runs; when nothing runs on the accelerator, the host's
+    work instead (a graph of one colour says nothing)."""
+    if not any(group.target == ACCEL for group in plan.groups):
+        return plot_all_host(plan, path)
     layout = _layout(ir)
     figure = new_figure(max(6.0, 0.5 * layout.per_row + 2.0), max(3.0, 0.5 * sum(layout.heights) + 1.5))
     axes = figure.add_subplot()
@@ -120,4 +124,24 @@ def plot_partition(plan: PartitionPlan, ir: Ir, path: str | Path) -> Path:
     axes.set_yticks([])
     for side in ("top", "right", "left", "bottom"):
         axes.spines[side].set_visible(False)
+    return save(figure, path, dpi=110)
+
+
+def plot_all_host(plan: PartitionPlan, path: str | Path) -> Path:
+    """Every layer on the host: MACs per layer (execution order), coloured by why it stays there."""
+    groups = sorted(plan.groups, key=lambda group: group.index)
+    reasons = list(dict.fromkeys(group.reason for group in groups))
+    longest = max((len(group.layer) for group in groups), default=10)
+    figure = new_figure(6.5 + 0.055 * longest, max(3.0, 0.17 * len(groups) + 2.2))
+    axes = figure.add_subplot()
+    colours = {reason: f"C{index % 10}" for index, reason in enumerate(reasons)}
+    axes.barh(range(len(groups)), [max(group.macs, 1) for group in groups], color=[colours[group.reason] for group in groups])
+    axes.set_yticks(range(len(groups)), [f"{group.layer} ({group.operation})" for group in groups], fontsize=6)
+    axes.invert_yaxis()
+    axes.set_xscale("log")
+    axes.set_xlabel("multiply-accumulates per inference (log scale; 1 for layers without MACs)")
+    axes.legend(handles=[Line2D([], [], marker="s", linestyle="none", color=colours[reason], label=reason[:90]) for reason in reasons],
+                fontsize=6, loc="lower right")
+    total = sum(group.macs for group in groups)
+    axes.set_title(f"target {plan.target}: all {len(groups)} layers ({total:,} MACs) run on the host", fontsize=9)
     return save(figure, path, dpi=110)

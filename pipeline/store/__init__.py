@@ -13,6 +13,10 @@ other fsspec filesystem (s3://, gs://, memory://) the files are uploaded first
 and the manifest last, so the manifest is the commit marker, and entries are
 fetched into a local cache directory before a stage reads them.
 
+Each run records the entries it used in `<root>/.runs/<time>-<id>.json`; `python -m
+pipeline.store gc` (pipeline/store/gc.py) keeps what the newest runs and DVC's lock
+reference and removes the rest.
+
 A build directory is held by an exclusive lock on `<uuid>.lock` beside it for as long as
 its process lives, so the orphans of killed runs (no process holds their lock) are
 collected when a store is opened, while the builds of live concurrent runs are left alone.
@@ -25,6 +29,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,12 +41,40 @@ from fsspec.implementations.local import LocalFileSystem
 from pipeline.hashing import MANIFEST, file_digests, tree_digest
 
 TMP_DIR = ".tmp"
+RUNS_DIR = ".runs"  # one small JSON per run: the (stage, key) entries it used
 QUARANTINE_DIR = ".quarantine"  # damaged entries, moved aside (never served, never deleted unseen)
 LOCK_SUFFIX = ".lock"
 
 
 class StoreError(RuntimeError):
     pass
+
+
+# protocols whose fsspec backend this project declares as an installable extra
+EXTRAS = {"s3": ("s3fs", "make setup-s3"), "s3a": ("s3fs", "make setup-s3")}
+
+
+def open_filesystem(url: str, options: dict[str, Any] | None = None) -> tuple[Any, str]:
+    """fsspec's filesystem and root for `url` with `options` (store.options), or a StoreError that says
+    which package the protocol needs and how to install it."""
+    protocol = url.split("://", 1)[0] if "://" in url else "file"
+    try:
+        return fsspec.core.url_to_fs(url, **(options or {}))
+    except ImportError as error:
+        package, command = EXTRAS.get(protocol, (None, None))
+        if command:
+            hint = f"install the project's `{protocol}` extra: `{command}` (or `.venv/bin/pip install -r requirements-{protocol.rstrip('a')}.lock`)"
+        else:
+            hint = f"install the fsspec backend fsspec names for it ({error})"
+        needs = f"{package}, which is not installed" if package else "a package that is not installed"
+        raise StoreError(f"store.url={url}: the {protocol}:// protocol needs {needs}; {hint}") from None
+    except ValueError as error:
+        if "protocol" in str(error).lower():
+            raise StoreError(f"store.url={url}: fsspec knows no protocol {protocol!r} ({error}); use a directory or an fsspec URL "
+                             "such as s3://bucket/prefix") from None
+        raise
+    except TypeError as error:  # an option the filesystem does not take
+        raise StoreError(f"store.options={options}: {protocol}:// does not take these options ({error})") from None
 
 
 @dataclass(frozen=True)
@@ -61,9 +94,9 @@ class Artifact:
 
 
 class ArtifactStore:
-    def __init__(self, url: str, local_cache: Path | None = None):
+    def __init__(self, url: str, local_cache: Path | None = None, options: dict[str, Any] | None = None):
         self.url = url
-        self.fs, self.root = fsspec.core.url_to_fs(url)
+        self.fs, self.root = open_filesystem(url, options)
         self.is_local = isinstance(self.fs, LocalFileSystem)
         self.local_cache = Path(local_cache or tempfile.gettempdir()) / "store"
         self.notices: list[str] = []  # what the store healed (quarantined, collected), for the runner to say
@@ -177,6 +210,50 @@ class ArtifactStore:
         shutil.rmtree(build_dir, ignore_errors=True)
         self._release(build_dir)
 
+    # --- what runs used, for garbage collection --------------------------------
+    def record_run(self, stages: dict[str, str], origin: str) -> str:
+        """Note that a run used these entries ({stage: key}); the record's path."""
+        now = time.time()  # names sort by time, to the microsecond
+        name = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(now))}.{int(now * 1e6) % 1_000_000:06d}Z-{uuid.uuid4().hex[:8]}.json"
+        record = json.dumps({"time": time.time(), "origin": origin, "stages": stages}, indent=1, sort_keys=True) + "\n"
+        path = f"{self.root}/{RUNS_DIR}/{name}"
+        if self.is_local:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            partial = Path(path).with_suffix(".partial")
+            partial.write_text(record)
+            os.replace(partial, path)
+        else:
+            self.fs.pipe_file(path, record.encode())
+        return path
+
+    def run_records(self) -> list[tuple[str, dict[str, Any]]]:
+        """(path, record) of every readable run record, newest first."""
+        base = f"{self.root}/{RUNS_DIR}"
+        if not self.fs.exists(base):
+            return []
+        records = []
+        for path in sorted(self.fs.ls(base, detail=False), reverse=True):
+            try:
+                record = json.loads(self.fs.cat_file(path))
+            except (OSError, ValueError):
+                continue
+            if isinstance(record, dict) and isinstance(record.get("stages"), dict):
+                records.append((path, record))
+        return records
+
+    def manifest(self, stage: str, key: str) -> dict[str, Any] | None:
+        """An entry's manifest as stored (not verified against its files), or None."""
+        try:
+            return manifest_from(self.fs.cat_file(f"{self.root}/{stage}/{key}/{MANIFEST}"))
+        except OSError:
+            return None
+
+    def stages_present(self) -> list[str]:
+        if not self.fs.exists(self.root):
+            return []
+        return sorted(Path(path).name for path in self.fs.ls(self.root, detail=False)
+                      if not Path(path).name.startswith(".") and self.fs.isdir(path))
+
     def entries(self, stage: str) -> list[str]:
         """Keys present for a stage (for reports and tests)."""
         base = f"{self.root}/{stage}"
@@ -228,8 +305,15 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
     """The manifest, or None where there is none that could be a commit marker (absent, empty,
     cut short, not an object)."""
     try:
-        manifest = json.loads(Path(path).read_text())
-    except (FileNotFoundError, NotADirectoryError, ValueError, UnicodeDecodeError):
+        return manifest_from(Path(path).read_bytes())
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def manifest_from(content: bytes) -> dict[str, Any] | None:
+    try:
+        manifest = json.loads(content)
+    except (ValueError, UnicodeDecodeError):
         return None
     return manifest if isinstance(manifest, dict) and "files" in manifest else None
 

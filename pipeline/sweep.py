@@ -1,0 +1,160 @@
+"""Hydra sweeps (`python run.py -m calib.method=minmax,kl,mse`): what a job knows of its sweep,
+and the callback (conf/config.yaml's `hydra.callbacks`) that ends one: it closes the sweep's
+MLflow parent runs, prints one table of every job (its run, status, headline figures, or why it
+failed), writes it to `<sweep dir>/summary.md`, and exits non-zero when no job succeeded.
+It runs in the process that launched the sweep, whatever the launcher (basic, joblib, submitit)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import OverrideParseException
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from pipeline.tracking import SWEEP_ROLE_TAG, Sweep, check_tracking_server
+
+SUMMARY_FILE = "summary.md"
+JOB_LOG = "run.log"  # Hydra's per-job log (conf/config.yaml's job_logging): the stages' lines and the error
+# the figures a sweep is read by; each job's full set is in its MLflow run
+SUMMARY_METRICS = {"annotate.top1": "top-1", "annotate.sqnr_db_min": "SQNR dB",
+                   "simulate.end_point_agreement": "int==ann", "codegen.bitexact": "C exact"}
+
+
+def sweep_of(directory: str, job: int | None = None) -> Sweep:
+    """The sweep whose jobs write under `directory`: its id is the directory's digest, its overrides
+    those Hydra recorded in multirun.yaml (what varies)."""
+    overrides: tuple[str, ...] = ()
+    try:
+        recorded = yaml.safe_load((Path(directory) / "multirun.yaml").read_text()) or {}
+        overrides = varying(recorded.get("hydra", {}).get("overrides", {}).get("task", []))
+    except (OSError, yaml.YAMLError, AttributeError, OverrideParseException):
+        pass
+    return Sweep(id=hashlib.sha256(directory.encode()).hexdigest()[:12], directory=directory, overrides=overrides, job=job)
+
+
+def varying(overrides: list[str]) -> tuple[str, ...]:
+    """The overrides that make the sweep (`calib.method=minmax,kl`), not those every job shares."""
+    parsed = OverridesParser.create().parse_overrides([str(item) for item in overrides])
+    return tuple(override.input_line for override in parsed if override.is_sweep_override())
+
+
+# launchers that come with an extra: (the Hydra plugin module, the extra's install command)
+LAUNCHER_EXTRAS = {"submitit_local": ("hydra_plugins.hydra_submitit_launcher", "make setup-slurm"),
+                   "submitit_slurm": ("hydra_plugins.hydra_submitit_launcher", "make setup-slurm")}
+
+
+def missing_launcher(argv: list[str]) -> str | None:
+    """Why `hydra/launcher=<name>` cannot run here (its extra is not installed), or None."""
+    for argument in argv:
+        name = argument.split("=", 1)[1] if argument.startswith("hydra/launcher=") else None
+        if name in LAUNCHER_EXTRAS and importlib.util.find_spec(LAUNCHER_EXTRAS[name][0]) is None:
+            return (f"hydra/launcher={name} needs Hydra's submitit launcher, which is not installed; install the project's "
+                    f"`slurm` extra: `{LAUNCHER_EXTRAS[name][1]}` (or `.venv/bin/pip install -r requirements-slurm.lock`)")
+    return None
+
+
+def current_sweep() -> Sweep | None:
+    """This Hydra job's sweep, or None outside a multirun."""
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode != RunMode.MULTIRUN:
+        return None
+    return sweep_of(str(hydra_cfg.sweep.dir), job=hydra_cfg.job.num)
+
+
+def sweep_runs(tracking_uri: str, sweep: Sweep) -> tuple[list[Any], list[Any]]:
+    """(parent runs, job runs) of the sweep across every experiment, jobs in job order."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri)
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    runs = client.search_runs(experiments, filter_string=f"tags.sweep_id = '{sweep.id}'", max_results=5000) if experiments else []
+    parents = [run for run in runs if run.data.tags.get(SWEEP_ROLE_TAG) == "parent"]
+    jobs = sorted((run for run in runs if run.data.tags.get(SWEEP_ROLE_TAG) != "parent"),
+                  key=lambda run: int(run.data.tags.get("sweep_job", "0")))
+    return parents, jobs
+
+
+def summary_rows(jobs: list[Any], job_dirs: list[Path]) -> list[list[str]]:
+    """A row per job, tracked in MLflow or not: job, run, status, the summary metrics, why it failed."""
+    rows = []
+    for run in jobs:
+        metrics = run.data.metrics
+        rows.append([run.data.tags.get("sweep_job", "?"), run.info.run_name, run.info.status,
+                     *(f"{metrics[name]:.4g}" if name in metrics else "" for name in SUMMARY_METRICS),
+                     run.data.tags.get("error", "")])
+    tracked = {run.data.tags.get("sweep_job") for run in jobs}
+    for directory in job_dirs:  # a job refused before its run began (a bad value, a missing input)
+        if directory.name not in tracked:
+            rows.append([directory.name, "", "FAILED", *("" for _ in SUMMARY_METRICS), f"before any stage ran; its log: {directory / JOB_LOG}"])
+    return sorted(rows, key=lambda row: int(row[0]) if row[0].isdigit() else -1)
+
+
+def summary_table(rows: list[list[str]], tracked: int) -> Table:
+    """The figures as a table (narrow enough for a terminal); why jobs failed goes beneath it."""
+    table = Table(title=f"sweep: {len(rows)} job(s), {tracked} tracked in MLflow", title_justify="left")
+    for name in ["job", "run", "status", *SUMMARY_METRICS.values()]:
+        table.add_column(name, no_wrap=True)
+    for row in rows:
+        table.add_row(*row[:-1])
+    return table
+
+
+def summary_markdown(rows: list[list[str]]) -> str:
+    header = ["job", "run", "status", *SUMMARY_METRICS, "why it failed"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell.replace("|", "/").replace("\n", " ") for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _launcher_output(directory: Path) -> str:
+    """Where a launcher that runs jobs elsewhere (submitit) kept their console output."""
+    if (directory / ".submitit").is_dir():
+        return f"; their console output: {directory}/.submitit/<id>/<id>_0_log.err"
+    return ""
+
+
+def _job_dirs(directory: Path) -> list[Path]:
+    """Hydra's per-job directories (`<sweep dir>/<job number>`), made for every job that started."""
+    return sorted(path for path in directory.iterdir() if path.is_dir() and path.name.isdigit()) if directory.is_dir() else []
+
+
+class SweepSummary(Callback):
+    """Ends a sweep: parent runs closed, the jobs' table printed and saved, exit 1 if none succeeded."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        import mlflow
+
+        directory = Path(str(config.hydra.sweep.dir))
+        sweep = sweep_of(str(directory))
+        check_tracking_server(config.tracking_uri)
+        parents, jobs = sweep_runs(config.tracking_uri, sweep)
+        job_dirs = _job_dirs(directory)
+        job_count = len(set(path.name for path in job_dirs) | {run.data.tags.get("sweep_job") for run in jobs})
+        succeeded = sum(1 for run in jobs if run.info.status == "FINISHED")
+        rows = summary_rows(jobs, job_dirs)
+        markdown = summary_markdown(rows)
+        (directory / SUMMARY_FILE).write_text(markdown)
+        client = mlflow.tracking.MlflowClient(tracking_uri=config.tracking_uri)
+        for parent in parents:
+            client.log_text(parent.info.run_id, markdown, SUMMARY_FILE)
+            client.set_terminated(parent.info.run_id, "FINISHED" if succeeded else "FAILED")
+        console = Console(stderr=True, soft_wrap=True)
+        console.print(summary_table(rows, len(jobs)))
+        for row in rows:
+            if row[-1]:
+                console.print(escape(f"job {row[0]} {row[1]} failed: {row[-1]}"), highlight=False)
+        console.print(escape(f"{succeeded} of {job_count} job(s) succeeded; table in {directory / SUMMARY_FILE}; each job's log: "
+                             f"{directory}/<job>/{JOB_LOG}{_launcher_output(directory)}"), highlight=False)
+        if job_count and not succeeded:
+            raise SystemExit(1)
