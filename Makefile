@@ -17,7 +17,7 @@ $(INSTALLED): requirements.lock
 	touch $(INSTALLED)
 
 # Optional extras: `make setup-s3` (a store on S3: s3fs), `make setup-slurm` (Hydra's submitit launchers).
-setup-%: setup requirements-%.lock
+setup-s3 setup-slurm: setup-%: setup requirements-%.lock
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.lock -r requirements-$*.lock
 
 $(VENV)/.installed-test: $(INSTALLED) $(foreach extra,$(EXTRAS) test,requirements-$(extra).lock)
