@@ -1,4 +1,4 @@
-"""Orchestration: config schema, stage table, runner, store, tracking, DVC entry."""
+"""Orchestration: config schema, stage table, runner, store, tracking, sweeps, DVC entry, the console."""
 
 import logging
 import os

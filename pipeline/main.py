@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from pipeline.config import Config, to_plain
+from pipeline.hashing import one_reading_of_data
 from pipeline.preflight import preflight
 from pipeline.runner import RunSummary, Runner, StageResult, flat_metrics
 from pipeline.stages import Stage, stages_until
@@ -83,7 +84,7 @@ def run_pipeline(cfg: Config, *, sweep: Sweep | None = None, console: Console | 
     preflight(cfg, stages)
     store = open_store(cfg)
     summary = RunSummary(results=[])
-    with pipeline_run(cfg, sweep=sweep) as tracker:
+    with one_reading_of_data(), pipeline_run(cfg, sweep=sweep) as tracker:
         summary.mlflow_run_id = tracker.run_id
         try:
             with RichDisplay(console, label=f"job {sweep.job} " if sweep is not None and sweep.job is not None else "") as display:

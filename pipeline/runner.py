@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol
 
 from pipeline.code_version import code_version as closure_version
 from pipeline.config import Config, FileRef, select, to_plain
-from pipeline.hashing import canonical_json, path_digest, sha256_bytes
+from pipeline.hashing import canonical_json, data_digest, sha256_bytes
 from pipeline.quiet import native_notices_dropped
 from pipeline.resources import ResolvedFile, is_empty, resolve
 from pipeline.stages import Stage
@@ -160,7 +160,7 @@ def _key_material(value: Any) -> Any:
 def _field_material(spec: dataclasses.Field, value: Any) -> Any:
     """A field marked `content` (a data directory) counts by what it holds, not where it is."""
     if spec.metadata.get("content") and value and Path(value).exists():
-        return {"sha256": path_digest(Path(value))}
+        return {"sha256": data_digest(Path(value))}
     return _key_material(value)
 
 

@@ -43,7 +43,7 @@ from filelock import FileLock
 from core.reports.series import SERIES_DIR, read_series
 from pipeline.config import Config, flatten, to_plain
 from pipeline.code_version import PROJECT_ROOT
-from pipeline.hashing import canonical_json, path_digest, sha256_bytes
+from pipeline.hashing import canonical_json, data_digest, sha256_bytes
 from pipeline.runner import RunSummary, StageResult
 
 REPORT_SUFFIXES = (".md", ".json", ".svg", ".txt")  # pictures (.png) go to the root
@@ -191,7 +191,7 @@ def log_datasets(cfg: Config) -> None:
         with warnings.catch_warnings():  # MLflow registers its local source twice and warns that it is ambiguous
             warnings.simplefilter("ignore", UserWarning)
             source = resolve_dataset_source(str(Path(data.path).resolve()))
-        content = path_digest(Path(data.path))
+        content = data_digest(Path(data.path))
     else:  # a data set the code makes (the built-in digits): its kind and the split settings say which
         content, source = f"builtin:{data.kind.value}", CodeDatasetSource({"builtin": data.kind.value})
     for context, split, limit in (("calibration", data.calib_split, cfg.calib.num_images), ("evaluation", data.eval_split, data.eval_num_images)):

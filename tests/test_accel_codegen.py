@@ -7,6 +7,7 @@ and the codegen stage on the default model for both accelerator targets."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from PIL import Image
 from rich.console import Console
 
 from conftest import PROJECT_ROOT, compose
@@ -317,6 +319,13 @@ def test_the_default_model_on_both_accelerator_targets_is_bit_exact(digits_works
         assert isinstance(decoded[-1], Finish) and f"{len(decoded)} instructions" in text
         # the binary is what the program embeds and runs
         assert f"{target}_func_{function}_program[{len(binary)}]" in (directory / "program.c").read_text()
+    # the cycles per layer as data (DVC plots, MLflow steps) add up to the program's estimate; the picture's
+    # bars are horizontal, each layer's whole name beside its bar
+    cycles = json.loads((directory / "series" / "cycles.json").read_text())
+    assert [row["layer_index"] for row in cycles] == list(range(len(cycles))) and len(cycles) >= results["partition"].metrics["layers_accel"]
+    assert sum(row["cycles"] for row in cycles) <= metrics["accel_cycles"]
+    picture = json.loads(Image.open(directory / "cycles.png").text["Description"])
+    assert picture[0]["x"].startswith("estimated cycles") and picture[0]["y"] == ""
 
 
 def test_a_target_name_that_is_no_c_identifier_names_its_functions_by_a_sanitized_form(digits_workspace):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from conftest import PROJECT_ROOT
 from pipeline.params import CalibMethod
@@ -52,3 +54,50 @@ def test_shell_completion_offers_every_choice_of_a_typed_value(line, expected):
 def test_the_bash_completion_script_installs():
     completed = _run_py("-sc", "install=bash")
     assert completed.returncode == 0 and "hydra_bash_completion" in completed.stdout
+
+
+@pytest.fixture(scope="module")
+def digits_console_run(tmp_path_factory, model_cache):
+    """`python run.py` on the default model as a user runs it, in its own store, MLflow and run directory."""
+    root = tmp_path_factory.mktemp("console")
+    completed = _run_py(f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{root / 'mlflow.db'}",
+                        f"hydra.run.dir={root / 'run'}", f"export_dir={root / 'export'}")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return root, completed
+
+
+def test_a_run_ends_with_a_short_table_and_writes_every_metric_to_its_directory(digits_console_run):
+    root, completed = digits_console_run
+    output = completed.stdout + completed.stderr
+    metrics = json.loads((root / "run" / "metrics.json").read_text())
+    assert f"all {len(metrics)} metrics: {root / 'run' / 'metrics.json'}" in output
+    table = output[output.index(" stage "):]
+    for stage in STAGE_NAMES:  # one row per stage: ran, and its headline figures
+        row = next(line for line in table.splitlines() if line.strip().startswith(f"{stage} "))
+        assert " ran " in row, row
+    assert f"top1 {metrics['annotate.top1']:.4g}" in table and "bitexact 1" in table
+    assert "annotate.top1 =" not in output  # no dump of every metric
+    assert "import: key" in (root / "run" / "run.log").read_text()  # the same lines through logging, in Hydra's run.log
+
+
+def test_tensorflow_and_mlflow_start_up_noise_stays_off_the_console(digits_console_run):
+    _, completed = digits_console_run
+    output = completed.stdout + completed.stderr
+    for noise in ("absl::InitializeLog", "oneDNN custom operations", "mlflow.store.db.utils", "Creating initial MLflow database"):
+        assert noise not in output, noise
+
+
+def _picture_text(path: Path) -> list[dict]:
+    return json.loads(Image.open(path).text["Description"])
+
+
+def test_the_pictures_say_what_they_plot(digits_console_run):
+    """Read from each PNG's text chunk (what its axes say), as the run wrote it."""
+    export = digits_console_run[0] / "export"
+    agreement = _picture_text(export / "simulate" / "layer_agreement.png")
+    assert agreement[0]["y"].startswith("fraction of elements equal") and "SQNR" not in agreement[0]["y"]
+    partition = _picture_text(export / "partition" / "partition.png")  # tf2ir has no accelerator: the host's work, not dots
+    assert "all 8 layers" in partition[0]["title"] and "run on the host" in partition[0]["title"]
+    assert "multiply-accumulates" in partition[0]["x"]
+    histograms = _picture_text(export / "calibrate" / "histograms.png")
+    assert len(histograms) == len(json.loads((export / "calibrate" / "histograms" / "index.json").read_text()))  # one per histogram

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.hashing import file_digests, tree_digest
+from pipeline.hashing import data_digest, file_digests, one_reading_of_data, path_digest, tree_digest
 from conftest import PROJECT_ROOT
 from pipeline.store import ArtifactStore
 from pipeline.store.gc import plan_gc, run_gc
@@ -180,3 +180,18 @@ def test_gc_cli_dry_run_removes_nothing(tmp_path):
     completed = subprocess.run([sys.executable, "-m", "pipeline.store", "gc", "--store", str(tmp_path / "store")],
                                cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
     assert completed.returncode == 0 and "removed 1 entry" in completed.stdout and store.entries("import") == []
+
+
+def test_a_data_set_is_read_once_per_run_and_again_by_the_next(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "batch").write_bytes(b"first images")
+    first = path_digest(data)
+    with one_reading_of_data():
+        assert data_digest(data) == first
+        (data / "batch").write_bytes(b"other images")
+        assert data_digest(tmp_path / "." / "data") == first  # remembered within the run, whatever the spelling
+    changed = data_digest(data)
+    assert changed == path_digest(data) != first  # outside a run, and in the next one, read again
+    with one_reading_of_data():
+        assert data_digest(data) == changed
