@@ -60,7 +60,8 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         params.data.kind.value, params.data.path, params.data.calib_split, to_plain(params.model.preprocess),
         limit=calib.num_images, holdout_fraction=params.data.holdout_fraction, seed=params.data.split_seed, budget=budget,
     )
-    batch = budget.batch_size(calib.batch_size, check_activations(budget, float_graph.activation_bytes(), "calibrate"),
+    # two batches in memory: the graph computing one while the previous one's histograms are counted
+    batch = budget.batch_size(calib.batch_size, 2 * check_activations(budget, float_graph.activation_bytes(), "calibrate"),
                               "calibration")
     if batch < calib.batch_size:
         ctx.log(f"calibrating in batches of {batch} images, not calib.batch_size={calib.batch_size}: {BUDGET_KEY} holds no more")

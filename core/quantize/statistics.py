@@ -1,18 +1,28 @@
-"""Calibration statistics computed inside the TensorFlow graph.
+"""Calibration statistics beside the TensorFlow graph: per-image extrema and histograms.
 
-Fetching every quantized activation out of TensorFlow costs many times the
-inference itself (measured on mbv1_cifar10: 1.41 s vs 0.11 s for 256 images),
-so the per-batch reductions run as graph ops next to the tensors they observe:
-per-image max |x|, min, max, and a histogram of |x| over [0, the batch's
-absmax]. Only these small results leave the graph; `TensorStatistics.merge`
-folds each batch's histogram into the running one, re-binning by overlap when
-the range grows, exactly as a streamed `update` would.
+Each batch is one graph execution fetching every observed tensor (measured on mbv1_cifar10:
+fetching all 30 costs 3-7% over the inference alone; TensorFlow's own reductions next to
+them cost 25-35%, its histogram ops 150-250%: abs, scale, cast, clip and bincount are five
+passes over each tensor). Here a tensor's per-image max and min are numpy's vectorized
+reductions and its histogram of |x| over [0, the batch's absmax] one compiled pass
+(`magnitude_histogram`, numba), on a thread pool while TensorFlow computes the next batch,
+one task per tensor. The arithmetic is the graph's own float32 one (bin =
+trunc(|x| * float32(num_bins / absmax)), clipped to the last bin), so the numbers are those
+the in-graph reduction gave (tests/test_statistics.py compares the two on real models).
+`TensorStatistics.merge` folds each batch into the running histogram in batch order.
+
+What limits it: the histogram's scattered increments, about 1 ns per element on one core
+(mbv1_cifar10 observes 0.87 M elements per 128x128 image), and the extra memory of a batch
+in flight (a calibrating stage budgets two batches of activations).
 """
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from core.frontend.graph import Graph
@@ -20,17 +30,122 @@ from core.frontend.tf_runtime import GraphRunner
 from core.quantize.calibration.build import CalibrationError
 from core.quantize.calibration.histogram import TensorStatistics
 
-FETCHES_PER_TENSOR = 4  # per-image absmax, min, max, counts
+SUB_HISTOGRAMS = 4  # interleaved counters: consecutive equal bins (a ReLU's zeros) do not wait on each other
+
+
+@numba.njit(cache=True, nogil=True)
+def _count_bins(values, scale, num_bins):  # pragma: no cover  (compiled; tested through magnitude_histogram)
+    counters = np.zeros(SUB_HISTOGRAMS * num_bins, np.uint32)
+    last, stride = np.uint32(num_bins - 1), np.uint32(num_bins)
+    flat = values.ravel()
+    whole = flat.size - flat.size % SUB_HISTOGRAMS
+    for start in range(0, whole, SUB_HISTOGRAMS):  # unsigned indices: no negative-index wraparound checks
+        for lane in range(SUB_HISTOGRAMS):
+            counters[min(np.uint32(abs(flat[start + lane]) * scale), last) + np.uint32(lane) * stride] += np.uint32(1)
+    for position in range(whole, flat.size):
+        counters[min(np.uint32(abs(flat[position]) * scale), last)] += np.uint32(1)
+    counts = np.zeros(num_bins, np.int64)
+    for lane in range(SUB_HISTOGRAMS):
+        counts += counters[lane * num_bins : (lane + 1) * num_bins]
+    return counts
+
+
+def magnitude_histogram(values: np.ndarray, absmax: float, num_bins: int) -> np.ndarray:
+    """Counts (int64) of |values| (float32, finite, |x| <= absmax) in `num_bins` bins over [0, absmax],
+    binned as the graph did: trunc(|x| * float32(num_bins / max(absmax, the smallest normal float32)))."""
+    if values.size >= 2**32:
+        raise ValueError(f"{values.size} values in one histogram: more than its uint32 counters hold")
+    scale = np.float32(num_bins) / np.maximum(np.float32(absmax), np.finfo(np.float32).tiny)
+    if not np.isfinite(scale):  # absmax so small (< 2^-115) that the scale overflows: every value is ~0
+        counts = np.zeros(num_bins, np.int64)
+        counts[0] = values.size
+        return counts
+    return _count_bins(np.ascontiguousarray(values, dtype=np.float32), scale, num_bins)
 
 
 @dataclass
-class BatchObservation:
-    per_image_absmax: np.ndarray  # [N]: non-finite where an image produced NaN/Inf
-    statistics: TensorStatistics  # this batch alone
+class TensorObservation:
+    """One tensor in one batch: its extrema per image and, when they are finite, its histogram."""
+
+    per_image_max: np.ndarray  # [N]
+    per_image_min: np.ndarray  # [N]
+    size: int
+    counts: np.ndarray | None  # None when an image holds NaN/Inf
+
+    @property
+    def per_image_absmax(self) -> np.ndarray:
+        return np.maximum(self.per_image_max, -self.per_image_min)  # negation is exact: the graph's max(|x|)
 
 
-def add_statistics_ops(runner: GraphRunner, tensors: list[str], num_bins: int) -> list[str]:
-    """Fetch names, FETCHES_PER_TENSOR per tensor in `tensors` order."""
+def observe_tensor(values: np.ndarray, num_bins: int) -> TensorObservation:
+    """Per-image max and min (numpy's vectorized reductions; NaN propagates into them), then the
+    histogram of |x| over [0, the batch's absmax]."""
+    values = np.asarray(values, dtype=np.float32).reshape(len(values), -1)
+    highest, lowest = values.max(axis=1), values.min(axis=1)
+    absmax = float(np.max(np.maximum(highest, -lowest)))
+    counts = magnitude_histogram(values, absmax, num_bins) if np.isfinite(absmax) else None
+    return TensorObservation(highest, lowest, values.size, counts)
+
+
+class StatisticsCollector:
+    """Observes `tensors` of `graph` batch by batch: one graph execution per batch, fetching the
+    tensors (TensorFlow hands them over without copying), their extrema and histograms computed on
+    `workers` threads while the graph runs the next batch; memory constant in the image count (two
+    batches of the observed tensors at most)."""
+
+    def __init__(self, graph: Graph, tensors: list[str], num_bins: int, source: str, workers: int | None = None):
+        self.tensors, self.num_bins, self.source = tensors, num_bins, source
+        self.stats = {tensor: TensorStatistics(num_bins) for tensor in tensors}
+        self.runner = GraphRunner(graph)
+        self.pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1, thread_name_prefix="statistics")
+        self.seen = 0
+
+    def observe(self, images: np.ndarray, batch_size: int, progress=None) -> None:
+        """Fold `images` in, `batch_size` per graph execution; `progress(seen, total)` after each batch."""
+        pending: list[list[Future]] = []
+        total = self.seen + len(images)
+        for values in self.runner.batches(self.tensors, images, batch_size):
+            pending.append([self.pool.submit(observe_tensor, tensor_values, self.num_bins) for tensor_values in values])
+            if len(pending) == 2:  # the graph has computed the next batch: fold the previous one in
+                self._merge([future.result() for future in pending.pop(0)], progress, total)
+        while pending:
+            self._merge([future.result() for future in pending.pop(0)], progress, total)
+
+    def _merge(self, batch: list[TensorObservation], progress, total: int) -> None:
+        for tensor, observed in zip(self.tensors, batch):
+            bad = ~np.isfinite(observed.per_image_absmax)
+            if observed.counts is None or bad.any():
+                raise CalibrationError(
+                    f"calibration image {self.seen + int(np.argmax(bad))} of {self.source}: tensor {tensor} has "
+                    f"NaN/Inf values; check the data and the model's preprocessing"
+                )
+            scalars = {"num_bins": self.num_bins, "count": observed.size, "min": float(np.min(observed.per_image_min)),
+                       "max": float(np.max(observed.per_image_max)), "absmax": float(np.max(observed.per_image_absmax))}
+            self.stats[tensor].merge(TensorStatistics.from_dict(scalars, observed.counts))
+        self.seen += len(batch[0].per_image_max) if batch else 0
+        if progress is not None:
+            progress(self.seen, total)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.runner.close()
+
+
+def collect_statistics(graph: Graph, tensors: list[str], images: np.ndarray, batch_size: int, num_bins: int,
+                       source: str, progress) -> dict[str, TensorStatistics]:
+    if len(images) == 0:
+        raise CalibrationError(f"{source}: the calibration data set is empty")
+    collector = StatisticsCollector(graph, tensors, num_bins, source)
+    try:
+        collector.observe(images, batch_size, progress)
+    finally:
+        collector.close()
+    return collector.stats
+
+
+def in_graph_statistics(graph: Graph, tensors: list[str], images: np.ndarray, batch_size: int, num_bins: int) -> dict[str, TensorStatistics]:
+    """The reference path (what calibrate ran until the compiled histogram): every reduction and the
+    histogram as TensorFlow ops, per batch, merged in order; 2-4x slower, the same numbers."""
 
     def build(tf_graph):
         import tensorflow as tf
@@ -41,66 +156,20 @@ def add_statistics_ops(runner: GraphRunner, tensors: list[str], num_bins: int) -
             magnitudes = tf.abs(values)
             per_image = tf.reduce_max(tf.reshape(magnitudes, [tf.shape(values)[0], -1]), axis=1)
             absmax = tf.reduce_max(per_image)
-            # NaN bins are clipped into range so bincount never fails; the caller rejects the batch
             bins = tf.cast(magnitudes * (num_bins / tf.maximum(absmax, np.finfo(np.float32).tiny)), tf.int32)
             bins = tf.clip_by_value(tf.reshape(bins, [-1]), 0, num_bins - 1)
-            counts = tf.math.bincount(bins, minlength=num_bins, maxlength=num_bins)
-            fetches += [per_image, tf.reduce_min(values), tf.reduce_max(values), counts]
+            fetches += [absmax, tf.reduce_min(values), tf.reduce_max(values),
+                        tf.math.bincount(bins, minlength=num_bins, maxlength=num_bins), tf.size(values)]
         return fetches
 
-    return runner.extend(build)
-
-
-def observations(values: list[np.ndarray], tensors: list[str], num_bins: int) -> dict[str, BatchObservation]:
-    """One batch's fetched values, as statistics per tensor."""
-    result = {}
-    for position, tensor in enumerate(tensors):
-        per_image, lowest, highest, counts = values[FETCHES_PER_TENSOR * position : FETCHES_PER_TENSOR * (position + 1)]
-        scalars = {"num_bins": num_bins, "count": int(counts.sum()), "min": float(lowest), "max": float(highest),
-                   "absmax": float(np.max(per_image))}
-        result[tensor] = BatchObservation(per_image, TensorStatistics.from_dict(scalars, counts))
-    return result
-
-
-class StatisticsCollector:
-    """Observes `tensors` of `graph` batch by batch, reduced inside the graph
-    (the ops above): one graph execution per batch, memory constant in the image count."""
-
-    def __init__(self, graph: Graph, tensors: list[str], num_bins: int, source: str):
-        self.tensors, self.num_bins, self.source = tensors, num_bins, source
-        self.stats = {tensor: TensorStatistics(num_bins) for tensor in tensors}
-        self.runner = GraphRunner(graph)
-        self.fetches = add_statistics_ops(self.runner, tensors, num_bins)
-        self.seen = 0
-
-    def observe(self, images: np.ndarray, batch_size: int) -> None:
-        for values in self.runner.batches(self.fetches, images, batch_size):
-            for tensor, observed in observations(values, self.tensors, self.num_bins).items():
-                bad = ~np.isfinite(observed.per_image_absmax)
-                if bad.any():
-                    raise CalibrationError(
-                        f"calibration image {self.seen + int(np.argmax(bad))} of {self.source}: tensor {tensor} has "
-                        f"NaN/Inf values; check the data and the model's preprocessing"
-                    )
-                self.stats[tensor].merge(observed.statistics)
-            self.seen += len(values[0])
-
-    def close(self) -> None:
-        self.runner.close()
-
-
-def collect_statistics(graph: Graph, tensors: list[str], images: np.ndarray, batch_size: int, num_bins: int,
-                       source: str, progress) -> dict[str, TensorStatistics]:
-    if len(images) == 0:
-        raise CalibrationError(f"{source}: the calibration data set is empty")
-    collector = StatisticsCollector(graph, tensors, num_bins, source)
-    try:
-        for start in range(0, len(images), batch_size):
-            collector.observe(images[start : start + batch_size], batch_size)
-            progress(collector.seen, len(images))
-    finally:
-        collector.close()
-    return collector.stats
+    stats = {tensor: TensorStatistics(num_bins) for tensor in tensors}
+    with GraphRunner(graph) as runner:
+        for values in runner.batches(runner.extend(build), images, batch_size):
+            for position, tensor in enumerate(tensors):
+                absmax, lowest, highest, counts, size = values[5 * position : 5 * position + 5]
+                scalars = {"num_bins": num_bins, "count": int(size), "min": float(lowest), "max": float(highest), "absmax": float(absmax)}
+                stats[tensor].merge(TensorStatistics.from_dict(scalars, counts))
+    return stats
 
 
 def channel_statistics(graph: Graph, tensors: list[str], images: np.ndarray, batch_size: int) -> dict[str, dict[str, np.ndarray]]:
