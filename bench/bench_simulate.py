@@ -5,8 +5,10 @@
 Builds the TF2IR IR of mbv1_cifar10 (../shared) with its own QAT ranges, then
 times one batch of CIFAR-10 test images through (a) TensorFlow running the
 original QAT frozen graph and (b) the integer simulator running the IR, both
-warmed up, best of `repeats`. The budget is 1.5x. Also prints each layer
-kind's share of the simulation time, which is what limits it.
+warmed up, best of `repeats`; (c) the reference path (every layer's reference
+kernel) once. The budget is 1.5x. Checks that the simulator's every layer equals
+the reference path's, and prints each layer kind's share of the simulation
+time, which is what limits it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import argparse
 import sys
 import time
 from collections import defaultdict
+
+import numpy as np
 
 from mbv1 import cifar_images, float_graph, qat_graph  # the real model and data, from ../shared
 
@@ -48,7 +52,8 @@ def main() -> int:
     folded_float, ranges = float_graph(qat)
     layer_graph = group_layers(folded_float)
     table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir"), CalibrationSettings(), None, ranges)
-    simulator = IntegerSimulator(build_ir(layer_graph, table))
+    ir = build_ir(layer_graph, table)
+    simulator, reference = IntegerSimulator(ir), IntegerSimulator(ir, reference=True)
     images = cifar_images("test_batch", args.batch)
 
     with GraphRunner(qat) as runner:
@@ -56,21 +61,28 @@ def main() -> int:
         integer = lambda: simulator.run(images)  # noqa: E731
         tensorflow(), integer()  # warm-up
         tf_seconds, int_seconds = best_of(args.repeats, tensorflow), best_of(args.repeats, integer)
+    started = time.perf_counter()
+    expected = reference.run(images, keep_all=True)
+    reference_seconds = time.perf_counter() - started
+    got = simulator.run(images, keep_all=True)
+    same = all(np.array_equal(got[name], expected[name]) for name in expected)
 
     per_kind: dict[str, float] = defaultdict(float)
     values = {"input": quantize(images, simulator.input_log2scale)}
     for layer in simulator.ir.layers:
         started = time.perf_counter()
-        values[layer.name] = OPS[layer.operation].kernel(layer, simulator.ir.params.get(layer.name, {}),
+        values[layer.name] = OPS[layer.operation].simulator_kernel(layer, simulator.ir.params.get(layer.name, {}),
                                                          [values[name] for name in layer.previous_layer])
         per_kind[layer.operation] += time.perf_counter() - started
     print(f"batch {args.batch}, best of {args.repeats}")
     print(f"TensorFlow, QAT graph (float): {1000 * tf_seconds:8.1f} ms")
     print(f"integer simulator (IR):        {1000 * int_seconds:8.1f} ms")
     print(f"ratio {int_seconds / tf_seconds:.2f} (budget {BUDGET})")
+    print(f"reference path (every layer's reference kernel): {1000 * reference_seconds:8.1f} ms, ratio {reference_seconds / tf_seconds:.2f}")
+    print(f"every layer's output identical to the reference path's ({len(expected) - 1} layers, {len(images)} images): {'yes' if same else 'NO'}")
     total = sum(per_kind.values())
     print("simulation time by operation: " + ", ".join(f"{op} {100 * t / total:.0f}%" for op, t in sorted(per_kind.items(), key=lambda kv: -kv[1])))
-    return 0 if int_seconds / tf_seconds <= BUDGET else 1
+    return 0 if same and int_seconds / tf_seconds <= BUDGET else 1
 
 
 if __name__ == "__main__":

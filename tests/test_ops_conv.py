@@ -178,6 +178,19 @@ def test_kernel_is_bit_identical_to_tf_float_conv_with_the_specs_rounding(op, ar
     assert fields["load_bias"] is case["has_bias"] and fields["activation_type"] == case["activation"]
 
 
+@pytest.mark.parametrize("op", ["conv", "dwconv"])
+@FAST
+@given(data=st.data(), extreme=st.booleans())
+def test_the_fast_kernel_computes_the_reference_kernels_integers(op, data, extreme):
+    """The simulator's compiled / im2col-free kernels against the reference, on random layers
+    and on inputs at the int8 extremes (the accumulator bound's worst case)."""
+    case = data.draw(conv_cases(op))
+    record, params, x = _run_case(op, case)
+    if extreme:
+        x = np.where(x >= 0, 127, -128).astype(np.int8)
+    np.testing.assert_array_equal(OPS[op].fast_kernel(record, params, [x]), OPS[op].kernel(record, params, [x]))
+
+
 def _fields(size, cin, cout, kernel, *, shift, bias_shift, load_bias, activation, output_log2scale, stride=1, pad=0):
     out = (size + 2 * pad - kernel) // stride + 1
     return {

@@ -160,7 +160,10 @@ class IrOp:
     params(layer, ctx): its int8 constants by kind (param_kinds: "weight", "bias", "table") in the
         IR's layouts.
     kernel(record, params, inputs): the int8 output for int8 NHWC input batches (`inputs` in the
-        record's operands() order), exactly as the hardware computes it.
+        record's operands() order), exactly as the hardware computes it: the reference path.
+    fast_kernel: the same integers by a faster route where a bound proves it exact (compiled
+        integer loops), which the simulator runs; None where the reference is the fast one.
+        Tests compare the two on every operation and on real models.
     input_kinds: the .npy names of its inputs in the IR's test tensors (input_kind).
     float_variant: the operation a layer of this one becomes when calibration keeps it in float
         (calib.keep_float: the table's float_layers), or None if it cannot be kept in float."""
@@ -175,6 +178,11 @@ class IrOp:
     input_kinds: tuple[str, ...] = ("input",)
     param_kinds: tuple[str, ...] = ()  # the kinds `params` returns: params/<layer>_<kind>.npy
     float_variant: str | None = None
+    fast_kernel: Kernel | None = None
+
+    @property
+    def simulator_kernel(self) -> Kernel:
+        return self.fast_kernel or self.kernel
 
     def input_kind(self, position: int, operands: int) -> str:
         """The test tensor name of input `position` of a layer with `operands` inputs: its
