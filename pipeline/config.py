@@ -20,6 +20,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from core.backends.accel.target import AcceleratorError, AcceleratorSpec, accelerator_of
+from core.backends.c.build import DEFAULT_CFLAGS, cflag_errors
 from core.data.datasets import CIFAR10_BATCHES
 from pipeline.params import CalibMethod, DataKind, ModelFormat, Pow2Rounding, Relu6Equalization, Resize, Task, WeightMethod, to_plain
 from pipeline.stages import STAGE_NAMES
@@ -178,6 +179,14 @@ class StoreConfig:
 
 
 @dataclass
+class CodegenConfig:
+    # the C compiler's optimization and instruction-set flags for the host program (codegen stage);
+    # [-O3, -march=native] builds for the machine that compiles it: its AVX2 / AVX-512 VNNI int8
+    # microkernels (core/backends/c/runtime/qt_gemm.h), a binary that may not run on an older CPU
+    cflags: list[str] = field(default_factory=lambda: list(DEFAULT_CFLAGS))
+
+
+@dataclass
 class Config:
     model: ModelConfig = MISSING
     data: DataConfig = MISSING
@@ -187,6 +196,7 @@ class Config:
     store: StoreConfig = field(default_factory=StoreConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     sensitivity: SensitivityConfig = field(default_factory=SensitivityConfig)
+    codegen: CodegenConfig = field(default_factory=CodegenConfig)
     tracking_uri: str = "sqlite:///mlflow.db"
     export_dir: Optional[str] = None
     # stop after this stage (a stage name), e.g. to iterate on calibration only
@@ -235,6 +245,8 @@ def validate(cfg: DictConfig) -> Config:
             if getattr(typed.data, key) not in CIFAR10_BATCHES:
                 raise ConfigError(f"data.{key}={getattr(typed.data, key)!r}: not a CIFAR-10 batch; choose one of {', '.join(CIFAR10_BATCHES)}")
     _check_auto(typed)
+    for error in cflag_errors(typed.codegen.cflags):
+        raise ConfigError(error)
     target = typed.target
     for applies, message in TARGET_RULES:
         if applies(target):

@@ -125,7 +125,7 @@ STAGES: tuple[Stage, ...] = (
         name="codegen",
         entry="stages.codegen:run",
         inputs=("emit_ir", "partition"),
-        params=("data", "model.preprocess", "target.name"),
+        params=("data", "model.preprocess", "target.name", "codegen"),
         description="C99 for the host and instruction streams for the accelerator, compiled with the ISA simulator, "
                     "bit-exact against the integer simulator",
         headline=("bitexact", "constant_bytes", "arena_bytes", "accel_cycles", "accel_instructions"),

@@ -8,8 +8,10 @@ host C program that packs, unpacks, runs the host layers and drives each functio
 reference ISA simulator (core/backends/accel/runtime/qt_isa.h). The artifact is program.c, its
 headers and those streams.
 
-The program is compiled here with `cc -O2 -std=c99 -Wall -Werror -ffp-contract=off`; a compiler refusal fails the
-stage with its diagnostics. The binary then runs on the IR's test image (the network input
+The program is compiled here with `cc <codegen.cflags> -std=c99 -Wall -Werror -ffp-contract=off` (cflags default
+-O2, a binary for any x86-64; -O3 -march=native one for this host, with its AVX2 or AVX-512 VNNI int8 microkernels);
+a compiler refusal fails the stage with its diagnostics. `int8_simd` says which conv microkernels the build took
+(0 portable C, 1 AVX2, 2 AVX-512 VNNI). The binary then runs on the IR's test image (the network input
 emit_ir stored) and on the first EVAL_IMAGES evaluation images (quantized as IntegerSimulator
 does), and every end point of every image must equal the simulator's: `bitexact` is the
 fraction of images that do, and anything below 1.0 fails the stage, naming the first layer
@@ -34,7 +36,7 @@ import numpy as np
 
 from core.backends.accel.cost import CostModel
 from core.backends.accel.partition import PartitionPlan
-from core.backends.c.build import CC_COMMAND, compile_program, first_difference, run_program
+from core.backends.c.build import INT8_SIMD_PATHS, compile_program, compiler_command, first_difference, run_program
 from core.backends.c.emitter import CodegenError
 from core.backends.c.program import PROGRAM_FILE
 from core.backends.program import NetworkProgram, generate_program
@@ -73,10 +75,11 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
                             holdout_fraction=data.holdout_fraction, seed=data.split_seed)
     eval_inputs = quantize(evaluation.images, ir.input_log2scale)
     images = np.concatenate([test_input[np.newaxis], eval_inputs])
-    checked = build_and_check(ir, program, program_c, images, len(eval_inputs), ctx)
+    compiler = compiler_command(params.codegen.cflags)
+    checked = build_and_check(ir, program, program_c, images, len(eval_inputs), compiler, ctx)
     report = {
         "program": PROGRAM_FILE,
-        "compiler": list(CC_COMMAND),
+        "compiler": list(compiler),
         "symbols": program.symbols,
         "input_shape": list(program.input_shape),
         "end_points": [{"layer": name, "shape": list(program.shapes[name])} for name in program.end_points],
@@ -97,7 +100,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
             f"{checked.latency_ms:.3f} ms per image")
     return {"bitexact": checked.bitexact, "images": len(images), "latency_ms_per_image": checked.latency_ms,
             "c_source_bytes": program.source_bytes, "constant_bytes": program.constant_bytes, "arena_bytes": program.arena_bytes,
-            "compile_s": checked.compile_s, **accel_metrics}
+            "compile_s": checked.compile_s, "int8_simd": checked.int8_simd, **accel_metrics}
 
 
 CYCLE_COLUMNS = ("cycles", "cycles_load", "cycles_gemm", "cycles_alu", "cycles_store")
@@ -127,30 +130,32 @@ class Checked:
     compile_s: float
     timings: list[float]  # seconds in run_network over the evaluation images, per run
     latency_ms: float  # the best run, per evaluation image
+    int8_simd: int  # the conv microkernels the build took (INT8_SIMD_PATHS)
 
 
-def build_and_check(ir: Ir, program: NetworkProgram, program_c: Path, images: np.ndarray, evaluation: int, ctx) -> Checked:
-    """Compile, run on `images` (the test image first, then `evaluation` images), compare every
-    end point with the simulator's (CodegenMismatch naming the first differing layer), time."""
+def build_and_check(ir: Ir, program: NetworkProgram, program_c: Path, images: np.ndarray, evaluation: int,
+                    compiler: tuple[str, ...], ctx) -> Checked:
+    """Compile with `compiler`, run on `images` (the test image first, then `evaluation` images), compare
+    every end point with the simulator's (CodegenMismatch naming the first differing layer), time."""
     with tempfile.TemporaryDirectory(prefix="qt-codegen-") as work:
         work = Path(work)
         started = time.perf_counter()
-        binary = compile_program(program_c, work / "network")
+        binary = compile_program(program_c, work / "network", compiler=compiler)
         compile_s = time.perf_counter() - started
-        ctx.log(f"compiled with {' '.join(CC_COMMAND)} in {compile_s:.1f} s")
         ctx.progress(1, 3)
         expected = IntegerSimulator(ir).run_int8(images)
         result = run_program(binary, program, images, work / "run")
+        ctx.log(f"compiled with {' '.join(compiler)} in {compile_s:.1f} s: conv on {INT8_SIMD_PATHS[result.int8_simd]} microkernels")
         matches = np.ones(len(images), dtype=bool)
         for name in program.end_points:
             ours, theirs = result.outputs[name], expected[name].reshape(result.outputs[name].shape)
             matches &= (ours == theirs).reshape(len(images), -1).all(axis=1)
         ctx.progress(2, 3)
         if not matches.all():
-            raise CodegenMismatch(explain_mismatch(ir, program, program_c, images, matches, work))
+            raise CodegenMismatch(explain_mismatch(ir, program, program_c, images, matches, compiler, work))
         timings = [run_program(binary, program, images[1:], work / "time").seconds for _ in range(TIMING_RUNS)]
         ctx.progress(3, 3)
-    return Checked(float(matches.mean()), compile_s, timings, 1000.0 * min(timings) / evaluation)
+    return Checked(float(matches.mean()), compile_s, timings, 1000.0 * min(timings) / evaluation, result.int8_simd)
 
 
 def read_plan(path: Path) -> PartitionPlan:
@@ -177,13 +182,14 @@ def ir_test_input(ir: Ir, ir_dir: Path) -> np.ndarray:
     raise CodegenError("no layer of the IR reads the network input")
 
 
-def explain_mismatch(ir: Ir, program, program_c: Path, images: np.ndarray, matches: np.ndarray, work: Path) -> str:
+def explain_mismatch(ir: Ir, program, program_c: Path, images: np.ndarray, matches: np.ndarray, compiler: tuple[str, ...],
+                     work: Path) -> str:
     """Rebuild with -DQT_DUMP_LAYERS, run the first mismatching image and name the first layer
     whose output differs from the simulator's."""
     index = int(np.argmin(matches))
     which = "the IR's test image" if index == 0 else f"evaluation image {index - 1}"
     summary = f"the C network differs from the integer simulator on {int((~matches).sum())} of {len(images)} images"
-    binary = compile_program(program_c, work / "network_dump", defines=("QT_DUMP_LAYERS",))
+    binary = compile_program(program_c, work / "network_dump", defines=("QT_DUMP_LAYERS",), compiler=compiler)
     dumped = run_program(binary, program, images[index : index + 1], work / "dump", dump=True)
     expected = IntegerSimulator(ir).run_int8(images[index : index + 1], keep_all=True)
     detail = first_difference(ir, dumped.layers, expected)

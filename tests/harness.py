@@ -12,9 +12,9 @@ import tensorflow as tf
 from hypothesis import assume
 
 from conftest import ir_record
-from core.backends.c.build import compile_program, run_program
+from core.backends.c.build import compile_program, compiler_command, run_program
 from core.backends.c.ops import emit_c
-from core.backends.c.program import RUNTIME_HEADER, c_symbols
+from core.backends.c.program import GEMM_HEADER, RUNTIME_HEADER, c_symbols
 from core.backends.program import generate_c
 from core.frontend.graph import Graph
 from core.ir.io import validate_ir
@@ -125,7 +125,8 @@ int main(void)
 }}
 """
     work.mkdir(parents=True, exist_ok=True)
-    (work / "qt_runtime.h").write_text(RUNTIME_HEADER.read_text())
+    for header in (RUNTIME_HEADER, GEMM_HEADER):
+        (work / header.name).write_text(header.read_text())
     (work / "driver.c").write_text(source)
     binary = compile_program(work / "driver.c", work / "driver")
     feed = b"".join(np.ascontiguousarray(x[n]).tobytes() for n in range(len(inputs[0])) for x in inputs)
@@ -152,3 +153,31 @@ def hw(height: int, width: int) -> dict:
     return {"height": height, "width": width}
 
 
+
+
+# --- the SIMD paths of the generated C ----------------------------------------------------------
+
+# qt_gemm.h's QT_INT8_SIMD -> (the /proc/cpuinfo flags a CPU needs to run it, the compiler flags that select it)
+SIMD_BUILDS = {
+    1: (("avx2", "fma"), ("-O2", "-mavx2", "-mfma")),
+    2: (("avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni"),
+        ("-O2", "-mavx2", "-mfma", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni")),
+}
+PORTABLE = ("QT_PORTABLE",)
+
+
+def cpu_flags() -> set[str]:
+    path = Path("/proc/cpuinfo")
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def missing_cpu_flags(path: int) -> list[str]:
+    """What this CPU lacks to run SIMD path `path` (empty: it runs it)."""
+    return sorted(set(SIMD_BUILDS[path][0]) - cpu_flags())
+
+
+def simd_compiler(path: int) -> tuple[str, ...]:
+    return compiler_command(SIMD_BUILDS[path][1])

@@ -9,6 +9,8 @@ through the stage as the pipeline runs it, and a compiler error surfacing as a s
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from conftest import CIFAR10_DIR, MBV1_GRAPH, MODELS, compose, ir_record
-from harness import check_layer, hw, int8
+from harness import PORTABLE, SIMD_BUILDS, check_layer, hw, int8, missing_cpu_flags, one_layer_ir, simd_compiler
 from core.backends.c.build import CompileError, compile_program, run_program
 from core.backends.c.program import c_array, c_symbols
 from core.backends.program import generate_c
@@ -99,6 +101,72 @@ def test_dwconv_c_is_the_kernel_bit_for_bit(tmp_path, case):
         params["bias"] = int8(rng, (c,))
     size = fields["input_size"]
     check_layer(fields, params, [int8(rng, (IMAGES, size["height"], size["width"], c))], tmp_path)
+
+
+def run_on_simd_paths(ir: Ir, images: np.ndarray, work: Path) -> dict[str, np.ndarray]:
+    """The network's end point from the portable build and from each SIMD path this CPU runs (every
+    path is compiled: it must build warning-free anywhere), each build checked to take its path."""
+    program = generate_c(ir)
+    path_c = program.write(work)
+    (end_point,) = program.end_points
+    outputs = {}
+    for path, build in [("portable", {"defines": PORTABLE}), *((path, {"compiler": simd_compiler(path)}) for path in SIMD_BUILDS)]:
+        binary = compile_program(path_c, work / f"network_{path}", **build)
+        if path != "portable" and missing_cpu_flags(path):
+            continue
+        result = run_program(binary, program, images, work / "run")
+        assert result.int8_simd == (0 if path == "portable" else path)
+        outputs[path] = result.outputs[end_point]
+    return outputs
+
+
+def _skip_unless_the_cpu_runs_a_simd_path():
+    if missing_cpu_flags(1):
+        pytest.skip(f"this CPU lacks {', '.join(missing_cpu_flags(1))}: the SIMD paths were compiled, not run")
+
+
+@LAYERS
+@given(conv_layers(depthwise=False))
+def test_every_simd_path_of_conv_is_the_portable_c_bit_for_bit(tmp_path, case):
+    """AVX2 and AVX-512 VNNI microkernels (qt_gemm.h) against the portable C99 and the kernel: every
+    geometry of the property test above (1x1 direct and im2col, K and Co off the block sizes)."""
+    fields, seed = case
+    rng = np.random.default_rng(seed)
+    kernel, ci, co = fields["kernel_size"], fields["input_channel_num"], fields["output_channel_num"]
+    params = {"weight": int8(rng, (kernel["height"], kernel["width"], ci, co))}
+    if fields["load_bias"]:
+        params["bias"] = int8(rng, (co,))
+    ir = one_layer_ir(fields, params)
+    assume(ir.layers[0].accumulator_bound() <= INT32_MAX)  # beyond it every build sums in int64, one path
+    size = fields["input_size"]
+    images = int8(rng, (IMAGES, size["height"], size["width"], ci))
+    expected = OPS["conv"].kernel(ir.layers[0], params, [images])
+    outputs = run_on_simd_paths(ir, images, tmp_path)
+    for path, output in outputs.items():
+        np.testing.assert_array_equal(output.reshape(expected.shape), expected, err_msg=f"path {path}")
+    _skip_unless_the_cpu_runs_a_simd_path()
+
+
+def test_simd_sums_that_leave_int32_only_in_their_bias_are_exact(tmp_path):
+    """VNNI multiplies x + 128: a dense layer of 100000 inputs at the accumulator bound sums to
+    ~3.2e9 in that form, past int32, while its true sums (~1.6e9) fit: the wrapped int32 vector
+    sums and the offset's - 128 * sum(w) must give the exact integers (all 127, all -128, random)."""
+    k, rng = 100_000, np.random.default_rng(7)
+    fields = {"operation": "conv", "activation_type": "None", "input_log2scale": 0, "weight_log2scale": 0,
+              "bias_log2scale": 0, "output_log2scale": -24, "output_shift": 24, "bias_shift": 0, "load_bias": True,
+              "input_channel_num": k, "output_channel_num": 3, "input_size": hw(1, 1), "output_size": hw(1, 1),
+              "padding": {"top": 0, "bottom": 0, "left": 0, "right": 0}, "stride": hw(1, 1), "dilations": hw(1, 1),
+              "kernel_size": hw(1, 1), "input_dtype": "int8", "output_dtype": "int8", "weight_dtype": "int8", "bias_dtype": "int8"}
+    weight = np.stack([np.full(k, 127), np.full(k, -128), rng.integers(-128, 128, k)], axis=1).astype(np.int8)
+    params = {"weight": weight.reshape(1, 1, k, 3), "bias": np.array([-128, 127, 5], np.int8)}
+    ir = one_layer_ir(fields, params)
+    assert ir.layers[0].accumulator_bound() <= INT32_MAX < k * 255 * 127  # int32 sums; the biased ones would not fit
+    images = np.stack([np.full(k, 127), np.full(k, -128), rng.integers(-128, 128, k)]).astype(np.int8).reshape(3, 1, 1, k)
+    expected = OPS["conv"].kernel(ir.layers[0], params, [images])
+    assert len(np.unique(expected)) > 2  # not all clamped
+    for path, output in run_on_simd_paths(ir, images, tmp_path).items():
+        np.testing.assert_array_equal(output.reshape(expected.shape), expected, err_msg=f"path {path}")
+    _skip_unless_the_cpu_runs_a_simd_path()
 
 
 FLOAT_DROPPED = ("weight_log2scale", "bias_log2scale", "output_shift", "bias_shift")
@@ -274,11 +342,14 @@ def test_mbv1_in_c_is_bit_identical_to_the_simulator(mbv1_ir, tmp_path):
     program = generate_c(mbv1_ir)
     path = program.write(tmp_path)
     (end_point,) = program.end_points
-    # the build the stage runs (SIMD clones where the compiler offers them) and the plain C99 one
-    for defines in ((), ("QT_PORTABLE",)):
+    # the build the stage runs by default (SIMD clones where the compiler offers them) and the plain C99 one
+    for defines in ((), PORTABLE):
         binary = compile_program(path, tmp_path / f"network{len(defines)}", defines=defines)
         result = run_program(binary, program, images, tmp_path / "run")
         assert np.array_equal(result.outputs[end_point], expected[end_point]), defines
+    # each SIMD path's microkernels on the real network
+    for simd, output in run_on_simd_paths(mbv1_ir, images, tmp_path / "simd").items():
+        assert np.array_equal(output, expected[end_point]), simd
     assert program.constant_bytes == sum(a.size for arrays in mbv1_ir.params.values() for a in arrays.values())
     assert generate_c(mbv1_ir).source == program.source  # byte-stable
 
@@ -315,10 +386,12 @@ def digits_ir(tmp_path_factory, model_cache):
     return compose(*overrides), artifacts["emit_ir"], artifacts["partition"]
 
 
-def _run_codegen(cfg, emit_ir, partition, store_url: str | None = None):
+def _run_codegen(cfg, emit_ir, partition, store_url: str | None = None, cflags: list[str] | None = None):
     from pipeline.runner import Runner
     from pipeline.store import ArtifactStore
 
+    if cflags is not None:
+        cfg = dataclasses.replace(cfg, codegen=dataclasses.replace(cfg.codegen, cflags=cflags))
     store = ArtifactStore(store_url or cfg.store.url, local_cache=Path(cfg.store.cache_dir))
     return Runner(cfg, store, _Display()).run_stage(stage_named("codegen"), {"emit_ir": emit_ir, "partition": partition})
 
@@ -333,6 +406,19 @@ def test_digits_through_the_codegen_stage(digits_ir):
     assert (result.artifact.directory / "program.c").is_file() and (result.artifact.directory / "qt_runtime.h").is_file()
     assert (result.artifact.directory / "report.json").is_file()
     assert _run_codegen(cfg, emit_ir, partition).reused
+    assert metrics["int8_simd"] == 0  # the default flags: a program for any x86-64
+
+
+def test_codegen_cflags_build_for_this_host_with_its_simd_microkernels(digits_ir):
+    """codegen.cflags=[-O3, -march=native]: another stage key (not the default's artifact), the same
+    bytes, the compiler command in the report and the microkernels the build took in the metrics."""
+    cfg, emit_ir, partition = digits_ir
+    result = _run_codegen(cfg, emit_ir, partition, cflags=["-O3", "-march=native"])
+    assert not result.reused and result.metrics["bitexact"] == 1.0
+    report = json.loads((result.artifact.directory / "report.json").read_text())
+    assert report["compiler"][:3] == ["cc", "-O3", "-march=native"]
+    expected = 2 if not missing_cpu_flags(2) else 1 if not missing_cpu_flags(1) else 0
+    assert result.metrics["int8_simd"] == expected
 
 
 def test_a_compiler_error_fails_the_stage_with_the_compilers_message(digits_ir, monkeypatch, tmp_path):

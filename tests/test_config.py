@@ -82,6 +82,13 @@ def test_a_cifar_split_is_one_of_its_batch_files_never_a_path(key, split):
         compose("data=cifar10", f"data.{key}='{split}'")
 
 
+@pytest.mark.parametrize("flag", ["-o/tmp/x", "-include/etc/passwd", "@/tmp/flags", "-fplugin=/tmp/evil.so", "-I/tmp", "-B/tmp", "O3"])
+def test_codegen_cflags_take_compiler_options_never_files_or_plugins(flag):
+    with pytest.raises(ConfigError, match=rf"codegen.cflags\[1\]='{re.escape(flag)}': not an optimization, -march/-mtune/-m, -f"):
+        compose(f"codegen.cflags=[-O3,'{flag}']")
+    assert compose("codegen.cflags=[-O3,'-march=native',-funroll-loops,-DQT_PORTABLE]").codegen.cflags[1] == "-march=native"
+
+
 def test_until_must_name_a_stage():
     with pytest.raises(ConfigError, match="import"):
         compose("until=calibrat")

@@ -201,7 +201,8 @@ def field_reader(tmp_path_factory) -> Path:
     (work / "qt_isa_layout.h").write_text(isa.layout_header())
     for name in ("qt_isa.h",):
         shutil.copy(PROJECT_ROOT / "core" / "backends" / "accel" / "runtime" / name, work)
-    shutil.copy(PROJECT_ROOT / "core" / "backends" / "c" / "runtime" / "qt_runtime.h", work)
+    for name in ("qt_runtime.h", "qt_gemm.h"):
+        shutil.copy(PROJECT_ROOT / "core" / "backends" / "c" / "runtime" / name, work)
     prints = []
     for kind, specs in isa.LAYOUT.items():
         reads = " ".join(f'printf("%ld ", {"QT_SFIELD" if spec.signed else "(long)QT_FIELD"}(insn, {kind}, {spec.name.upper()}));'

@@ -18,7 +18,28 @@ from core.backends.c.program import CProgram
 from core.ir.network import Ir
 
 BINARY_FILE = "network"
-CC_COMMAND = ("cc", "-O2", "-std=c99", "-Wall", "-Werror", "-ffp-contract=off")  # float layers: no fused multiply-add
+DEFAULT_CFLAGS = ("-O2",)  # a program for any x86-64 (SIMD through QT_SIMD's clones); codegen.cflags replaces it
+# what every build adds: the language, no warnings, and float layers without fused multiply-add
+FIXED_CFLAGS = ("-std=c99", "-Wall", "-Werror", "-ffp-contract=off")
+CC_COMMAND = ("cc", *DEFAULT_CFLAGS, *FIXED_CFLAGS)
+INT8_SIMD_PATHS = {0: "portable C", 1: "AVX2", 2: "AVX-512 VNNI"}  # qt_gemm.h's QT_INT8_SIMD
+# optimization, code generation, instruction set, debug and macro flags; nothing that names a file
+# to read or write or loads code into the compiler (-o, -I, -include, @file, -B, -wrapper, -fplugin)
+CFLAG = re.compile(r"-(O[0-3sgz]?|Ofast|g[0-3]?|march=[A-Za-z0-9_.+-]+|mtune=[A-Za-z0-9_.+-]+|m(no-)?[a-z0-9][a-z0-9.-]*"
+                   r"|f(no-)?(?!plugin)[a-z0-9][a-z0-9-]*(=[A-Za-z0-9_.,+-]+)?|D[A-Za-z_][A-Za-z0-9_]*(=[A-Za-z0-9_.+-]*)?"
+                   r"|U[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def compiler_command(cflags: tuple[str, ...] | list[str] = DEFAULT_CFLAGS) -> tuple[str, ...]:
+    """cc, the user's flags (codegen.cflags, checked by cflag_errors), then FIXED_CFLAGS."""
+    return ("cc", *cflags, *FIXED_CFLAGS)
+
+
+def cflag_errors(cflags: list[str], key: str = "codegen.cflags") -> list[str]:
+    """Why each refused flag is refused (empty: all fine)."""
+    return [f"{key}[{index}]={flag!r}: not an optimization, -march/-mtune/-m, -f, -g, -D or -U flag of the C compiler "
+            f"(e.g. -O3, -march=native); flags that name files or load plugins are refused"
+            for index, flag in enumerate(cflags) if not isinstance(flag, str) or not CFLAG.fullmatch(flag)]
 
 
 class CompileError(CodegenError):
@@ -47,6 +68,7 @@ class RunResult:
     seconds: float  # inside run_network, all images
     wall_s: float  # the whole process
     layers: dict[str, np.ndarray] | None = None  # with a dump build: layer -> [N, *shape] int8
+    int8_simd: int = 0  # the conv microkernels the build took (INT8_SIMD_PATHS)
 
 
 def run_program(binary: Path, program: CProgram, images: np.ndarray, work_dir: Path, dump: bool = False) -> RunResult:
@@ -64,13 +86,13 @@ def run_program(binary: Path, program: CProgram, images: np.ndarray, work_dir: P
     wall = time.perf_counter() - started
     if result.returncode != 0:
         raise CodegenError(f"{' '.join(command)} exited with {result.returncode}: {(result.stderr or result.stdout).strip()}")
-    match = re.search(r"images (\d+) seconds ([0-9.eE+-]+)", result.stdout)
+    match = re.search(r"images (\d+) seconds ([0-9.eE+-]+) int8_simd (\d)", result.stdout)
     if match is None or int(match.group(1)) != len(images):
         raise CodegenError(f"{binary}: unexpected report {result.stdout.strip()!r}")
     n = len(images)
     outputs = _split(paths[1].read_bytes(), n, {name: program.shapes[name] for name in program.end_points})
     layers = _split(paths[2].read_bytes(), n, program.shapes) if dump else None
-    return RunResult(outputs, float(match.group(2)), wall, layers)
+    return RunResult(outputs, float(match.group(2)), wall, layers, int(match.group(3)))
 
 
 def _split(raw: bytes, images: int, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:

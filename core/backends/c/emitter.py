@@ -20,16 +20,36 @@ core/ir/records.py), under this contract:
   - a function marked QT_SIMD (compiled once per instruction set) keeps no array on its
     stack: GCC 12 miscompiles such leaf functions for AVX-512 (see qt_runtime.h).
 Every IR operation has an emitter (tests/test_structure.py): the host can run any layer.
+
+A packer `pack(record, params) -> [PackedConstant]` (optional, per operation) lays out the
+layer's constants at codegen time for a SIMD path of its emitter: the program defines each as
+`static const <type> <symbol>_<kind>[]` inside `#if <condition>` (a preprocessor test of
+qt_gemm.h's QT_INT8_SIMD), and the IR's own arrays stay for the portable path (marked
+QT_MAYBE_UNUSED: a build that takes the SIMD path does not read them).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
+
+import numpy as np
 
 from core.ir.records import IrLayer
 
 CEmitter = Callable[[IrLayer, str], str]
 C_EMITTERS: dict[str, CEmitter] = {}
+
+
+@dataclass(frozen=True)
+class PackedConstant:
+    kind: str  # the array is `<symbol>_<kind>`
+    values: np.ndarray  # int8 or int32, written flat in C order
+    condition: str  # the preprocessor test under which the program defines it
+
+
+CPacker = Callable[[IrLayer, dict[str, np.ndarray]], list[PackedConstant]]
+C_PACKERS: dict[str, CPacker] = {}
 
 
 class CodegenError(RuntimeError):
@@ -44,5 +64,17 @@ def emits(operation: str) -> Callable[[CEmitter], CEmitter]:
             raise ValueError(f"two C emitters for {operation!r}")
         C_EMITTERS[operation] = emitter
         return emitter
+
+    return register
+
+
+def packs(operation: str) -> Callable[[CPacker], CPacker]:
+    """Decorator: register the packer of `operation`'s constants for its emitter's SIMD path."""
+
+    def register(packer: CPacker) -> CPacker:
+        if operation in C_PACKERS:
+            raise ValueError(f"two C packers for {operation!r}")
+        C_PACKERS[operation] = packer
+        return packer
 
     return register

@@ -16,12 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from core.backends.c.emitter import CodegenError
-from core.backends.c.ops import emit_c
+from core.backends.c.ops import emit_c, pack_c
 from core.ir.network import Ir
 from core.ir.records import IrLayer
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 RUNTIME_HEADER = RUNTIME_DIR / "qt_runtime.h"
+GEMM_HEADER = RUNTIME_DIR / "qt_gemm.h"  # included by qt_runtime.h
 PROGRAM_HEADER = RUNTIME_DIR / "qt_program.h"
 MAIN_HEADER = RUNTIME_DIR / "qt_main.h"
 DATA_FILES = ("core/backends/c/runtime",)  # the headers every program includes
@@ -69,7 +70,7 @@ class CProgram:
 
 def runtime_headers(*extra: Path) -> dict[str, str]:
     """File name -> text of the headers a program includes (the C runtime's, then `extra`)."""
-    return {path.name: path.read_text() for path in (PROGRAM_HEADER, RUNTIME_HEADER, *extra, MAIN_HEADER)}
+    return {path.name: path.read_text() for path in (PROGRAM_HEADER, RUNTIME_HEADER, GEMM_HEADER, *extra, MAIN_HEADER)}
 
 
 def c_symbols(ir: Ir) -> dict[str, str]:
@@ -86,14 +87,16 @@ def c_symbols(ir: Ir) -> dict[str, str]:
     return symbols
 
 
-def c_array(name: str, values: np.ndarray) -> str:
-    """The IR's constants as a C array: int8, or float32 (a float layer's) as exact hexadecimal literals."""
+def c_array(name: str, values: np.ndarray, maybe_unused: bool = False) -> str:
+    """Constants as a C array: int8 (the IR's), float32 (a float layer's) as exact hexadecimal
+    literals, int16 / int32 (a packer's). `maybe_unused`: a build may not read it (QT_MAYBE_UNUSED)."""
     flat = np.asarray(values).reshape(-1)
+    storage = "static const QT_MAYBE_UNUSED" if maybe_unused else "static const"
     if flat.dtype == np.float32:
-        return _c_initialized(f"static const float {name}", [f"{float(v).hex()}f" for v in flat])
-    if flat.dtype != np.int8:
+        return _c_initialized(f"{storage} float {name}", [f"{float(v).hex()}f" for v in flat])
+    if flat.dtype not in (np.int8, np.int16, np.int32):
         raise CodegenError(f"{name}: constants of dtype {flat.dtype}; the IR's params are int8 (float32 for a float layer)")
-    return _c_initialized(f"static const int8_t {name}", [str(int(v)) for v in flat])
+    return _c_initialized(f"{storage} {flat.dtype}_t {name}", [str(int(v)) for v in flat])
 
 
 def c_bytes(name: str, data: bytes) -> str:
@@ -139,7 +142,10 @@ def layer_c(ir: Ir, record: IrLayer, symbol: str, note: str = "") -> tuple[str, 
     """(its constants as C arrays, its C function, the constants' bytes) of one layer run on the
     host, as `record` describes it (the IR's own, or a variant such as one on packed data)."""
     params = sorted(ir.params.get(record.name, {}).items())
-    constants = "".join(c_array(f"{symbol}_{kind}", array) for kind, array in params)
+    packed = pack_c(record, dict(params))
+    constants = "".join(c_array(f"{symbol}_{kind}", array, maybe_unused=bool(packed)) for kind, array in params)
+    for constant in packed or ():
+        constants += f"#if {constant.condition}\n{c_array(f'{symbol}_{constant.kind}', constant.values)}#endif\n"
     function = f"/* {record.name} ({record.operation}{note}) */\n" + emit_c(record, symbol)
     return constants, function, sum(int(np.asarray(array).size) for _, array in params)
 

@@ -4,7 +4,9 @@ all in core.backends.c.emitter.C_EMITTERS."""
 import importlib
 import pkgutil
 
-from core.backends.c.emitter import C_EMITTERS, CodegenError
+import numpy as np
+
+from core.backends.c.emitter import C_EMITTERS, C_PACKERS, CodegenError, PackedConstant
 from core.ir.records import IrLayer
 
 for _module in sorted(module.name for module in pkgutil.iter_modules(__path__)):
@@ -19,4 +21,10 @@ def emit_c(record: IrLayer, symbol: str) -> str:
     return emitter(record, symbol)
 
 
-__all__ = ["C_EMITTERS", "emit_c"]
+def pack_c(record: IrLayer, params: dict[str, np.ndarray]) -> list[PackedConstant] | None:
+    """The layer's constants as its SIMD path reads them; None for an operation without a packer."""
+    packer = C_PACKERS.get(record.operation)
+    return None if packer is None else packer(record, params)
+
+
+__all__ = ["C_EMITTERS", "C_PACKERS", "emit_c", "pack_c"]

@@ -26,7 +26,9 @@ keep an array in the red zone (an aligned vector store at a misaligned stack add
 
 from __future__ import annotations
 
-from core.backends.c.emitter import CodegenError, emits
+import numpy as np
+
+from core.backends.c.emitter import CodegenError, PackedConstant, emits, packs
 from core.ir.fixedpoint import INT32_MAX
 from core.ir.ops.conv.record import ConvLayer
 
@@ -34,6 +36,9 @@ C_K_ALIGN = 32  # int16 elements: a 512-bit vector
 C_CO_ALIGN = 16  # output channels of the broadcast form
 C_DOT_MIN_K = 64
 C_CHUNK_BYTES = 1 << 16  # im2col rows per chunk: about this many bytes (L1/L2)
+SIMD_BLOCK = 16  # output channels per block of qt_gemm.h's packed weights
+SIMD_PATHS = {"vnni": "QT_INT8_SIMD == 2", "avx2": "QT_INT8_SIMD == 1"}  # path -> when a build takes it
+SIMD_A_BIAS = {"vnni": 128, "avx2": 0}  # what qt_gemm.h's `a` adds to each activation (QT_A_BIAS)
 
 
 def _c_requantize_plan(record: ConvLayer, what: str) -> tuple[int, int, int, int]:
@@ -96,6 +101,8 @@ def conv_emit_c(record: ConvLayer, symbol: str) -> str:
     form = _conv_dot if k >= C_DOT_MIN_K else _conv_broadcast
     declarations, weight_index, body = form(record, s, g)
     return f"""{_c_comment("conv", record, g, shift)}
+#if QT_INT8_SIMD /* qt_gemm.h's microkernels on the weights packed at codegen time */
+{_conv_simd(s, {**g, "HP": hp})}#else /* portable C99 */
 {declarations}{scratch}static int {s}_ready;
 
 static void {s}_init(void)
@@ -117,6 +124,7 @@ QT_SIMD static void {s}(const int8_t *restrict in0, int8_t *restrict out)
         {s}_init();
 {fill}{body}
 }}
+#endif
 """
 
 
@@ -349,3 +357,95 @@ QT_SIMD static void {s}(const int8_t *restrict in0, int8_t *restrict out)
 """
 
 
+
+
+def simd_reduction(record: ConvLayer) -> tuple[int, int]:
+    """(K, K rounded up to a multiple of 4): the GEMM's reduction, as the SIMD path lays it out."""
+    k = record.kernel_size.height * record.kernel_size.width * record.input_channel_num
+    return k, -(-k // 4) * 4
+
+
+def _conv_simd(s: str, g: dict) -> str:
+    """C: conv through qt_gemm_s8. The activations are copied once, biased (QT_A_BIAS) into a
+    zero-padded buffer (padding = the bias of 0); a 1x1 stride-1 layer with Ci % 4 == 0 multiplies
+    that buffer as is (no im2col), any other gathers its im2col rows (K padded to kp) chunk by chunk."""
+    k, kp = g["K"], -(-g["K"] // 4) * 4
+    pixels, blocks = g["OH"] * g["OW"], -(-g["CO"] // SIMD_BLOCK)
+    tile_rows = lambda rows: -(-rows // 4) * 4  # noqa: E731  (qt_gemm.h reads whole tiles of QT_GEMM_ROWS = 4)
+    gemm = f"{s}_packed, {blocks}, {s}_offset, {g['shift']}, {g['low']}, {g['high']}"
+    fill = f"""    for (p = 0; p < {g['H']}; p++) {{
+        const int8_t *src = in0 + p * {g['W'] * g['CI']};
+        qt_a_t *dst = {s}_x + ((p + {g['PT']}) * {g['WP']} + {g['PL']}) * {g['CI']};
+        for (i = 0; i < {g['W'] * g['CI']}; i++)
+            dst[i] = QT_A(src[i]);
+    }}
+"""
+    direct = (g["KH"], g["KW"], g["SH"], g["SW"]) == (1, 1, 1, 1) and g["CI"] % 4 == 0 and g["WP"] == g["W"] \
+        and g["HP"] == g["H"] and not (g["PT"] or g["PL"])
+    if direct:
+        return f"""static qt_a_t {s}_x[{max(g['HP'] * g['WP'] * g['CI'], tile_rows(pixels) * kp)}]; /* the input as QT_A */
+
+static void {s}(const int8_t *restrict in0, int8_t *restrict out)
+{{
+    int p, i;
+{fill}    qt_gemm_s8({s}_x, {pixels}, {kp}, {gemm}, out, {g['CO']});
+}}
+"""
+    chunk = min(tile_rows(pixels), max(4, C_CHUNK_BYTES // kp // 4 * 4))
+    if g["DW"] == 1:  # a kernel row's taps are KW * Ci consecutive bytes
+        gather = f"""            for (kh = 0; kh < {g['KH']}; kh++)
+                memcpy(row + kh * {g['KW'] * g['CI']}, window + kh * {g['DH'] * g['WP'] * g['CI']}, sizeof(qt_a_t) * {g['KW'] * g['CI']});"""
+    else:
+        gather = f"""            for (kh = 0; kh < {g['KH']}; kh++)
+                for (kw = 0; kw < {g['KW']}; kw++)
+                    memcpy(row + (kh * {g['KW']} + kw) * {g['CI']}, window + (kh * {g['DH'] * g['WP']} + kw * {g['DW']}) * {g['CI']}, sizeof(qt_a_t) * {g['CI']});"""
+    window = _c_window(g, "p + r").replace("padded + ", f"{s}_x + ")
+    return f"""static qt_a_t {s}_x[{g['HP'] * g['WP'] * g['CI']}]; /* the input as QT_A, zero-padded */
+static qt_a_t {s}_rows[{chunk * kp}]; /* im2col rows of one chunk of output pixels, K padded to {kp} */
+
+static void {s}(const int8_t *restrict in0, int8_t *restrict out)
+{{
+    int p, i, r, kh, kw;
+    memset({s}_x, QT_A_BIAS, sizeof {s}_x); /* the padding: QT_A(0) in every byte */
+{fill}    (void)kw;
+    memset({s}_rows, QT_A_BIAS, sizeof {s}_rows); /* K..kp stay the bias: their weights are 0 */
+    for (p = 0; p < {pixels}; p += {chunk}) {{
+        int rows = {pixels} - p < {chunk} ? {pixels} - p : {chunk};
+        for (r = 0; r < rows; r++) {{
+            qt_a_t *row = {s}_rows + r * {kp};
+            const qt_a_t *window = {window};
+{gather}
+        }}
+        qt_gemm_s8({s}_rows, rows, {kp}, {gemm}, out + p * {g['CO']}, {g['CO']});
+    }}
+}}
+"""
+
+
+@packs("conv")
+def conv_pack_c(record: ConvLayer, params: dict[str, np.ndarray]) -> list[PackedConstant]:
+    """The weights as qt_gemm.h's blocks of each SIMD path (zero past K and Co) and
+    the per-channel int32 offsets of each SIMD path (bias << bias_shift + 2^(shift - 1), and for
+    VNNI - 128 * the channel's weight sum, wrapped to int32 as the vector sums wrap). None for a
+    layer that sums in int64."""
+    if record.accumulator_bound() > INT32_MAX:
+        return []
+    shift, bias_shift, _, _ = _c_requantize_plan(record, f"conv {record.name}")
+    k, kp = simd_reduction(record)
+    co = record.output_channel_num
+    blocks = -(-co // SIMD_BLOCK)
+    weight = np.zeros((kp, blocks * SIMD_BLOCK), np.int8)
+    weight[:k, :co] = np.asarray(params["weight"], np.int8).reshape(k, co)
+    vnni = weight.reshape(kp // 4, 4, blocks, SIMD_BLOCK).transpose(2, 0, 3, 1)  # [block][k-quad][channel][4]
+    avx2 = weight.astype(np.int16).reshape(kp // 2, 2, blocks, SIMD_BLOCK).transpose(2, 0, 3, 1)  # [block][k-pair][channel][2]
+    offset = np.zeros(blocks * SIMD_BLOCK, np.int64)
+    if record.load_bias:
+        offset[:co] = np.asarray(params["bias"], np.int64) << bias_shift
+    offset += (1 << (shift - 1)) if shift > 0 else 0
+    column_sums = weight.astype(np.int64).sum(axis=0)
+    constants = [PackedConstant("packed", np.ascontiguousarray(vnni), SIMD_PATHS["vnni"]),
+                 PackedConstant("packed", np.ascontiguousarray(avx2), SIMD_PATHS["avx2"])]
+    for path, condition in SIMD_PATHS.items():
+        wrapped = (offset - SIMD_A_BIAS[path] * column_sums + 2**31) % 2**32 - 2**31
+        constants.append(PackedConstant("offset", wrapped.astype(np.int32), condition))
+    return constants

@@ -3,8 +3,9 @@
  *
  * INPUT holds N images back to back, raw int8 HWC (N = file size / QT_INPUT_BYTES; any other
  * size is an error). OUTPUT gets, per image, the end points in order, raw int8
- * (N * QT_OUTPUT_BYTES bytes). It prints one line, `images N seconds T`, T the time spent in
- * run_network (CLOCK_MONOTONIC). Built with -DQT_DUMP_LAYERS it also writes DUMP: per image,
+ * (N * QT_OUTPUT_BYTES bytes). It prints one line, `images N seconds T int8_simd S`, T the time
+ * spent in run_network (CLOCK_MONOTONIC), S the conv microkernels the build took (qt_gemm.h's
+ * QT_INT8_SIMD: 2 AVX-512 VNNI, 1 AVX2, 0 portable C). Built with -DQT_DUMP_LAYERS it also writes DUMP: per image,
  * every layer's output in layer order, so a mismatch can be traced to the first layer that
  * differs. Exit status: 0, 1 for an I/O error, 2 for a usage error.
  */
@@ -94,7 +95,7 @@ int main(int argc, char **argv)
         return 1;
     }
     free(images);
-    printf("images %ld seconds %.9f\n", count, seconds);
+    printf("images %ld seconds %.9f int8_simd %d\n", count, seconds, QT_INT8_SIMD);
     return 0;
 }
 

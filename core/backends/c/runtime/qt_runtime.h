@@ -14,6 +14,8 @@
  * (x86-64-v4 = AVX-512, x86-64-v3 = AVX2, baseline SSE2) and the loader picks the one the CPU
  * runs (target_clones / ifunc). The arithmetic is integer and exact, so every clone gives the
  * same bytes; -DQT_PORTABLE (or any other compiler/platform) gives a single plain C99 build.
+ * A build for a SIMD host (the compiler defines __AVX2__, e.g. codegen.cflags -march=native) is
+ * one build for that host: no clones, and conv takes qt_gemm.h's int8 microkernels.
  * A QT_SIMD function keeps its arrays at file scope, never on its stack: GCC 12.2 miscompiles
  * leaf functions built for x86-64-v4 that place an array in the red zone (a 16-byte aligned
  * vector store to an address that is 8 mod 16 after the prologue's pushes: SIGSEGV).
@@ -25,10 +27,17 @@
 #include <string.h>
 
 #if !defined(QT_PORTABLE) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11 && \
-    defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__)
+    defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && !defined(__AVX2__)
 #define QT_SIMD __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define QT_SIMD
+#endif
+
+/* a constant that one build reads and another does not (the IR's weights beside their SIMD packing) */
+#if defined(__GNUC__)
+#define QT_MAYBE_UNUSED __attribute__((unused))
+#else
+#define QT_MAYBE_UNUSED
 #endif
 
 /* floor(v / 2^s), 0 <= s < 32: an arithmetic right shift written without shifting a negative
@@ -82,5 +91,7 @@ static inline int8_t qt_sat8(int64_t v)
 {
     return (int8_t)qt_clamp64(v, -128, 127);
 }
+
+#include "qt_gemm.h"
 
 #endif /* QT_RUNTIME_H */
