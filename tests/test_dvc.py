@@ -209,11 +209,16 @@ def test_store_gc_keeps_what_the_dvc_lock_references(fresh_clone):
     assert collected.returncode == 0, collected.stderr[-3000:]
     # what dvc_stage recorded as each output's entry (the lock is the workspace's: dvc repro just ran)
     locked = {(path.stem, json.loads(path.read_text())["key"]) for path in status.glob("*.json")}
-    inputs = set()
-    for stage, key in locked:
+    # and what they were computed from, transitively: a stage reused because its inputs' content is the same
+    # as another experiment's (e.g. an equal IR from another method) records that experiment's inputs
+    kept, pending = set(locked), list(locked)
+    while pending:
+        stage, key = pending.pop()
         manifest = json.loads((store / stage / key / "manifest.json").read_text())
-        inputs |= {(name, info["key"]) for name, info in manifest["inputs"].items()}
-    assert entries() == locked | inputs
+        upstream = {(name, info["key"]) for name, info in manifest["inputs"].items()} - kept
+        kept |= upstream
+        pending.extend(upstream)
+    assert entries() == kept
     assert before - entries(), "the other experiments' entries were collected"
     assert f"removed {len(before - entries())} entr" in collected.stdout
     again = _dvc(fresh_clone, "status")
