@@ -91,8 +91,8 @@ finite_float32 = st.floats(-1e6, 1e6, width=32, allow_nan=False, allow_infinity=
        num_bins=st.sampled_from([1, 7, 2048]))
 def test_the_compiled_histogram_bins_as_float32_arithmetic_says(values, num_bins):
     absmax = float(np.max(np.abs(values)))
-    scale = np.float32(num_bins) / np.maximum(np.float32(absmax), np.finfo(np.float32).tiny)
     with np.errstate(over="ignore", invalid="ignore"):
+        scale = np.float32(num_bins) / np.maximum(np.float32(absmax), np.finfo(np.float32).tiny)
         product = np.abs(values) * scale  # float32, truncated below; the graph's int32 cast sent inf and NaN to bin 0
     bins = np.where(np.isfinite(product), np.minimum(np.nan_to_num(product, posinf=0), num_bins - 1), 0).astype(np.int64)
     assert np.array_equal(magnitude_histogram(values, absmax, num_bins), np.bincount(bins.ravel(), minlength=num_bins))

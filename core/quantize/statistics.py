@@ -55,7 +55,8 @@ def magnitude_histogram(values: np.ndarray, absmax: float, num_bins: int) -> np.
     binned as the graph did: trunc(|x| * float32(num_bins / max(absmax, the smallest normal float32)))."""
     if values.size >= 2**32:
         raise ValueError(f"{values.size} values in one histogram: more than its uint32 counters hold")
-    scale = np.float32(num_bins) / np.maximum(np.float32(absmax), np.finfo(np.float32).tiny)
+    with np.errstate(over="ignore"):  # handled: an infinite scale means every value is ~0
+        scale = np.float32(num_bins) / np.maximum(np.float32(absmax), np.finfo(np.float32).tiny)
     if not np.isfinite(scale):  # absmax so small (< 2^-115) that the scale overflows: every value is ~0
         counts = np.zeros(num_bins, np.int64)
         counts[0] = values.size
