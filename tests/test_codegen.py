@@ -77,9 +77,8 @@ def conv_layers(draw, depthwise: bool):
     return fields, draw(st.integers(0, 2**32 - 1))
 
 
-@LAYERS
-@given(conv_layers(depthwise=False))
-def test_conv_c_is_the_kernel_bit_for_bit(tmp_path, case):
+def conv_case(case) -> tuple[dict, dict, np.ndarray]:
+    """A drawn conv layer's fields, random int8 weights (and bias) and IMAGES input images."""
     fields, seed = case
     rng = np.random.default_rng(seed)
     kernel, ci, co = fields["kernel_size"], fields["input_channel_num"], fields["output_channel_num"]
@@ -87,7 +86,14 @@ def test_conv_c_is_the_kernel_bit_for_bit(tmp_path, case):
     if fields["load_bias"]:
         params["bias"] = int8(rng, (co,))
     size = fields["input_size"]
-    check_layer(fields, params, [int8(rng, (IMAGES, size["height"], size["width"], ci))], tmp_path)
+    return fields, params, int8(rng, (IMAGES, size["height"], size["width"], ci))
+
+
+@LAYERS
+@given(conv_layers(depthwise=False))
+def test_conv_c_is_the_kernel_bit_for_bit(tmp_path, case):
+    fields, params, images = conv_case(case)
+    check_layer(fields, params, [images], tmp_path)
 
 
 @LAYERS
@@ -130,16 +136,9 @@ def _skip_unless_the_cpu_runs_a_simd_path():
 def test_every_simd_path_of_conv_is_the_portable_c_bit_for_bit(tmp_path, case):
     """AVX2 and AVX-512 VNNI microkernels (qt_gemm.h) against the portable C99 and the kernel: every
     geometry of the property test above (1x1 direct and im2col, K and Co off the block sizes)."""
-    fields, seed = case
-    rng = np.random.default_rng(seed)
-    kernel, ci, co = fields["kernel_size"], fields["input_channel_num"], fields["output_channel_num"]
-    params = {"weight": int8(rng, (kernel["height"], kernel["width"], ci, co))}
-    if fields["load_bias"]:
-        params["bias"] = int8(rng, (co,))
+    fields, params, images = conv_case(case)
     ir = one_layer_ir(fields, params)
     assume(ir.layers[0].accumulator_bound() <= INT32_MAX)  # beyond it every build sums in int64, one path
-    size = fields["input_size"]
-    images = int8(rng, (IMAGES, size["height"], size["width"], ci))
     expected = OPS["conv"].kernel(ir.layers[0], params, [images])
     outputs = run_on_simd_paths(ir, images, tmp_path)
     for path, output in outputs.items():

@@ -56,25 +56,21 @@ class CodegenError(RuntimeError):
     """The program could not be generated, built or run; the message says which and why."""
 
 
-def emits(operation: str) -> Callable[[CEmitter], CEmitter]:
-    """Decorator: register the C emitter of `operation`."""
-
-    def register(emitter: CEmitter) -> CEmitter:
-        if operation in C_EMITTERS:
-            raise ValueError(f"two C emitters for {operation!r}")
-        C_EMITTERS[operation] = emitter
-        return emitter
+def _registrar(table: dict, what: str, operation: str) -> Callable:
+    def register(function):
+        if operation in table:
+            raise ValueError(f"two C {what} for {operation!r}")
+        table[operation] = function
+        return function
 
     return register
+
+
+def emits(operation: str) -> Callable[[CEmitter], CEmitter]:
+    """Decorator: register the C emitter of `operation`."""
+    return _registrar(C_EMITTERS, "emitters", operation)
 
 
 def packs(operation: str) -> Callable[[CPacker], CPacker]:
     """Decorator: register the packer of `operation`'s constants for its emitter's SIMD path."""
-
-    def register(packer: CPacker) -> CPacker:
-        if operation in C_PACKERS:
-            raise ValueError(f"two C packers for {operation!r}")
-        C_PACKERS[operation] = packer
-        return packer
-
-    return register
+    return _registrar(C_PACKERS, "packers", operation)
