@@ -19,7 +19,7 @@ from core.ir.layers import group_layers
 from core.limits import MemoryBudget, check_activations
 from core.ir.op import NETWORK_INPUT
 from core.ir.simulator import IntegerSimulator
-from core.quantize.evaluation import ErrorSums, class_labels
+from core.quantize.evaluation import ErrorSums, class_labels, grid_agreement
 from core.reports.layers import plot_layer_sqnr
 from core.reports.series import series_rows, write_series
 from pipeline.params import Task, to_plain
@@ -114,9 +114,10 @@ class LayerProbe:
         probes = runner.session_run(self.probe_names, feed)
         result = []
         for layer, value in zip(self.layers, probes):
-            expected = np.rint(value.astype(np.float64) * 2.0 ** self.log2scales[layer.output]).astype(np.int64)
-            difference = np.abs(expected - integer[layer.ir_name].astype(np.int64).reshape(expected.shape))
-            result.append((int(np.count_nonzero(difference == 0)), difference.size, int(difference.max(initial=0))))
+            scale = np.asarray(2.0 ** self.log2scales[layer.output], dtype=value.dtype)
+            equal, largest = grid_agreement(np.ascontiguousarray(value).ravel(), scale[()],
+                                            np.ascontiguousarray(integer[layer.ir_name]).ravel())
+            result.append((int(equal), value.size, int(largest)))
         return result
 
     def _shaped(self, tensor: str, value: np.ndarray) -> np.ndarray:
