@@ -293,6 +293,15 @@ def test_reshape_c_copies_the_bytes(tmp_path):
     check_layer(fields, {}, [int8(np.random.default_rng(0), (IMAGES, 3, 4, 6))], tmp_path)
 
 
+def test_a_network_without_conv_builds_on_every_simd_path(tmp_path):
+    """The microkernels a SIMD build brings in go unused: still warning-free under -Werror."""
+    fields = {"operation": "reshape", "reshape_param": [-1, 2], "input_shape": [3, 4, 6], "output_shape": [36, 2],
+              "dtype": "int8", "log2scale": 3}
+    images = int8(np.random.default_rng(0), (IMAGES, 3, 4, 6))
+    for path, output in run_on_simd_paths(one_layer_ir(fields, {}), images, tmp_path).items():
+        assert np.array_equal(output.reshape(IMAGES, -1), images.reshape(IMAGES, -1)), path
+
+
 # --- the program ------------------------------------------------------------------------------
 
 

@@ -110,7 +110,7 @@ static inline __attribute__((always_inline)) void qt_vnni_tile(const uint8_t *a,
 #endif
 
 #if QT_INT8_SIMD == 1
-static int8_t qt_avx2_partial[16]; /* a block's bytes when fewer than 16 are stored (file scope: see qt_runtime.h) */
+static QT_MAYBE_UNUSED int8_t qt_avx2_partial[16]; /* a block's bytes when fewer than 16 are stored (file scope: see qt_runtime.h) */
 
 /* 16 int32 sums (channels 0-7, 8-15) requantized, `lanes` (1..16) bytes stored at out */
 static inline __attribute__((always_inline)) void qt_avx2_store(__m256i lo, __m256i hi, const int32_t *offset, __m128i shift,
@@ -165,8 +165,9 @@ static inline __attribute__((always_inline)) void qt_avx2_tile(const int16_t *a,
 #endif
 
 #if QT_INT8_SIMD
-/* The GEMM above over `rows` rows of `a` and `blocks` blocks of 16 output channels. */
-static void qt_gemm_s8(const qt_a_t *a, int rows, int kp, const qt_w_t *packed, int blocks, const int32_t *offset, int shift,
+/* The GEMM above over `rows` rows of `a` and `blocks` blocks of 16 output channels (unused by a network
+ * without an int32 conv). */
+static QT_MAYBE_UNUSED void qt_gemm_s8(const qt_a_t *a, int rows, int kp, const qt_w_t *packed, int blocks, const int32_t *offset, int shift,
                        int low, int high, int8_t *out, int co_count)
 {
     __m128i count = _mm_cvtsi32_si128(shift);
