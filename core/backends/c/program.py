@@ -95,7 +95,8 @@ def c_array(name: str, values: np.ndarray, maybe_unused: bool = False) -> str:
     if flat.dtype == np.float32:
         return _c_initialized(f"{storage} float {name}", [f"{float(v).hex()}f" for v in flat])
     if flat.dtype not in (np.int8, np.int16, np.int32):
-        raise CodegenError(f"{name}: constants of dtype {flat.dtype}; the IR's params are int8 (float32 for a float layer)")
+        raise CodegenError(f"{name}: constants of dtype {flat.dtype}; expected int8 (the IR's params), float32 (a float "
+                           f"layer's) or int16 / int32 (a SIMD packing's)")
     return _c_initialized(f"{storage} {flat.dtype}_t {name}", [str(int(v)) for v in flat])
 
 
