@@ -10,8 +10,9 @@ and data.path):
 and prints the wall time of each (the whole process: Python and TensorFlow start-up included), their
 ratio (budget 1.5x), and where the time goes: per stage, the seconds of the one run and of the sweep
 (all jobs), with how many of the sweep's jobs reused the stage from the store. Checks in the same run
-that every job succeeded, that its codegen is bit-exact with the simulator and that the stages before
-calibrate were computed once for the whole sweep.
+that every job succeeded, that its codegen is bit-exact with the simulator, that the stages before
+calibrate were computed once for the whole sweep, and that the stored parts no method reaches
+(calibrate's observation, the QAT graph's own top-1) were computed once per flavour.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ LOCAL_FILES = {"mbv1_cifar10": [f"model.file.path={SHARED_DIR / 'models/mobilene
                                 f"model.test_image.path={SHARED_DIR / 'models/mobilenet_v1_0.5_128_cifar10/ship.png'}",
                                 f"data.path={SHARED_DIR / 'data/cifar-10-batches-py'}"]}
 SHARED = ("import", "fold_check")  # the stages no calibration choice reaches
+# the stored parts of later stages no method reaches, and how many of them a sweep of methods computes: the
+# observation once for qat (the trained graph as is) and once for every other method (equalized)
+STORED_PARTS = {"calibrate.observation": 2, "annotate.qat_graph_top1": 1}
 
 
 def run(arguments: list[str], work: Path, label: str) -> tuple[float, list[dict]]:
@@ -71,12 +75,18 @@ def main() -> int:
         check([one], 1, "one run")
         sweep_s, jobs = run(["-m", *model, f"calib.method={args.methods}"], work / "sweep", "the sweep")
         check(jobs, len(methods), "the sweep")
+        parts = {part: len(list((work / "sweep" / "store" / part).glob("*/manifest.json"))) for part in STORED_PARTS}
     computed = {stage: sum(1 for job in jobs if job[f"{stage}.wall_s"] > 0.5 * job[f"{stage}.compute_s"]) for stage in STAGE_NAMES}
     for stage in SHARED:
         if computed[stage] != 1:
             print(f"{stage} was computed by {computed[stage]} of the sweep's jobs, not once: the store did not share it")
             return 1
-    print(f"model {args.model}; every job bit-exact in codegen; {', '.join(SHARED)} computed once for the sweep")
+    for part, expected in STORED_PARTS.items():
+        if "qat" in methods and parts[part] != expected:
+            print(f"the sweep computed {parts[part]} {part} parts, expected {expected}: the store did not share them")
+            return 1
+    print(f"model {args.model}; every job bit-exact in codegen; {', '.join(SHARED)} computed once for the sweep; "
+          + ", ".join(f"{part} computed {count}x" for part, count in parts.items()))
     print(f"{'stage':12} {'one run s':>10} {'sweep s':>9}  computed by")
     for stage in STAGE_NAMES:
         sweep_stage = sum(job[f"{stage}.wall_s"] for job in jobs)

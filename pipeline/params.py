@@ -1,5 +1,5 @@
-"""What a stage reads of its config besides plain values: the choices (Enums) of the schema and
-`to_plain`. Kept apart from pipeline/config.py (the schema and its checks) so that a stage's
+"""What a stage reads of its config besides plain values: the choices (Enums) of the schema,
+`to_plain`, and `StoredPart`, how a stage names a part of its work for the store. Kept apart from pipeline/config.py (the schema and its checks) so that a stage's
 import closure, and so its code version, does not take in every backend the schema names."""
 
 from __future__ import annotations
@@ -59,6 +59,20 @@ class Pow2Rounding(Enum):
     ceil = "ceil"
     nearest = "nearest"
     mse = "mse"
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredPart:
+    """A part of a stage's work that fewer choices reach than the whole stage (calibrate's statistics do not
+    depend on the method), stored on its own so the configurations that share it compute it once
+    (`StageContext.reuse`). Its key covers exactly what it names: the config keys (declared by the
+    stage, or under one it declares), the stage's inputs, and `choices`, what the stage derived from
+    the config (JSON values)."""
+
+    name: str
+    params: tuple[str, ...]
+    inputs: tuple[str, ...]
+    choices: tuple[tuple[str, Any], ...] = ()
 
 
 def to_plain(node: Any) -> Any:

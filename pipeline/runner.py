@@ -6,6 +6,12 @@ subset it declares (files named by the config count by content, not by path),
 and the digests of its input artifacts. The
 same `run_stage` serves run.py (inputs from the store) and dvc.yaml (inputs
 from DVC's output directories).
+
+A stage may also store a part of its work that fewer choices reach than the whole stage
+(`StageContext.reuse`, a `StoredPart`): calibrate's statistics do not depend on the method, so a
+sweep of methods computes them once. A part is a store entry of its own (`<stage>.<part>`), keyed
+like a stage by its code version and what the part names of the stage's config keys (by content)
+and inputs; the stage's manifest lists the parts it used, and gc keeps them with it.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from typing import Any, Callable, Protocol
 from pipeline.code_version import code_version as closure_version
 from pipeline.config import Config, FileRef, select, to_plain
 from pipeline.hashing import canonical_json, data_digest, sha256_bytes
+from pipeline.params import StoredPart
 from pipeline.quiet import native_notices_dropped
 from pipeline.resources import ResolvedFile, is_empty, resolve
 from pipeline.stages import Stage
@@ -52,6 +59,10 @@ class Display(Protocol):
     def log(self, stage: Stage, message: str) -> None: ...
 
 
+# (the part, a function writing it into a directory) -> the directory of the stored part
+ReusePart = Callable[[StoredPart, Callable[[Path], None]], Path]
+
+
 @dataclass
 class StageContext:
     """What a stage function may use besides its config and its inputs."""
@@ -59,6 +70,7 @@ class StageContext:
     stage: str
     progress: Callable[[int, int], None]  # (done, total)
     log: Callable[[str], None]
+    reuse: ReusePart | None = None  # the directory of a stored part of this stage, computed when absent
 
 
 @dataclass
@@ -164,6 +176,33 @@ def _field_material(spec: dataclasses.Field, value: Any) -> Any:
     return _key_material(value)
 
 
+def material_of(stage: Stage, material: dict[str, Any], dotted: str) -> Any:
+    """The key material of config key `dotted`, which the stage declares or lies under one it declares."""
+    declared = next((key for key in stage.params if dotted == key or dotted.startswith(f"{key}.")), None)
+    if declared is None:
+        raise KeyError(f"stage {stage.name} stores a part that depends on config key {dotted!r}, which the stage "
+                       "does not declare; add it to the stage's params in pipeline/stages.py")
+    value = material[declared]
+    for name in dotted[len(declared):].split(".")[1:]:
+        value = value[name]
+    return value
+
+
+def part_key(stage: Stage, part: StoredPart, material: dict[str, Any], inputs: dict[str, Artifact]) -> str:
+    """A stored part's key: the stage's code version, and the config keys, inputs and choices the part names."""
+    unknown = sorted(set(part.inputs) - set(inputs))
+    if unknown:
+        raise KeyError(f"stage {stage.name} stores a part that reads input(s) {', '.join(unknown)}; its inputs are "
+                       f"{', '.join(inputs) or 'none'}")
+    return sha256_bytes(canonical_json({
+        "part": f"{stage.name}.{part.name}",
+        "code": code_version(stage),
+        "params": {dotted: material_of(stage, material, dotted) for dotted in sorted(part.params)},
+        "choices": dict(part.choices),
+        "inputs": {name: inputs[name].digest for name in sorted(part.inputs)},
+    }))
+
+
 def stage_key(stage: Stage, params_material: dict[str, Any], inputs: dict[str, Artifact]) -> str:
     material = {
         "stage": stage.name,
@@ -197,10 +236,13 @@ class Runner:
     def _execute(self, stage: Stage, key: str, params: StageParams, material: dict, inputs: dict[str, Artifact]) -> Artifact:
         module_name, function_name = stage.entry.split(":")
         function = getattr(importlib.import_module(module_name), function_name)
+        parts: dict[str, dict[str, str]] = {}
         context = StageContext(
             stage=stage.name,
             progress=lambda done, total: self.display.progress(stage, done, total),
             log=lambda message: self.display.log(stage, message),
+            reuse=lambda part, compute: self._part(stage, part, part_key(stage, part, material, inputs), compute,
+                                                   {name: inputs[name] for name in part.inputs}, parts),
         )
         build_dir = self.store.new_build_dir()
         started = time.perf_counter()
@@ -219,10 +261,37 @@ class Runner:
             "code_version": code_version(stage),
             "params": material,
             "inputs": {name: {"key": artifact.key, "digest": artifact.digest} for name, artifact in inputs.items()},
+            "parts": parts,
             "metrics": {name: float(value) for name, value in (metrics or {}).items()},
             "timings": {"wall_s": round(time.perf_counter() - started, 3)},
         }
         return self.store.commit(stage.name, key, build_dir, manifest)
+
+    def _part(self, stage: Stage, part: StoredPart, key: str, compute: Callable[[Path], None], inputs: dict[str, Artifact],
+              parts: dict[str, dict[str, str]]) -> Path:
+        """The stored part's directory; computed by `compute(directory)` and committed when the store lacks it."""
+        name = f"{stage.name}.{part.name}"
+        artifact = self.store.lookup(name, key)
+        while self.store.notices:
+            self.display.log(stage, "warning: " + self.store.notices.pop(0))
+        if artifact is None:
+            build_dir = self.store.new_build_dir()
+            started = time.perf_counter()
+            try:
+                compute(build_dir)
+            except BaseException:
+                self.store.discard(build_dir)
+                raise
+            artifact = self.store.commit(name, key, build_dir, {
+                "code_version": code_version(stage),
+                "inputs": {upstream: {"key": artifact.key, "digest": artifact.digest} for upstream, artifact in inputs.items()},
+                "metrics": {}, "timings": {"wall_s": round(time.perf_counter() - started, 3)},
+            })
+        else:
+            self.display.log(stage, f"{part.name}: reused from the store ({name}/{key[:12]}, computed in "
+                                    f"{artifact.manifest['timings']['wall_s']:.1f} s)")
+        parts[name] = {"key": artifact.key, "digest": artifact.digest}
+        return artifact.directory
 
 
 @dataclass

@@ -6,7 +6,12 @@ into scales. A QAT graph is calibrated as the float graph it contains.
 Its outputs are the table and the float graph the table is for: the folded graph, or with
 calib.equalize the cross-layer equalized one (an equivalent function, measured on the
 calibration images), which annotate, emit-IR and simulate quantize. calib.bias_correction
-adds a per-channel correction to each bias entry of the table."""
+adds a per-channel correction to each bias entry of the table.
+
+What no method choice reaches (the equalized graph, the statistics, the layer-input moments: every
+pass of the float graph over the calibration images) is the stage's stored part `observation`,
+keyed by the fold_check graph and the data and calibration keys it reads: a sweep of methods, or a
+DVC experiment that changes only the method, observes once and each method builds its table from it."""
 
 from __future__ import annotations
 
@@ -34,9 +39,14 @@ from core.quantize.evaluation import end_point_difference
 from core.quantize.statistics import channel_statistics, collect_statistics
 from core.reports.calibration import plot_clipping, plot_histograms
 from core.reports.series import series_rows, write_series
-from pipeline.params import to_plain
+from pipeline.params import StoredPart, to_plain
 
 HISTOGRAM_DIR = "histograms"
+MOMENTS_DIR = "moments"
+EQUALIZATION_FILE = "equalization.json"
+# what the observation (the float graph calibrated, its statistics and layer-input moments) depends on besides the
+# fold_check graph, whether it is equalized, whether moments are needed: not the method, its parameters or the target
+OBSERVATION_KEYS = ("calib.num_images", "calib.batch_size", "calib.num_bins", "data", "model.preprocess", "limits")
 EQUIVALENCE_IMAGES = 64  # calibration images the equalized graph is checked on against the folded one
 # calib.equalize_relu6=keep: the input magnitudes a kept ReLU6's bound assumes, as a multiple of the
 # largest seen per channel in calibration (ssd_mbv2, held-out image: end-point SQNR of the equalized
@@ -66,17 +76,11 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     if batch < calib.batch_size:
         ctx.log(f"calibrating in batches of {batch} images, not calib.batch_size={calib.batch_size}: {BUDGET_KEY} holds no more")
     metrics, report = {}, {}
-    if method == "qat" and (calib.equalize or calib.bias_correction):
-        ctx.log("calib.method=qat keeps the trained graph and its ranges: calib.equalize and calib.bias_correction do not apply")
-    elif calib.equalize:
-        float_graph, layer_graph, report["equalization"] = _equalized(float_graph, layer_graph, calib, dataset.images, batch, ctx)
-        metrics.update(equalized_pairs=len(report["equalization"]["pairs"]), equalize_max_abs_diff=report["equalization"]["difference"]["max_abs_difference"])
-    stats = collect_statistics(float_graph, layer_graph.quantized_tensors(), dataset.images, batch,
-                               calib.num_bins, dataset.source, ctx.progress)
+    float_graph, layer_graph, stats, input_moments = _observed(calib, float_graph, layer_graph, dataset, batch, ctx, metrics, report)
     target = target_spec(params.target, calib)
     settings = CalibrationSettings(percentile=calib.percentile, num_quant_levels=2 ** (target.bits - 1),
                                    weight_method=calib.weight_method.value)
-    table = _table(params, layer_graph, target, settings, stats, ranges, dataset.images, batch, ctx, metrics, report)
+    table = _table(params, layer_graph, target, settings, stats, input_moments, ranges, dataset.images, batch, ctx, metrics, report)
     table.save(out_dir)
     float_graph.save(out_dir)
     save_histograms(stats, out_dir / HISTOGRAM_DIR)
@@ -103,6 +107,25 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     }
 
 
+def _observed(calib, float_graph: Graph, layer_graph, dataset, batch: int, ctx, metrics: dict, report: dict):
+    """(float graph, its layers, statistics, layer-input moments) from the store's observation part, computed
+    when absent: a sweep of methods observes once; adds the equalization to `metrics` and `report`."""
+    method = calib.method.value
+    if method == "qat" and (calib.equalize or calib.bias_correction):
+        ctx.log("calib.method=qat keeps the trained graph and its ranges: calib.equalize and calib.bias_correction do not apply")
+    equalized = bool(calib.equalize) and method != "qat"
+    moments = (bool(calib.bias_correction) and method != "qat") or calib.weight_method.value == "mse"
+    part = StoredPart("observation", OBSERVATION_KEYS + (("calib.equalize_relu6",) if equalized else ()), ("fold_check",),
+                      (("equalize", equalized), ("moments", moments)))
+    directory = ctx.reuse(part, lambda build: observe(float_graph, layer_graph, calib, dataset, batch, equalized, moments, build, ctx))
+    float_graph, stats, input_moments, equalization = load_observation(directory)
+    if equalized:
+        report["equalization"] = equalization
+        _log_equalization(equalization, min(len(dataset.images), EQUIVALENCE_IMAGES), ctx)
+        metrics.update(equalized_pairs=len(equalization["pairs"]), equalize_max_abs_diff=equalization["difference"]["max_abs_difference"])
+    return float_graph, group_layers(float_graph), stats, input_moments
+
+
 def _pictures_and_series(stats, table, ranges, settings, out_dir: Path) -> dict:
     """clipping.png, histograms.png and the clipping series; the activation entries, by tensor."""
     plot_clipping(stats, table, ranges, settings, out_dir / "clipping.png")
@@ -122,11 +145,11 @@ def target_spec(target_cfg, calib) -> TargetSpec:
     )
 
 
-def _table(params, layer_graph, target: TargetSpec, settings, stats, ranges, images, batch: int, ctx, metrics: dict, report: dict):
+def _table(params, layer_graph, target: TargetSpec, settings, stats, moments, ranges, images, batch: int, ctx, metrics: dict,
+           report: dict):
     """The method's table (or auto's search), bias-corrected as configured; adds to `metrics` and `report`."""
     method = params.calib.method.value
     correct, weigh = params.calib.bias_correction and method != "qat", settings.weight_method == "mse"
-    moments = _input_moments(layer_graph, images, batch) if correct or weigh else {}
     means = {tensor: values["mean"] for tensor, values in moments.items()} if correct else None
     mean_squares = {tensor: values["mean_square"] for tensor, values in moments.items()} if weigh else None
     if method == AUTO:
@@ -210,12 +233,61 @@ def _equalized(float_graph: Graph, layer_graph, calib, images, batch: int, ctx):
         input_absmax = {layer: observed[tensor]["absmax"] * INPUT_HEADROOM for layer, tensor in clamped.items()}
     equalization = equalize(layer_graph, relu6, input_absmax)
     difference = end_point_difference(float_graph, equalization.graph, images[:EQUIVALENCE_IMAGES], batch)
-    ctx.log(f"equalized {len(equalization.pairs)} layer pair(s) in {equalization.passes} pass(es); the float end points moved by "
-            f"at most {difference['max_abs_difference']:.3g} (largest value {difference['max_abs_reference']:.3g}, "
-            f"SQNR {difference['sqnr_db_min']:.1f} dB) on {min(len(images), EQUIVALENCE_IMAGES)} calibration images")
-    if not equalization.converged:
-        ctx.log(f"warning: equalization stopped after {equalization.passes} passes before every scale settled")
     return equalization.graph, group_layers(equalization.graph), {**equalization.to_dict(), "difference": difference}
+
+
+def _log_equalization(report: dict, images: int, ctx) -> None:
+    difference = report["difference"]
+    ctx.log(f"equalized {len(report['pairs'])} layer pair(s) in {report['passes']} pass(es); the float end points moved by "
+            f"at most {difference['max_abs_difference']:.3g} (largest value {difference['max_abs_reference']:.3g}, "
+            f"SQNR {difference['sqnr_db_min']:.1f} dB) on {images} calibration images")
+    if not report["converged"]:
+        ctx.log(f"warning: equalization stopped after {report['passes']} passes before every scale settled")
+
+
+def observe(float_graph: Graph, layer_graph, calib, dataset, batch: int, equalized: bool, moments: bool, directory: Path,
+            ctx) -> None:
+    """The method-independent part of calibration, written to `directory`: the float graph the table is for
+    (equalized when asked), the statistics of its quantized tensors and, when asked, its layer-input moments."""
+    report = {}
+    if equalized:
+        float_graph, layer_graph, report = _equalized(float_graph, layer_graph, calib, dataset.images, batch, ctx)
+    stats = collect_statistics(float_graph, layer_graph.quantized_tensors(), dataset.images, batch,
+                               calib.num_bins, dataset.source, ctx.progress)
+    float_graph.save(directory / "graph")
+    save_histograms(stats, directory / HISTOGRAM_DIR)
+    save_moments(_input_moments(layer_graph, dataset.images, batch) if moments else {}, directory / MOMENTS_DIR)
+    (directory / EQUALIZATION_FILE).write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+
+
+def load_observation(directory: Path) -> tuple[Graph, dict[str, TensorStatistics], dict[str, dict[str, np.ndarray]], dict]:
+    """What `observe` wrote: (float graph, statistics, moments, the equalization report or {})."""
+    return (Graph.load(directory / "graph"), load_histograms(directory / HISTOGRAM_DIR), load_moments(directory / MOMENTS_DIR),
+            json.loads((directory / EQUALIZATION_FILE).read_text()))
+
+
+def save_moments(moments: dict[str, dict[str, np.ndarray]], directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    index = {}
+    for number, (tensor, values) in enumerate(sorted(moments.items())):
+        index[tensor] = {}
+        for name, array in sorted(values.items()):
+            index[tensor][name] = f"{number:04d}_{name}.npy"
+            np.save(directory / index[tensor][name], np.asarray(array, np.float64), allow_pickle=False)
+    (directory / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+
+
+def load_moments(directory: Path) -> dict[str, dict[str, np.ndarray]]:
+    index = json.loads((directory / "index.json").read_text())
+    return {tensor: {name: np.load(directory / file, allow_pickle=False) for name, file in files.items()}
+            for tensor, files in index.items()}
+
+
+def load_histograms(directory: Path) -> dict[str, TensorStatistics]:
+    """What save_histograms wrote: the statistics of each tensor, exactly (float64 counts, JSON-exact scalars)."""
+    index = json.loads((directory / "index.json").read_text())
+    return {tensor: TensorStatistics.from_dict(entry, np.load(directory / entry["file"], allow_pickle=False))
+            for tensor, entry in index.items()}
 
 
 def save_histograms(stats: dict[str, TensorStatistics], directory: Path) -> None:

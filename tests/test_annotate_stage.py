@@ -49,3 +49,34 @@ def test_qat_annotation_reproduces_the_qat_graph_and_round_trips(workspace, tmp_
     round_trip_table = CalibrationTable.load(_artifact(second, "calibrate").directory)
     assert round_trip_table.tensors == original_table.tensors
     assert second.metrics["annotate.top1"] == first.metrics["annotate.top1"]
+
+
+def test_the_qat_graphs_own_top1_is_one_stored_part_for_every_calibration(workspace):
+    import numpy as np
+    import tensorflow as tf
+
+    from conftest import MODELS
+    from core.data.datasets import load_split
+
+    common = ["model=mbv1_cifar10", f"data.path={CIFAR10_DIR}", "calib.num_images=16", "data.eval_num_images=64", *workspace]
+    runs = [_run(*common, f"calib.method={method}") for method in ("qat", "minmax")]
+    fewer = _run(*common, "calib.method=minmax", "data.eval_num_images=32")
+
+    def part(summary):
+        return _artifact(summary, "annotate").manifest["parts"]["annotate.qat_graph_top1"]["key"]
+
+    assert part(runs[0]) == part(runs[1]) != part(fewer)
+    # the figure, independently: TensorFlow on the model file as shipped, on the same evaluation images
+    cfg = compose(*common)
+    data = cfg.data
+    evaluation = load_split(data.kind.value, data.path, data.eval_split, {"size": [128, 128], "channels": 3, "resize": "tf_bilinear",
+                                                                          "scale": 127.5, "offset": -1.0},
+                            limit=data.eval_num_images, holdout_fraction=data.holdout_fraction, seed=data.split_seed)
+    images = np.asarray(evaluation.images)  # decoded and resized eagerly, before a graph is the default
+    graph_def = tf.compat.v1.GraphDef.FromString((MODELS / "mobilenet_v1_0.5_128_cifar10" / "graph.pb").read_bytes())
+    with tf.Graph().as_default() as graph:
+        tf.compat.v1.import_graph_def(graph_def, name="")
+        with tf.compat.v1.Session(graph=graph) as session:
+            logits = session.run(cfg.model.end_points[0], {cfg.model.input_tensor: images})
+    expected = float(np.mean(logits.reshape(len(logits), -1).argmax(axis=1) == evaluation.labels))
+    assert runs[0].metrics["annotate.top1_qat_graph"] == runs[1].metrics["annotate.top1_qat_graph"] == pytest.approx(expected, abs=1 / 64)

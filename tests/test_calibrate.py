@@ -62,6 +62,41 @@ def test_saturating_methods_clip_no_wider_than_minmax(digits_tables):
     ), "KL never chose a finer scale than minmax on any tensor"
 
 
+def _observation(summary) -> str:
+    """The key of the observation part the run's calibrate entry used."""
+    (part,) = summary.results[-1].artifact.manifest["parts"].values()
+    return part["key"]
+
+
+def test_a_sweep_of_methods_observes_once_and_each_table_is_the_one_a_fresh_store_computes(digits_tables, tmp_path, model_cache):
+    assert len({_observation(summary) for _, summary in digits_tables.values()}) == 1
+    fresh = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}"]
+    for method in ("kl", "mse"):  # observed by minmax's run above; here each observes for itself
+        table, summary = _calibrate(*fresh, f"calib.method={method}")
+        reused = digits_tables[method][1].results[-1].artifact.directory
+        computed = summary.results[-1].artifact.directory
+        for name in ("calibration_table.json", "graph.json", "histograms/index.json", "report.json"):
+            assert (computed / name).read_bytes() == (reused / name).read_bytes(), (method, name)
+        shutil.rmtree(tmp_path / "store" / "calibrate.observation")
+
+
+def test_what_the_observation_reads_changes_its_key_and_what_it_does_not_keeps_it(digits_store, digits_tables):
+    shared = _observation(digits_tables["minmax"][1])
+    assert _observation(_calibrate(*digits_store, "calib.method=percentile", "calib.percentile=99.9")[1]) == shared
+    assert _observation(_calibrate(*digits_store, "calib.method=kl", "calib.pow2_rounding=nearest")[1]) == shared
+    assert _observation(_calibrate(*digits_store, "calib.method=kl", "calib.num_bins=1024")[1]) != shared
+    assert _observation(_calibrate(*digits_store, "calib.method=kl", "calib.equalize=false")[1]) != shared
+
+
+def test_a_damaged_observation_is_set_aside_and_computed_again(digits_store, digits_tables):
+    store = digits_tables["minmax"][1].results[-1].artifact.directory.parent.parent
+    entry = store / "calibrate.observation" / _observation(digits_tables["minmax"][1])
+    (entry / "histograms" / "0000.npy").write_bytes(b"not the histogram")
+    table, summary = _calibrate(*digits_store, "calib.method=kl", "calib.percentile=99.0")  # a new calibrate key, same observation
+    assert _observation(summary) == entry.name and (entry / "histograms" / "0000.npy").read_bytes() != b"not the histogram"
+    assert table.to_json() == digits_tables["kl"][0].to_json()
+
+
 def test_weights_are_never_saturated_under_weight_method_minmax(digits_store):
     table, _ = _calibrate(*digits_store, "calib.method=kl", "calib.weight_method=minmax")
     for entry in table.tensors.values():

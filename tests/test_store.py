@@ -15,6 +15,8 @@ import pytest
 from pipeline.hashing import data_digest, file_digests, one_reading_of_data, path_digest, tree_digest
 from conftest import PROJECT_ROOT
 from pipeline.store import ArtifactStore
+from pipeline.runner import material_of
+from pipeline.stages import stage_named
 from pipeline.store.gc import plan_gc, run_gc
 
 
@@ -145,28 +147,33 @@ def test_gc_keeps_the_newest_runs_entries_and_their_inputs(tmp_path, remote):
     url = f"memory://gc-{tmp_path.name}" if remote else str(tmp_path / "store")
     store = ArtifactStore(url, local_cache=tmp_path / "cache")
 
-    def entry(stage: str, key: str, inputs: dict[str, str]) -> None:
-        store.commit(stage, key, _build(store, key.encode()), {"inputs": {name: {"key": k, "digest": "d"} for name, k in inputs.items()}})
+    def entry(stage: str, key: str, inputs: dict[str, str], parts: dict[str, str] | None = None) -> None:
+        store.commit(stage, key, _build(store, key.encode()), {"inputs": {name: {"key": k, "digest": "d"} for name, k in inputs.items()},
+                                                               "parts": {name: {"key": k, "digest": "d"} for name, k in (parts or {}).items()}})
 
     entry("import", "old-import", {})
     entry("fold_check", "old-fold", {"import": "old-import"})
     entry("import", "new-import", {})
     entry("fold_check", "new-fold", {"import": "new-import"})
+    entry("calibrate.observation", "new-observation", {"fold_check": "new-fold"})
+    entry("calibrate.observation", "stray-observation", {"fold_check": "new-fold"})  # no kept stage used it
+    entry("calibrate", "new-calibrate", {"fold_check": "new-fold"}, {"calibrate.observation": "new-observation"})
     entry("calibrate", "stray", {"fold_check": "new-fold"})  # no run used it
     store.record_run({"import": "old-import", "fold_check": "old-fold"}, origin="test")
-    store.record_run({"fold_check": "new-fold"}, origin="test")  # a run until fold_check names import too; its input is kept anyway
+    store.record_run({"calibrate": "new-calibrate"}, origin="test")  # a run until calibrate names its inputs too; they are kept anyway
     project = tmp_path / "project"  # no dvc.lock here
     project.mkdir()
     everything = {(s, k) for s in store.stages_present() for k in store.entries(s)}
 
     plan = plan_gc(store, project, keep_runs=1)
-    assert set(plan.keep) == {("fold_check", "new-fold"), ("import", "new-import")}
+    assert set(plan.keep) == {("calibrate", "new-calibrate"), ("calibrate.observation", "new-observation"),
+                              ("fold_check", "new-fold"), ("import", "new-import")}
     assert set(plan.remove) == everything - set(plan.keep) and len(plan.old_records) == 1
     assert {(s, k) for s in store.stages_present() for k in store.entries(s)} == everything  # planning removes nothing
 
     run_gc(store, plan)
     assert {(s, k) for s in store.stages_present() for k in store.entries(s)} == set(plan.keep)
-    assert store.lookup("fold_check", "new-fold") is not None and len(store.run_records()) == 1
+    assert store.lookup("calibrate.observation", "new-observation") is not None and len(store.run_records()) == 1
     assert set(plan_gc(store, project, keep_runs=0).remove) == set(plan.keep)  # no runs kept: nothing referenced
 
 
@@ -195,3 +202,12 @@ def test_a_data_set_is_read_once_per_run_and_again_by_the_next(tmp_path):
     assert changed == path_digest(data) != first  # outside a run, and in the next one, read again
     with one_reading_of_data():
         assert data_digest(data) == changed
+
+
+def test_a_stored_part_depends_only_on_config_its_stage_declares():
+    calibrate = stage_named("calibrate")
+    material = {"calib": {"num_bins": 1024, "auto": {"budget_s": 60}}, "data": {"kind": "digits"}}
+    assert material_of(calibrate, material, "calib.num_bins") == 1024
+    assert material_of(calibrate, material, "calib.auto.budget_s") == 60 and material_of(calibrate, material, "data") == {"kind": "digits"}
+    with pytest.raises(KeyError, match="'model.file', which the stage does not declare"):
+        material_of(calibrate, material, "model.file")

@@ -96,12 +96,13 @@ def plan_gc(store: ArtifactStore, project: Path, keep_runs: int = DEFAULT_KEEP_R
 
 
 def _add_inputs(store: ArtifactStore, keep: dict[Entry, str]) -> None:
-    """Each kept entry's inputs, transitively: a run that reuses a stage also needs what it was computed from."""
+    """Each kept entry's inputs and stored parts, transitively: a run that reuses a stage also needs
+    what it was computed from, and its parts serve the stage's next configuration."""
     pending = list(keep)
     while pending:
         stage, key = pending.pop()
-        manifest = store.manifest(stage, key)
-        for upstream, info in ((manifest or {}).get("inputs") or {}).items():
+        manifest = store.manifest(stage, key) or {}
+        for upstream, info in [*(manifest.get("inputs") or {}).items(), *(manifest.get("parts") or {}).items()]:
             entry = (upstream, info.get("key", ""))
             if entry not in keep:
                 keep[entry] = f"input of {stage}/{key[:12]}"
