@@ -1,6 +1,7 @@
 """What a stage reads of its config besides plain values: the choices (Enums) of the schema,
-`to_plain`, and `StoredPart`, how a stage names a part of its work for the store. Kept apart from pipeline/config.py (the schema and its checks) so that a stage's
-import closure, and so its code version, does not take in every backend the schema names."""
+`to_plain`, and `StoredPart`, how a stage names a part of its work for the store. Kept apart from
+pipeline/config.py (the schema and its checks) so that a stage's import closure, and so its code
+version, does not take in every backend the schema names."""
 
 from __future__ import annotations
 

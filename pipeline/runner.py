@@ -284,7 +284,7 @@ class Runner:
                 raise
             artifact = self.store.commit(name, key, build_dir, {
                 "code_version": code_version(stage),
-                "inputs": {upstream: {"key": artifact.key, "digest": artifact.digest} for upstream, artifact in inputs.items()},
+                "inputs": {upstream: {"key": source.key, "digest": source.digest} for upstream, source in inputs.items()},
                 "metrics": {}, "timings": {"wall_s": round(time.perf_counter() - started, 3)},
             })
         else:
