@@ -20,7 +20,7 @@ from core.frontend.tf_runtime import GraphRunner
 from core.ir.layers import group_layers
 from core.quantize.calibration.build import CalibrationError
 from core.quantize.calibration.histogram import TensorStatistics
-from core.quantize.statistics import collect_statistics, in_graph_statistics, magnitude_histogram
+from core.quantize.statistics import collect_statistics, in_graph_statistics, magnitude_histogram, observe_tensor
 from pipeline.main import run_pipeline
 
 QUIET = Console(file=open(os.devnull, "w"))
@@ -96,6 +96,23 @@ def test_the_compiled_histogram_bins_as_float32_arithmetic_says(values, num_bins
         product = np.abs(values) * scale  # float32, truncated below; the graph's int32 cast sent inf and NaN to bin 0
     bins = np.where(np.isfinite(product), np.minimum(np.nan_to_num(product, posinf=0), num_bins - 1), 0).astype(np.int64)
     assert np.array_equal(magnitude_histogram(values, absmax, num_bins), np.bincount(bins.ravel(), minlength=num_bins))
+
+
+any_float32 = st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnormal=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=hnp.arrays(np.float32, hnp.array_shapes(min_dims=2, max_dims=3, max_side=30), elements=any_float32))
+def test_the_one_pass_extrema_are_numpys_and_a_nan_or_inf_names_its_first_image(values):
+    observed = observe_tensor(values, NUM_BINS)
+    rows = values.reshape(len(values), -1)
+    finite = np.isfinite(rows).all(axis=1)
+    if finite.all():
+        assert (observed.highest, observed.lowest) == (float(rows.max()), float(rows.min()))  # -0.0 == 0.0: either may come
+        assert observed.bad_image is None and observed.counts.sum() == values.size
+    else:
+        assert observed.counts is None and observed.bad_image == int(np.flatnonzero(~finite)[0])
+        assert not (np.isfinite(observed.highest) and np.isfinite(observed.lowest))
 
 
 def test_the_largest_magnitude_falls_in_the_last_bin_and_zero_in_the_first():
