@@ -1,6 +1,6 @@
 """Statistics collection vs plain float inference, side by side in one process.
 
-    .venv/bin/python bench/bench_statistics.py [--images 932] [--batch-size 32] [--repeats 3]
+    .venv/bin/python bench/bench_statistics.py [--images 932] [--batch-size 32] [--repeats 7]
 
 Runs the folded float graph of mbv1_cifar10 (from ../shared) on CIFAR-10
 training images: once fetching only the end point (what inference costs), once
@@ -9,7 +9,9 @@ same execution, extrema and histograms computed beside the graph, merged), and
 once through the in-graph reference path (the reductions and histograms as
 TensorFlow ops, what calibrate ran before). Two figures: end to end (session
 set-up included, as one calibrate run pays it) and steady state (both sessions
-warmed up, the per-batch cost). Then checks that the collection's statistics
+warmed up, the per-batch cost), each the best of the repeats, and the median of
+the steady state's back-to-back ratios (what the exit status judges: the
+least sensitive to a noisy machine). Then checks that the collection's statistics
 are the reference path's, bit for bit. The budget is 1.5x.
 """
 
@@ -55,8 +57,9 @@ def identical(collected, reference) -> bool:
                for a, b in ((collected[tensor], reference[tensor]) for tensor in reference))
 
 
-def steady_state(graph, tensors, images, batch_size, repeats) -> tuple[float, float]:
-    """Best-of-`repeats` seconds for all `images`, sessions built and warmed up beforehand."""
+def steady_state(graph, tensors, images, batch_size, repeats) -> tuple[float, float, float]:
+    """Best-of-`repeats` seconds for all `images`, sessions built and warmed up beforehand, and the
+    median of the repeats' own ratios (each pair run back to back)."""
     runner = GraphRunner(graph)
     collector = StatisticsCollector(graph, tensors, 2048, "bench")
     warm = images[:batch_size]
@@ -73,14 +76,14 @@ def steady_state(graph, tensors, images, batch_size, repeats) -> tuple[float, fl
         statistics.append(time.perf_counter() - started)
     runner.close()
     collector.close()
-    return min(inference), min(statistics)
+    return min(inference), min(statistics), float(np.median(np.array(statistics) / np.array(inference)))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=932)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=7)  # a 2-core VM's timings vary +-15% run to run
     args = parser.parse_args()
     graph = float_graph()[0]
     tensors = group_layers(graph).quantized_tensors()
@@ -91,19 +94,20 @@ def main() -> int:
         inference.append(time_inference(graph, images, args.batch_size))
         statistics.append(time_statistics(graph, tensors, images, args.batch_size))
         reference.append(time_reference(graph, tensors, images, args.batch_size))
-    steady_inference, steady_statistics = steady_state(graph, tensors, images, args.batch_size, args.repeats)
+    steady_inference, steady_statistics, steady_median = steady_state(graph, tensors, images, args.batch_size, args.repeats)
     print(f"{len(images)} images, batch {args.batch_size}, {len(tensors)} tensors observed, best of {args.repeats}")
     for label, base, measured in (("end to end  ", min(inference), min(statistics)),
                                   ("steady state", steady_inference, steady_statistics)):
         print(f"{label}: float inference {base:6.3f} s ({1000 * base / len(images):.2f} ms/image), "
               f"statistics {measured:6.3f} s ({1000 * measured / len(images):.2f} ms/image), "
               f"ratio {measured / base:.2f} (budget {BUDGET})")
+    print(f"steady state, median of the {args.repeats} back-to-back ratios: {steady_median:.2f}")
     print(f"in-graph reference path, end to end: {min(reference):6.3f} s, ratio {min(reference) / min(inference):.2f}")
     checked = images[: 4 * args.batch_size]
     same = identical(collect_statistics(graph, tensors, checked, args.batch_size, 2048, "bench", lambda done, total: None),
                      in_graph_statistics(graph, tensors, checked, args.batch_size, 2048))
     print(f"statistics of {len(checked)} images identical to the reference path's (min, max, absmax, count, every bin): {'yes' if same else 'NO'}")
-    return 0 if same and steady_statistics / steady_inference <= BUDGET else 1
+    return 0 if same and steady_median <= BUDGET else 1
 
 
 if __name__ == "__main__":
