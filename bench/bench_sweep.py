@@ -5,7 +5,7 @@
 Runs, side by side in one command, each on a fresh store and MLflow database under a temporary directory
 (mbv1_cifar10's graph, test image and CIFAR-10 from ../shared, through model.file.path, model.test_image.path
 and data.path):
-  one run     python run.py model=M calib.method=kl
+  one run     python run.py model=M calib.method=kl             (before the sweep and again after it)
   the sweep   python run.py -m model=M calib.method=qat,minmax,kl,percentile,mse
 and prints the wall time of each (the whole process: Python and TensorFlow start-up included), their
 ratio (budget 1.5x), and where the time goes: per stage, the seconds of the one run and of the sweep
@@ -76,6 +76,11 @@ def main() -> int:
         sweep_s, jobs = run(["-m", *model, f"calib.method={args.methods}"], work / "sweep", "the sweep")
         check(jobs, len(methods), "the sweep")
         parts = {part: len(list((work / "sweep" / "store" / part).glob("*/manifest.json"))) for part in STORED_PARTS}
+        # the one run again, after the sweep: the first pays for cold files (the model, TensorFlow's libraries); the
+        # faster of the two is the baseline, so the ratio errs on the high side
+        again_s, (again,) = run([*model, "calib.method=kl"], work / "again", "one run, after the sweep")
+        check([again], 1, "one run, after the sweep")
+        first_s, one_s = one_s, min(one_s, again_s)
     computed = {stage: sum(1 for job in jobs if job[f"{stage}.wall_s"] > 0.5 * job[f"{stage}.compute_s"]) for stage in STAGE_NAMES}
     for stage in SHARED:
         if computed[stage] != 1:
@@ -91,7 +96,8 @@ def main() -> int:
     for stage in STAGE_NAMES:
         sweep_stage = sum(job[f"{stage}.wall_s"] for job in jobs)
         print(f"{stage:12} {one[f'{stage}.wall_s']:10.1f} {sweep_stage:9.1f}  {computed[stage]} of {len(jobs)} jobs")
-    print(f"one run (calib.method=kl): {one_s:.1f} s; sweep of {len(methods)} methods ({args.methods}): {sweep_s:.1f} s")
+    print(f"one run (calib.method=kl): {one_s:.1f} s (the faster of {first_s:.1f} s before the sweep and {again_s:.1f} s after); "
+          f"sweep of {len(methods)} methods ({args.methods}): {sweep_s:.1f} s")
     print(f"ratio sweep / one run {sweep_s / one_s:.2f} (budget {BUDGET})")
     return 0 if sweep_s / one_s <= BUDGET else 1
 
