@@ -160,7 +160,8 @@ def _rebin_compiled(counts, old_absmax, new_absmax):  # pragma: no cover  (compi
             read[index] = value
     moved = np.empty(num_bins)
     for index in range(num_bins):
-        moved[index] = max(read[index + 1] - read[index], 0.0)
+        difference = read[index + 1] - read[index]
+        moved[index] = difference if difference >= 0.0 or np.isnan(difference) else 0.0  # np.maximum's choice
     return moved
 
 
