@@ -23,7 +23,7 @@ from rich.console import Console
 from conftest import CIFAR10_DIR, MBV1_GRAPH, MODELS, compose, ir_record
 from harness import PORTABLE, SIMD_BUILDS, check_layer, hw, int8, missing_cpu_flags, one_layer_ir, simd_compiler
 from core.backends.c.build import CompileError, compile_program, run_program
-from core.backends.c.program import c_array, c_symbols
+from core.backends.c.program import c_array, c_symbols, decimal_texts
 from core.backends.program import generate_c
 from core.ir.io import read_ir
 from core.ir.network import Ir
@@ -318,6 +318,14 @@ def test_symbols_are_c_identifiers_unique_and_the_source_byte_stable():
     assert list(symbols.values()) == ["layer_a_b", "layer_a_b_2", "layer_a_b_3"]
     assert generate_c(ir).source == generate_c(Ir.from_json([dict(layer) for layer in layers], {})).source
     assert c_array("x", np.array([-128, 0, 127], np.int8)) == "static const int8_t x[3] = {\n    -128,0,127\n};\n"
+
+
+def test_constants_are_written_as_python_writes_every_integer():
+    """The table lookup of 8- and 16-bit constants gives str()'s text for every value, in order."""
+    rng = np.random.default_rng(7)
+    for values in (np.arange(-128, 128, dtype=np.int8)[::-1], np.arange(-32768, 32768, dtype=np.int16)[rng.permutation(65536)],
+                   np.array([-2**31, -1, 0, 1, 2**31 - 1], np.int32), rng.integers(-2**31, 2**31, 1000).astype(np.int32)):
+        assert decimal_texts(values) == [str(int(value)) for value in values]
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ Symbols are `layer_` + the layer name with every character outside [A-Za-z0-9_] 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -97,7 +98,22 @@ def c_array(name: str, values: np.ndarray, maybe_unused: bool = False) -> str:
     if flat.dtype not in (np.int8, np.int16, np.int32):
         raise CodegenError(f"{name}: constants of dtype {flat.dtype}; expected int8 (the IR's params), float32 (a float "
                            f"layer's) or int16 / int32 (a SIMD packing's)")
-    return _c_initialized(f"{storage} {flat.dtype}_t {name}", [str(int(v)) for v in flat])
+    return _c_initialized(f"{storage} {flat.dtype}_t {name}", decimal_texts(flat))
+
+
+def decimal_texts(flat: np.ndarray) -> list[str]:
+    """Each signed integer of `flat` as its decimal text, as str() writes it: 8- and 16-bit values by table
+    lookup (a network's constants are millions of them; str() per numpy value took 0.5 s of codegen)."""
+    if flat.dtype.itemsize <= 2:
+        return _decimal_table(flat.dtype.itemsize)[flat.astype(np.intp) + 2 ** (8 * flat.dtype.itemsize - 1)].tolist()
+    return list(map(str, flat.tolist()))
+
+
+@functools.cache
+def _decimal_table(itemsize: int) -> np.ndarray:
+    """The decimal texts of every signed integer of `itemsize` bytes, from the smallest up."""
+    half = 2 ** (8 * itemsize - 1)
+    return np.array([str(value) for value in range(-half, half)], dtype=object)
 
 
 def c_bytes(name: str, data: bytes) -> str:
