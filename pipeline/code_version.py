@@ -13,6 +13,7 @@ So a changed file changes the key of exactly the stages that can run it, and not
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -43,21 +44,46 @@ def _is_package(path: Path) -> bool:
     return path.name == "__init__.py"
 
 
-def imported_modules(path: Path, root: Path = PROJECT_ROOT) -> set[str]:
-    """The project modules `path` imports (anywhere in it), by name."""
+@dataclass(frozen=True)
+class _SourceFacts:
+    """What the closure reads from one file's source: its imports (each a module, or a `from` import's base
+    module and its names), whether it discovers its package's modules, and its DATA_FILES."""
+
+    imports: tuple[tuple[str, tuple[str, ...]], ...]
+    discovers_modules: bool
+    data_files: tuple[str, ...]
+
+
+@lru_cache(maxsize=None)
+def _facts_of_version(path: Path, root: Path, mtime_ns: int, size: int) -> _SourceFacts:
     tree = ast.parse(path.read_text(), filename=str(path))
     name = _module_name(path, root)
     package = name if _is_package(path) else name.rpartition(".")[0]
-    found: set[str] = set()
+    imports: list[tuple[str, tuple[str, ...]]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
+            imports.extend((alias.name, ()) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = _absolute(node, package)
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names if module_file(f"{base}.{alias.name}", root))
-    if _is_package(path) and _discovers_modules(tree):
-        found.update(f"{name}.{child}" for child in _children(path.parent))
+            imports.append((_absolute(node, package), tuple(alias.name for alias in node.names)))
+    return _SourceFacts(tuple(imports), _is_package(path) and _discovers_modules(tree), _data_files_of(tree, path))
+
+
+def _facts(path: Path, root: Path) -> _SourceFacts:
+    """The file's facts, parsed once per version of it (its modification time and size): the eight stages'
+    closures share most files, and a sweep's jobs share all of them."""
+    status = path.stat()
+    return _facts_of_version(path, root, status.st_mtime_ns, status.st_size)
+
+
+def imported_modules(path: Path, root: Path = PROJECT_ROOT) -> set[str]:
+    """The project modules `path` imports (anywhere in it), by name."""
+    facts = _facts(path, root)
+    found: set[str] = set()
+    for base, names in facts.imports:
+        found.add(base)
+        found.update(f"{base}.{name}" for name in names if module_file(f"{base}.{name}", root))
+    if facts.discovers_modules:
+        found.update(f"{_module_name(path, root)}.{child}" for child in _children(path.parent))
     return {module for module in found if module_file(module, root) is not None}
 
 
@@ -79,9 +105,13 @@ def _children(directory: Path) -> list[str]:
                   if (path.suffix == ".py" and path.name != "__init__.py") or (path / "__init__.py").is_file())
 
 
-def declared_data_files(path: Path) -> tuple[str, ...]:
+def declared_data_files(path: Path, root: Path = PROJECT_ROOT) -> tuple[str, ...]:
     """The module's DATA_FILES: string literals only, read without importing it."""
-    for node in ast.parse(path.read_text(), filename=str(path)).body:
+    return _facts(path, root).data_files
+
+
+def _data_files_of(tree: ast.Module, path: Path) -> tuple[str, ...]:
+    for node in tree.body:
         if isinstance(node, ast.Assign) and any(getattr(target, "id", None) == "DATA_FILES" for target in node.targets):
             try:
                 return tuple(ast.literal_eval(node.value))
@@ -110,7 +140,7 @@ def import_closure(module: str, root: Path = PROJECT_ROOT) -> tuple[Path, ...]:
     sources = sorted({module_file(name, root) for name in seen})
     data: set[Path] = set()
     for source in sources:
-        for declared in declared_data_files(source):
+        for declared in declared_data_files(source, root):
             target = root / declared
             data.update(path for path in (sorted(target.rglob("*")) if target.is_dir() else [target]) if path.is_file())
     return tuple(sources) + tuple(sorted(data))
@@ -134,5 +164,16 @@ def closure_deps(entry_module: str, root: Path = PROJECT_ROOT) -> list[str]:
 
 def code_version(entry_module: str, root: Path = PROJECT_ROOT) -> str:
     """The digest of the closure's files, each by content, named relative to the root."""
-    files = {path.relative_to(root).as_posix(): sha256_file(path) for path in import_closure(entry_module, root)}
+    files = {path.relative_to(root).as_posix(): _digest(path) for path in import_closure(entry_module, root)}
     return sha256_bytes(canonical_json(files))
+
+
+@lru_cache(maxsize=None)
+def _digest_of_version(path: Path, mtime_ns: int, size: int) -> str:
+    return sha256_file(path)
+
+
+def _digest(path: Path) -> str:
+    """The file's SHA-256, read once per version of it (as `_facts`)."""
+    status = path.stat()
+    return _digest_of_version(path, status.st_mtime_ns, status.st_size)
