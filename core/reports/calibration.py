@@ -47,7 +47,7 @@ def plot_clipping(stats: dict[str, TensorStatistics], table: CalibrationTable, r
             axis.axvline(get_method(name).threshold(tensor_stats, method_settings), label=f"{name} threshold",
                          linestyle="--", linewidth=1.2, color=f"C{color}")
         axis.axvline(table.tensors[tensor].range[1], color="k", label=f"range used ({table.method}, {table.target})")
-        axis.set_title(f"{tensor}  clipped {100 * (table.tensors[tensor].clipped_fraction or 0):.3f}%", fontsize=9)
+        axis.set_title(f"{tensor}  clipped {100 * (table.tensors[tensor].clipped_fraction or 0):.3f}%", fontsize=9, y=1.0)
         axis.legend(fontsize=7, ncol=3)
     axes[-1, 0].set_xlabel("|x|")
     return save(figure, path, dpi=90)
@@ -69,7 +69,7 @@ def plot_histograms(stats: dict[str, TensorStatistics], table: CalibrationTable,
         tensor_stats, entry = stats[tensor], table.tensors[tensor]
         draw_histogram(axis, tensor_stats, color="0.55")
         axis.axvline(entry.range[1], color="tab:red", linewidth=1.0)
-        axis.set_title(f"{tensor[-34:]}\nclipped {100 * (entry.clipped_fraction or 0):.2g}%", fontsize=5.5)
+        axis.set_title(f"{tensor[-34:]}\nclipped {100 * (entry.clipped_fraction or 0):.2g}%", fontsize=5.5, y=1.0)
         axis.tick_params(which="both", labelsize=5)
         axis.yaxis.set_major_locator(LogLocator(numticks=4))  # no minor ticks: dozens of small axes draw ticks slowly
         axis.yaxis.set_minor_locator(NullLocator())
