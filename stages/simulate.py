@@ -18,7 +18,7 @@ from core.ir.io import read_ir
 from core.ir.layers import group_layers
 from core.limits import MemoryBudget, check_activations
 from core.ir.op import NETWORK_INPUT
-from core.ir.simulator import IntegerSimulator
+from core.ir.simulator import IntegerSimulator, shared_pool
 from core.quantize.evaluation import ErrorSums, class_labels, grid_agreement
 from core.reports.layers import plot_layer_sqnr
 from core.reports.series import series_rows, write_series
@@ -108,17 +108,22 @@ class LayerProbe:
         """(equal elements, elements, largest |difference| in LSB) per layer."""
         if self.probe_names is None:
             self.probe_names = self._build(runner)
-        feed = {fake_quant: self._shaped(tensor, dequantize(integer[self.ir_names[tensor]], self._log2scale_of(tensor, input_log2scale)))
-                for tensor, fake_quant in self.feeds.items()}
+        # the per-layer conversions and counts release the GIL: on the pool they use the cores the graph leaves idle
+        tensors = list(self.feeds)
+        values = shared_pool().map(lambda tensor: self._fed_value(tensor, integer, input_log2scale), tensors)
+        feed = {self.feeds[tensor]: value for tensor, value in zip(tensors, values)}
         feed[self.input_tensor] = dequantize(integer[NETWORK_INPUT], input_log2scale)
         probes = runner.session_run(self.probe_names, feed)
-        result = []
-        for layer, value in zip(self.layers, probes):
-            scale = np.asarray(2.0 ** self.log2scales[layer.output], dtype=value.dtype)
-            equal, largest = grid_agreement(np.ascontiguousarray(value).ravel(), scale[()],
-                                            np.ascontiguousarray(integer[layer.ir_name]).ravel())
-            result.append((int(equal), value.size, int(largest)))
-        return result
+        return list(shared_pool().map(lambda pair: self._agreement(pair[0], pair[1], integer), zip(self.layers, probes)))
+
+    def _fed_value(self, tensor: str, integer: dict[str, np.ndarray], input_log2scale: int) -> np.ndarray:
+        """What the FakeQuant of `tensor` is fed: the dequantized integer value of the layer producing it."""
+        return self._shaped(tensor, dequantize(integer[self.ir_names[tensor]], self._log2scale_of(tensor, input_log2scale)))
+
+    def _agreement(self, layer, value: np.ndarray, integer: dict[str, np.ndarray]) -> tuple[int, int, int]:
+        scale = np.asarray(2.0 ** self.log2scales[layer.output], dtype=value.dtype)
+        equal, largest = grid_agreement(np.ascontiguousarray(value).ravel(), scale[()], np.ascontiguousarray(integer[layer.ir_name]).ravel())
+        return int(equal), value.size, int(largest)
 
     def _shaped(self, tensor: str, value: np.ndarray) -> np.ndarray:
         """A layer's output batch in its graph tensor's shape (a dense layer's [N, 1, 1, C] is [N, C])."""

@@ -26,7 +26,8 @@ WORKERS = os.cpu_count() or 1
 
 
 @functools.cache
-def _pool() -> ThreadPoolExecutor:
+def shared_pool() -> ThreadPoolExecutor:
+    """One thread per core, for work that releases the GIL (the kernels; simulate's per-layer comparisons)."""
     return ThreadPoolExecutor(WORKERS, thread_name_prefix="simulator")
 
 
@@ -72,7 +73,7 @@ class IntegerSimulator:
         if workers < 2:
             return self._run_share(inputs, keep_all)
         with threadpool_limits(1, user_api="blas"):
-            shares = list(_pool().map(lambda share: self._run_share(share, keep_all), np.array_split(inputs, workers)))
+            shares = list(shared_pool().map(lambda share: self._run_share(share, keep_all), np.array_split(inputs, workers)))
         return {name: np.concatenate([share[name] for share in shares]) for name in shares[0]}
 
     def _run_share(self, inputs: np.ndarray, keep_all: bool) -> dict[str, np.ndarray]:
