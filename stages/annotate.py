@@ -1,6 +1,8 @@
 """annotate: simulated quantization (FakeQuant ops, placed by the per-op rules of
 seed 001 and driven by the calibration table) in a graph TensorFlow executes,
-and what it costs against the float graph on the evaluation data."""
+and what it costs against the float graph on the evaluation data. Both graphs' end points on
+those images are kept (end_points/, when they are small) for simulate, which compares the
+integers with them instead of running the two graphs again."""
 
 from __future__ import annotations
 
@@ -12,10 +14,10 @@ from core.data.datasets import load_split
 from core.frontend.fake_quant import bypass_fake_quant
 from core.frontend.graph import Graph
 from core.ir.layers import group_layers
-from core.limits import MemoryBudget, check_activations
+from core.limits import MemoryBudget, check_activations, human_bytes
 from core.quantize.annotate import annotate_graph, export_frozen_graph
 from core.frontend.tf_runtime import DEFAULT_BATCH_SIZE
-from core.quantize.evaluation import class_labels, compare, layer_tensor_pairs, top1
+from core.quantize.evaluation import EndPointRecorder, class_labels, compare, layer_tensor_pairs, top1
 from core.quantize.table import CalibrationTable
 from core.quantize import sensitivity
 from core.reports.layers import plot_layer_sqnr, plot_sensitivity
@@ -24,6 +26,9 @@ from pipeline.params import StoredPart, Task, to_plain
 
 ANNOTATED_FILE = "annotated.pb"
 QAT_GRAPH_FILE = "qat_graph.json"
+# both graphs' end points on the evaluation images are kept for simulate up to this size (mbv1_cifar10: 68 KiB; SSD
+# MobileNet-v2: 1.4 MiB an image)
+END_POINTS_KEPT_BYTES = 64 << 20
 QAT_GRAPH_TOP1 = StoredPart("qat_graph_top1", ("data", "model.preprocess", "model.task", "model.num_classes", "limits"), ("fold_check",))
 
 
@@ -50,8 +55,12 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     if why_not:
         ctx.log(why_not)
     ctx.log(f"evaluating float vs annotated on {len(evaluation.images)} images of {evaluation.source}")
+    recorder = EndPointRecorder(min(END_POINTS_KEPT_BYTES, budget.bytes // 4))
     comparison = compare(float_graph, annotated, layer_tensor_pairs(layer_graph, annotated), evaluation.images, labels, batch,
-                         reference=reference if float_graph.source.get("equalized") else None)
+                         reference=reference if float_graph.source.get("equalized") else None, record=recorder)
+    if not recorder.save(out_dir, evaluation.images):
+        ctx.log(f"the end points of {len(evaluation.images)} images take {human_bytes(recorder.bytes)}: not kept (over "
+                f"{human_bytes(recorder.limit_bytes)}); simulate runs the float and annotated graphs again")
     report = comparison.to_dict()
     # execution order matters to a reader; the JSON writer sorts object keys
     report["per_layer_sqnr_db"] = [[layer, value] for layer, value in comparison.per_layer_sqnr_db.items()]

@@ -1,9 +1,11 @@
 """simulate: the emitted IR run in integer arithmetic on the evaluation data,
 against the float graph (accuracy, SQNR) and against the annotated graph layer by
-layer (fed the same integer inputs, the fake-quant value must be the integer one)."""
+layer (fed the same integer inputs, the fake-quant value must be the integer one). The float and
+annotated end points are annotate's, kept in its artifact, when it kept them."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from core.ir.layers import group_layers
 from core.limits import MemoryBudget, check_activations
 from core.ir.op import NETWORK_INPUT
 from core.ir.simulator import IntegerSimulator, shared_pool
-from core.quantize.evaluation import ErrorSums, class_labels, grid_agreement
+from core.quantize.evaluation import ErrorSums, KeptEndPoints, class_labels, grid_agreement
 from core.reports.layers import plot_layer_sqnr
 from core.reports.series import series_rows, write_series
 from pipeline.params import Task, to_plain
@@ -47,13 +49,20 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     probe = LayerProbe(annotated, layer_graph, ir)
     simulator = IntegerSimulator(ir)
     tally = Tally(end_layers, probe.layers)
-    with GraphRunner(float_graph) as float_runner, GraphRunner(annotated) as annotated_runner:
+    kept = KeptEndPoints.load(Path(inputs["annotate"]), evaluation.images, len(float_graph.end_points))
+    ctx.log("the float and annotated end points: annotate's (end_points/)" if kept else
+            "the float and annotated end points: annotate kept none, running both graphs")
+    with GraphRunner(annotated) as annotated_runner, contextlib.ExitStack() as stack:
+        float_runner = None if kept else stack.enter_context(GraphRunner(float_graph))
         batch_size = annotated_runner.fixed_batch or budget.batch_size(BATCH_SIZE, per_image, "the simulation")  # SSD: 1
         for start in range(0, len(evaluation.images), batch_size):
             images = evaluation.images[start : start + batch_size]
             integer = simulator.run(images, keep_all=True)
-            float_ends = float_runner.run(float_graph.end_points, images, len(images))
-            annotated_ends = annotated_runner.run(annotated.end_points, images, len(images))
+            if kept:
+                float_ends, annotated_ends = kept.batch(start, len(images))
+            else:
+                float_ends = float_runner.run(float_graph.end_points, images, len(images))
+                annotated_ends = annotated_runner.run(annotated.end_points, images, len(images))
             # a dense layer's [N, 1, 1, C] is the graph's [N, C]: the same values
             integer_ends = [dequantize(integer[name], ir.layer(name).log2scale_of_output()).reshape(end.shape)
                             for name, end in zip(end_layers, float_ends)]

@@ -80,3 +80,39 @@ def test_the_qat_graphs_own_top1_is_one_stored_part_for_every_calibration(worksp
             logits = session.run(cfg.model.end_points[0], {cfg.model.input_tensor: images})
     expected = float(np.mean(logits.reshape(len(logits), -1).argmax(axis=1) == evaluation.labels))
     assert runs[0].metrics["annotate.top1_qat_graph"] == runs[1].metrics["annotate.top1_qat_graph"] == pytest.approx(expected, abs=1 / 64)
+
+
+def test_simulate_takes_the_end_points_annotate_kept_and_reports_what_running_both_graphs_gives(workspace, tmp_path, monkeypatch):
+    """annotate keeps both graphs' end points on the evaluation images (what TensorFlow computes from its
+    annotated.pb on those images); simulate's report from them is byte-identical to that of a run whose
+    annotate kept none (over the limit), where simulate runs the float and annotated graphs itself."""
+    import numpy as np
+    import tensorflow as tf
+
+    import stages.annotate
+    from core.data.datasets import load_split
+    from core.frontend.graph import Graph
+    from core.quantize.evaluation import END_POINTS_DIR
+    from pipeline.params import to_plain
+
+    kept = run_pipeline(compose(*workspace, "until=simulate"), console=QUIET)
+    annotate_dir = _artifact(kept, "annotate").directory
+    cfg, data = compose(*workspace), compose(*workspace).data
+    images = load_split(data.kind.value, data.path, data.eval_split, to_plain(cfg.model.preprocess), limit=data.eval_num_images,
+                        holdout_fraction=data.holdout_fraction, seed=data.split_seed).images
+    graph_def = tf.compat.v1.GraphDef.FromString((annotate_dir / "annotated.pb").read_bytes())
+    annotated = np.load(annotate_dir / END_POINTS_DIR / "annotated_0.npy", allow_pickle=False)
+    with tf.Graph().as_default() as graph:
+        tf.compat.v1.import_graph_def(graph_def, name="")
+        with tf.compat.v1.Session(graph=graph) as session:
+            names = Graph.load(annotate_dir)  # the exported graph's input and end point
+            expected = session.run(names.end_points[0], {names.input_tensor: np.asarray(images)})
+    assert annotated.shape == expected.shape and np.array_equal(annotated, expected)
+
+    monkeypatch.setattr(stages.annotate, "END_POINTS_KEPT_BYTES", 0)
+    store = [f"store.url={tmp_path / 'other_store'}", f"tracking_uri=sqlite:///{tmp_path / 'other.db'}"]
+    recomputed = run_pipeline(compose(*workspace, *store, "until=simulate"), console=QUIET)
+    assert not (_artifact(recomputed, "annotate").directory / END_POINTS_DIR).exists()
+    reports = [(_artifact(summary, "simulate").directory / "report.json").read_bytes() for summary in (kept, recomputed)]
+    assert reports[0] == reports[1]
+    assert kept.metrics["simulate.top1_annotated"] == kept.metrics["annotate.top1"]

@@ -1,5 +1,6 @@
 """The compiled passes of the evaluation (core/quantize/evaluation.py) against numpy in float64:
-the error sums annotate's SQNR and cosine come from, and simulate's grid agreement."""
+the error sums annotate's SQNR and cosine come from, and simulate's grid agreement; the end points
+annotate keeps for simulate, served only for the images they were computed on."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import hypothesis.extra.numpy as hnp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.quantize.evaluation import SQNR_CAP_DB, ErrorSums, grid_agreement, sqnr_db
+from core.quantize.evaluation import END_POINTS_DIR, SQNR_CAP_DB, EndPointRecorder, ErrorSums, KeptEndPoints, grid_agreement, sqnr_db
 
 finite = st.floats(-1e4, 1e4, width=32, allow_nan=False, allow_infinity=False)
 pairs = st.integers(1, 3000).flatmap(lambda n: st.tuples(hnp.arrays(np.float32, n, elements=finite),
@@ -41,3 +42,35 @@ def test_grid_agreement_is_the_float64_rounding_it_replaces(log2scale, integers,
     equal, largest = grid_agreement(values, np.float32(2.0**log2scale), integers)
     expected = np.abs(np.rint(values.astype(np.float64) * 2.0**log2scale).astype(np.int64) - integers.astype(np.int64))
     assert (int(equal), int(largest)) == (int(np.count_nonzero(expected == 0)), int(expected.max()))
+
+
+def _recorded(images: np.ndarray, batch: int, limit_bytes: int, directory) -> bool:
+    """Two made-up end points per image ([N, 3] and [N, 2, 2]) of two graphs, recorded batch by batch."""
+    recorder = EndPointRecorder(limit_bytes)
+    for start in range(0, len(images), batch):
+        chunk = images[start : start + batch]
+        reference = [chunk.sum(axis=(1, 2)), chunk[:, :2, :2, 0]]
+        recorder(reference, [np.round(value) for value in reference])
+    return recorder.save(directory, images)
+
+
+def test_kept_end_points_are_every_images_in_order_and_only_for_those_images(tmp_path):
+    images = np.random.default_rng(0).normal(size=(10, 4, 4, 3)).astype(np.float32)
+    assert _recorded(images, 3, 1 << 20, tmp_path)
+    kept = KeptEndPoints.load(tmp_path, images, 2)
+    reference, annotated = kept.batch(4, 5)  # across the recorder's batches
+    assert np.array_equal(reference[0], images[4:9].sum(axis=(1, 2))) and np.array_equal(reference[1], images[4:9, :2, :2, 0])
+    assert np.array_equal(annotated[1], np.round(images[4:9, :2, :2, 0]))
+    changed = images.copy()
+    changed[7, 1, 1, 2] += 1.0
+    assert KeptEndPoints.load(tmp_path, changed, 2) is None  # other images: the graphs run again
+    assert KeptEndPoints.load(tmp_path, images[:9], 2) is None
+    assert KeptEndPoints.load(tmp_path, images, 3) is None
+
+
+def test_end_points_over_the_limit_are_not_kept_at_all(tmp_path):
+    images = np.random.default_rng(1).normal(size=(10, 4, 4, 3)).astype(np.float32)
+    per_image = (3 + 4) * 4 * 2  # float32 values of both graphs
+    assert not _recorded(images, 4, 9 * per_image, tmp_path)  # the third batch goes over
+    assert not (tmp_path / END_POINTS_DIR).exists() and KeptEndPoints.load(tmp_path, images, 2) is None
+    assert _recorded(images, 4, 10 * per_image, tmp_path)

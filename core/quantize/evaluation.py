@@ -20,7 +20,11 @@ numpy dot products over float64 copies were a third of annotate's time.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
 
 import numba
 import numpy as np
@@ -160,6 +164,7 @@ def compare(
     labels: np.ndarray | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     reference: Graph | None = None,
+    record: Callable[[list[np.ndarray], list[np.ndarray]], None] | None = None,
 ) -> Comparison:
     """Run both graphs on `images` and measure what quantization changed.
 
@@ -167,7 +172,7 @@ def compare(
     classifiers: they must have a single end point, whose argmax is the class.
     `reference`: the model the end points and top-1 are measured against when `float_graph`
     (whose layers the annotated graph quantizes, and which the per-layer figures compare
-    with) is a rewrite of it (cross-layer equalized)."""
+    with) is a rewrite of it (cross-layer equalized). `record(reference, annotated end points)` sees each batch's."""
     reference = reference or float_graph
     _check_comparable(reference, annotated_graph, images, labels)
     names = list(layer_tensors)
@@ -190,6 +195,8 @@ def compare(
             annotated_values = values[1]
             for sums, f, q in zip(end_sums + list(layer_sums.values()), float_values, annotated_values):
                 sums.add(f, q)
+            if record is not None:
+                record(float_values[:ends], annotated_values[:ends])
             if labels is not None:
                 predicted_f, predicted_q = _top1(float_values[0]), _top1(annotated_values[0])
                 batch_labels = labels[start : start + len(predicted_f)]
@@ -209,6 +216,78 @@ def compare(
         comparison.top1_float, comparison.top1_annotated, comparison.top1_agreement = (
             correct_float / start, correct_annotated / start, agree / start)
     return comparison
+
+
+def images_digest(images: np.ndarray) -> str:
+    """SHA-256 of a batch of images: its dtype, shape and bytes."""
+    digest = hashlib.sha256(f"{images.dtype.str} {images.shape}".encode())
+    digest.update(np.ascontiguousarray(images).data)
+    return digest.hexdigest()
+
+
+END_POINTS_DIR = "end_points"
+END_POINTS_INDEX = "index.json"
+
+
+class EndPointRecorder:
+    """Both graphs' end points on every evaluation image, batch by batch, while they take at most
+    `limit_bytes`: what annotate measured, kept in its artifact so that simulate, on the same images,
+    does not run the two graphs again (a detector's end points on many images are not kept)."""
+
+    def __init__(self, limit_bytes: int):
+        self.limit_bytes, self.bytes, self.overflowed = limit_bytes, 0, False
+        self.batches: list[tuple[list[np.ndarray], list[np.ndarray]]] = []
+
+    def __call__(self, reference_ends: list[np.ndarray], annotated_ends: list[np.ndarray]) -> None:
+        self.bytes += sum(value.nbytes for value in (*reference_ends, *annotated_ends))
+        if self.bytes > self.limit_bytes:
+            self.overflowed = True
+            self.batches.clear()  # all or nothing: simulate reads the end points of every image, or runs the graphs
+        elif not self.overflowed:
+            self.batches.append((list(reference_ends), list(annotated_ends)))
+
+    def save(self, directory: Path, images: np.ndarray) -> bool:
+        """`<directory>/end_points/`: reference_<i>.npy and annotated_<i>.npy per end point and index.json;
+        False (nothing written) when they went over the limit."""
+        if self.overflowed or not self.batches:
+            return False
+        target = directory / END_POINTS_DIR
+        target.mkdir()
+        for graph_index, graph in enumerate(("reference", "annotated")):
+            for position in range(len(self.batches[0][graph_index])):
+                np.save(target / f"{graph}_{position}.npy", np.concatenate([batch[graph_index][position] for batch in self.batches]))
+        (target / END_POINTS_INDEX).write_text(json.dumps({"images": len(images), "images_sha256": images_digest(images),
+                                                           "end_points": len(self.batches[0][0])}) + "\n")
+        return True
+
+
+@dataclass
+class KeptEndPoints:
+    """What an EndPointRecorder saved, memory-mapped (read batch by batch, never all at once)."""
+
+    reference: list[np.ndarray]
+    annotated: list[np.ndarray]
+
+    @classmethod
+    def load(cls, directory: Path, images: np.ndarray, end_points: int) -> "KeptEndPoints | None":
+        """The end points kept under `directory` when they are those of `images` (by content) with `end_points`
+        end points each; else None (not kept: the graphs run again)."""
+        index_path = directory / END_POINTS_DIR / END_POINTS_INDEX
+        if not index_path.is_file():
+            return None
+        index = json.loads(index_path.read_text())
+        if (index.get("images"), index.get("end_points")) != (len(images), end_points) or index.get("images_sha256") != images_digest(images):
+            return None
+        arrays = {graph: [np.load(directory / END_POINTS_DIR / f"{graph}_{position}.npy", mmap_mode="r", allow_pickle=False)
+                          for position in range(end_points)] for graph in ("reference", "annotated")}
+        if any(len(array) != len(images) for values in arrays.values() for array in values):
+            return None
+        return cls(arrays["reference"], arrays["annotated"])
+
+    def batch(self, start: int, count: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Images start..start + count of each end point: (reference, annotated), in memory."""
+        return ([np.array(value[start : start + count]) for value in self.reference],
+                [np.array(value[start : start + count]) for value in self.annotated])
 
 
 def _check_comparable(reference: Graph, annotated_graph: Graph, images: np.ndarray, labels: np.ndarray | None) -> None:
