@@ -58,7 +58,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     recorder = EndPointRecorder(min(END_POINTS_KEPT_BYTES, budget.bytes // 4))
     comparison = compare(float_graph, annotated, layer_tensor_pairs(layer_graph, annotated), evaluation.images, labels, batch,
                          reference=reference if float_graph.source.get("equalized") else None, record=recorder)
-    if not recorder.save(out_dir, evaluation.images):
+    if not recorder.save(out_dir, evaluation.images.content):
         ctx.log(f"the end points of {len(evaluation.images)} images take {human_bytes(recorder.bytes)}: not kept (over "
                 f"{human_bytes(recorder.limit_bytes)}); simulate runs the float and annotated graphs again")
     report = comparison.to_dict()

@@ -49,7 +49,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     probe = LayerProbe(annotated, layer_graph, ir)
     simulator = IntegerSimulator(ir)
     tally = Tally(end_layers, probe.layers)
-    kept = KeptEndPoints.load(Path(inputs["annotate"]), evaluation.images, len(float_graph.end_points))
+    kept = KeptEndPoints.load(Path(inputs["annotate"]), len(evaluation.images), evaluation.images.content, len(float_graph.end_points))
     ctx.log("the float and annotated end points: annotate's (end_points/)" if kept else
             "the float and annotated end points: annotate kept none, running both graphs")
     with GraphRunner(annotated) as annotated_runner, contextlib.ExitStack() as stack:

@@ -309,3 +309,32 @@ def test_pil_nearest_is_the_original_tools_feeding_and_the_ssd_models_setting():
     assert {tuple(p) for p in np.rint((inputs[0] + 1.0) * 128.0).astype(int).reshape(-1, 3)} <= pixels
     assert not np.allclose(inputs, preprocess(image[np.newaxis], SSD_PREPROCESS))  # bilinear blends
     assert yaml.safe_load((PROJECT_ROOT / "conf" / "model" / "ssd_mbv2.yaml").read_text())["preprocess"]["resize"] == "pil_nearest"
+
+
+def test_a_splits_content_digest_is_what_its_images_are_made_from_not_where_they_are(tmp_path):
+    """annotate's kept end points are served to simulate by this digest: the same files elsewhere are the
+    same images; another file, another count or another preprocessing are not."""
+    import shutil
+
+    from core.data.datasets import load_split
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    for directory in (first, second):
+        directory.mkdir()
+        for name in ("motor.jpg", "oiltank.jpg"):
+            shutil.copy(MODELS_DIR / name, directory / name)
+
+    def content(path, settings=SSD_PREPROCESS, **options):
+        return load_split("images", path, "all", settings, **options).images.content
+
+    assert content(first) == content(second)
+    assert content(first, limit=1) != content(first)
+    assert content(first, settings={**SSD_PREPROCESS, "offset": 0.0}) != content(first)
+    (second / "motor.jpg").write_bytes((first / "oiltank.jpg").read_bytes())
+    assert content(second) != content(first)
+
+    def digits(split, **options):
+        return load_split("digits", None, split, DIGITS_PREPROCESS, **options).images.content
+
+    assert digits("test") == digits("test") != digits("train")
+    assert digits("test", limit=10) != digits("test")

@@ -9,11 +9,12 @@ exactly what the float model was trained and measured with.
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -291,8 +292,9 @@ class PreprocessedImages:
     CIFAR, file names for images), and only the batch being fed exists in float32. Reads like an
     array: len, slices, an index, shape, np.asarray (which makes them all)."""
 
-    def __init__(self, count: int, make: Callable[[slice], np.ndarray], source: str):
+    def __init__(self, count: int, make: Callable[[slice], np.ndarray], source: str, content: str):
         self._count, self._make, self.source = count, make, source
+        self.content = content  # SHA-256 of what they are made from: equal for the same images, whatever their path
         self._image_shape: tuple[int, ...] | None = None
 
     def __len__(self) -> int:
@@ -361,15 +363,26 @@ def load_split(
         source = str(Path(path) / split)
     elif kind == "images":
         files = load_image_files(_required(path, kind))[:limit]
-        images = PreprocessedImages(len(files), lambda part: preprocess_image_files(files[part], settings), str(path))
+        images = PreprocessedImages(len(files), lambda part: preprocess_image_files(files[part], settings), str(path),
+                                    content_digest(settings, (Path(file).read_bytes() for file in files)))
         return LabeledImages(_within(images, settings, budget), None, str(path))
     else:
         raise DatasetError(f"data.kind={kind!r}: expected digits, cifar10 or images")
     raw, labels = raw[:limit], labels[:limit]
     if len(raw) == 0:
         raise DatasetError(f"{source}: no images")
-    return LabeledImages(_within(PreprocessedImages(len(raw), lambda part: preprocess(raw[part], settings), source), settings, budget),
+    content = content_digest(settings, [f"{raw.dtype.str} {raw.shape}".encode(), np.ascontiguousarray(raw).data])
+    return LabeledImages(_within(PreprocessedImages(len(raw), lambda part: preprocess(raw[part], settings), source, content), settings, budget),
                          labels, source)
+
+
+def content_digest(settings: Preprocess, raw_parts: Iterable) -> str:
+    """SHA-256 of preprocessed images by what makes them: the preprocessing and the raw bytes (a split's
+    array, or each image file's bytes in order)."""
+    digest = hashlib.sha256(repr(settings).encode())
+    for part in raw_parts:
+        digest.update(hashlib.sha256(part).digest())
+    return digest.hexdigest()
 
 
 def _within(images: PreprocessedImages, settings: Preprocess, budget: MemoryBudget | None) -> PreprocessedImages:

@@ -20,7 +20,6 @@ numpy dot products over float64 copies were a third of annotate's time.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,13 +217,6 @@ def compare(
     return comparison
 
 
-def images_digest(images: np.ndarray) -> str:
-    """SHA-256 of a batch of images: its dtype, shape and bytes."""
-    digest = hashlib.sha256(f"{images.dtype.str} {images.shape}".encode())
-    digest.update(np.ascontiguousarray(images).data)
-    return digest.hexdigest()
-
-
 END_POINTS_DIR = "end_points"
 END_POINTS_INDEX = "index.json"
 
@@ -246,9 +238,9 @@ class EndPointRecorder:
         elif not self.overflowed:
             self.batches.append((list(reference_ends), list(annotated_ends)))
 
-    def save(self, directory: Path, images: np.ndarray) -> bool:
-        """`<directory>/end_points/`: reference_<i>.npy and annotated_<i>.npy per end point and index.json;
-        False (nothing written) when they went over the limit."""
+    def save(self, directory: Path, images_content: str) -> bool:
+        """`<directory>/end_points/`: reference_<i>.npy and annotated_<i>.npy per end point and index.json (with
+        the images' count and `images_content`, their digest); False (nothing written) when they went over the limit."""
         if self.overflowed or not self.batches:
             return False
         target = directory / END_POINTS_DIR
@@ -256,7 +248,8 @@ class EndPointRecorder:
         for graph_index, graph in enumerate(("reference", "annotated")):
             for position in range(len(self.batches[0][graph_index])):
                 np.save(target / f"{graph}_{position}.npy", np.concatenate([batch[graph_index][position] for batch in self.batches]))
-        (target / END_POINTS_INDEX).write_text(json.dumps({"images": len(images), "images_sha256": images_digest(images),
+        images = sum(len(batch[0][0]) for batch in self.batches)
+        (target / END_POINTS_INDEX).write_text(json.dumps({"images": images, "images_content": images_content,
                                                            "end_points": len(self.batches[0][0])}) + "\n")
         return True
 
@@ -269,18 +262,18 @@ class KeptEndPoints:
     annotated: list[np.ndarray]
 
     @classmethod
-    def load(cls, directory: Path, images: np.ndarray, end_points: int) -> "KeptEndPoints | None":
-        """The end points kept under `directory` when they are those of `images` (by content) with `end_points`
-        end points each; else None (not kept: the graphs run again)."""
+    def load(cls, directory: Path, images: int, images_content: str, end_points: int) -> "KeptEndPoints | None":
+        """The end points kept under `directory` when they are those of these `images` images (`images_content`: their
+        digest) with `end_points` end points each; else None (not kept: the graphs run again)."""
         index_path = directory / END_POINTS_DIR / END_POINTS_INDEX
         if not index_path.is_file():
             return None
         index = json.loads(index_path.read_text())
-        if (index.get("images"), index.get("end_points")) != (len(images), end_points) or index.get("images_sha256") != images_digest(images):
+        if (index.get("images"), index.get("images_content"), index.get("end_points")) != (images, images_content, end_points):
             return None
         arrays = {graph: [np.load(directory / END_POINTS_DIR / f"{graph}_{position}.npy", mmap_mode="r", allow_pickle=False)
                           for position in range(end_points)] for graph in ("reference", "annotated")}
-        if any(len(array) != len(images) for values in arrays.values() for array in values):
+        if any(len(array) != images for values in arrays.values() for array in values):
             return None
         return cls(arrays["reference"], arrays["annotated"])
 
