@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import hypothesis.extra.numpy as hnp
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.quantize.evaluation import END_POINTS_DIR, SQNR_CAP_DB, EndPointRecorder, ErrorSums, KeptEndPoints, grid_agreement, sqnr_db
+from core.quantize.evaluation import (END_POINTS_DIR, SQNR_CAP_DB, EndPointRecorder, ErrorSums, KeptEndPoints,
+                                      KeptEndPointsError, grid_agreement, sqnr_db)
 
 finite = st.floats(-1e4, 1e4, width=32, allow_nan=False, allow_infinity=False)
 pairs = st.integers(1, 3000).flatmap(lambda n: st.tuples(hnp.arrays(np.float32, n, elements=finite),
@@ -72,3 +74,25 @@ def test_end_points_over_the_limit_are_not_kept_at_all(tmp_path):
     assert not _recorded(images, 4, 9 * per_image, tmp_path)  # the third batch goes over
     assert not (tmp_path / END_POINTS_DIR).exists() and KeptEndPoints.load(tmp_path, 10, "content of the images", 2) is None
     assert _recorded(images, 4, 10 * per_image, tmp_path)
+
+
+@pytest.mark.parametrize("file, content, message", [
+    ("index.json", b"[1, 2]", "a JSON list, an object expected"),
+    ("index.json", b"\xff{", "not JSON"),
+    ("annotated_1.npy", b"not an array", "unreadable as .npy"),
+])
+def test_damaged_kept_end_points_are_refused_naming_the_file(tmp_path, file, content, message):
+    images = np.random.default_rng(2).normal(size=(6, 4, 4, 3)).astype(np.float32)
+    assert _recorded(images, 4, 1 << 20, tmp_path)
+    (tmp_path / END_POINTS_DIR / file).write_bytes(content)
+    with pytest.raises(KeptEndPointsError, match=message) as error:
+        KeptEndPoints.load(tmp_path, 6, "content of the images", 2)
+    assert str(tmp_path / END_POINTS_DIR / file) in str(error.value) and "run annotate again" in str(error.value)
+
+
+def test_a_kept_end_point_of_the_wrong_length_is_refused(tmp_path):
+    images = np.random.default_rng(3).normal(size=(6, 4, 4, 3)).astype(np.float32)
+    assert _recorded(images, 4, 1 << 20, tmp_path)
+    np.save(tmp_path / END_POINTS_DIR / "reference_0.npy", np.zeros((5, 3), np.float32))
+    with pytest.raises(KeptEndPointsError, match=r"float32 \[5, 3\], 6 images of numbers expected"):
+        KeptEndPoints.load(tmp_path, 6, "content of the images", 2)

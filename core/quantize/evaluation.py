@@ -268,19 +268,47 @@ class KeptEndPoints:
         index_path = directory / END_POINTS_DIR / END_POINTS_INDEX
         if not index_path.is_file():
             return None
-        index = json.loads(index_path.read_text())
+        index = _read_index(index_path)
         if (index.get("images"), index.get("images_content"), index.get("end_points")) != (images, images_content, end_points):
             return None
-        arrays = {graph: [np.load(directory / END_POINTS_DIR / f"{graph}_{position}.npy", mmap_mode="r", allow_pickle=False)
+        arrays = {graph: [_read_end_point(directory / END_POINTS_DIR / f"{graph}_{position}.npy", images)
                           for position in range(end_points)] for graph in ("reference", "annotated")}
-        if any(len(array) != images for values in arrays.values() for array in values):
-            return None
         return cls(arrays["reference"], arrays["annotated"])
 
     def batch(self, start: int, count: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Images start..start + count of each end point: (reference, annotated), in memory."""
         return ([np.array(value[start : start + count]) for value in self.reference],
                 [np.array(value[start : start + count]) for value in self.annotated])
+
+
+class KeptEndPointsError(ValueError):
+    """annotate's end_points/ is damaged: a file that is not what annotate writes."""
+
+
+def _damaged(path: Path, what: str) -> KeptEndPointsError:
+    return KeptEndPointsError(f"{path}: {what}, not the end points annotate keeps; run annotate again (delete its "
+                              f"{END_POINTS_DIR}/ for simulate to run both graphs)")
+
+
+def _read_index(path: Path) -> dict:
+    try:
+        index = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise _damaged(path, f"not JSON ({error})") from None
+    if not isinstance(index, dict):
+        raise _damaged(path, f"a JSON {type(index).__name__}, an object expected")
+    return index
+
+
+def _read_end_point(path: Path, images: int) -> np.ndarray:
+    """One kept end point, memory-mapped: a numeric .npy of `images` rows."""
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as error:
+        raise _damaged(path, f"unreadable as .npy ({error})") from None
+    if array.ndim < 1 or len(array) != images or array.dtype.kind not in "fiu":
+        raise _damaged(path, f"{array.dtype} {list(array.shape)}, {images} images of numbers expected")
+    return array
 
 
 def _check_comparable(reference: Graph, annotated_graph: Graph, images: np.ndarray, labels: np.ndarray | None) -> None:
