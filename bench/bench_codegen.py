@@ -55,7 +55,7 @@ def build_program(work: Path):
     qat = qat_graph()
     folded_float, ranges = float_graph(qat)
     layer_graph = group_layers(folded_float)
-    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir"), CalibrationSettings(), None, ranges)
+    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", input_log2scale=7), CalibrationSettings(), None, ranges)
     ir = build_ir(layer_graph, table)
     program = generate_c(ir)
     program_c = program.write(work)

@@ -51,7 +51,7 @@ def main() -> int:
     qat = qat_graph()
     folded_float, ranges = float_graph(qat)
     layer_graph = group_layers(folded_float)
-    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir"), CalibrationSettings(), None, ranges)
+    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", input_log2scale=7), CalibrationSettings(), None, ranges)
     ir = build_ir(layer_graph, table)
     simulator, reference = IntegerSimulator(ir), IntegerSimulator(ir, reference=True)
     images = cifar_images("test_batch", args.batch)

@@ -29,7 +29,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     float_graph = Graph.load(inputs["calibrate"])  # the graph the table is for (equalized with calib.equalize)
     layer_graph = group_layers(float_graph)
     target = params.target
-    ir = build_ir(layer_graph, table, target.min_shift, target.max_shift, target.input_log2scale)
+    ir = build_ir(layer_graph, table, target.min_shift, target.max_shift)
     validate_ir(ir.to_json(), origin="emitted IR")
 
     image, image_source = test_image(params)

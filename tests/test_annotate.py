@@ -55,7 +55,8 @@ def _qat_setup(original: Graph):
 
 
 def qat_calibration_table(layer_graph, ranges):
-    return build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir"), CalibrationSettings(), None, ranges)
+    # the shipped QAT graphs take [-1, 1) with no FakeQuant on their input: without statistics, TF2IR's input scale
+    return build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", input_log2scale=7), CalibrationSettings(), None, ranges)
 
 
 def _on_input_grid(images: np.ndarray) -> np.ndarray:
@@ -321,7 +322,7 @@ def test_a_qat_range_that_is_not_a_power_of_two_is_rounded_and_reported(mbv1, qa
     ranges = bypass_fake_quant(_fold(mbv1[0]))[1]
     tensor = layer_graph.layers[2].output
     ranges[tensor] = qat_range
-    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", pow2_rounding=rounding), CalibrationSettings(), None, ranges)
+    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", input_log2scale=7, pow2_rounding=rounding), CalibrationSettings(), None, ranges)
     assert table.tensors[tensor].log2scale == log2scale
     assert table.tensors[tensor].range == [-128 * 2.0**-log2scale, 127 * 2.0**-log2scale]
     changes = {change["tensor"]: change for change in qat_range_changes(table, layer_graph, ranges)}

@@ -47,6 +47,10 @@ def test_qat_annotation_reproduces_the_qat_graph_and_round_trips(workspace, tmp_
                   f"model.end_points=[{end_point}]", *common)
     original_table = CalibrationTable.load(_artifact(first, "calibrate").directory)
     round_trip_table = CalibrationTable.load(_artifact(second, "calibrate").directory)
+    # the QAT graph has no FakeQuant on its input (calibrated from the data); the annotated graph has one, at that range
+    original_input, round_trip_input = (table.tensors.pop("images:0") for table in (original_table, round_trip_table))
+    assert (original_input.method, round_trip_input.method) == ("minmax", "qat")
+    assert (round_trip_input.range, round_trip_input.log2scale) == (original_input.range, original_input.log2scale) == ([-1.0, 127 / 128], 7)
     assert round_trip_table.tensors == original_table.tensors
     assert second.metrics["annotate.top1"] == first.metrics["annotate.top1"]
 

@@ -104,10 +104,11 @@ def test_weights_are_never_saturated_under_weight_method_minmax(digits_store):
             assert entry.absmax <= entry.range[1]
 
 
-def test_network_input_has_the_specs_log2scale(digits_tables):
+def test_network_input_scale_is_chosen_from_the_data(digits_tables):
     table = digits_tables["minmax"][0]
     (entry,) = [entry for entry in table.tensors.values() if entry.kind == "input"]
-    assert entry.log2scale == 7
+    # digits preprocessed to x / 8 - 1: [-1, 1], whose power-of-two range is the spec's [-1, 1) at log2scale 7
+    assert entry.log2scale == 7 and entry.method == "minmax" and entry.absmax == 1.0
 
 
 def test_histograms_and_plot_are_saved(digits_tables):
@@ -167,7 +168,7 @@ def test_a_range_too_large_for_the_target_names_the_tensor_and_the_key(digits_st
 
 def test_a_network_input_scale_outside_the_targets_range_is_a_config_error(digits_store):
     with pytest.raises(ConfigError, match=r"target.input_log2scale=7: must be within .*target.max_log2scale=3"):
-        run_pipeline(compose(*digits_store, "target.max_log2scale=3"), console=QUIET)
+        run_pipeline(compose(*digits_store, "target.input_log2scale=7", "target.max_log2scale=3"), console=QUIET)
 
 
 def test_a_range_finer_than_the_target_resolves_is_clamped_with_a_warning(digits_store, digits_tables):

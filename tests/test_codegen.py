@@ -344,7 +344,7 @@ def mbv1_ir() -> Ir:
     qat = import_graph(loaded.graph_def, "images:0", [MBV1_END], origin=str(MBV1_GRAPH), source={})
     float_graph, ranges = bypass_fake_quant(fold_batch_norms(fold_constants(qat)).graph)
     layer_graph = group_layers(float_graph)
-    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir"), CalibrationSettings(), None, ranges)
+    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", input_log2scale=7), CalibrationSettings(), None, ranges)
     return build_ir(layer_graph, table)
 
 

@@ -17,7 +17,7 @@ from pipeline.config import CalibMethod, ConfigError
 def test_default_config_is_the_digits_model_with_its_data():
     cfg = compose()
     assert cfg.model.name == "digits" and cfg.data.kind.value == "digits"
-    assert cfg.calib.method is CalibMethod.minmax
+    assert cfg.calib.method is CalibMethod.mse
 
 
 def test_a_model_names_its_default_data_and_data_can_be_overridden():
@@ -78,8 +78,15 @@ def test_out_of_range_values_name_the_key(override, key):
 @pytest.mark.parametrize("key", ["calib_split", "eval_split"])
 @pytest.mark.parametrize("split", ["../../x.pkl", "/etc/passwd", "batches.meta", "data_batch_6"])
 def test_a_cifar_split_is_one_of_its_batch_files_never_a_path(key, split):
-    with pytest.raises(ConfigError, match=rf"data.{key}='{re.escape(split)}': not a CIFAR-10 batch; choose one of data_batch_1, "):
+    with pytest.raises(ConfigError, match=rf"data.{key}='{re.escape(split)}': a cifar10 data set has no such split; choose one of data_batch_1, "):
         compose("data=cifar10", f"data.{key}='{split}'")
+
+
+@pytest.mark.parametrize("data, split, choices", [("images", "train", "all"), ("digits", "all", "train, test"),
+                                                  ("arrays", "test", "calib, eval")])
+def test_a_split_the_data_set_kind_has_not_is_refused_with_its_splits(data, split, choices):
+    with pytest.raises(ConfigError, match=rf"data.calib_split='{split}': a {data} data set has no such split; choose one of {choices}$"):
+        compose(f"data={data}", f"data.calib_split={split}")
 
 
 @pytest.mark.parametrize("flag", ["-o/tmp/x", "-include/etc/passwd", "@/tmp/flags", "-fplugin=/tmp/evil.so", "-I/tmp", "-B/tmp", "O3"])

@@ -151,22 +151,22 @@ def test_experiments_compare_by_their_headline_metrics_and_plots(fresh_clone):
     if not (fresh_clone / "metrics" / "annotate.json").exists():
         pytest.skip("needs the dvc repro test first")
     _git(fresh_clone, "add", "-A")
-    _git(fresh_clone, "commit", "-qm", "minmax baseline")
-    for method in ("kl", "mse"):
+    _git(fresh_clone, "commit", "-qm", "mse baseline (the default)")
+    for method in ("kl", "minmax"):
         completed = _dvc(fresh_clone, "exp", "run", "-n", method, "-S", f"calib.method={method}")
         assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     rows = _experiments(_dvc_json(fresh_clone, "exp", "show"))
-    baseline = next(name for name in rows if name not in ("workspace", "kl", "mse"))
-    for name in (baseline, "kl", "mse"):
+    baseline = next(name for name in rows if name not in ("workspace", "kl", "minmax"))
+    for name in (baseline, "kl", "minmax"):
         metrics = rows[name]["metrics"]
         for metric in metrics:  # only what the stage table calls headline: no bookkeeping, no timings
             stage, name = metric.split(".", 1)
             assert name in stage_named(stage).headline, metric
         assert {"annotate.top1", "annotate.sqnr_db_min", "simulate.end_point_agreement", "codegen.bitexact"} <= set(metrics), name
         assert metrics["codegen.bitexact"] == 1.0 and metrics["simulate.end_point_agreement"] == 1.0
-    assert [rows[name]["params"]["calib"]["method"] for name in (baseline, "kl", "mse")] == ["minmax", "kl", "mse"]
+    assert [rows[name]["params"]["calib"]["method"] for name in (baseline, "kl", "minmax")] == ["mse", "kl", "minmax"]
     # minmax's threshold is the largest |x| seen: it clips nothing; KL clips the tail it finds cheaper to lose
-    assert rows[baseline]["metrics"]["calibrate.clipped_fraction_max"] == 0.0
+    assert rows["minmax"]["metrics"]["calibrate.clipped_fraction_max"] == 0.0
     assert rows["kl"]["metrics"]["calibrate.clipped_fraction_max"] > 0.0
 
     # the README's compact view: what differs, without the code and output hash columns
@@ -176,10 +176,10 @@ def test_experiments_compare_by_their_headline_metrics_and_plots(fresh_clone):
     assert not any("/" in column for column in header) and len(header) < 20, header
     diff = _dvc_json(fresh_clone, "metrics", "diff", baseline, "kl")
     assert "calibrate.clipped_fraction_max" in diff["metrics/calibrate.json"]
-    plots = _dvc_json(fresh_clone, "plots", "diff", baseline, "kl", "mse")
+    plots = _dvc_json(fresh_clone, "plots", "diff", baseline, "kl", "minmax")
     for plot in ("annotate.layer_sqnr", "calibrate.clipping", "simulate.layer_agreement"):
         values = plots["data"][plot][0]["content"]["data"]["values"]
-        assert {row["rev"] for row in values} == {baseline, "kl", "mse"}, plot
+        assert {row["rev"] for row in values} == {baseline, "kl", "minmax"}, plot
         layers = [row for row in values if row["rev"] == "kl"]
         assert [row[STAGE_SERIES[plot].x] for row in layers] == list(range(len(layers)))
 

@@ -356,7 +356,7 @@ def mbv1():
     graph = fold_batch_norms(fold_constants(imported)).graph
     float_graph, ranges = bypass_fake_quant(graph)
     layer_graph = group_layers(float_graph)
-    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir"), CalibrationSettings(), None, ranges)
+    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", input_log2scale=7), CalibrationSettings(), None, ranges)
     assert table.tensors["images:0"].log2scale == 7
     return layer_graph, table, IrContext(layer_graph, table)
 

@@ -345,7 +345,7 @@ def folded(path, input_tensor, end_points):
 def qat_context(graph, **limits):
     float_graph, ranges = bypass_fake_quant(graph)
     layer_graph = group_layers(float_graph)
-    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir"), CalibrationSettings(), None, ranges)
+    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", input_log2scale=7), CalibrationSettings(), None, ranges)
     return layer_graph, IrContext(layer_graph, table, **limits)
 
 
@@ -441,7 +441,7 @@ def test_the_traversal_takes_the_last_discovered_ready_layer_first():
     (c,) = [layer for layer in layer_graph.layers if layer.name == "c"]
     record = OPS["add"].describe(c, context)
     assert record.previous_layer == ("b", "a") and record.operands() == ("a", "b")
-    ir = build_ir(layer_graph, context.table, input_log2scale=4)
+    ir = build_ir(layer_graph, context.table)
     assert [layer.name for layer in ir.layers] == ["b", "a", "c"]
     x = int8(np.random.default_rng(0), (3, 2, 2, 1))
     values = IntegerSimulator(ir).run_int8(x, keep_all=True)

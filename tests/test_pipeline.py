@@ -98,9 +98,9 @@ def test_mlflow_holds_one_run_per_pipeline_run_with_params_tags_metrics(digits_r
     assert {run.info.run_id for run in runs} == {first.mlflow_run_id, second.mlflow_run_id, again.mlflow_run_id}
     by_id = {run.info.run_id: run for run in runs}
     first_run, second_run = by_id[first.mlflow_run_id], by_id[second.mlflow_run_id]
-    assert first_run.data.params["calib.method"] == "minmax" and second_run.data.params["calib.method"] == "kl"
+    assert first_run.data.params["calib.method"] == "mse" and second_run.data.params["calib.method"] == "kl"
     # named by their choices, not randomly: method-target-model
-    assert (first_run.info.run_name, second_run.info.run_name) == ("minmax-tf2ir-digits", "kl-tf2ir-digits")
+    assert (first_run.info.run_name, second_run.info.run_name) == ("mse-tf2ir-digits", "kl-tf2ir-digits")
     assert first_run.data.params["model.builtin.epochs"] == str(cfg.model.builtin.epochs)
     assert len(first_run.data.tags["git_commit"]) in (7, 40) or first_run.data.tags["git_commit"] == "unknown"
     # the headline metrics only (stage table), not bookkeeping or timings; every metric in metrics.json

@@ -8,12 +8,12 @@ from core.ir.op import IrContext, op_of
 from core.ir.ops import OPS  # noqa: F401  (every operation registered)
 
 
-def build_ir(layer_graph: LayerGraph, table, min_shift: int = 0, max_shift: int = 31, input_log2scale: int = 7) -> Ir:
+def build_ir(layer_graph: LayerGraph, table, min_shift: int = 0, max_shift: int = 31) -> Ir:
     """Each layer described by its operation (typed record, shifts checked against
     [min_shift, max_shift]) with its int8 constants, in the traversal order of seed 000, 5.3;
     `previous_layer` lists a layer's producers in the order they were processed (5.5), its
     operands (the kernels' order) are named by its fields (add: pl_name, add_name)."""
-    context = IrContext(layer_graph, table, min_shift, max_shift, input_log2scale)
+    context = IrContext(layer_graph, table, min_shift, max_shift)
     ir = Ir(layers=[])
     for layer in context.order:
         op = op_of(layer, table.float_layers)

@@ -31,8 +31,6 @@ class IrContext:
     table: Any  # core.quantize.table.CalibrationTable, power-of-two target
     min_shift: int = 0
     max_shift: int = 31
-    # the spec maps the image to int8 with this log2scale; a QAT table may leave the input out
-    input_log2scale: int = 7
 
     def __post_init__(self):
         self._readers: dict[str, list[Layer]] = {}
@@ -106,10 +104,7 @@ class IrContext:
 
     def log2scale(self, tensor: str) -> int:
         """The log2scale of an activation tensor, or of a constant ('const:0')."""
-        source = self.scale_source(tensor)
-        if source == self.graph.input_tensor and source not in self.table.tensors:
-            return self.input_log2scale
-        entry = self.table.entry(source)
+        entry = self.table.entry(self.scale_source(tensor))
         if entry.log2scale is None:
             raise IrError(f"tensor {tensor} has no power-of-two scale (target {self.table.target}); the IR needs target=tf2ir")
         return entry.log2scale

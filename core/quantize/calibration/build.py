@@ -19,7 +19,7 @@ import numpy as np
 from core.quantize.table import CalibrationTable, TensorEntry
 from core.quantize.calibration.bias_correction import bias_correction, channel_response
 from core.quantize.calibration.histogram import TensorStatistics
-from core.quantize.calibration.methods import CalibrationSettings, get_method
+from core.quantize.calibration.methods import CalibrationSettings, get_method, method_for
 from core.quantize.calibration.scales import float_scale, log2scale, qat_log2scale
 from core.quantize.calibration.weights import choose as choose_weights, unsaturated_log2scale
 from core.frontend.fake_quant import QuantRange
@@ -38,7 +38,7 @@ class TargetSpec:
     bits: int = 8
     pow2_scales: bool = True
     per_channel_weights: bool = False
-    input_log2scale: int = 7
+    input_log2scale: int | None = None  # an override: None lets the method choose it from the data
     min_log2scale: int = -8
     max_log2scale: int = 16
     pow2_rounding: str = "ceil"
@@ -83,18 +83,17 @@ def build_calibration_table(
     tensors: dict[str, TensorEntry] = {}
     input_tensor = layer_graph.graph.input_tensor
     ranges = _ranges_across_identities(layer_graph, ranges)
+    weight_inputs = {layer_graph.scale_source(layer.inputs[0]) for layer in layer_graph.layers if layer.rule.weight and layer.weight}
     for tensor in layer_graph.quantized_tensors():
         tensor_stats = (stats or {}).get(tensor)
-        qat_range = ranges.get(tensor) if method == "qat" else None
-        if tensor == input_tensor and (qat_range is None or _is_fixed_input(qat_range, target)):
-            if method == "qat" and not target.pow2_scales:
-                continue  # the QAT graph leaves its input float, and so does a float-scale target
-            # the IR takes its input in int8 at target.input_log2scale whatever the method (a QAT graph's
-            # float input included): annotating that quantization makes annotate's integers the IR's
-            tensors[tensor] = _input_entry(target, tensor_stats, method, settings)
+        tensor_method = method_for(method, tensor in weight_inputs and tensor != input_tensor)
+        if tensor == input_tensor:
+            entry = _input_entry(tensor, tensor_method, target, settings, tensor_stats, ranges)
+            if entry is not None:
+                tensors[tensor] = entry
             continue
         layer = layer_graph.producer_of(tensor)
-        tensors[tensor] = _activation_entry(tensor, layer.name if layer else None, method, target, settings, tensor_stats, ranges)
+        tensors[tensor] = _activation_entry(tensor, layer.name if layer else None, tensor_method, target, settings, tensor_stats, ranges)
     for layer in layer_graph.layers:
         rule = layer.rule
         if layer.name in float_layers:
@@ -117,23 +116,21 @@ def _ranges_across_identities(layer_graph: LayerGraph, ranges: dict[str, QuantRa
     return ranges
 
 
-def _is_fixed_input(quant_range: QuantRange, target: TargetSpec) -> bool:
-    """A QAT graph's input FakeQuant that is the spec's fixed input quantization."""
-    return target.pow2_scales and [quant_range.min, quant_range.max] == pow2_range(target.input_log2scale, target.bits)
-
-
-def _input_entry(target: TargetSpec, stats, method: str, settings: CalibrationSettings) -> TensorEntry:
-    if target.pow2_scales:  # the spec fixes the network input: the image mapped to int8 with log2scale 7
-        value = target.input_log2scale
-        threshold = 2.0 ** (target.bits - 1 - value)
-        quant_range = pow2_range(value, target.bits)
-        return TensorEntry("input", "fixed", threshold, quant_range, log2scale=value,
+def _input_entry(tensor: str, method: str, target: TargetSpec, settings: CalibrationSettings, stats,
+                 ranges: dict[str, QuantRange]) -> TensorEntry | None:
+    """The network input is a tensor like any other: the method chooses its scale from the preprocessed
+    calibration data (a QAT graph: its input FakeQuant's range), so an input in [0, 255] is not clipped to
+    [-1, 1). On a power-of-two target target.input_log2scale, when set, fixes it. None: the input stays
+    float (a QAT graph without an input FakeQuant on a float-scale target)."""
+    if target.pow2_scales and target.input_log2scale is not None:
+        quant_range = pow2_range(target.input_log2scale, target.bits)
+        return TensorEntry("input", "fixed", -quant_range[0], quant_range, log2scale=target.input_log2scale,
                            absmax=_absmax(stats), clipped_fraction=clipped_fraction(stats, -quant_range[0]))
-    threshold = get_method(method).threshold(stats, settings)
-    scale = float_scale(threshold, target.bits)
-    quant_range = scaled_range(scale, target.bits)
-    return TensorEntry("input", method, threshold, quant_range, scale=scale,
-                       absmax=_absmax(stats), clipped_fraction=clipped_fraction(stats, -quant_range[0]))
+    if method == "qat" and tensor not in ranges and not target.pow2_scales:
+        return None
+    entry = _activation_entry(tensor, None, method, target, settings, stats, ranges)
+    entry.kind = "input"
+    return entry
 
 
 def _activation_entry(tensor, layer, method, target, settings, stats, ranges) -> TensorEntry:

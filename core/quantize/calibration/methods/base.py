@@ -43,6 +43,14 @@ class ThresholdMethod(abc.ABC):
     """One way of choosing the clipping threshold of a tensor. Stateless."""
 
     name: ClassVar[str]
+    # the tensors the method's argument holds for: "all", or "weight_inputs", the tensors a conv, depthwise conv
+    # or dense layer reads (where seed 003 computes KL thresholds); any other tensor, a network's end points
+    # included, takes the threshold of the method named by `fallback`
+    scope: ClassVar[str] = "all"
+    fallback: ClassVar[Optional[str]] = None
+    # whether the threshold weighs what clipping costs against what rounding costs (mse): a large clipped share is
+    # then the cheaper error, not a sign of harm, and the quality guard on clipping leaves it be
+    weighs_clipping: ClassVar[bool] = False
 
     @abc.abstractmethod
     def threshold(self, stats: TensorStatistics, settings: CalibrationSettings) -> float:
@@ -77,6 +85,20 @@ def get_method(name: str) -> ThresholdMethod:
     except KeyError:
         raise ValueError(f"unknown calibration method {name!r}; choices: "
                          f"{', '.join(sorted(METHODS))}") from None
+
+
+def method_for(name: str, weight_input: bool) -> str:
+    """The method that chooses a tensor's threshold under calib.method=`name`: `name` itself where its
+    argument holds (`weight_input`: a weight layer reads the tensor, and the network computes it), else its
+    fallback."""
+    method = METHODS[name]
+    return name if method.scope == "all" or weight_input else method.fallback
+
+
+def weighs_clipping(name: str) -> bool:
+    """Whether the method named `name` (or auto's `method/rounding` candidate) chose its clipping by its cost."""
+    method = METHODS.get(name.split("/")[0])
+    return bool(method and method.weighs_clipping)
 
 
 def require_observed(stats: TensorStatistics, method: str) -> None:
