@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import tempfile
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -14,6 +15,7 @@ from rich.table import Table
 
 from pipeline.config import ConfigError, validate
 from pipeline.main import ExportError, run_pipeline, write_json_atomic
+from pipeline.quality import QUALITY_EXIT, QualityFailed
 from pipeline.resources import ResourceError
 from pipeline.runner import RunSummary, StageFailed
 from pipeline.store import StoreError
@@ -26,6 +28,29 @@ USER_ERRORS = (ConfigError, ExportError, ResourceError, StageFailed, StoreError,
 
 
 INTERRUPTED_EXIT = 130
+
+
+def unwritable_output_dir(argv: list[str]) -> str | None:
+    """Why Hydra could not make the run's directory (hydra.run.dir, hydra.sweep.dir; default outputs/ or multirun/
+    under the current directory), or None: said in one line before Hydra tries, not as its traceback. The
+    directory (its part before any ${...}) is made, as Hydra would make it, and written to once."""
+    multirun = any(argument in ("-m", "--multirun") for argument in argv)
+    key = "hydra.sweep.dir" if multirun else "hydra.run.dir"
+    given = next((argument.split("=", 1)[1] for argument in argv if argument.split("=", 1)[0] == key), None)
+    if given is None:
+        directory = Path(".")  # the default's outputs/ or multirun/ are made there
+    elif "${" in given:  # an interpolation Hydra resolves at run time: the directories before it
+        fixed = given.split("${", 1)[0]
+        directory = Path(fixed or ".").expanduser() if fixed.endswith("/") or not fixed else Path(fixed).expanduser().parent
+    else:
+        directory = Path(given).expanduser()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=directory).close()
+    except OSError as error:
+        return (f"{key}={given or '(default, under the current directory)'}: cannot make the run's directory "
+                f"({error.strerror or error}: {error.filename or directory}); choose one this user can write ({key}=PATH)")
+    return None
 
 
 def _terminated(signum: int, frame: object) -> None:
@@ -51,6 +76,13 @@ def run_or_explain(cfg: DictConfig, console: Console, sweep: Sweep | None = None
     except KeyboardInterrupt as interrupt:
         explain_interrupt(interrupt, console)
         raise SystemExit(INTERRUPTED_EXIT) from None
+    except QualityFailed as failed:
+        console.print(stage_table(failed.summary))
+        console.print(f"[bold red]stopped:[/bold red] {escape(str(failed))}", highlight=False)
+        log.error("%s", failed)
+        if sweep is None:
+            raise SystemExit(QUALITY_EXIT) from None
+        return None
     except USER_ERRORS as error:
         if isinstance(error, StageFailed) and not isinstance(error.error, (ValueError, MemoryError, OSError)):
             console.print_exception()  # not a bad input but a defect: show where
@@ -59,16 +91,28 @@ def run_or_explain(cfg: DictConfig, console: Console, sweep: Sweep | None = None
         return None
 
 
-def report_run(summary: RunSummary, cfg: DictConfig, console: Console, output_dir: Path | None = None) -> None:
-    """A short table (stage, ran or reused, time, its headline figures) and where everything is;
-    every metric goes to `<output_dir>/metrics.json` (Hydra's directory of this run)."""
+def stage_table(summary: RunSummary) -> Table:
+    """A row per stage: ran or reused, time, headline figures; a figure beyond a quality limit is marked."""
+    failed = {(finding.stage, finding.metric) for finding in summary.quality}
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for column in ("stage", "", "time", "headline"):
         table.add_column(column, no_wrap=column != "headline")
     for result in summary.results:
-        figures = ", ".join(f"{name} {value:.4g}" for name, value in result.stage.headline_of(result.metrics).items())
-        table.add_row(result.stage.name, "reused" if result.reused else "[green]ran[/green]", f"{result.wall_s:.1f} s", escape(figures))
-    console.print(table)
+        figures = ", ".join(f"[bold red]{escape(name)} {value:.4g} ✗[/bold red]" if (result.stage.name, name) in failed
+                            else escape(f"{name} {value:.4g}") for name, value in result.stage.headline_of(result.metrics).items())
+        status = "reused" if result.reused else "[green]ran[/green]"
+        if any(stage == result.stage.name for stage, _ in failed):
+            status += " [bold red]quality ✗[/bold red]"
+        table.add_row(result.stage.name, status, f"{result.wall_s:.1f} s", figures)
+    return table
+
+
+def report_run(summary: RunSummary, cfg: DictConfig, console: Console, output_dir: Path | None = None) -> None:
+    """A short table (stage, ran or reused, time, its headline figures) and where everything is;
+    every metric goes to `<output_dir>/metrics.json` (Hydra's directory of this run)."""
+    console.print(stage_table(summary))
+    for finding in summary.quality:  # quality.enforce=false: the run went on, and says what failed
+        console.print(f"[bold yellow]quality (not enforced):[/bold yellow] {escape(str(finding))}", highlight=False)
     if output_dir is not None:
         write_json_atomic(output_dir / "metrics.json", summary.metrics)
         console.print(escape(f"all {len(summary.metrics)} metrics: {output_dir / 'metrics.json'}"))

@@ -21,7 +21,9 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 
 from core.backends.accel.target import AcceleratorError, AcceleratorSpec, accelerator_of
 from core.backends.c.build import DEFAULT_CFLAGS, cflag_errors
-from core.data.datasets import CIFAR10_BATCHES
+from core.data.datasets import SPLITS as DATA_SPLITS
+from core.limits import MEBIBYTE, human_bytes
+from core.quantize.calibration.histogram import histogram_bytes
 from pipeline.params import CalibMethod, DataKind, ModelFormat, Pow2Rounding, Relu6Equalization, Resize, Task, WeightMethod, to_plain
 from pipeline.stages import STAGE_NAMES
 
@@ -115,7 +117,7 @@ class AutoConfig:
 
 @dataclass
 class CalibConfig:
-    method: CalibMethod = CalibMethod.minmax
+    method: CalibMethod = CalibMethod.mse
     num_images: int = _positive(256)
     batch_size: int = _positive(32)
     percentile: float = _percent(99.99)
@@ -136,7 +138,9 @@ class TargetConfig:
     symmetric: bool = True
     pow2_scales: bool = True
     per_channel_weights: bool = False
-    input_log2scale: int = 7
+    # the network input's log2scale on a power-of-two target; None (default): chosen from the preprocessed
+    # calibration data by calib.method, like every other activation
+    input_log2scale: Optional[int] = None
     # the log2scales the hardware's shifters can align (power-of-two targets)
     min_log2scale: int = -8
     max_log2scale: int = 16
@@ -170,6 +174,17 @@ class SensitivityConfig:
 
 
 @dataclass
+class QualityConfig:
+    """Limits a run's measured quality must meet (pipeline/quality.py): beyond one, the run stops after the
+    stage that measured it (exit status 3), naming the tensor or end point and the likely causes."""
+
+    enforce: bool = True  # false: report a failed limit (closing table, MLflow tag `quality`) and run on
+    max_clipped_fraction: float = _fraction(0.01)  # of an activation's (or the input's) calibration values
+    min_sqnr_db: float = 6.0  # end-point SQNR against the float model (annotate, simulate)
+    max_top1_drop: float = _fraction(0.05)  # float top-1 minus quantized top-1, as a fraction (0.05: 5 points)
+
+
+@dataclass
 class StoreConfig:
     url: str = ".store"  # a directory, or any fsspec URL (s3://bucket/prefix, memory://x, ...)
     cache_dir: str = "${oc.env:QUANTTOOL_CACHE,.cache}"  # downloads (model files), keyed by sha256
@@ -196,6 +211,7 @@ class Config:
     store: StoreConfig = field(default_factory=StoreConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
     sensitivity: SensitivityConfig = field(default_factory=SensitivityConfig)
+    quality: QualityConfig = field(default_factory=QualityConfig)
     codegen: CodegenConfig = field(default_factory=CodegenConfig)
     tracking_uri: str = "sqlite:///mlflow.db"
     export_dir: Optional[str] = None
@@ -234,17 +250,23 @@ TARGET_RULES: tuple[tuple[Any, str], ...] = (
 def validate(cfg: DictConfig) -> Config:
     """Typed view of the composed config; raises ConfigError naming the first bad key."""
     typed = OmegaConf.to_object(cfg)
+    _check_known_keys(cfg, typed, prefix="")
     _check_constraints(typed, prefix="")
     if typed.until is not None:
         if typed.until not in STAGE_NAMES:
             raise ConfigError(f"until={typed.until!r}: not a stage; choose one of {', '.join(STAGE_NAMES)}")
     if typed.model.format is not ModelFormat.builtin and not (typed.model.file.path or typed.model.file.url):
         raise ConfigError(f"model {typed.model.name!r}: format {typed.model.format.value} needs model.file.path or model.file.url")
-    if typed.data.kind is DataKind.cifar10:
-        for key in ("calib_split", "eval_split"):
-            if getattr(typed.data, key) not in CIFAR10_BATCHES:
-                raise ConfigError(f"data.{key}={getattr(typed.data, key)!r}: not a CIFAR-10 batch; choose one of {', '.join(CIFAR10_BATCHES)}")
+    for key in ("calib_split", "eval_split"):
+        splits = DATA_SPLITS[typed.data.kind.value]
+        if getattr(typed.data, key) not in splits:
+            raise ConfigError(f"data.{key}={getattr(typed.data, key)!r}: a {typed.data.kind.value} data set has no such split; "
+                              f"choose one of {', '.join(splits)}")
     _check_auto(typed)
+    if histogram_bytes(typed.calib.num_bins, 1) > typed.limits.memory_mb * MEBIBYTE:
+        raise ConfigError(f"calib.num_bins={typed.calib.num_bins}: one tensor's histogram needs "
+                          f"{human_bytes(histogram_bytes(typed.calib.num_bins, 1))}, over limits.memory_mb={typed.limits.memory_mb}; "
+                          "lower calib.num_bins (2048 is what the methods are tuned for)")
     for error in cflag_errors(typed.codegen.cflags):
         raise ConfigError(error)
     target = typed.target
@@ -254,7 +276,7 @@ def validate(cfg: DictConfig) -> Config:
     if not TARGET_NAME.fullmatch(target.name):
         raise ConfigError(f"target.name={target.name!r}: must start with a letter and hold only letters, digits, '_', '-' and '.' "
                           "(at most 64): it names files and C functions")
-    if target.pow2_scales and not target.min_log2scale <= target.input_log2scale <= target.max_log2scale:
+    if target.pow2_scales and target.input_log2scale is not None and not target.min_log2scale <= target.input_log2scale <= target.max_log2scale:
         raise ConfigError(f"target.input_log2scale={target.input_log2scale}: must be within target.min_log2scale="
                           f"{target.min_log2scale} .. target.max_log2scale={target.max_log2scale} (the network input is a tensor too)")
     if typed.target.accelerator is not None:
@@ -277,6 +299,19 @@ def _check_auto(typed: Config) -> None:
     if typed.calib.method is CalibMethod.auto and not typed.target.pow2_scales:
         raise ConfigError(f"calib.method=auto chooses among power-of-two scales; target {typed.target.name} has float scales "
                           "(target.pow2_scales=false): choose minmax, kl, percentile or mse")
+
+
+def _check_known_keys(node: Any, typed: Any, prefix: str) -> None:
+    """Every key of the composed config is one of the schema's: a `+calib.foo=1` Hydra adds past the schema is
+    refused, not carried silently into MLflow's params."""
+    if not dataclasses.is_dataclass(typed) or not isinstance(node, DictConfig):
+        return
+    fields = {spec.name for spec in dataclasses.fields(typed)}
+    for key in node.keys():
+        if key not in fields:
+            raise ConfigError(f"{prefix}{key}: not a config key; {prefix.rstrip('.') or 'the config'} has "
+                              f"{', '.join(sorted(fields))} (`python run.py --cfg job` prints them all)")
+        _check_known_keys(node[key], getattr(typed, key), prefix=f"{prefix}{key}.")
 
 
 def _check_constraints(node: Any, prefix: str) -> None:

@@ -18,18 +18,21 @@ import json
 import sys
 from pathlib import Path
 
-from omegaconf import OmegaConf
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from core.reports.series import SERIES_DIR, read_series
 from rich.console import Console
 from rich.markup import escape
 
 from pipeline.cli import INTERRUPTED_EXIT, USER_ERRORS, explain_interrupt, interrupt_on_sigterm
-from pipeline.config import Config, validate
+from pipeline.config import Config, ConfigError, validate
 from pipeline.hashing import MANIFEST
 from pipeline.main import RichDisplay, replace_dir, write_json_atomic, open_store
+from pipeline.quality import QUALITY_EXIT, QualityFailed, findings_of
 from pipeline.runner import Runner, RunSummary, StageResult, flat_metrics
-from pipeline.stages import STAGES, Stage, stage_named
+from pipeline.stages import STAGE_NAMES, STAGES, Stage, stage_named
 from pipeline.store import Artifact, StoreError, changed_files, read_manifest
 from pipeline.tracking import pipeline_run
 
@@ -56,7 +59,19 @@ def status_file(stage: str) -> Path:
 
 
 def load_params(path: Path = PARAMS_FILE) -> Config:
-    return validate(OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.load(path)))
+    """params.yaml as the typed config; a ConfigError naming the file when it is not YAML or not the schema's."""
+    try:
+        loaded = OmegaConf.load(path)
+    except (OSError, yaml.YAMLError) as error:
+        raise ConfigError(f"{path}: not readable as YAML ({error}); regenerate it from conf/ with `make params`") from None
+    if not isinstance(loaded, DictConfig):
+        raise ConfigError(f"{path}: holds a {type(loaded).__name__}, not a mapping of config keys; regenerate it with `make params`")
+    try:
+        return validate(OmegaConf.merge(OmegaConf.structured(Config), loaded))
+    except OmegaConfBaseException as error:  # an unknown key, a value of the wrong type
+        key = getattr(error, "full_key", None) or ""
+        raise ConfigError(f"{path}: {key + ': ' if key else ''}{str(error).splitlines()[0]}; fix it, or regenerate it from "
+                          "conf/ with `make params`") from None
 
 
 def artifact_in(directory: Path) -> Artifact:
@@ -82,6 +97,11 @@ def run_one(name: str, console: Console) -> StageResult:
         result = Runner(cfg, open_store(cfg), display).run_stage(stage, inputs)
     replace_dir(result.artifact.directory, out_dir(name), link=True)
     write_outputs(stage, result)
+    findings = findings_of(cfg, name, result.metrics, result.artifact.directory)
+    if findings and cfg.quality.enforce:  # the outputs stand (a true measurement); the run stops as run.py's does
+        raise QualityFailed(findings)
+    for finding in findings:
+        console.print(f"[bold yellow]quality (not enforced):[/bold yellow] {escape(str(finding))}", highlight=False)
     return result
 
 
@@ -126,11 +146,18 @@ def main(argv: list[str]) -> int:
         console.print("usage: python -m pipeline.dvc_stage <stage>|--track")
         return 2
     interrupt_on_sigterm()
+    if argv[0] != "--track" and argv[0] not in STAGE_NAMES:
+        console.print(f"[bold red]error:[/bold red] {escape(argv[0])!s} is not a stage; choose one of {', '.join(STAGE_NAMES)} "
+                      "or --track", highlight=False)
+        return 2
     try:
         track(console) if argv[0] == "--track" else run_one(argv[0], console)
     except KeyboardInterrupt as interrupt:
         explain_interrupt(interrupt, console)
         return INTERRUPTED_EXIT
+    except QualityFailed as failed:
+        console.print(f"[bold red]stopped:[/bold red] {escape(str(failed))}", highlight=False)
+        return QUALITY_EXIT
     except USER_ERRORS as error:
         console.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False)
         return 2

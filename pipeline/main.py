@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from pipeline.config import Config, to_plain
 from pipeline.hashing import one_reading_of_data
 from pipeline.preflight import preflight
+from pipeline.quality import QualityFailed, findings_of
 from pipeline.runner import RunSummary, Runner, StageResult, flat_metrics
 from pipeline.stages import Stage, stages_until
 from pipeline.store import ArtifactStore
@@ -95,14 +96,29 @@ def run_pipeline(cfg: Config, *, sweep: Sweep | None = None, console: Console | 
                     artifacts[stage.name] = result.artifact
                     summary.results.append(result)
                     tracker.log_stage(result)
+                    if _quality_stops(cfg, result, summary, tracker, display):
+                        break
         finally:  # what even a failed run computed is worth keeping: `pipeline.store gc` keeps recent runs' entries
             if summary.results:
                 store.record_run({result.stage.name: result.key for result in summary.results}, origin="run.py")
         summary.metrics = flat_metrics(summary.results)
         tracker.log_summary(summary)
+        if summary.quality and cfg.quality.enforce:
+            raise QualityFailed(summary.quality, summary)
         if cfg.export_dir:  # inside the run: an export that fails marks it FAILED
             summary.export_dir = export(summary, Path(cfg.export_dir))
     return summary
+
+
+def _quality_stops(cfg: Config, result: StageResult, summary: RunSummary, tracker, display: RichDisplay) -> bool:
+    """Checks the stage's figures against cfg.quality; whether the run stops here."""
+    findings = findings_of(cfg, result.stage.name, result.metrics, result.artifact.directory)
+    for finding in findings:
+        display.log(result.stage, f"quality: {finding}")
+    summary.quality += findings
+    if findings:
+        tracker.mark_quality(summary.quality)
+    return bool(findings) and cfg.quality.enforce
 
 
 class ExportError(RuntimeError):

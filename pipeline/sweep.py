@@ -90,9 +90,10 @@ def summary_rows(jobs: list[Any], job_dirs: list[Path]) -> list[list[str]]:
     rows = []
     for run in jobs:
         metrics = run.data.metrics
-        rows.append([run.data.tags.get("sweep_job", "?"), run.info.run_name, run.info.status,
+        quality = run.data.tags.get("quality")  # a limit the job's figures broke (pipeline/quality.py)
+        rows.append([run.data.tags.get("sweep_job", "?"), run.info.run_name, f"{run.info.status}{' QUALITY' if quality else ''}",
                      *(f"{metrics[name]:.4g}" if name in metrics else "" for name in SUMMARY_METRICS),
-                     run.data.tags.get("error", "")])
+                     run.data.tags.get("error", "") or (f"quality (not enforced): {quality}" if quality else "")])
     tracked = {run.data.tags.get("sweep_job") for run in jobs}
     for directory in job_dirs:  # a job refused before its run began (a bad value, a missing input)
         if directory.name not in tracked:

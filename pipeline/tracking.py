@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sqlite3
 import subprocess
 import tempfile
 import time
@@ -35,7 +36,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlsplit
 
 import psutil
 from filelock import FileLock
@@ -80,8 +81,19 @@ def check_tracking_server(tracking_uri: str) -> None:
                             "start one (`mlflow server`) or leave tracking_uri at its default, sqlite:///mlflow.db") from error
 
 
+# what MLflow's tracking client can store runs in (a bare path is a file store)
+TRACKING_SCHEMES = ("sqlite", "http", "https", "file", "postgresql", "mysql", "mssql", "databricks")
+SQLITE_HEADER = b"SQLite format 3\x00"
+LOCK_WAIT_S = 30.0  # how long a run waits for a tracking database another process holds locked
+
+
 def check_tracking_uri(tracking_uri: str) -> None:
-    """A server that answers, or an SQLite database this user can create or write."""
+    """A server that answers, or an SQLite database this user can create or write, that is SQLite, undamaged
+    and not held locked by another process for longer than LOCK_WAIT_S."""
+    scheme = urlsplit(tracking_uri).scheme.split("+")[0]
+    if scheme and scheme not in TRACKING_SCHEMES and len(scheme) > 1:  # one letter: a Windows drive
+        raise TrackingError(f"tracking_uri={tracking_uri}: MLflow cannot track runs in a {scheme}:// store; use "
+                            f"{', '.join(f'{name}://' for name in TRACKING_SCHEMES)} or a directory, e.g. sqlite:///mlflow.db")
     check_tracking_server(tracking_uri)
     if not tracking_uri.startswith("sqlite:///"):
         return
@@ -94,6 +106,34 @@ def check_tracking_uri(tracking_uri: str) -> None:
     if not existing.is_dir() or not os.access(writable, os.W_OK):
         raise TrackingError(f"tracking_uri={tracking_uri}: cannot write {database} (in {existing}); "
                             "choose a path this user can write, e.g. sqlite:///mlflow.db")
+    if database.exists() and database.stat().st_size:
+        _check_sqlite(tracking_uri, database)
+
+
+def _check_sqlite(tracking_uri: str, database: Path) -> None:
+    """An existing tracking database: SQLite, readable, and writable within LOCK_WAIT_S."""
+    with database.open("rb") as stream:
+        if stream.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+            raise TrackingError(f"tracking_uri={tracking_uri}: {database} is not an SQLite database; point tracking_uri at "
+                                "another file (made if missing), or move this one away")
+    try:
+        connection = sqlite3.connect(database, timeout=LOCK_WAIT_S)
+        try:
+            connection.execute("PRAGMA quick_check").fetchall()
+            connection.execute("BEGIN IMMEDIATE")  # waits for another process's write lock, at most LOCK_WAIT_S
+            connection.rollback()
+        finally:
+            connection.close()
+    except sqlite3.OperationalError as error:
+        if "locked" in str(error) or "busy" in str(error):
+            raise TrackingError(f"tracking_uri={tracking_uri}: {database} stayed locked by another process for "
+                                f"{LOCK_WAIT_S:g} s; wait for it to finish, or track this run elsewhere "
+                                "(tracking_uri=sqlite:///other.db)") from None
+        raise TrackingError(f"tracking_uri={tracking_uri}: {database} cannot be read ({error}); it may be damaged: move it "
+                            "away (MLflow makes a new one) or restore it from a backup") from None
+    except sqlite3.DatabaseError as error:
+        raise TrackingError(f"tracking_uri={tracking_uri}: {database} is damaged ({error}); move it away (MLflow makes a new "
+                            "one) or restore it from a backup") from None
 
 
 def _sqlite_lock(tracking_uri: str) -> FileLock | None:
@@ -281,6 +321,12 @@ class Tracker:
                             for field in series.y if row.get(field) is not None]
         for start in range(0, len(metrics), 1000):  # MLflow's batch limit
             MlflowClient().log_batch(self.run_id, metrics=metrics[start : start + 1000])
+
+    def mark_quality(self, findings: list) -> None:
+        """The tag `quality`: the limits the run's figures broke (a sweep's summary marks such jobs)."""
+        import mlflow
+
+        mlflow.set_tag("quality", "; ".join(str(finding) for finding in findings)[:MAX_TAG_LENGTH])
 
     def log_summary(self, summary: RunSummary) -> None:
         """metrics.json (every metric of the run) and run.json (stage keys, reuse) at the artifact root."""

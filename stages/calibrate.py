@@ -23,7 +23,7 @@ import numpy as np
 
 from core.data.datasets import load_split
 from core.frontend.fake_quant import bypass_fake_quant
-from core.frontend.graph import Graph
+from core.frontend.graph import Graph, check_input_shape
 from core.ir.layers import group_layers
 from core.limits import BUDGET_KEY, MemoryBudget, check_activations
 from core.ir.emit import build_ir
@@ -32,13 +32,14 @@ from core.ir.records import IrError
 from core.quantize.auto import AUTO, SearchSetup, search
 from core.quantize.calibration.build import (CalibrationError, TargetSpec, build_calibration_table, correct_biases,
                                              qat_range_changes)
-from core.quantize.calibration.histogram import TensorStatistics
-from core.quantize.calibration.methods import METHODS, CalibrationSettings
+from core.quantize.calibration.histogram import TensorStatistics, histogram_bytes
+from core.quantize.calibration.methods import METHODS, CalibrationSettings, weighs_clipping
 from core.quantize.equalize import clamped_layer_inputs, equalize
 from core.quantize.evaluation import end_point_difference
 from core.quantize.statistics import channel_statistics, collect_statistics
 from core.reports.calibration import plot_clipping, plot_histograms
 from core.reports.series import series_rows, write_series
+from core.reports.warnings import summarize
 from pipeline.params import StoredPart, to_plain
 
 HISTOGRAM_DIR = "histograms"
@@ -65,16 +66,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
             f"(a float model); choose one of {', '.join(sorted(m for m in METHODS if m != 'qat'))}"
         )
     layer_graph = group_layers(float_graph)
-    budget = MemoryBudget(params.limits.memory_mb)
-    dataset = load_split(
-        params.data.kind.value, params.data.path, params.data.calib_split, to_plain(params.model.preprocess),
-        limit=calib.num_images, holdout_fraction=params.data.holdout_fraction, seed=params.data.split_seed, budget=budget,
-    )
-    # two batches in memory: the graph computing one while the previous one's histograms are counted
-    batch = budget.batch_size(calib.batch_size, 2 * check_activations(budget, float_graph.activation_bytes(), "calibrate"),
-                              "calibration")
-    if batch < calib.batch_size:
-        ctx.log(f"calibrating in batches of {batch} images, not calib.batch_size={calib.batch_size}: {BUDGET_KEY} holds no more")
+    dataset, batch = _calibration_data(params, float_graph, len(layer_graph.quantized_tensors()), ctx)
     metrics, report = {}, {}
     float_graph, layer_graph, stats, input_moments = _observed(calib, float_graph, layer_graph, dataset, batch, ctx, metrics, report)
     target = target_spec(params.target, calib)
@@ -84,18 +76,22 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     table.save(out_dir)
     float_graph.save(out_dir)
     save_histograms(stats, out_dir / HISTOGRAM_DIR)
-    for tensor, entry in table.tensors.items():
-        for warning in entry.warnings:
-            ctx.log(f"warning: {tensor}: {warning}")
+    warnings = [(tensor, warning) for tensor, entry in table.tensors.items() for warning in entry.warnings]
+    for line in summarize(warnings):
+        ctx.log(f"warning: {line}")
     changes = qat_range_changes(table, layer_graph, ranges) if method == "qat" else []
-    for change in changes:
-        ctx.log(f"qat range changed: {change['tensor']} ({change['kind']}) {change['qat_range']} -> {change['range']}: {change['why']}")
+    for line in summarize([(change["tensor"], f"({change['kind']}) {change['why']}") for change in changes]):
+        ctx.log(f"qat range changed: {line} (every range: report.json's qat_range_changes)")
     activations = _pictures_and_series(stats, table, ranges, settings, out_dir)
     clipped = [entry.clipped_fraction or 0.0 for entry in activations.values()]
     (out_dir / "report.json").write_text(json.dumps({
         "images": len(dataset.images), "source": dataset.source, "method": method, "target": target.name,
         "most_clipped": sorted(((e.clipped_fraction or 0.0, t) for t, e in table.tensors.items()), reverse=True)[:10],
+        # what the quality guard reads (pipeline/quality.py): the activations, the input among them, a method clips
+        "most_clipped_activations": sorted(([entry.clipped_fraction or 0.0, tensor, entry.kind, entry.method,
+                                             weighs_clipping(entry.method)] for tensor, entry in activations.items()), reverse=True)[:10],
         **({"qat_range_changes": changes} if changes else {}), **report,
+        "warnings": [{"tensor": tensor, "warning": warning} for tensor, warning in warnings],
     }, indent=1, sort_keys=True) + "\n")
     return {
         **metrics,
@@ -105,6 +101,29 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         "clipped_fraction_mean": float(np.mean(clipped)),
         "zero_range_tensors": sum(1 for entry in activations.values() if entry.threshold == 0.0),
     }
+
+
+def _calibration_data(params, float_graph: Graph, tensors: int, ctx):
+    """(the calibration images, the batch size that fits the budget); what the histograms of `tensors` tensors
+    take is checked first."""
+    calib = params.calib
+    budget = MemoryBudget(params.limits.memory_mb)
+    budget.check(f"calib.num_bins={calib.num_bins}: the histograms of {tensors} tensors",
+                 histogram_bytes(calib.num_bins, tensors), lower="calib.num_bins (2048 is what the methods are tuned for)")
+    dataset = load_split(
+        params.data.kind.value, params.data.path, params.data.calib_split, to_plain(params.model.preprocess),
+        limit=calib.num_images, holdout_fraction=params.data.holdout_fraction, seed=params.data.split_seed, budget=budget,
+    )
+    check_input_shape(dataset.images, float_graph, "data.calib_split")
+    if len(dataset.images) < calib.num_images:
+        ctx.log(f"calib.num_images={calib.num_images}, but {dataset.source} holds {len(dataset.images)}: calibrating on all "
+                f"{len(dataset.images)}")
+    # two batches in memory: the graph computing one while the previous one's histograms are counted
+    batch = budget.batch_size(calib.batch_size, 2 * check_activations(budget, float_graph.activation_bytes(), "calibrate"),
+                              "calibration")
+    if batch < calib.batch_size:
+        ctx.log(f"calibrating in batches of {batch} images, not calib.batch_size={calib.batch_size}: {BUDGET_KEY} holds no more")
+    return dataset, batch
 
 
 def _observed(calib, float_graph: Graph, layer_graph, dataset, batch: int, ctx, metrics: dict, report: dict):
@@ -202,7 +221,7 @@ def _search_setup(params, layer_graph, target: TargetSpec, settings, stats, mean
 
     def emit_error(table) -> str | None:  # the IR's own checks (shift ranges): what emit_ir would refuse
         try:
-            build_ir(layer_graph, table, params.target.min_shift, params.target.max_shift, params.target.input_log2scale)
+            build_ir(layer_graph, table, params.target.min_shift, params.target.max_shift)
         except IrError as error:
             return str(error)
         return None
