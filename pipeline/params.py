@@ -35,6 +35,7 @@ class DataKind(Enum):
     digits = "digits"
     cifar10 = "cifar10"
     images = "images"
+    arrays = "arrays"  # an .npz of the model's inputs as they are (core/data/datasets.py: ARRAY_EXPECTED)
 
 
 class CalibMethod(Enum):

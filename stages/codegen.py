@@ -73,8 +73,9 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     data = params.data
     evaluation = load_split(data.kind.value, data.path, data.eval_split, to_plain(params.model.preprocess), limit=EVAL_IMAGES,
                             holdout_fraction=data.holdout_fraction, seed=data.split_seed)
-    eval_inputs = quantize(evaluation.images, ir.input_log2scale)
-    images = np.concatenate([test_input[np.newaxis], eval_inputs])
+    # the program reads each input as the IR's HWC image: a rank-2 [N, C] input is [N, 1, 1, C], the same bytes
+    eval_inputs = quantize(evaluation.images, ir.input_log2scale).reshape(len(evaluation.images), *ir.input_shape)
+    images = np.concatenate([test_input.reshape(1, *ir.input_shape), eval_inputs])
     compiler = compiler_command(params.codegen.cflags)
     checked = build_and_check(ir, program, program_c, images, len(eval_inputs), compiler, ctx)
     report = {

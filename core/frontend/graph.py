@@ -316,3 +316,18 @@ def _topological(node_defs) -> list:
                         raise GraphError(f"the graph has a cycle through node {dep!r}")
                     stack.append((dep, False))
     return order
+
+
+def check_input_shape(images, graph: "Graph", key: str) -> None:
+    """Each sample of `images` (shape, source) must be what the graph's input takes, before any is fed: a
+    GraphError naming the data, the input tensor and both shapes, not TensorFlow's "Cannot feed value"."""
+    expected = graph.shape(graph.input_tensor)
+    if expected is None:
+        return
+    got, dims = list(images.shape[1:]), [None if dim is None or dim < 0 else int(dim) for dim in expected[1:]]
+    if len(got) != len(dims) or any(dim is not None and dim != size for dim, size in zip(dims, got)):
+        wanted = ", ".join("?" if dim is None else str(dim) for dim in dims)
+        raise GraphError(f"{key}: the samples of {images.source} are {got}, and the model's input {graph.input_tensor} takes "
+                         f"[N, {wanted}]: with data=arrays save them as [N, {wanted}]; with images set model.preprocess "
+                         "(size, channels) to the model's input")
+

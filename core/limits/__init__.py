@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from math import prod
 from typing import Iterable
 
+import numpy as np
+
 BUDGET_KEY = "limits.memory_mb"
 MEBIBYTE = 1 << 20
 
@@ -61,3 +63,15 @@ def check_activations(budget: MemoryBudget, sizes: dict[str, int], origin: str) 
     budget.check(f"{origin}: one image through the graph (largest tensor {largest}, {human_bytes(sizes.get(largest, 0))})",
                  total, lower="the model's input size")
     return total
+
+
+def npy_header(stream, origin: str) -> tuple[tuple[int, ...], np.dtype]:
+    """(shape, dtype) an .npy stream declares, read from its header alone: what loading it would allocate is
+    checked before it is (a few bytes can declare terabytes). A ValueError naming `origin` when it is no .npy."""
+    try:
+        version = np.lib.format.read_magic(stream)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(stream)
+    except (ValueError, OSError, SyntaxError, EOFError) as error:
+        raise ValueError(f"{origin}: not a readable .npy array ({error})") from None
+    return tuple(int(dim) for dim in shape), dtype
