@@ -15,7 +15,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 from rich.console import Console
 
-from pipeline.cli import interrupt_on_sigterm, report_run, run_or_explain
+from pipeline.cli import interrupt_on_sigterm, report_run, run_or_explain, unwritable_output_dir
 from pipeline.completion import answer_query
 from pipeline.config import register
 from pipeline.sweep import current_sweep, missing_launcher
@@ -40,9 +40,9 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    missing = missing_launcher(sys.argv)
-    if missing:
-        print(f"error: {missing}", file=sys.stderr)
+    refused = missing_launcher(sys.argv) or unwritable_output_dir(sys.argv[1:])
+    if refused:
+        print(f"error: {refused}", file=sys.stderr)
         sys.exit(2)
     if not answer_query(sys.argv):  # a typed value's choices for the shell; all else is Hydra's
         main()

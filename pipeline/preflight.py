@@ -25,6 +25,9 @@ def preflight(cfg: Config, stages: tuple[Stage, ...]) -> None:
     """Raise the first problem a run of `stages` would meet (ConfigError, ResourceError, StoreError, TrackingError)."""
     keys = [key for stage in stages for key in stage.params]
     cache_dir = Path(cfg.store.cache_dir).expanduser()
+    if cache_dir.exists() and not cache_dir.is_dir():
+        raise ConfigError(f"store.cache_dir={cfg.store.cache_dir}: is a file; expected the directory (made if missing) that "
+                          "caches downloaded model files by sha256")
     for key, ref in _file_refs(cfg, dict.fromkeys(keys)):
         resolved = resolve(ref, key=key, cache_dir=cache_dir)
         if key == "model.test_image":

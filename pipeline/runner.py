@@ -17,6 +17,7 @@ and inputs; the stage's manifest lists the parts it used, and gc keeps them with
 from __future__ import annotations
 
 import dataclasses
+import errno
 import importlib
 import time
 from dataclasses import dataclass, field
@@ -39,6 +40,9 @@ class StageFailed(RuntimeError):
         if isinstance(error, MemoryError):
             why = (f"ran out of memory ({error or 'MemoryError'}); lower limits.memory_mb (batches shrink to it, and "
                    "declared sizes over it are refused before allocating) or the batch and image counts of the stage")
+        elif isinstance(error, OSError) and error.errno == errno.ENOSPC:
+            why = (f"ran out of disk space writing {error.filename or 'its artifacts'}: free space on that disk, or point "
+                   "store.url (the store) or TMPDIR (build files) at another")
         elif isinstance(error, OSError) and error.filename:
             why = f"failed: {error.strerror or error} ({error.filename})"
         else:
@@ -251,6 +255,8 @@ class Runner:
                 metrics = function(params, {name: artifact.directory for name, artifact in inputs.items()}, build_dir, context)
         except BaseException as error:  # Ctrl-C included: nothing half-written stays behind
             self.store.discard(build_dir)
+            if isinstance(error, OSError) and error.errno == errno.ENOSPC and not error.filename:
+                error = OSError(errno.ENOSPC, error.strerror, str(build_dir))  # a write() names no file: name where it wrote
             if isinstance(error, Exception):
                 raise StageFailed(stage.name, error) from error
             if isinstance(error, KeyboardInterrupt) and not isinstance(error, Interrupted):
@@ -300,6 +306,7 @@ class RunSummary:
     mlflow_run_id: str | None = None
     export_dir: Path | None = None
     metrics: dict[str, float] = field(default_factory=dict)
+    quality: list[Any] = field(default_factory=list)  # pipeline.quality.Finding: the limits the run's figures broke
 
 
 def flat_metrics(results: list[StageResult]) -> dict[str, float]:

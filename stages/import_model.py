@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from core.frontend.builtin_models import build_builtin_model
 from core.frontend.fake_quant import FAKE_QUANT_OPS, bypass_fake_quant
 from core.frontend.graph import Graph
-from core.frontend.importer import import_graph, load_graph_def, unsupported_node
+from core.frontend.importer import ModelImportError, import_graph, load_graph_def, unsupported_node
 from core.frontend.layers import LayerError, LayerGraph
 from core.frontend.prepare import prepare
 from core.ir.layers import group_layers
@@ -36,6 +38,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         origin, source = str(model.file.path), {"format": model.format.value, "sha256": model.file.sha256}
         layer_names = loaded.layer_names
     graph = import_graph(graph_def, input_tensor, end_points, origin=origin, source=source, budget=budget)
+    _check_finite_constants(graph, origin)
     check_activations(budget, graph.activation_bytes(), origin)  # before constant folding runs the graph
     layer_graph = expressible_layers(graph, origin, layer_names)
     graph.save(out_dir)
@@ -50,6 +53,17 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         quantization_aware=float(report["fake_quant_nodes"] > 0),
     )
     return metrics
+
+
+def _check_finite_constants(graph: Graph, origin: str) -> None:
+    """A NaN or Inf weight makes every activation after it NaN: refused here naming the constant, not blamed on
+    the data when calibration meets the first NaN activation."""
+    for name, value in graph.constants.items():
+        if np.issubdtype(value.dtype, np.floating) and not np.all(np.isfinite(value)):
+            bad = int(np.size(value) - np.count_nonzero(np.isfinite(value)))
+            raise ModelImportError(f"{origin}: the constant {name} ({list(value.shape)} {value.dtype}) holds {bad} NaN or Inf "
+                               "value(s); the model's weights are damaged or its training diverged: re-export it from a good "
+                               "checkpoint")
 
 
 def import_report(graph: Graph) -> dict:

@@ -14,7 +14,7 @@ import tensorflow as tf
 from hydra import compose as hydra_compose, initialize_config_dir
 from rich.console import Console
 
-from conftest import MBV1_GRAPH, PROJECT_ROOT
+from conftest import CIFAR10_DIR, MBV1_GRAPH, PROJECT_ROOT
 from pipeline.cli import run_or_explain
 from pipeline.config import register
 
@@ -158,3 +158,196 @@ def test_calibration_batches_shrink_to_the_budget_and_say_so(tmp_path):
                                   "model.builtin.epochs=2")
     assert summary is not None, printed
     assert "calibrating in batches of" in printed and "not calib.batch_size=256" in printed
+
+
+# --- what a careless-user battery found (issue: inputs as users have them) ---------------------------
+def _keras_file(path: Path, nan_weight: bool = False, outputs: int = 1) -> Path:
+    """A small untrained CIFAR-shaped Keras classifier: optionally a NaN in its conv kernel, or two heads."""
+    import keras
+
+    inputs = keras.Input((32, 32, 3))
+    conv = keras.layers.Conv2D(4, 3)
+    pooled = keras.layers.GlobalAveragePooling2D()(conv(inputs))
+    heads = [keras.layers.Dense(10, name="classes")(pooled), keras.layers.Dense(4, name="boxes")(pooled)][:outputs]
+    model = keras.Model(inputs, heads if outputs > 1 else heads[0])
+    if nan_weight:
+        kernel, bias = conv.get_weights()
+        kernel[0, 0, 0, 0] = float("nan")
+        conv.set_weights([kernel, bias])
+    model.save(path)
+    return path
+
+
+def test_num_bins_beyond_the_budget_is_refused_before_any_stage(tmp_path):
+    _refused(tmp_path, "calib.num_bins=1000000000: one tensor's histogram needs 96.9 GiB, over limits.memory_mb=4096",
+             "calib.num_bins=1000000000")
+
+
+def test_num_bins_whose_histograms_together_exceed_the_budget_are_refused_before_collecting(tmp_path):
+    printed = _refused(tmp_path, "calib.num_bins=4000000: the histograms of 9 tensors needs 640.9 MiB, over the memory budget "
+                       "limits.memory_mb=512", "calib.num_bins=4000000", "limits.memory_mb=512", "model.builtin.epochs=1",
+                       before_any_stage=False)
+    assert "lower calib.num_bins" in printed
+
+
+def test_more_calibration_images_than_the_data_holds_says_so(tmp_path):
+    summary, printed = _explained(tmp_path, "calib.num_images=5000", "until=calibrate", "model.builtin.epochs=1")
+    assert summary is not None, printed
+    assert "calib.num_images=5000, but digits/train holds 1437: calibrating on all 1437" in printed
+
+
+def test_an_unknown_key_added_with_plus_is_refused_naming_the_keys_there_are(tmp_path):
+    _refused(tmp_path, "calib.foo: not a config key; calib has auto, batch_size,", "+calib.foo=1")
+
+
+def test_a_cache_dir_that_is_a_file_is_refused_before_any_stage(tmp_path):
+    (tmp_path / "cache-file").write_text("")
+    _refused(tmp_path, f"store.cache_dir={tmp_path / 'cache-file'}: is a file", f"store.cache_dir={tmp_path / 'cache-file'}")
+
+
+def test_a_tracking_uri_of_an_unknown_scheme_is_refused_before_any_stage(tmp_path):
+    _refused(tmp_path, "tracking_uri=gopher://host/x: MLflow cannot track runs in a gopher:// store", "tracking_uri=gopher://host/x")
+
+
+def test_a_tracking_database_that_is_not_sqlite_or_is_damaged_is_refused(tmp_path):
+    (tmp_path / "notes.db").write_text("not a database\n")
+    _refused(tmp_path, f"{tmp_path / 'notes.db'} is not an SQLite database", f"tracking_uri=sqlite:///{tmp_path / 'notes.db'}")
+    import sqlite3
+
+    damaged = tmp_path / "damaged.db"
+    with sqlite3.connect(damaged) as connection:
+        connection.execute("CREATE TABLE t (x)")
+        connection.executemany("INSERT INTO t VALUES (?)", [("x" * 1000,)] * 50)
+    data = bytearray(damaged.read_bytes())
+    data[100:4096] = b"\xff" * (4096 - 100)  # the first page's b-tree header and cells
+    damaged.write_bytes(bytes(data))
+    _refused(tmp_path, f"{damaged} is damaged", f"tracking_uri=sqlite:///{damaged}")
+
+
+def test_a_tracking_database_locked_by_another_process_is_waited_for_then_refused(tmp_path, monkeypatch):
+    import sqlite3
+    import subprocess
+    import sys
+
+    from pipeline import tracking
+
+    database = tmp_path / "busy.db"
+    sqlite3.connect(database).execute("CREATE TABLE t (x)").connection.close()
+    holder = subprocess.Popen([sys.executable, "-c", "import sqlite3, sys, time\n"
+                               f"c = sqlite3.connect({str(database)!r}, isolation_level=None); c.execute('BEGIN EXCLUSIVE')\n"
+                               "print('locked', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        monkeypatch.setattr(tracking, "LOCK_WAIT_S", 0.5)
+        _refused(tmp_path, f"{database} stayed locked by another process for 0.5 s", f"tracking_uri=sqlite:///{database}")
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_an_output_directory_that_cannot_be_made_is_one_line_before_hydra(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "a-file").write_text("")
+    result = subprocess.run([sys.executable, "run.py", f"hydra.run.dir={tmp_path / 'a-file' / 'run'}"], cwd=PROJECT_ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"hydra.run.dir={tmp_path / 'a-file' / 'run'}: cannot make the run's directory (Not a directory" in result.stderr
+
+
+def test_the_dvc_entry_point_names_the_stages_for_an_unknown_one(capsys):
+    from pipeline.dvc_stage import main
+
+    assert main(["nope"]) == 2
+    assert "nope is not a stage; choose one of import, fold_check, calibrate" in capsys.readouterr().err.replace("\n", "")
+
+
+@pytest.mark.parametrize("text, expected", [("calib: [", "not readable as YAML"),
+                                            ("calib:\n  foo: 1\n", "calib.foo: Key 'foo' not in 'CalibConfig'"),
+                                            ("calib:\n  num_images: many\n", "calib.num_images: Value 'many'"),
+                                            ("- 1\n", "not a mapping of config keys")])
+def test_a_params_yaml_that_is_not_yaml_or_not_the_schema_is_one_message(tmp_path, text, expected):
+    from pipeline.config import ConfigError
+    from pipeline.dvc_stage import load_params
+
+    (tmp_path / "params.yaml").write_text(text)
+    with pytest.raises(ConfigError, match="make params") as raised:
+        load_params(tmp_path / "params.yaml")
+    assert str(raised.value).startswith(f"{tmp_path / 'params.yaml'}: ") and expected in str(raised.value)
+
+
+def test_a_define_that_breaks_the_build_names_codegen_cflags(tmp_path):
+    summary, printed = _explained(tmp_path, 'codegen.cflags=[-O2,"-Dmain=renamed"]', "model.builtin.epochs=1")
+    assert summary is None and "Traceback" not in printed, printed  # the compiler's own diagnostics, then what to change
+    assert "undefined reference to `main'" in printed
+    assert "codegen.cflags=['-O2', '-Dmain=renamed'] may be what broke the build" in printed.replace("\n", "")
+
+
+def test_a_full_disk_names_the_path_and_leaves_nothing_half_written(tmp_path):
+    import subprocess
+
+    disk = tmp_path / "small-disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        printed = _refused(tmp_path, "ran out of disk space writing " + str(disk / "store" / ".tmp"), f"store.url={disk / 'store'}",
+                           "model.builtin.epochs=1", before_any_stage=False)
+        assert "free space on that disk, or point store.url" in printed
+        assert not list((disk / "store" / ".tmp").iterdir())  # the stage's build directory is gone
+        assert all((entry / "manifest.json").is_file() for entry in (disk / "store").glob("[a-z]*/*"))
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_nan_in_the_weights_names_the_constant_not_the_data(tmp_path):
+    model = _keras_file(tmp_path / "nan.keras", nan_weight=True)
+    printed = _refused(tmp_path, "holds 1 NaN or Inf value(s); the model's weights are damaged", "model=keras_cifar10",
+                       f"model.file.path={model}", f"data.path={tmp_path}", "until=import", before_any_stage=False)
+    assert "the constant " in printed and "conv2d" in printed and "check the data" not in printed
+
+
+def test_an_ir_param_whose_header_declares_terabytes_is_refused_before_allocating(tmp_path):
+    import numpy as np
+
+    import shutil
+
+    from core.ir.io import read_ir
+    from core.ir.records import IrError
+
+    summary, printed = _explained(tmp_path, "until=emit_ir", "model.builtin.epochs=1")
+    assert summary is not None, printed
+    shutil.copytree(summary.results[-1].artifact.directory, tmp_path / "ir")  # a real IR, to damage
+    param = next((tmp_path / "ir" / "params").glob("*_weight.npy"))
+    header = {"descr": "|i1", "fortran_order": False, "shape": (1 << 21, 1 << 21)}  # 4 TiB of int8
+    with param.open("wb") as stream:
+        np.lib.format.write_array_header_1_0(stream, header)
+        stream.write(b"\0" * 64)
+    with pytest.raises(IrError, match=rf"{param}: .*header declares \[2097152, 2097152\] int8 \(4096.0 GiB\)"):
+        read_ir(tmp_path / "ir")
+
+
+def test_num_classes_below_the_labels_names_model_num_classes(tmp_path):
+    model = _keras_file(tmp_path / "five.keras")
+    _refused(tmp_path, "model.num_classes=5, but the evaluation labels go up to 9", "model=keras_cifar10",
+             f"model.file.path={model}", f"data.path={CIFAR10_DIR}", "model.num_classes=5", "calib.num_images=16",
+             "data.eval_num_images=64", before_any_stage=False)
+
+
+def test_two_end_points_under_classification_name_model_task_and_end_points(tmp_path):
+    model = _keras_file(tmp_path / "two.keras", outputs=2)
+    _refused(tmp_path, "model.task=classification scores top-1 on one end point, and this model has 2", "model=keras_cifar10",
+             f"model.file.path={model}", f"data.path={CIFAR10_DIR}", "calib.num_images=16", "data.eval_num_images=64",
+             before_any_stage=False)
+
+
+@pytest.mark.parametrize("what", ["missing", "file"])
+def test_store_gc_on_a_missing_path_or_a_file_is_an_error(tmp_path, capsys, what):
+    from pipeline.store.__main__ import main
+
+    target = tmp_path / "store"
+    if what == "file":
+        target.write_text("")
+    assert main(["gc", "--store", str(target)]) == 2
+    assert f"--store {target}: {'is a file' if what == 'file' else 'does not exist'}" in capsys.readouterr().out.replace("\n", "")

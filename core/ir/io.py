@@ -8,6 +8,7 @@ byte-identical files and the store's digests stay stable.
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import jsonschema
 import numpy as np
 
 from core.ir.network import Ir
+from core.limits import human_bytes, npy_header
 from core.ir.op import NETWORK_INPUT
 from core.ir.ops import OPS
 from core.ir.records import IrError
@@ -69,9 +71,16 @@ def _read_param(path: Path, layer: dict[str, Any], kind: str) -> np.ndarray:
         raise IrError(f"{where} needs this file and it is missing; an IR directory is net_def.json plus every "
                       f"params/<layer>_<kind>.npy the emit_ir stage wrote")
     try:
+        with path.open("rb") as stream:
+            shape, dtype = npy_header(stream, where)
+            data_bytes = path.stat().st_size - stream.tell()
+        declared = math.prod(shape) * dtype.itemsize
+        if declared > data_bytes:  # checked before np.load allocates what the header declares
+            raise ValueError(f"its header declares {list(shape)} {dtype} ({human_bytes(declared)}), "
+                             f"more than the {human_bytes(data_bytes)} of data the file holds")
         array = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError) as error:
-        raise IrError(f"{where}: not a readable .npy array ({error})") from None
+        raise IrError(f"{where}: not a readable .npy array ({error}); run emit_ir again to write it") from None
     if layer.get(f"{kind}_dtype") == FLOAT_PARAM_DTYPE:
         if not isinstance(array, np.ndarray) or array.dtype != np.float32 or not np.all(np.isfinite(array)):
             raise IrError(f"{where}: dtype {getattr(array, 'dtype', type(array).__name__)}, expected finite float32 "

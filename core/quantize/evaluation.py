@@ -142,6 +142,13 @@ def class_labels(graph: Graph, labels: np.ndarray | None, num_classes: int | Non
     read as a real 0.0."""
     if labels is None:
         return None, None
+    if len(graph.end_points) != 1:
+        raise GraphError(f"model.task=classification scores top-1 on one end point, and this model has {len(graph.end_points)} "
+                         f"({', '.join(graph.end_points)}): set model.end_points=[<the class scores>] to cut the network there, "
+                         "or model.task=detection to compare every end point by SQNR without top-1")
+    if num_classes is not None and len(labels) and int(labels.max()) >= num_classes:
+        raise GraphError(f"model.num_classes={num_classes}, but the evaluation labels go up to {int(labels.max())}: set "
+                         f"model.num_classes to the data set's number of classes ({int(labels.max()) + 1} or more)")
     shape = graph.shape(graph.end_points[0]) or []
     size = int(np.prod([d for d in shape[1:] if d and d > 0])) if len(shape) > 1 else 0
     wanted = num_classes if num_classes is not None else int(labels.max()) + 1

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from rich.console import Console
 from rich.markup import escape
 
-from pipeline.store import ArtifactStore, StoreError
+from pipeline.store import ArtifactStore, StoreError, open_filesystem
 from pipeline.store.gc import DEFAULT_KEEP_RUNS, plan_gc, run_gc
 
 PARAMS_FILE = Path("params.yaml")
@@ -25,6 +25,18 @@ def _default_store() -> tuple[str, str, dict]:
     options = OmegaConf.select(params, "store.options", default=None)
     return (str(OmegaConf.select(params, "store.url", default=".store")), str(OmegaConf.select(params, "store.cache_dir", default=".cache")),
             OmegaConf.to_container(options) if options is not None else {})
+
+
+def _check_existing_store(url: str, options: dict) -> None:
+    """gc collects a store that is there: a missing path or a file is a mistyped --store, not an empty store."""
+    fs, root = open_filesystem(url, options)
+    try:
+        is_dir = fs.isdir(root)
+    except Exception as error:  # each fsspec backend raises its own kinds; all mean the store does not answer
+        raise StoreError(f"--store {url}: the store does not answer ({type(error).__name__}: {error})") from None
+    if not is_dir:
+        what = "is a file" if fs.exists(root) else "does not exist"
+        raise StoreError(f"--store {url}: {what}; expected a store directory (the store.url runs write to, e.g. .store)")
 
 
 def main(argv: list[str]) -> int:
@@ -47,6 +59,7 @@ def main(argv: list[str]) -> int:
         parser.error("--keep-runs must be 0 or more")
     console = Console(stderr=False, soft_wrap=True, highlight=False)
     try:
+        _check_existing_store(args.store, options)
         store = ArtifactStore(args.store, local_cache=Path(cache_dir).expanduser(), options=options)
     except StoreError as error:
         console.print(f"error: {escape(str(error))}")

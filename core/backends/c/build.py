@@ -42,8 +42,9 @@ def cflag_errors(cflags: list[str], key: str = "codegen.cflags") -> list[str]:
             for index, flag in enumerate(cflags) if not isinstance(flag, str) or not CFLAG.fullmatch(flag)]
 
 
-class CompileError(CodegenError):
-    """The C compiler refused the program; the message carries its diagnostics."""
+class CompileError(CodegenError, ValueError):
+    """The C compiler refused the program; the message carries its diagnostics (a ValueError: the usual cause
+    is a flag of codegen.cflags, which the user can change)."""
 
 
 def compile_program(program_c: Path, output: Path | None = None, defines: tuple[str, ...] = (),
@@ -58,7 +59,10 @@ def compile_program(program_c: Path, output: Path | None = None, defines: tuple[
     result = subprocess.run(command, cwd=program_c.parent, capture_output=True, text=True)
     if result.returncode != 0:
         diagnostics = (result.stderr or result.stdout).strip()
-        raise CompileError(f"{' '.join(command)} failed (exit {result.returncode}):\n{diagnostics}")
+        hint = ("" if tuple(compiler) == CC_COMMAND else
+                f"\ncodegen.cflags={list(compiler[1:len(compiler) - len(FIXED_CFLAGS)])} may be what broke the build (a -D or -U "
+                f"redefines what the program uses): drop the flags you added, the default is {list(DEFAULT_CFLAGS)}")
+        raise CompileError(f"{' '.join(command)} failed (exit {result.returncode}):\n{diagnostics}{hint}")
     return output
 
 

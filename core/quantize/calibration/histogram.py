@@ -165,6 +165,15 @@ def _rebin_compiled(counts, old_absmax, new_absmax):  # pragma: no cover  (compi
     return moved
 
 
+# a histogram's float64 counts, and the arrays a merge (rebin) and a batch's counters make alongside
+TRANSIENT_HISTOGRAMS = 12
+
+
+def histogram_bytes(num_bins: int, tensors: int) -> int:
+    """What collecting `tensors` histograms of `num_bins` takes at its peak: checked against the budget first."""
+    return (tensors + TRANSIENT_HISTOGRAMS) * num_bins * np.dtype(np.float64).itemsize
+
+
 class TensorStatistics:
     """Streaming observer of one tensor: `update(batch)` per batch, then read `min`, `max`,
     `absmax`, `count` and `counts` (the histogram of |x| over [0, absmax], float64).
