@@ -14,6 +14,7 @@ from core.frontend.folding import find_batch_norms, max_abs_difference
 from core.frontend.graph import Graph
 from core.frontend.prepare import prepare
 from core.limits import MemoryBudget, check_activations
+from core.reports.warnings import summarize
 
 
 class FoldError(ValueError):
@@ -53,10 +54,11 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         "max_abs_difference": difference,
     }
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
-    for entry in result.folded:
-        if "requantized_weights" in entry:
-            ctx.log(f"warning: BatchNorm {entry['batch_norm']} follows the fake-quantized weights {entry['requantized_weights']}: folded into "
-                    "them, so the folded weights no longer lie on the QAT grid; calibrate re-quantizes them (see its qat_range_changes)")
+    requantized = [(f"BatchNorm {entry['batch_norm']} (after {entry['requantized_weights']})",
+                    "follows fake-quantized weights: folded into them, so the folded weights no longer lie on the QAT grid; "
+                    "calibrate re-quantizes them (see its qat_range_changes)") for entry in result.folded if "requantized_weights" in entry]
+    for line in summarize(requantized, noun="BatchNorms"):
+        ctx.log(f"warning: {line}")
     ctx.log(f"folded {len(result.folded)} BatchNorm(s), {len(prepared.rewrites)} canonical rewrite(s); {len(original.nodes)} -> {len(folded.nodes)} nodes; max |diff| {difference['max_abs_difference']:.3g}")
     return {
         "batch_norms_folded": len(result.folded),

@@ -131,5 +131,8 @@ def test_on_tf2ir_the_ranges_are_rounded_to_powers_of_two_and_every_change_is_re
     assert sum(change["qat_range"] is None and change["kind"] == "weight" for change in changes.values()) == 2
     # each BatchNorm after fake-quantized weights is folded with a warning naming both
     assert summary.metrics["fold_check.batch_norms_folded"] == 2.0
+    # the console says it once for both (with the count), the report names each
+    assert "2 BatchNorms alike" in log and "follows fake-quantized weights" in log
+    folded = json.loads((artifacts["fold_check"] / "report.json").read_text())["folded_batch_norms"]
     for scope in ("model/quant_conv2d", "model/quant_depthwise_conv2d"):
-        assert f"follows the fake-quantized weights {scope}/LastValueQuant/FakeQuantWithMinMaxVarsPerChannel" in log, scope
+        assert f"{scope}/LastValueQuant/FakeQuantWithMinMaxVarsPerChannel" in [entry.get("requantized_weights") for entry in folded], scope
