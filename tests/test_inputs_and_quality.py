@@ -27,7 +27,7 @@ RESNET8_RUN = ["model=keras_cifar10", f"model.file.path={RESNET8}", f"data.path=
                "model.preprocess.scale=1", "model.preprocess.offset=0"]
 QUIET = Console(file=open(os.devnull, "w"))
 
-pytestmark = pytest.mark.skipif(not RESNET8.exists(), reason=f"{RESNET8} is missing: the shared test models are not beside the checkout")
+needs_resnet8 = pytest.mark.skipif(not RESNET8.exists(), reason=f"{RESNET8} is missing: the shared test models are not beside the checkout")
 
 
 def _run(*overrides: str):
@@ -48,6 +48,7 @@ def resnet8_store(tmp_path_factory, model_cache):
 
 
 # --- the input is a tensor like any other ---------------------------------------------------------
+@needs_resnet8
 def test_resnet8_on_raw_pixels_keeps_its_accuracy_with_the_defaults(resnet8_store):
     summary, printed = _run(*resnet8_store, *RESNET8_RUN)
     metrics = summary.metrics
@@ -61,6 +62,7 @@ def test_resnet8_on_raw_pixels_keeps_its_accuracy_with_the_defaults(resnet8_stor
     assert summary.quality == [] and "quality" not in printed
 
 
+@needs_resnet8
 def test_a_mis_scaled_input_stops_after_calibrate_naming_the_input_and_the_keys(resnet8_store):
     with pytest.raises(QualityFailed) as failed:
         _run(*resnet8_store, *RESNET8_RUN, "target.input_log2scale=7")
@@ -72,6 +74,7 @@ def test_a_mis_scaled_input_stops_after_calibrate_naming_the_input_and_the_keys(
     assert [result.stage.name for result in failed.value.summary.results] == ["import", "fold_check", "calibrate"]
 
 
+@needs_resnet8
 def test_run_py_exits_with_the_quality_status_and_marks_the_table(resnet8_store):
     result = subprocess.run([sys.executable, "run.py", *resnet8_store, *RESNET8_RUN, "target.input_log2scale=7",
                              "hydra.run.dir=" + str(Path(resnet8_store[0].split("=", 1)[1]).parent / "run")],
@@ -84,6 +87,7 @@ def test_run_py_exits_with_the_quality_status_and_marks_the_table(resnet8_store)
     assert "stopped: quality check after calibrate failed: input input_1:0" in result.stderr
 
 
+@needs_resnet8
 def test_not_enforced_the_run_goes_on_and_every_guard_that_failed_is_reported(resnet8_store):
     summary, printed = _run(*resnet8_store, *RESNET8_RUN, "target.input_log2scale=7", "quality.enforce=false")
     assert [result.stage.name for result in summary.results][-1] == "codegen" and summary.metrics["codegen.bitexact"] == 1.0
@@ -104,6 +108,7 @@ def test_not_enforced_the_run_goes_on_and_every_guard_that_failed_is_reported(re
     assert row[2] == "FINISHED QUALITY" and row[-1].startswith("quality (not enforced): input input_1:0")
 
 
+@needs_resnet8
 def test_the_top1_guard_names_the_drop_when_clipping_is_allowed(resnet8_store):
     with pytest.raises(QualityFailed) as failed:
         _run(*resnet8_store, *RESNET8_RUN, "target.input_log2scale=7", "quality.max_clipped_fraction=1")

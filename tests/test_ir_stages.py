@@ -116,3 +116,25 @@ def test_a_broken_ir_file_is_refused_naming_the_layer_and_the_field(mbv1_qat, tm
     layers[0]["previous_layer"] = [layers[2]["name"]]
     with pytest.raises(IrError, match="not earlier layers"):
         validate_ir(layers)
+
+
+def _ir_files(directory) -> dict[str, bytes]:
+    return {str(path.relative_to(directory)): path.read_bytes() for path in sorted(directory.rglob("*"))
+            if path.is_file() and path.name != "manifest.json"}
+
+
+@pytest.mark.parametrize("model", ["mbv1_cifar10", "ssd_mbv2"])
+def test_a_qat_models_ir_is_the_same_byte_for_byte_whether_its_input_scale_is_chosen_or_fixed(workspace, tmp_path, model):
+    """Their graphs take [-1, 1): the input's scale chosen from the data is the spec's fixed log2scale 7."""
+    if model == "ssd_mbv2":
+        data = tmp_path / "images"
+        data.mkdir()
+        shutil.copy(MODELS / "mobilenet_v2_ssd_0.25_160" / "test.jpg", data)
+        shutil.copy(MODELS / "motor.jpg", data)
+        common = ["model=ssd_mbv2", f"data.path={data}"]
+    else:
+        common = MBV1
+    runs = [_run(*common, "calib.method=qat", "until=emit_ir", *workspace, *fixed) for fixed in ([], ["target.input_log2scale=7"])]
+    chosen, fixed = (_artifact(summary, "emit_ir").directory for summary in runs)
+    assert _ir_files(chosen) == _ir_files(fixed) and "net_def.json" in _ir_files(chosen)
+    assert read_ir(chosen).input_log2scale == 7

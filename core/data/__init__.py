@@ -1,2 +1,2 @@
-"""Data sets (CIFAR-10, scikit-learn digits, image folders) and the model's preprocessing.
+"""Data sets (CIFAR-10, scikit-learn digits, image folders, arrays in an .npz) and the model's preprocessing.
 Imports only core.limits."""

@@ -1,0 +1,78 @@
+"""Inputs as arrays (data=arrays): an .npz of the model's inputs as they are, any rank, no preprocessing.
+
+The archive is untrusted: it is read with allow_pickle=False, each array's header is read before the
+array (names, dtype, shape), and what reading one would allocate is checked against the budget first."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from core.data.errors import DatasetError
+from core.limits import MemoryBudget, elements, npy_header
+
+ARRAY_SPLITS = ("calib", "eval")  # the arrays an .npz holds: data.calib_split and data.eval_split name them
+ARRAY_EXPECTED = ("an .npz (numpy.savez) holding `calib` and `eval`, float32 [N, *the model's input shape], and optionally "
+                  "`calib_labels` / `eval_labels`, int [N]")
+
+
+def array_headers(path: str | Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """name -> (shape, dtype) of every array in an .npz, from the headers alone (nothing allocated)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"{path} does not exist or is not a file; expected {ARRAY_EXPECTED}")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            headers = {}
+            for member in archive.namelist():
+                if not member.endswith(".npy"):
+                    raise DatasetError(f"{path}: {member} is not an array; expected {ARRAY_EXPECTED}")
+                with archive.open(member) as stream:
+                    headers[member[: -len(".npy")]] = npy_header(stream, f"{path}: {member}")
+    except (zipfile.BadZipFile, OSError, ValueError) as error:
+        if isinstance(error, DatasetError):
+            raise
+        raise DatasetError(f"{path}: not an .npz archive ({error}); expected {ARRAY_EXPECTED}") from None
+    return headers
+
+
+def check_arrays(path: str | Path, splits: tuple[str, ...]) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """The .npz's headers, every named split in it as float32 of rank 2 or more, their labels int of one per
+    sample, and the splits of one sample shape; a DatasetError naming the file and the array otherwise."""
+    headers = array_headers(path)
+    for split in splits:
+        if split not in headers:
+            raise DatasetError(f"{path}: no array {split!r} (it holds {sorted(headers) or 'none'}); expected {ARRAY_EXPECTED}")
+        shape, dtype = headers[split]
+        if dtype != np.float32 or len(shape) < 2 or shape[0] == 0:
+            raise DatasetError(f"{path}: {split!r} is {dtype} {list(shape)}; expected float32 [N, ...] with N >= 1 samples "
+                               "(the model's input as it takes it: no preprocessing is applied to arrays)")
+        if f"{split}_labels" in headers:
+            label_shape, label_dtype = headers[f"{split}_labels"]
+            if label_dtype.kind not in "iu" or label_shape != shape[:1]:
+                raise DatasetError(f"{path}: {split}_labels is {label_dtype} {list(label_shape)}; expected int [{shape[0]}], "
+                                   f"one class per sample of {split!r}")
+    sample_shapes = {headers[split][0][1:] for split in splits}
+    if len(sample_shapes) > 1:
+        raise DatasetError(f"{path}: {' and '.join(repr(split) for split in splits)} hold samples of different shapes "
+                           f"{sorted(list(shape) for shape in sample_shapes)}; both must be the model's input shape")
+    return headers
+
+
+def load_arrays(path: str | Path, split: str, limit: int | None, budget: MemoryBudget | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """(the first `limit` samples of `split`, their labels or None), the split's size checked against the budget
+    before it is read."""
+    if split not in ARRAY_SPLITS:
+        raise DatasetError(f"data split {split!r}: an arrays data set has the splits {', '.join(ARRAY_SPLITS)}")
+    headers = check_arrays(path, (split,))
+    shape, dtype = headers[split]
+    if budget is not None:
+        budget.check(f"{path}: {split!r} ({list(shape)} {dtype})", elements(shape) * dtype.itemsize, lower="data.path's arrays")
+    with np.load(path, allow_pickle=False) as archive:
+        samples = np.ascontiguousarray(archive[split][:limit])
+        labels = archive[f"{split}_labels"][:limit].astype(np.int64) if f"{split}_labels" in headers else None
+    if not np.all(np.isfinite(samples)):
+        raise DatasetError(f"{path}: {split!r} holds NaN or Inf values; every sample must be finite")
+    return samples, labels
