@@ -74,6 +74,29 @@ def test_run_py_reuses_what_dvc_repro_built(fresh_clone):
         assert info == {"key": dvc_keys[stage]["key"], "reused": True}
 
 
+def test_a_quality_limit_stops_dvc_stage_and_run_py_alike_with_the_quality_status(fresh_clone):
+    """One guard for both entry points: the stage's result is reused (quality keys are no stage's), the figure
+    judged against params.yaml's / the override's quality.min_sqnr_db, exit status 3 from each."""
+    if not (fresh_clone / "dvc_artifacts" / "run.json").exists():
+        pytest.skip("needs the dvc repro test first")
+    params = fresh_clone / "params.yaml"
+    original = params.read_text()
+    assert "  min_sqnr_db: 6.0\n" in original
+    try:
+        params.write_text(original.replace("  min_sqnr_db: 6.0\n", "  min_sqnr_db: 80.0\n"))
+        staged = subprocess.run([sys.executable, "-m", "pipeline.dvc_stage", "annotate"], cwd=fresh_clone,
+                                capture_output=True, text=True, timeout=600)
+    finally:
+        params.write_text(original)
+    ran = subprocess.run([sys.executable, "run.py", "quality.min_sqnr_db=80", "hydra.run.dir=out-quality"], cwd=fresh_clone,
+                         capture_output=True, text=True, timeout=600)
+    for completed in (staged, ran):
+        assert completed.returncode == 3, completed.stderr[-3000:]
+        message = " ".join(completed.stderr.split())
+        assert "stopped: quality check after annotate failed: end point " in message and "(limit 80 dB) (quality.min_sqnr_db)" in message
+        assert "Traceback" not in completed.stderr
+
+
 def test_an_edited_dvc_output_is_refused_before_the_next_stage_computes(fresh_clone):
     """Edited files under dvc_artifacts/ would be stored under the honest key of their manifest,
     which every later run.py would serve: the stage refuses them, naming the file, and stores nothing."""
