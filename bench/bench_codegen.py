@@ -37,6 +37,7 @@ from mbv1 import END_POINT, MBV1, cifar_images, float_graph, qat_graph  # the re
 
 from core.quantize.calibration.methods import CalibrationSettings
 from core.quantize.calibration.build import TargetSpec, build_calibration_table
+from core.quantize.scheme import Pow2Symmetric
 from core.backends.c.build import INT8_SIMD_PATHS, compile_program, compiler_command, run_program
 from core.backends.program import generate_c
 from core.frontend.constant_folding import fold_constants
@@ -55,7 +56,7 @@ def build_program(work: Path):
     qat = qat_graph()
     folded_float, ranges = float_graph(qat)
     layer_graph = group_layers(folded_float)
-    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", input_log2scale=7), CalibrationSettings(), None, ranges)
+    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", Pow2Symmetric(input_log2scale=7)), CalibrationSettings(), None, ranges)
     ir = build_ir(layer_graph, table)
     program = generate_c(ir)
     program_c = program.write(work)

@@ -24,6 +24,7 @@ from mbv1 import cifar_images, float_graph, qat_graph  # the real model and data
 
 from core.quantize.calibration.methods import CalibrationSettings
 from core.quantize.calibration.build import TargetSpec, build_calibration_table
+from core.quantize.scheme import Pow2Symmetric
 from core.ir.emit import build_ir
 from core.ir.layers import group_layers
 from core.ir.ops import OPS
@@ -51,7 +52,7 @@ def main() -> int:
     qat = qat_graph()
     folded_float, ranges = float_graph(qat)
     layer_graph = group_layers(folded_float)
-    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", input_log2scale=7), CalibrationSettings(), None, ranges)
+    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", Pow2Symmetric(input_log2scale=7)), CalibrationSettings(), None, ranges)
     ir = build_ir(layer_graph, table)
     simulator, reference = IntegerSimulator(ir), IntegerSimulator(ir, reference=True)
     images = cifar_images("test_batch", args.batch)

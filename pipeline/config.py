@@ -24,7 +24,7 @@ from core.backends.c.build import DEFAULT_CFLAGS, cflag_errors
 from core.data.datasets import SPLITS as DATA_SPLITS
 from core.limits import MEBIBYTE, human_bytes
 from core.quantize.calibration.histogram import histogram_bytes
-from pipeline.params import CalibMethod, DataKind, ModelFormat, Pow2Rounding, Relu6Equalization, Resize, Task, WeightMethod, to_plain
+from pipeline.params import CalibMethod, DataKind, ModelFormat, Pow2Rounding, Relu6Equalization, Resize, Scheme, Task, WeightMethod, to_plain
 from pipeline.stages import STAGE_NAMES
 
 __all__ = ["CalibMethod", "Config", "ConfigError", "DataKind", "FileRef", "ModelFormat", "Pow2Rounding", "Relu6Equalization", "Resize", "Task", "WeightMethod",
@@ -135,9 +135,9 @@ class CalibConfig:
 class TargetConfig:
     name: str = "tf2ir"
     bits: int = _positive(8)
-    symmetric: bool = True
-    pow2_scales: bool = True
-    per_channel_weights: bool = False
+    # how integers mean reals: pow2_symmetric (TF2IR: symmetric, power-of-two, per tensor) | tflite_int8
+    # (affine activations, per-channel symmetric weights, int32 biases): core/quantize/scheme.py
+    scheme: Scheme = Scheme.pow2_symmetric
     # the network input's log2scale on a power-of-two target; None (default): chosen from the preprocessed
     # calibration data by calib.method, like every other activation
     input_log2scale: Optional[int] = None
@@ -239,11 +239,9 @@ TARGET_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 TARGET_RULES: tuple[tuple[Any, str], ...] = (
     (lambda t: t.bits != 8, "target.bits={t.bits}: the calibration table, the IR, the integer kernels and the generated C "
                             "are int8; set target.bits=8"),
-    (lambda t: not t.symmetric, "target.symmetric=false: asymmetric (zero-point) quantization is not implemented; every "
-                                "target is symmetric. Set target.symmetric=true"),
-    (lambda t: t.pow2_scales and t.per_channel_weights,
-     "target.per_channel_weights=true with target.pow2_scales=true (target {t.name}): a power-of-two target has one "
-     "log2scale per tensor. Use target=cpu for per-channel float scales, or set target.per_channel_weights=false"),
+    (lambda t: t.scheme is not Scheme.pow2_symmetric and t.input_log2scale is not None,
+     "target.input_log2scale={t.input_log2scale} with target.scheme={t.scheme.value}: only a power-of-two scheme has "
+     "log2scales; unset it (target.input_log2scale=null), the input's scale is chosen from the data"),
 )
 
 
@@ -276,9 +274,10 @@ def validate(cfg: DictConfig) -> Config:
     if not TARGET_NAME.fullmatch(target.name):
         raise ConfigError(f"target.name={target.name!r}: must start with a letter and hold only letters, digits, '_', '-' and '.' "
                           "(at most 64): it names files and C functions")
-    if target.pow2_scales and target.input_log2scale is not None and not target.min_log2scale <= target.input_log2scale <= target.max_log2scale:
+    if target.input_log2scale is not None and not target.min_log2scale <= target.input_log2scale <= target.max_log2scale:
         raise ConfigError(f"target.input_log2scale={target.input_log2scale}: must be within target.min_log2scale="
                           f"{target.min_log2scale} .. target.max_log2scale={target.max_log2scale} (the network input is a tensor too)")
+    _check_stages_of_scheme(typed)
     if typed.target.accelerator is not None:
         try:
             accelerator_of(to_plain(typed.target), origin=f"target {typed.target.name}")
@@ -289,6 +288,17 @@ def validate(cfg: DictConfig) -> Config:
     return typed
 
 
+# the stages each scheme has so far: the TFLite scheme's IR, kernels and C are not built yet
+_LAST_STAGE_OF_SCHEME = {Scheme.tflite_int8: "annotate"}
+
+
+def _check_stages_of_scheme(typed: Config) -> None:
+    last = _LAST_STAGE_OF_SCHEME.get(typed.target.scheme)
+    if last is not None and STAGE_NAMES.index(typed.until or STAGE_NAMES[-1]) > STAGE_NAMES.index(last):
+        raise ConfigError(f"target {typed.target.name}: the {typed.target.scheme.value} scheme (target.scheme) runs the stages "
+                          f"up to {last} (calibrate and annotate measure what it costs); its IR is not built yet: add until={last}")
+
+
 def _check_auto(typed: Config) -> None:
     searched = typed.calib.auto.methods
     unsearchable = [method.value for method in searched if method in (CalibMethod.qat, CalibMethod.auto)]
@@ -296,9 +306,9 @@ def _check_auto(typed: Config) -> None:
         raise ConfigError(f"calib.auto.methods={[method.value for method in searched]}: list the threshold methods auto chooses "
                           f"among, from {', '.join(m.value for m in CalibMethod if m not in (CalibMethod.qat, CalibMethod.auto))}"
                           + (f" ({', '.join(unsearchable)} cannot be searched)" if unsearchable else ""))
-    if typed.calib.method is CalibMethod.auto and not typed.target.pow2_scales:
-        raise ConfigError(f"calib.method=auto chooses among power-of-two scales; target {typed.target.name} has float scales "
-                          "(target.pow2_scales=false): choose minmax, kl, percentile or mse")
+    if typed.calib.method is CalibMethod.auto and typed.target.scheme is not Scheme.pow2_symmetric:
+        raise ConfigError(f"calib.method=auto chooses among power-of-two scales; target {typed.target.name} has the "
+                          f"{typed.target.scheme.value} scheme (target.scheme): choose minmax, kl, percentile or mse")
 
 
 def _check_known_keys(node: Any, typed: Any, prefix: str) -> None:

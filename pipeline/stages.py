@@ -45,7 +45,7 @@ class Stage:
 
 
 # what calibration and the IR need of a target: its number format, not its accelerator
-_TARGET_FORMAT = ("target.name", "target.bits", "target.symmetric", "target.pow2_scales", "target.per_channel_weights",
+_TARGET_FORMAT = ("target.name", "target.bits", "target.scheme",
                   "target.input_log2scale", "target.min_log2scale", "target.max_log2scale")
 
 

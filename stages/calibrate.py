@@ -35,6 +35,7 @@ from core.quantize.calibration.build import (CalibrationError, TargetSpec, build
 from core.quantize.calibration.histogram import TensorStatistics, histogram_bytes
 from core.quantize.calibration.methods import METHODS, CalibrationSettings, weighs_clipping
 from core.quantize.equalize import clamped_layer_inputs, equalize
+from core.quantize.scheme import scheme_of
 from core.quantize.evaluation import end_point_difference
 from core.quantize.statistics import channel_statistics, collect_statistics
 from core.reports.calibration import plot_clipping, plot_histograms
@@ -157,11 +158,7 @@ def _pictures_and_series(stats, table, ranges, settings, out_dir: Path) -> dict:
 
 
 def target_spec(target_cfg, calib) -> TargetSpec:
-    return TargetSpec(
-        name=target_cfg.name, bits=target_cfg.bits, pow2_scales=target_cfg.pow2_scales,
-        per_channel_weights=target_cfg.per_channel_weights, input_log2scale=target_cfg.input_log2scale,
-        min_log2scale=target_cfg.min_log2scale, max_log2scale=target_cfg.max_log2scale, pow2_rounding=calib.pow2_rounding.value,
-    )
+    return TargetSpec(target_cfg.name, scheme_of(target_cfg, calib.pow2_rounding.value))
 
 
 def _table(params, layer_graph, target: TargetSpec, settings, stats, moments, ranges, images, batch: int, ctx, metrics: dict,

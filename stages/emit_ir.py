@@ -17,15 +17,17 @@ from core.ir.layers import group_layers
 from core.ir.ops import OPS
 from core.ir.records import IrError
 from core.ir.simulator import IntegerSimulator
+from core.quantize.scheme import scheme_of
 from core.quantize.table import CalibrationTable
 from pipeline.params import to_plain
 
 
 def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]:
     table = CalibrationTable.load(inputs["calibrate"])
-    if not params.target.pow2_scales or params.target.per_channel_weights:
-        raise IrError(f"target {params.target.name} has float or per-channel scales; the TF2IR IR needs power-of-two, "
-                      "per-tensor scales: run with target=tf2ir (or an accelerator target built on it)")
+    if not scheme_of(params.target).power_of_two:
+        raise IrError(f"target {params.target.name}: the {params.target.scheme.value} scheme has no IR yet; the TF2IR IR needs "
+                      "power-of-two, per-tensor scales: run with target=tf2ir (or an accelerator target built on it), or "
+                      "until=annotate to measure this scheme")
     float_graph = Graph.load(inputs["calibrate"])  # the graph the table is for (equalized with calib.equalize)
     layer_graph = group_layers(float_graph)
     target = params.target

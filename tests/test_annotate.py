@@ -21,6 +21,7 @@ from core.quantize.table import CalibrationTable, TensorEntry
 from core.data.datasets import load_cifar10, load_image, preprocess
 from core.quantize.calibration.methods import CalibrationSettings
 from core.quantize.calibration.build import CalibrationError, TargetSpec, build_calibration_table, qat_range_changes
+from core.quantize.scheme import Pow2Symmetric
 from core.quantize.evaluation import SQNR_CAP_DB, compare, layer_tensor_pairs, sqnr_db
 from core.reports.layers import plot_layer_sqnr
 from core.frontend.constant_folding import fold_constants
@@ -56,7 +57,7 @@ def _qat_setup(original: Graph):
 
 def qat_calibration_table(layer_graph, ranges):
     # the shipped QAT graphs take [-1, 1) with no FakeQuant on their input: without statistics, TF2IR's input scale
-    return build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", input_log2scale=7), CalibrationSettings(), None, ranges)
+    return build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", Pow2Symmetric(input_log2scale=7)), CalibrationSettings(), None, ranges)
 
 
 def _on_input_grid(images: np.ndarray) -> np.ndarray:
@@ -322,7 +323,7 @@ def test_a_qat_range_that_is_not_a_power_of_two_is_rounded_and_reported(mbv1, qa
     ranges = bypass_fake_quant(_fold(mbv1[0]))[1]
     tensor = layer_graph.layers[2].output
     ranges[tensor] = qat_range
-    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", input_log2scale=7, pow2_rounding=rounding), CalibrationSettings(), None, ranges)
+    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", Pow2Symmetric(input_log2scale=7, pow2_rounding=rounding)), CalibrationSettings(), None, ranges)
     assert table.tensors[tensor].log2scale == log2scale
     assert table.tensors[tensor].range == [-128 * 2.0**-log2scale, 127 * 2.0**-log2scale]
     changes = {change["tensor"]: change for change in qat_range_changes(table, layer_graph, ranges)}

@@ -122,7 +122,7 @@ def test_auto_with_an_exhausted_budget_keeps_the_best_whole_table(workspace):
 @pytest.mark.parametrize("overrides, words", [
     (["calib.auto.methods=[qat,minmax]"], ["calib.auto.methods", "qat", "kl"]),
     (["calib.auto.methods=[]"], ["calib.auto.methods"]),
-    (["calib.method=auto", "target=cpu"], ["calib.method=auto", "pow2_scales"]),
+    (["calib.method=auto", "target=tflite_int8"], ["calib.method=auto", "target.scheme", "tflite_int8"]),
 ])
 def test_auto_settings_that_cannot_work_fail_before_any_stage(overrides, words):
     with pytest.raises(ConfigError) as error:

@@ -87,12 +87,12 @@ def _broadcast_constant_graph(path: Path) -> Path:
 # --- refused at config time or in preflight, before any stage -------------------------------------
 @pytest.mark.parametrize("override, expected", [
     ("target.bits=16", "target.bits=16: the calibration table, the IR"),
-    ("target.symmetric=false", "target.symmetric=false: asymmetric"),
-    ("target.per_channel_weights=true", "target.per_channel_weights=true with target.pow2_scales=true"),
+    ("target=tflite_int8 target.input_log2scale=3", "target.input_log2scale=3 with target.scheme=tflite_int8"),
+    ("target=tflite_int8", "its IR is not built yet: add until=annotate"),
     ("limits.memory_mb=0", "limits.memory_mb=0: must be a positive number"),
 ])
 def test_target_and_limit_rules_that_no_stage_implements_are_refused(tmp_path, override, expected):
-    _refused(tmp_path, expected, override)
+    _refused(tmp_path, expected, *override.split())
 
 
 def test_a_missing_test_image_is_found_before_any_stage(tmp_path):

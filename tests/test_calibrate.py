@@ -12,6 +12,7 @@ import pytest
 from rich.console import Console
 
 from conftest import CIFAR10_DIR, MODELS, compose
+from core.frontend.graph import Graph
 from core.quantize.table import CalibrationTable
 from pipeline.config import ConfigError
 from pipeline.main import run_pipeline
@@ -120,12 +121,24 @@ def test_histograms_and_plot_are_saved(digits_tables):
     assert (directory / "clipping.png").stat().st_size > 10_000
 
 
-def test_cpu_target_uses_float_scales_and_per_channel_weights(digits_store):
-    table, _ = _calibrate(*digits_store, "target=cpu", "calib.method=kl")
-    weights = [entry for entry in table.tensors.values() if entry.kind == "weight"]
-    assert all(entry.channel_scales and entry.log2scale is None for entry in weights)
-    activations = [entry for entry in table.tensors.values() if entry.kind == "activation"]
-    assert all(entry.scale == pytest.approx(entry.threshold / 127) for entry in activations)
+def test_tflite_int8_weights_are_per_channel_narrow_and_activations_affine(digits_store):
+    table, summary = _calibrate(*digits_store, "target=tflite_int8", "calib.method=minmax", "calib.weight_method=minmax",
+                                "calib.equalize=false")
+    graph = Graph.load(summary.results[-1].artifact.directory)
+    for tensor, entry in ((tensor, entry) for tensor, entry in table.tensors.items() if entry.kind == "weight"):
+        channels = graph.constants[tensor.rsplit(":", 1)[0]].reshape(-1, len(entry.channel_scales))
+        # minmax: each output channel's largest magnitude is int8 127, never -128 (narrow range)
+        np.testing.assert_allclose(np.abs(channels).max(axis=0), np.asarray(entry.channel_scales) * 127, rtol=1e-6)
+        assert entry.narrow_range and entry.log2scale is None
+    for entry in table.tensors.values():
+        if entry.kind not in ("activation", "input"):
+            continue
+        low, high = entry.range
+        # zero is an integer (padding and ReLU are exact) and the observed range is covered to within a step
+        assert -128 <= entry.zero_point <= 127 and low <= 0.0 <= high
+        assert (-128 - entry.zero_point) * entry.scale == pytest.approx(low, abs=1e-9)
+        assert high - low == pytest.approx(255 * entry.scale)
+        assert entry.absmax <= max(-low, high) + entry.scale
 
 
 def test_qat_on_a_float_graph_is_refused_with_the_choices(digits_store):

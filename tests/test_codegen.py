@@ -333,6 +333,7 @@ def mbv1_ir() -> Ir:
     """The real mbv1_cifar10 IR with its own QAT ranges (calib.method=qat), as emit_ir builds it."""
     from core.quantize.calibration.methods import CalibrationSettings
     from core.quantize.calibration.build import TargetSpec, build_calibration_table
+    from core.quantize.scheme import Pow2Symmetric
     from core.frontend.constant_folding import fold_constants
     from core.frontend.folding import fold_batch_norms
     from core.frontend.importer import import_graph, load_graph_def
@@ -344,7 +345,7 @@ def mbv1_ir() -> Ir:
     qat = import_graph(loaded.graph_def, "images:0", [MBV1_END], origin=str(MBV1_GRAPH), source={})
     float_graph, ranges = bypass_fake_quant(fold_batch_norms(fold_constants(qat)).graph)
     layer_graph = group_layers(float_graph)
-    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", input_log2scale=7), CalibrationSettings(), None, ranges)
+    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", Pow2Symmetric(input_log2scale=7)), CalibrationSettings(), None, ranges)
     return build_ir(layer_graph, table)
 
 

@@ -35,6 +35,13 @@ def _chain(error: BaseException) -> str:
     return "\n".join(messages)
 
 
+def test_an_unknown_quantization_scheme_lists_the_choices():
+    with pytest.raises(ConfigCompositionException) as error:
+        compose("target.scheme=asymmetric")
+    message = _chain(error.value)
+    assert "asymmetric" in message and "target.scheme" in message and "pow2_symmetric, tflite_int8" in message
+
+
 def test_unknown_calibration_method_lists_the_choices():
     with pytest.raises(ConfigCompositionException) as error:
         compose("calib.method=kll")

@@ -345,6 +345,7 @@ def mbv1():
 
     from core.quantize.calibration.methods import CalibrationSettings
     from core.quantize.calibration.build import TargetSpec, build_calibration_table
+    from core.quantize.scheme import Pow2Symmetric
     from core.frontend.constant_folding import fold_constants
     from core.frontend.folding import fold_batch_norms
     from core.frontend.importer import import_graph
@@ -356,7 +357,7 @@ def mbv1():
     graph = fold_batch_norms(fold_constants(imported)).graph
     float_graph, ranges = bypass_fake_quant(graph)
     layer_graph = group_layers(float_graph)
-    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", input_log2scale=7), CalibrationSettings(), None, ranges)
+    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", Pow2Symmetric(input_log2scale=7)), CalibrationSettings(), None, ranges)
     assert table.tensors["images:0"].log2scale == 7
     return layer_graph, table, IrContext(layer_graph, table)
 

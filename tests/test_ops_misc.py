@@ -21,6 +21,7 @@ from conftest import MBV1_GRAPH, MODELS, SSD_GRAPH
 from harness import EMITTER_KEYS, fields_of, int8, last_layer, op_context, quantize, real, run
 from core.quantize.calibration.methods import CalibrationSettings
 from core.quantize.calibration.build import TargetSpec, build_calibration_table
+from core.quantize.scheme import Pow2Symmetric
 from core.frontend.fake_quant import bypass_fake_quant
 from core.ir.layers import group_layers
 from core.ir.ops import OPS
@@ -345,7 +346,7 @@ def folded(path, input_tensor, end_points):
 def qat_context(graph, **limits):
     float_graph, ranges = bypass_fake_quant(graph)
     layer_graph = group_layers(float_graph)
-    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", input_log2scale=7), CalibrationSettings(), None, ranges)
+    table = build_calibration_table(layer_graph, "qat", TargetSpec("tf2ir", Pow2Symmetric(input_log2scale=7)), CalibrationSettings(), None, ranges)
     return layer_graph, IrContext(layer_graph, table, **limits)
 
 

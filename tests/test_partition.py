@@ -235,7 +235,7 @@ def _mutated(change):
     (lambda a: a["buffers"].update(weight="256K"), r"accelerator\.buffers\.weight: expected an integer, got '256K'"),
     (lambda a: a["gemm_block"].update(block_out=32), r"accelerator\.gemm_block\.block_out: 32 differs from block_in 16"),
     (lambda a: a.update(layout=["H", "W", "C/8", "8"]), r"accelerator\.layout: .* expected the dimensions H, W, C/16, 16"),
-    (lambda a: a["patterns"][0].update(operations=["conv2d"]), r"accelerator\.patterns\[0\]\.operations\[0\]: 'conv2d' is not one of conv, dwconv"),
+    (lambda a: a["patterns"][0].update(operations=["conv2d"]), r"accelerator\.patterns\[0\]\.operations\[0\]: 'conv2d' is not one of add, avg_pool, concat2, conv, dwconv"),
     (lambda a: a["patterns"][2].update(max_kernel={"height": 3, "width": 3}), r"accelerator\.patterns\[2\]\.max_kernel: does not apply to add"),
     (lambda a: a["patterns"][0]["max_kernel"].pop("width"), r"accelerator\.patterns\[0\]\.max_kernel\.width: missing"),
     (lambda a: a["unsupported"].append("add"), r"accelerator\.unsupported\[3\]: add is unsupported yet pattern add_requantize_relu6 runs it"),
@@ -248,8 +248,8 @@ def test_a_bad_accelerator_description_is_refused_naming_the_key(change, message
 
 
 def test_a_target_with_an_accelerator_needs_the_irs_quantization():
-    with pytest.raises(AcceleratorError, match="per_channel_weights=True: a target with an accelerator runs the TF2IR IR"):
-        accelerator_of({**ACCEL_TARGET, "per_channel_weights": True})
+    with pytest.raises(AcceleratorError, match="scheme='tflite_int8': a target with an accelerator runs the TF2IR IR"):
+        accelerator_of({**ACCEL_TARGET, "scheme": "tflite_int8"})
 
 
 # --- the real networks ------------------------------------------------------------------------------

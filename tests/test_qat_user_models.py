@@ -92,8 +92,8 @@ def run_qat(workspace, path, target, *overrides):
     return summary, {result.stage.name: result.artifact.directory for result in summary.results}, console.file.getvalue()
 
 
-def test_on_a_per_channel_target_the_qat_ranges_are_used_as_trained(qat_file, workspace):
-    summary, artifacts, _ = run_qat(workspace, qat_file, "cpu", "until=annotate")
+def test_on_tflite_int8_the_qat_ranges_are_used_as_trained(qat_file, workspace):
+    summary, artifacts, _ = run_qat(workspace, qat_file, "tflite_int8", "until=annotate")
     table = CalibrationTable.load(artifacts["calibrate"])
     entries = table.tensors
     # the 1x1 conv has no BatchNorm: its weights keep their per-channel FakeQuant ranges, narrow, as trained
@@ -102,8 +102,9 @@ def test_on_a_per_channel_target_the_qat_ranges_are_used_as_trained(qat_file, wo
     # narrow_range: 127 steps either side of 0, so the step is max / 127 and int8's -128 lies one step beyond -max
     np.testing.assert_allclose(weights.channel_scales, trained / 127, rtol=1e-6)
     np.testing.assert_allclose([high for _, high in weights.channel_ranges], trained, rtol=1e-6)
-    # a float-scale symmetric target keeps the trained step: ReLU's [0, 5.73] in 127 steps of 5.73 / 127
-    assert entries["model/quant_re_lu/Relu:0"].scale == pytest.approx(RELU_RANGE[1] / 127, rel=1e-6)
+    # an affine activation keeps the trained range: ReLU's [0, 5.73] in 255 steps of 5.73 / 255, 0 at int8 -128
+    relu = entries["model/quant_re_lu/Relu:0"]
+    assert relu.scale == pytest.approx((RELU_RANGE[1] - RELU_RANGE[0]) / 255, rel=1e-6) and relu.zero_point == -128
     # the annotated graph computes what the QAT graph computes, but for the two re-quantized folded weights
     assert summary.metrics["annotate.sqnr_db_min"] > 25.0 and summary.metrics["annotate.top1_agreement"] >= 0.95
 

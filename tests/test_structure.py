@@ -22,7 +22,7 @@ from core.backends.accel.lowering import HOST_ONLY, LOWERINGS
 from core.backends.accel.ops import lowering_of
 from core.backends.c.ops import C_EMITTERS
 from core.ir.activations import ACTIVATIONS
-from core.ir.io import schema_branches
+from core.ir.schema import SCHEMA_FILE, branches as schema_branches, schema_text
 from core.ir.ops import OPS
 from core.ir.records import IrLayer
 from pipeline.code_version import closure_deps, code_version, declared_data_files, import_closure, imported_modules, module_file
@@ -170,6 +170,10 @@ def test_the_schema_is_the_registry():
         assert required | {"operation"} <= set(branch["required"]), (name, required - set(branch["required"]))
         if "activation_type" in fields:
             assert set(branch["properties"]["activation_type"]["enum"]) == set(ACTIVATIONS), name
+
+
+def test_the_published_schema_is_what_the_records_give():
+    assert SCHEMA_FILE.read_text() == schema_text(), "schemas/tf2ir_ir.schema.json is stale: run python -m core.ir.schema"
 
 
 def test_every_record_answers_the_questions_partition_and_the_backends_ask():

@@ -1,5 +1,5 @@
 """The TF2IR IR on disk (seed 000): `net_def.json` + `params/<layer>_<kind>.npy`, written,
-read back, and validated against the JSON Schema shipped in `schemas/`.
+read back, and validated against the JSON Schema the records give (core/ir/schema.py).
 
 The JSON is written sorted and indented, and arrays with `np.save`, so emitting twice gives
 byte-identical files and the store's digests stay stable.
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +19,11 @@ from core.ir.network import Ir
 from core.limits import human_bytes, npy_header
 from core.ir.op import NETWORK_INPUT
 from core.ir.ops import OPS
+from core.ir import schema
 from core.ir.records import IrError
 
 NET_DEF_FILE = "net_def.json"
 PARAMS_DIR = "params"
-DATA_FILES = ("schemas/tf2ir_ir.schema.json",)  # read here: part of the code version of every stage that imports this module
-SCHEMA_PATH = Path(__file__).resolve().parents[2] / DATA_FILES[0]
 
 
 def write_ir(ir: Ir, directory: Path, tensors: dict[str, dict[str, np.ndarray]] | None = None) -> None:
@@ -91,17 +89,10 @@ def _read_param(path: Path, layer: dict[str, Any], kind: str) -> np.ndarray:
     return array
 
 
-@lru_cache(maxsize=1)
-def schema_branches() -> dict[str, dict]:
-    """The schema's branch (a JSON Schema of one layer) per operation."""
-    schema = json.loads(SCHEMA_PATH.read_text())
-    return {branch["properties"]["operation"]["const"]: branch for branch in schema["items"]["oneOf"]}
-
-
 def validate_ir(layers: list[dict[str, Any]], origin: str = "IR") -> None:
-    """Against schemas/tf2ir_ir.schema.json, plus the one rule a schema cannot state:
-    every layer reads only layers before it."""
-    branches = schema_branches()
+    """Against the IR's JSON Schema (core/ir/schema.py, from the records), plus the one rule a schema
+    cannot state: every layer reads only layers before it."""
+    branches = schema.branches()
     if not isinstance(layers, list) or not layers:
         raise IrError(f"{origin}: expected a non-empty JSON list of layers")
     # one branch per operation: validating against the layer's own gives messages that name the field

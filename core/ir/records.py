@@ -104,6 +104,22 @@ def omitted_when(default: Any):
     return dataclasses.field(default=default, metadata={"omit_default": True})
 
 
+def optional(default: Any):
+    """A field always written but optional in the schema: IRs that predate it read as `default`."""
+    return dataclasses.field(default=default, metadata={"optional": True})
+
+
+@dataclass(frozen=True)
+class OpSchema:
+    """What an operation's record says of itself in the IR's JSON Schema (core/ir/schema.py builds
+    it): its description, the TF2IR version that added it (None: seed 000's own), and the
+    definitions of the fields only it has or means otherwise (the others: core/ir/fields.py)."""
+
+    doc: str
+    since: str | None = None
+    fields: dict[str, dict] = dataclasses.field(default_factory=dict)
+
+
 _NESTED = (Size, Padding)
 
 
@@ -112,6 +128,7 @@ class IrLayer:
     """One IR layer. Subclasses set `operation` and declare the operation's keys as fields."""
 
     operation: ClassVar[str]
+    schema: ClassVar[OpSchema]
     label_prefix: ClassVar[str] = ""  # a short name for pictures ("conv", "dw", ...)
     # computes the same thing on any data layout (every output element from the input
     # elements at its position): may run on packed data (seed 004 [0048])

@@ -79,13 +79,14 @@ def _const(name: str, value: np.ndarray) -> tuple[Node, np.ndarray]:
     return Node(name, "Const", [], {"dtype": {"type": value.dtype.name}}), value
 
 
-def _fake_quant(edit: _Insertions, after: str, scope: str, tensor: str, low, high, bits: int) -> str:
-    """FakeQuant(tensor) with Const min/max under `scope`; per channel when low/high are vectors."""
+def _fake_quant(edit: _Insertions, after: str, scope: str, tensor: str, low, high, bits: int, narrow_range: bool = False) -> str:
+    """FakeQuant(tensor) with Const min/max under `scope`; per channel when low/high are vectors;
+    `narrow_range`: integers in [-(2^(bits-1) - 1), 2^(bits-1) - 1] (the scheme's weights)."""
     low, high = np.asarray(low, np.float32), np.asarray(high, np.float32)
     op = FAKE_QUANT if low.ndim == 0 else FAKE_QUANT_PER_CHANNEL
     min_tensor = edit.add(after, *_const(f"{scope}/min", low))
     max_tensor = edit.add(after, *_const(f"{scope}/max", high))
-    attrs = {"num_bits": {"i": int(bits)}, "narrow_range": {"b": False}}
+    attrs = {"num_bits": {"i": int(bits)}, "narrow_range": {"b": bool(narrow_range)}}
     return edit.add(after, Node(f"{scope}/{op}", op, [tensor, min_tensor, max_tensor], attrs))
 
 
@@ -167,9 +168,9 @@ def _per_channel(edit: _Insertions, layer: Layer, reader: Node, tensor: str, ent
         raise AnnotateError(f"{tensor} of layer {layer.name}: {len(entry.channel_ranges)} channel ranges for {channels} output channels")
     after = tensor_node(tensor)
     if len(axes) == 1:
-        return _fake_quant(edit, after, scope, tensor, ranges[:, 0], ranges[:, 1], bits)
+        return _fake_quant(edit, after, scope, tensor, ranges[:, 0], ranges[:, 1], bits, entry.narrow_range)
     merged = _reshape(edit, after, f"{scope}/Reshape", tensor, shape[: axes[0]] + [channels])
-    quantized = _fake_quant(edit, after, scope, merged, ranges[:, 0], ranges[:, 1], bits)
+    quantized = _fake_quant(edit, after, scope, merged, ranges[:, 0], ranges[:, 1], bits, entry.narrow_range)
     return _reshape(edit, after, f"{scope}/Reshape_1", quantized, shape)
 
 
@@ -198,7 +199,7 @@ def _annotate_constant(edit: _Insertions, layer: Layer, const: str, kind: str, t
         # a corrected bias (calib.bias_correction) is quantized from a Const of its own
         source = tensor if entry.correction is None else edit.add(
             const, *_const(f"{scope}/corrected", corrected(entry, edit.graph.constants[const])))
-        quantized = _fake_quant(edit, const, scope, source, entry.range[0], entry.range[1], table.bits)
+        quantized = _fake_quant(edit, const, scope, source, entry.range[0], entry.range[1], table.bits, entry.narrow_range)
     elif kind == "bias" and (entry.scale is not None or entry.channel_scales is not None):
         quantized = _grid_bias(edit, layer, tensor, entry, scope)
     else:

@@ -176,7 +176,7 @@ def _trials(setup: SearchSetup, start: CalibrationTable, methods: list[str], ima
                 candidates = weight_candidates(setup.layer_graph.graph.constants[tensor.rsplit(":", 1)[0]], setup.target.bits)
             else:
                 continue
-            low, high = setup.target.min_log2scale, setup.target.max_log2scale
+            low, high = setup.target.scheme.min_log2scale, setup.target.scheme.max_log2scale
             trials += [(tensor, value, label) for value, label in sorted(candidates.items()) if low <= value <= high]
     return trials
 

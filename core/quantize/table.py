@@ -2,9 +2,10 @@
 and simulate) obey.
 
 Every entry carries the exact float `range` [min, max] a FakeQuant node would
-use, so annotation is mechanical, and the target's view of it: `log2scale` on
-a power-of-two target (real = int * 2^-log2scale), `scale` on a float-scale
-target (real = int * scale). Stored as `calibration_table.json` (sorted keys,
+use, so annotation is mechanical, and the scheme's view of it
+(core/quantize/scheme.py): `log2scale` on a power-of-two target (real = int *
+2^-log2scale), `scale` (and `zero_point` for an affine activation, real = (int -
+zero_point) * scale) on TensorFlow Lite's int8. Stored as `calibration_table.json` (sorted keys,
 so equal tables are equal bytes).
 """
 
@@ -23,6 +24,10 @@ TABLE_FILE = "calibration_table.json"
 SATURATING_METHODS = frozenset({"qat", "mse"})
 
 
+class CalibrationError(ValueError):
+    """A table that cannot be made for this graph and target; the message names the tensor and the key."""
+
+
 @dataclass
 class TensorEntry:
     kind: str  # "input" | "activation" | "weight" | "bias"
@@ -31,6 +36,8 @@ class TensorEntry:
     range: list[float]  # [min, max] as a FakeQuant takes it
     log2scale: int | None = None  # power-of-two targets
     scale: float | None = None  # float-scale targets
+    zero_point: int | None = None  # affine activations (tflite_int8): real = (int - zero_point) * scale
+    narrow_range: bool = False  # integers in [-127, 127] (tflite_int8 weights): -128 unused
     # per output channel (float-scale targets, per-channel weights): [[min, max], ...] and scales
     channel_ranges: list[list[float]] | None = None
     channel_scales: list[float] | None = None
@@ -40,6 +47,14 @@ class TensorEntry:
     # a bias's correction (calib.bias_correction), per channel: the quantized layer adds bias + correction
     correction: list[float] | None = None
     warnings: list[str] = field(default_factory=list)
+
+
+# written only when they say something: a power-of-two table is the same bytes as before they existed
+_OMITTED_WHEN_DEFAULT = {"zero_point": None, "narrow_range": False}
+
+
+def _entry_json(entry: TensorEntry) -> dict:
+    return {key: value for key, value in asdict(entry).items() if key not in _OMITTED_WHEN_DEFAULT or value != _OMITTED_WHEN_DEFAULT[key]}
 
 
 def corrected(entry: TensorEntry, value):
@@ -62,7 +77,7 @@ class CalibrationTable:
             "method": self.method,
             "target": self.target,
             "bits": self.bits,
-            "tensors": {name: asdict(entry) for name, entry in sorted(self.tensors.items())},
+            "tensors": {name: _entry_json(entry) for name, entry in sorted(self.tensors.items())},
             "float_layers": sorted(self.float_layers),
         }
         return json.dumps(document, indent=1, sort_keys=True) + "\n"

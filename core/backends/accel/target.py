@@ -24,7 +24,7 @@ from typing import Any, Mapping, Optional
 import yaml
 
 from core.ir.activations import ACTIVATIONS
-from core.ir.io import schema_branches
+from core.ir.schema import branches as schema_branches
 from core.ir.ops import OPS
 
 SECTION = "accelerator"
@@ -260,7 +260,7 @@ def accelerator_of(target: Mapping[str, Any], origin: str = "target") -> Acceler
     if section is None:
         return None
     # the IR the accelerator runs is int8, per-tensor, requantized by shifts (seed 000)
-    for key, required in (("bits", 8), ("pow2_scales", True), ("per_channel_weights", False)):
+    for key, required in (("bits", 8), ("scheme", "pow2_symmetric")):
         if key in target and target[key] != required:
             raise AcceleratorError(f"{origin}: {key}={target[key]!r}: a target with an accelerator runs the TF2IR IR "
                                    f"(int8, per-tensor power-of-two scales, requantized by shifts); set {key}: "

@@ -1,6 +1,7 @@
 """Every IR operation, one folder each; importing this package imports them all, so `OPS`
 (operation name -> IrOp) and the activation registry are complete. Adding an operation is
-adding a folder here (and its branch in schemas/tf2ir_ir.schema.json).
+adding a folder here: its record's fields and `schema` make its branch of the IR's JSON Schema
+(core/ir/schema.py).
 
 A folder holds what its operation is: the graph pattern (pattern.py), the typed IR record
 with its shapes, MACs, shifts and accumulator bound (record.py), its fields and constants

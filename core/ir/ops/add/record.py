@@ -7,12 +7,28 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from core.ir.activations import Activated
-from core.ir.records import IrLayer, Shift, Size
+from core.ir.records import IrLayer, OpSchema, Shift, Size
 
 
 @dataclass(frozen=True, kw_only=True)
 class AddLayer(Activated, IrLayer):
     operation: ClassVar[str] = "add"
+    schema: ClassVar[OpSchema] = OpSchema(
+        doc='Element-wise sum of two int8 tensors of the same shape.',
+        fields={'size': {'type': 'integer', 'minimum': 1, 'description': 'C * H * W'},
+                'pl_log2scale': {'type': 'integer', 'description': 'real value = int8 value * 2^-log2scale'},
+                'pl_shiftbit': {'type': 'integer', 'description': 'Legacy name of pl_log2scale.'},
+                'add_log2scale': {'type': 'integer', 'description': 'real value = int8 value * 2^-log2scale'},
+                'add_shiftbit': {'type': 'integer', 'description': 'Legacy name of add_log2scale.'},
+                'output_shift_bit': {'type': 'integer',
+                                     'description': 'output_log2scale - min(add_log2scale, pl_log2scale): the LEFT '
+                                                    'shift from the int32 sum to the output; negative means a right '
+                                                    'shift with round half up. Before summing, the operand with the '
+                                                    'larger log2scale is shifted right by the difference of the two '
+                                                    'log2scales, with round half up.'},
+                'pl_name': {'type': 'string', 'description': 'Producer of op.inputs[0] (the augend).'},
+                'add_name': {'type': 'string', 'description': 'Producer of op.inputs[1] (the addend).'}},
+    )
     label_prefix: ClassVar[str] = "add"
     elementwise: ClassVar[bool] = True
 

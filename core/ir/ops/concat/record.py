@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from core.ir.records import IrLayer, Shift, Size, omitted_when
+from core.ir.records import IrLayer, OpSchema, Shift, Size, omitted_when
 
 DIM_AXES = {"H": 1, "W": 2, "C": 3}  # the NHWC axis of each `dim`
 
@@ -40,6 +40,39 @@ class ConcatOperands:
 @dataclass(frozen=True, kw_only=True)
 class Concat2Layer(ConcatOperands, IrLayer):
     operation: ClassVar[str] = "concat2"
+    schema: ClassVar[OpSchema] = OpSchema(
+        doc=('Concatenation along H, W or C; each input is first shifted to output_log2scale (right shifts round '
+             'half up) and saturated.'),
+        fields={'output_log2scale': {'type': 'integer',
+                                     'description': 'Each input is shifted to the output scale first (right shifts '
+                                                    'round half up), saturated, then concatenated.'},
+                'input0_channel_num': {'type': 'integer', 'minimum': 1},
+                'input0_size': {'type': 'object',
+                                'required': ['height', 'width'],
+                                'additionalProperties': False,
+                                'properties': {'height': {'type': 'integer', 'minimum': 1},
+                                               'width': {'type': 'integer', 'minimum': 1}}},
+                'input0_dtype': {'const': 'int8'},
+                'input1_channel_num': {'type': 'integer', 'minimum': 1},
+                'input1_size': {'type': 'object',
+                                'required': ['height', 'width'],
+                                'additionalProperties': False,
+                                'properties': {'height': {'type': 'integer', 'minimum': 1},
+                                               'width': {'type': 'integer', 'minimum': 1}}},
+                'input1_dtype': {'const': 'int8'},
+                'input0_name': {'type': 'string',
+                                'minLength': 1,
+                                'x-since': '1.1',
+                                'description': 'The producer of input0 (previous_layer lists producers in processing '
+                                               "order); absent in 1.0 IRs, where previous_layer's order is the "
+                                               "inputs'."},
+                'input1_name': {'type': 'string',
+                                'minLength': 1,
+                                'x-since': '1.1',
+                                'description': 'The producer of input1 (previous_layer lists producers in processing '
+                                               "order); absent in 1.0 IRs, where previous_layer's order is the "
+                                               "inputs'."}},
+    )
     label_prefix: ClassVar[str] = "cat"
 
     dim: str
@@ -78,6 +111,26 @@ class ConcatLayer(ConcatOperands, IrLayer):
     """concat of any number of inputs; input k's fields are item k of each input_* list."""
 
     operation: ClassVar[str] = "concat"
+    schema: ClassVar[OpSchema] = OpSchema(
+        doc=("Concatenation of any number of inputs along H, W or C (an extension; concat2 stays the spec's "
+             'two-input form): input k, described by item k of each input_* list, is shifted by its log2scale - '
+             'output_log2scale (right shifts round half up, negative shifts are exact left shifts) and saturated, '
+             'then the inputs are joined in order.'),
+        since='1.1',
+        fields={'input_names': {'type': 'array', 'items': {'type': 'string', 'minLength': 1}, 'minItems': 3},
+                'input_channel_nums': {'type': 'array', 'items': {'type': 'integer', 'minimum': 1}, 'minItems': 3},
+                'input_sizes': {'type': 'array',
+                                'items': {'type': 'object',
+                                          'required': ['height', 'width'],
+                                          'additionalProperties': False,
+                                          'properties': {'height': {'type': 'integer', 'minimum': 1},
+                                                         'width': {'type': 'integer', 'minimum': 1}}},
+                                'minItems': 3},
+                'input_log2scales': {'type': 'array',
+                                     'items': {'type': 'integer',
+                                               'description': 'real value = int8 value * 2^-log2scale'},
+                                     'minItems': 3}},
+    )
     label_prefix: ClassVar[str] = "cat"
 
     dim: str

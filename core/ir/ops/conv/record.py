@@ -10,7 +10,7 @@ import numpy as np
 
 from core.ir.activations import Activated
 from core.ir.fixedpoint import accumulator_bound
-from core.ir.records import IrLayer, OneInputOneOutput, Padding, Shift, Size
+from core.ir.records import IrLayer, OneInputOneOutput, OpSchema, Padding, Shift, Size
 from core.ir.window import Window
 
 
@@ -45,6 +45,10 @@ class ConvLayer(ConvWindow, Activated, OneInputOneOutput, IrLayer):
     rounded half up, the activation's clamp, int8 out."""
 
     operation: ClassVar[str] = "conv"
+    schema: ClassVar[OpSchema] = OpSchema(
+        doc=('2-D convolution: int32 accumulation of int8 x int8 over the (dilated) window with zero padding, plus '
+             '(bias << bias_shift), shifted right by output_shift with round half up, activation, saturation.'),
+    )
     label_prefix: ClassVar[str] = "conv"
     depthwise: ClassVar[bool] = False
 
@@ -91,5 +95,8 @@ class DwconvLayer(ConvLayer):
     """dwconv: conv per channel (weights HWC, channel multiplier 1)."""
 
     operation: ClassVar[str] = "dwconv"
+    schema: ClassVar[OpSchema] = OpSchema(
+        doc='Depthwise convolution (channel multiplier 1), computed as conv per channel.',
+    )
     label_prefix: ClassVar[str] = "dw"
     depthwise: ClassVar[bool] = True

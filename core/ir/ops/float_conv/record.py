@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from core.ir.activations import Activated
 from core.ir.ops.conv.record import ConvWindow
-from core.ir.records import IrLayer, OneInputOneOutput, Padding, Shift, Size
+from core.ir.records import IrLayer, OneInputOneOutput, OpSchema, Padding, Shift, Size
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -23,6 +23,22 @@ class FloatConvLayer(ConvWindow, Activated, OneInputOneOutput, IrLayer):
     # the fields are the conv's but for its integer scales and shifts, declared here again: a base
     # class holding the shared ones would reorder the conv's keys, which are the spec's (seed 000)
     operation: ClassVar[str] = "float_conv"
+    schema: ClassVar[OpSchema] = OpSchema(
+        doc=('A 2-D convolution kept in float (calib.keep_float; an extension): x = int8 * 2^-input_log2scale in '
+             'float32; acc = bias (or 0), then acc += x * w in float32 for kh, kw, ci in that order (taps in the '
+             'zero padding skipped), each product and each sum rounded to float32, no fused multiply-add; y = '
+             "floor(acc * 2^output_log2scale + 1/2) (in float64, exact) saturated to int8, then the activation's "
+             "clamp. Weights and bias are float32 (params/<name>_weight.npy in the conv's HWCiCo layout)."),
+        since='1.1',
+        fields={'activation_type': {'enum': ['Relu6', 'Relu', 'None'],
+                                    'description': 'Applied after the output is quantized, as a clamp at the output '
+                                                   'scale: Relu6 to [0, floor(6 * 2^output_log2scale + 1/2)], Relu '
+                                                   'to >= 0, None: saturation only.'},
+                'load_bias': {'type': 'boolean',
+                              'description': 'Whether the layer adds a bias (params/<name>_bias.npy, float32).'},
+                'weight_dtype': {'const': 'float32'},
+                'bias_dtype': {'const': 'float32'}},
+    )
     label_prefix: ClassVar[str] = "fconv"
     depthwise: ClassVar[bool] = False
 
@@ -59,5 +75,14 @@ class FloatDwconvLayer(FloatConvLayer):
     """float_dwconv: float_conv per channel (weights HWC, channel multiplier 1)."""
 
     operation: ClassVar[str] = "float_dwconv"
+    schema: ClassVar[OpSchema] = OpSchema(
+        doc=('A depthwise convolution kept in float (calib.keep_float; an extension): x = int8 * 2^-input_log2scale '
+             'in float32; acc = bias (or 0), then acc += x * w in float32 for kh, kw, ci in that order (taps in the '
+             'zero padding skipped), each product and each sum rounded to float32, no fused multiply-add; y = '
+             "floor(acc * 2^output_log2scale + 1/2) (in float64, exact) saturated to int8, then the activation's "
+             "clamp. Weights and bias are float32 (params/<name>_weight.npy in the dwconv's HWC layout)."),
+        since='1.1',
+        fields=FloatConvLayer.schema.fields,  # the same fields, meaning the same
+    )
     label_prefix: ClassVar[str] = "fdw"
     depthwise: ClassVar[bool] = True

@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-from core.ir.records import IrLayer, SameShapeInput, Shift
+from core.ir.records import IrLayer, OpSchema, SameShapeInput, Shift
 
 TABLE_SIZE = 256  # one entry per int8 input, x = -128 .. 127 at index x + 128
 
@@ -15,6 +15,19 @@ TABLE_SIZE = 256  # one entry per int8 input, x = -128 .. 127 at index x + 128
 @dataclass(frozen=True, kw_only=True)
 class LutLayer(SameShapeInput, IrLayer):
     operation: ClassVar[str] = "lut"
+    schema: ClassVar[OpSchema] = OpSchema(
+        doc=('An element-wise int8 -> int8 function as a 256-entry table (an extension): y = table[x + 128], the '
+             'table in params/<name>_table.npy (int8[256]). table[q + 128] is the function of q * 2^-input_log2scale '
+             "(TensorFlow's float32 ops, `function`) rounded half up at 2^-output_log2scale and saturated, as "
+             'FakeQuantWithMinMaxVars rounds. No other rounding.'),
+        since='1.1',
+        fields={'function': {'type': 'string',
+                             'description': "The graph's element-wise ops the table stands for (x: the input)."},
+                'shape': {'type': 'array',
+                          'items': {'type': 'integer', 'minimum': 1},
+                          'minItems': 1,
+                          'description': "One image's input and output shape."}},
+    )
     label_prefix: ClassVar[str] = "lut"
     elementwise: ClassVar[bool] = True
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from core.ir.activations import Activated
 from core.ir.fixedpoint import INT8_PRODUCT_MAX, rounding_constant
-from core.ir.records import IrLayer, Shift
+from core.ir.records import IrLayer, OpSchema, Shift
 
 
 def broadcast_strides(shape: tuple[int, ...], output_shape: tuple[int, ...]) -> list[int]:
@@ -28,6 +28,19 @@ def broadcast_strides(shape: tuple[int, ...], output_shape: tuple[int, ...]) -> 
 @dataclass(frozen=True, kw_only=True)
 class MulLayer(Activated, IrLayer):
     operation: ClassVar[str] = "mul"
+    schema: ClassVar[OpSchema] = OpSchema(
+        doc=("Element-wise product of two int8 inputs with NumPy broadcasting of one image's shapes (an extension): "
+             'the int32 product (|p| <= 2^14) shifted by output_shift = input0_log2scale + input1_log2scale - '
+             'output_log2scale (right with round half up, or exactly left when negative), clamped by the activation, '
+             'saturated to int8. One rounding.'),
+        since='1.1',
+        fields={'input0_shape': {'type': 'array', 'items': {'type': 'integer', 'minimum': 1}, 'minItems': 1},
+                'input1_shape': {'type': 'array', 'items': {'type': 'integer', 'minimum': 1}, 'minItems': 1},
+                'output_shape': {'type': 'array', 'items': {'type': 'integer', 'minimum': 1}, 'minItems': 1},
+                'output_shift': {'type': 'integer'},
+                'input0_name': {'type': 'string', 'minLength': 1},
+                'input1_name': {'type': 'string', 'minLength': 1}},
+    )
     label_prefix: ClassVar[str] = "mul"
 
     activation_type: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from core.ir.records import IrLayer, OneInputOneOutput, Padding, Shift, Size, omitted_when
+from core.ir.records import IrLayer, OneInputOneOutput, OpSchema, Padding, Shift, Size, omitted_when, optional
 from core.ir.window import Window
 
 
@@ -26,7 +26,7 @@ class PoolLayer(OneInputOneOutput, IrLayer):
     output_size: Size
     output_log2scale: int
     output_dtype: str = "int8"
-    dtype: str = "int8"  # seed 000 lists `dtype` for AVGPOOL/MAXPOOL besides input/output_dtype
+    dtype: str = optional("int8")  # seed 000 lists `dtype` for AVGPOOL/MAXPOOL besides input/output_dtype
 
     @property
     def window(self) -> Window:
@@ -47,6 +47,9 @@ class PoolLayer(OneInputOneOutput, IrLayer):
 @dataclass(frozen=True, kw_only=True)
 class AvgPoolLayer(PoolLayer):
     operation: ClassVar[str] = "avg_pool"
+    schema: ClassVar[OpSchema] = OpSchema(
+        doc='Average pooling.',
+    )
     label_prefix: ClassVar[str] = "avg"
     averages: ClassVar[bool] = True
 
@@ -62,6 +65,10 @@ class AvgPoolLayer(PoolLayer):
 @dataclass(frozen=True, kw_only=True)
 class MaxPoolLayer(PoolLayer):
     operation: ClassVar[str] = "max_pool"
+    schema: ClassVar[OpSchema] = OpSchema(
+        doc=('Max pooling over the window (padding never chosen), then a shift by input_log2scale - output_log2scale '
+             '(right shifts round half up; normally 0), then saturation.'),
+    )
     label_prefix: ClassVar[str] = "max"
 
     input_pre_ls: int | None = omitted_when(None)  # the schema allows it; unused by max_pool

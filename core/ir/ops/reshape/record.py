@@ -5,12 +5,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from core.ir.records import IrLayer, Shift
+from core.ir.records import IrLayer, OpSchema, Shift
 
 
 @dataclass(frozen=True, kw_only=True)
 class ReshapeLayer(IrLayer):
     operation: ClassVar[str] = "reshape"
+    schema: ClassVar[OpSchema] = OpSchema(
+        doc="Reshape of each image's HWC data in C order.",
+        fields={'reshape_param': {'type': 'array',
+                                  'items': {'type': 'integer'},
+                                  'description': 'The TensorFlow shape without its batch dimension.'},
+                'input_shape': {'type': 'array', 'items': {'type': 'integer', 'minimum': 1}},
+                'output_shape': {'type': 'array', 'items': {'type': 'integer', 'minimum': 1}},
+                'log2scale': {'type': 'integer',
+                              'description': 'Shared by input and output: a reshape moves no value.'}},
+    )
     label_prefix: ClassVar[str] = "rshp"
 
     reshape_param: tuple[int, ...]

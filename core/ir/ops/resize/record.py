@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from core.ir.records import IrLayer, OneInputOneOutput, Shift, Size, omitted_when
+from core.ir.records import IrLayer, OneInputOneOutput, OpSchema, Shift, Size, omitted_when
 
 # fractional bits of the source coordinates, and so of the interpolation weights
 RESIZE_FRAC_BITS = 10
@@ -18,6 +18,13 @@ RESIZE_FRAC_BITS = 10
 @dataclass(frozen=True, kw_only=True)
 class ResizeBilinearLayer(OneInputOneOutput, IrLayer):
     operation: ClassVar[str] = "resize_bilinear"
+    schema: ClassVar[OpSchema] = OpSchema(
+        doc=("Bilinear resize in fixed point. Source coordinates follow TensorFlow's ResizeBilinear for "
+             'align_corners / half_pixel_centers, computed exactly in integers, rounded half up to 10 fractional '
+             'bits and clamped to [0, (in-1) * 2^10]; lower = floor, upper = min(lower + 1, in - 1), weight in [0, '
+             '1024). Interpolation horizontally then vertically in int32 without intermediate rounding, then a right '
+             'shift by 20 + input_log2scale - output_log2scale with round half up, then saturation to int8.'),
+    )
     label_prefix: ClassVar[str] = "rsz"
 
     dtype: str = "int8"
@@ -96,6 +103,15 @@ class ResizeNearestLayer(OneInputOneOutput, IrLayer):
     """Each output pixel a copy of one input pixel: the same int8 values at the same scale."""
 
     operation: ClassVar[str] = "resize_nearest"
+    schema: ClassVar[OpSchema] = OpSchema(
+        doc=("Nearest-neighbour resize (an extension), a copy at the input's scale: out[y][x] = in[sy][sx] with "
+             "TensorFlow's ResizeNearestNeighbor source indices computed in float32: scale = (in - 1) / (out - 1) "
+             'with align_corners (out > 1), else in / out; src = (i + 0.5) * scale with half_pixel_centers, else i * '
+             'scale; rounded half away from zero with align_corners, else floored; at most in - 1 (at least 0 with '
+             'half_pixel_centers).'),
+        since='1.1',
+        fields={'log2scale': {'type': 'integer', 'description': 'Shared by input and output: a copy moves no value.'}},
+    )
     label_prefix: ClassVar[str] = "near"
 
     dtype: str = "int8"

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from core.ir.records import IrLayer, SameShapeInput, Shift
+from core.ir.records import IrLayer, OpSchema, SameShapeInput, Shift
 
 EXP_BITS = 16  # exp_table's fractional bits: exp(0) = 2^16
 EXP_TABLE_SIZE = 256  # max - x of two int8 values: 0 .. 255
@@ -26,6 +26,17 @@ def exp_table(input_log2scale: int) -> np.ndarray:
 @dataclass(frozen=True, kw_only=True)
 class SoftmaxLayer(SameShapeInput, IrLayer):
     operation: ClassVar[str] = "softmax"
+    schema: ClassVar[OpSchema] = OpSchema(
+        doc=('Softmax over the last axis in integers (an extension): d = max(x) - x in [0, 255]; e = floor(2^16 * '
+             'exp(-d * 2^-input_log2scale) + 1/2) (a 256-entry table of input_log2scale); s = sum(e); y = floor((e * '
+             '2^(output_log2scale + 1) + s) / (2 s)) in 64 bits (e / s rounded half up at the output scale), '
+             'saturated to 127. At most 32767 values per softmax.'),
+        since='1.1',
+        fields={'shape': {'type': 'array',
+                          'items': {'type': 'integer', 'minimum': 1},
+                          'minItems': 1,
+                          'description': "One image's input and output shape; normalized over its last axis."}},
+    )
     label_prefix: ClassVar[str] = "smax"
 
     shape: tuple[int, ...]  # one image's input (and output) shape; normalized over the last axis

@@ -1,0 +1,80 @@
+"""The IR's JSON Schema, built from the operations' records: each record's dataclass fields say
+which keys a layer of it has and which are required (all but those it may omit: `omitted_when`,
+`optional`), its `schema` (core/ir/records.OpSchema) its description and the definitions only it
+has, and core/ir/fields.py what every shared field means. Nothing is written twice.
+
+`python -m core.ir.schema` writes schemas/tf2ir_ir.schema.json, the published copy users read
+and validate with; a test keeps it equal to what the records give."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+from core.ir.fields import FIELDS
+from core.ir.ops import OPS
+from core.ir.records import IrError, IrLayer
+
+VERSION = "1.1"
+# written here from the records (python -m core.ir.schema), never read: a test keeps it their image
+DATA_FILES = ("schemas/tf2ir_ir.schema.json",)
+SCHEMA_FILE = Path(__file__).resolve().parents[2] / DATA_FILES[0]
+_HEADER = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://quanttool.invalid/schemas/tf2ir_ir.schema.json",
+    "title": "TF2IR layer IR (net_def.json)",
+    "description": (
+        f"TF2IR {VERSION}: an ordered list of layers in the traversal order of seed 000, 5.3; each layer reads only the "
+        "network input and earlier layers. A superset of 1.0 (seed 000's layers, byte-identical): the operations and "
+        "fields marked x-since 1.1 are extensions (docs/IR.md). Tensors live in params/<name>_<kind>.npy: conv weight "
+        "HWCiCo, dwconv weight HWC, bias C, lut table [256], feature maps HWC, all int8 but the float32 weights and biases "
+        "of float_conv and float_dwconv (add: _pl, _add, _output; concat2, mul: _input0, _input1; concat: _input0 .. "
+        "_inputN; others: _input, _output). Shifts round half up; results saturate to [-128, 127]."),
+    "type": "array",
+    "minItems": 1,
+    "x-tf2ir-version": VERSION,
+}
+
+
+def layer_schema(record: type[IrLayer]) -> dict:
+    """The JSON Schema of one layer of `record`'s operation."""
+    op_schema = record.schema
+    properties: dict[str, dict] = {"operation": {"const": record.operation}}
+    for spec in dataclasses.fields(record):
+        definition = op_schema.fields.get(spec.name, FIELDS.get(spec.name))
+        if definition is None:
+            raise IrError(f"operation {record.operation}: field {spec.name} has no definition: give it one in "
+                          f"{record.__name__}.schema.fields, or in core/ir/fields.py when other operations share it")
+        properties[spec.name] = definition
+    required = [spec.name for spec in dataclasses.fields(record)
+                if not (spec.metadata.get("omit_default") or spec.metadata.get("optional"))]
+    branch = {"type": "object", "description": op_schema.doc, "required": ["operation", *required],
+              "properties": properties, "additionalProperties": False}
+    if op_schema.since is not None:
+        branch["x-since"] = op_schema.since
+    return branch
+
+
+@lru_cache(maxsize=1)
+def branches() -> dict[str, dict]:
+    """One branch per operation (validating a layer against its own gives messages that name the field):
+    seed 000's operations first, then each version's additions, by name within each."""
+    ordered = sorted(OPS.items(), key=lambda item: (item[1].record.schema.since or "1.0", item[0]))
+    return {name: layer_schema(op.record) for name, op in ordered}
+
+
+def ir_schema() -> dict:
+    return {**_HEADER, "items": {"oneOf": list(branches().values())}}
+
+
+def schema_text() -> str:
+    return json.dumps(ir_schema(), indent=2) + "\n"
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else SCHEMA_FILE
+    target.write_text(schema_text())
+    print(f"wrote {target}")

@@ -1,0 +1,71 @@
+"""TensorFlow Lite's fixed-point requantization, exactly as its reference kernels compute it
+(tensorflow/lite/kernels/internal/common.h and quantization_util.cc, the default double-rounding
+build): a real multiplier M becomes a 32-bit multiplier and a shift (`quantize_multiplier`), and
+an int32 accumulator x is rescaled by SaturatingRoundingDoublingHighMul then RoundingDivideByPOT
+(`multiply_by_quantized_multiplier`). Vectorized over numpy arrays in int64, where every
+intermediate of the C code fits, and wrapping to int32 where the C code's int32 arithmetic would.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def quantize_multiplier(multiplier: float) -> tuple[int, int]:
+    """(quantized_multiplier, shift) with multiplier ~ quantized_multiplier * 2^(shift - 31),
+    quantized_multiplier in [2^30, 2^31) (0 for 0): frexp's mantissa times 2^31 rounded half away
+    from zero (TfLiteRound); a mantissa that rounds up to 2^31 halves and the shift grows; a shift
+    below -31 flushes to zero, as QuantizeMultiplier does."""
+    multiplier = float(multiplier)
+    if not math.isfinite(multiplier) or multiplier < 0:
+        raise ValueError(f"multiplier {multiplier}: a requantization multiplier is finite and >= 0")
+    if multiplier == 0.0:
+        return 0, 0
+    mantissa, shift = math.frexp(multiplier)
+    fixed = int(math.floor(mantissa * (1 << 31) + 0.5))  # mantissa > 0: half away from zero
+    if fixed == 1 << 31:
+        fixed //= 2
+        shift += 1
+    if shift < -31:
+        return 0, 0
+    return fixed, shift
+
+
+def saturating_rounding_doubling_high_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """gemmlowp's SaturatingRoundingDoublingHighMul: the high 32 bits of 2ab, rounded half away
+    from zero; INT32_MIN * INT32_MIN (the one overflow) saturates to INT32_MAX."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    product = a * b
+    nudge = np.where(product >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
+    total = product + nudge
+    # C's int64 division truncates toward zero
+    high = np.where(total >= 0, total >> 31, -((-total) >> 31))
+    return np.where((a == INT32_MIN) & (b == INT32_MIN), np.int64(INT32_MAX), high)
+
+
+def rounding_divide_by_pot(x: np.ndarray, exponent) -> np.ndarray:
+    """x / 2^exponent rounded to nearest, ties away from zero (gemmlowp's RoundingDivideByPOT)."""
+    x, exponent = np.asarray(x, np.int64), np.asarray(exponent, np.int64)
+    mask = (np.int64(1) << exponent) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (x < 0)
+    return (x >> exponent) + (remainder > threshold)
+
+
+def wrap_int32(x: np.ndarray) -> np.ndarray:
+    """x reduced to int32 as two's complement arithmetic would leave it."""
+    return ((np.asarray(x, np.int64) + 2**31) % 2**32) - 2**31
+
+
+def multiply_by_quantized_multiplier(x: np.ndarray, multiplier, shift) -> np.ndarray:
+    """MultiplyByQuantizedMultiplier(x, multiplier, shift): x * 2^max(shift, 0) (int32), the
+    doubling high multiply, then a rounding right shift by max(-shift, 0). `multiplier` and
+    `shift` broadcast against x (per channel: the last axis)."""
+    shift = np.asarray(shift, np.int64)
+    left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
+    scaled = wrap_int32(np.asarray(x, np.int64) << left)
+    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(scaled, multiplier), right)
