@@ -69,3 +69,38 @@ def multiply_by_quantized_multiplier(x: np.ndarray, multiplier, shift) -> np.nda
     left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
     scaled = wrap_int32(np.asarray(x, np.int64) << left)
     return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(scaled, multiplier), right)
+
+
+def multiply_by_quantized_multiplier_single_rounding(x: np.ndarray, multiplier, shift) -> np.ndarray:
+    """x * multiplier * 2^(shift - 31) rounded once, half up, in 64 bits: (x * multiplier +
+    2^(30 - shift)) >> (31 - shift), TFLite's single-rounding MultiplyByQuantizedMultiplier (what its
+    reference FULLY_CONNECTED computes in TensorFlow 2.21; its convolutions round twice)."""
+    total = 31 - np.asarray(shift, np.int64)
+    return (np.asarray(x, np.int64) * np.asarray(multiplier, np.int64) + (np.int64(1) << (total - 1))) >> total
+
+
+ROUNDINGS = {"double": multiply_by_quantized_multiplier, "single": multiply_by_quantized_multiplier_single_rounding}
+
+
+def _round_half_away(value: float) -> int:
+    return int(math.copysign(math.floor(abs(value) + 0.5), value))
+
+
+def activation_range(activation: str, scale: float, zero_point: int, qmin: int = -128, qmax: int = 127) -> tuple[int, int]:
+    """The int8 clamp of a fused activation (CalculateActivationRangeQuantized): its real bounds
+    quantized as TFLite does, zero_point + round(bound / scale) with the division in float32."""
+    def quantize(bound: float) -> int:
+        return zero_point + _round_half_away(float(np.float32(bound) / np.float32(scale)))
+    bounds = {"NONE": (qmin, qmax), "RELU": (max(qmin, quantize(0.0)), qmax),
+              "RELU6": (max(qmin, quantize(0.0)), min(qmax, quantize(6.0))),
+              "RELU_N1_TO_1": (max(qmin, quantize(-1.0)), min(qmax, quantize(1.0)))}
+    if activation not in bounds:
+        raise ValueError(f"fused activation {activation}: the int8 kernels clamp {', '.join(bounds)}")
+    return bounds[activation]
+
+
+def requantize(accumulator: np.ndarray, multiplier, shift, zero_point: int, low: int, high: int, rounding: str = "double") -> np.ndarray:
+    """int32 accumulators to int8: rescaled by (multiplier, shift) with `rounding` (ROUNDINGS), plus
+    the output zero point, clamped to [low, high] (the activation's range)."""
+    scaled = ROUNDINGS[rounding](accumulator, multiplier, shift) + zero_point
+    return np.clip(scaled, low, high).astype(np.int8)

@@ -1,0 +1,198 @@
+"""A `.tflite` file as the toolchain reads it: its one subgraph's tensors (shape, type, constant data,
+quantization: scales, zero points, the quantized axis) and operators (builtin name, input and output
+tensors, options), parsed with TensorFlow's own flatbuffer bindings
+(tensorflow.lite.tools.flatbuffer_utils, generated from TFLite's schema and kept with it) and checked
+before anything is computed: a malformed or truncated file, an operator outside OPERATORS, or a tensor
+type the int8 scheme has no kernels for is one TfliteError naming the file, the operator's index or the
+tensor, and what would work."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tensorflow.lite.python import schema_py_generated as schema
+from tensorflow.lite.tools import flatbuffer_utils
+
+from core.limits import MemoryBudget, elements
+
+FILE_IDENTIFIER = b"TFL3"
+# what the toolchain reads: the MLPerf Tiny int8 models' operators and what TFLite's converter emits for
+# the Keras layers the project takes (issue 27)
+OPERATORS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "AVERAGE_POOL_2D", "MAX_POOL_2D", "RESHAPE",
+             "SOFTMAX", "MEAN", "PAD", "CONCATENATION", "MUL", "LOGISTIC", "TANH", "HARD_SWISH", "LEAKY_RELU",
+             "RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR", "QUANTIZE", "DEQUANTIZE")
+# tensor types: int8 activations and weights, int32 biases and shapes, float32 (a float model, or around
+# QUANTIZE / DEQUANTIZE); the others have no kernels in the int8 scheme
+TENSOR_TYPES = {"INT8": np.int8, "INT32": np.int32, "FLOAT32": np.float32}
+_OPERATOR_NAMES = {code: name for name, code in vars(schema.BuiltinOperator).items() if not name.startswith("_")}
+_TYPE_NAMES = {code: name for name, code in vars(schema.TensorType).items() if not name.startswith("_")}
+_PADDING = {schema.Padding.SAME: "SAME", schema.Padding.VALID: "VALID"}
+_ACTIVATIONS = {value: name for name, value in vars(schema.ActivationFunctionType).items() if not name.startswith("_")}
+
+
+class TfliteError(ValueError):
+    """A .tflite file the toolchain cannot take; the message names the file and what to do."""
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """real = (q - zero_point) * scale, per channel along `axis` when there are several."""
+
+    scale: np.ndarray  # float32, one per channel (or one)
+    zero_point: np.ndarray  # int64, as many
+    axis: int = 0
+
+    @property
+    def per_channel(self) -> bool:
+        return self.scale.size > 1
+
+
+@dataclass(frozen=True)
+class TfliteTensor:
+    index: int
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # "INT8", "INT32", "FLOAT32"
+    quantization: Quantization | None
+    data: np.ndarray | None = None  # a constant's value (weights, biases, shapes)
+
+    @property
+    def numpy_dtype(self) -> type:
+        return TENSOR_TYPES[self.dtype]
+
+
+@dataclass(frozen=True)
+class TfliteOperator:
+    index: int
+    name: str  # the builtin operator, e.g. "CONV_2D"
+    inputs: tuple[int, ...]  # tensor indices; -1: an optional input left out (a conv without bias)
+    outputs: tuple[int, ...]
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def option(self, key: str, default: Any = None) -> Any:
+        return self.options.get(key, default)
+
+    @property
+    def padding(self) -> str:
+        return _PADDING[self.options["padding"]]
+
+    @property
+    def activation(self) -> str:
+        """The fused activation: "NONE", "RELU", "RELU6", "RELU_N1_TO_1", ..."""
+        return _ACTIVATIONS[self.options.get("fusedActivationFunction", 0)]
+
+
+@dataclass(frozen=True)
+class TfliteModel:
+    path: str
+    tensors: tuple[TfliteTensor, ...]
+    operators: tuple[TfliteOperator, ...]
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+    def tensor(self, index: int) -> TfliteTensor:
+        return self.tensors[index]
+
+    @property
+    def quantized(self) -> bool:
+        """An int8 model: its activations are int8 (its input, or what its QUANTIZE makes of it)."""
+        return any(tensor.dtype == "INT8" and tensor.data is None for tensor in self.tensors)
+
+
+def read_tflite(path: Path, budget: MemoryBudget | None = None) -> TfliteModel:
+    """The model in `path`, every part checked (see the module's docstring)."""
+    path = Path(path)
+    if not path.is_file():
+        raise TfliteError(f"{path}: no such file; expected a .tflite flatbuffer; fix model.file.path")
+    if budget is not None:
+        budget.check(f"model file {path}", path.stat().st_size)
+    data = path.read_bytes()
+    if len(data) < 8 or data[4:8] != FILE_IDENTIFIER:
+        raise TfliteError(f"{path}: not a TensorFlow Lite flatbuffer (no {FILE_IDENTIFIER.decode()} identifier at bytes 4-8); "
+                          "expected a .tflite file from TFLite's converter")
+    try:
+        model = flatbuffer_utils.convert_bytearray_to_object(bytearray(data))
+    except Exception as error:  # the generated bindings raise whatever a bad offset leads them to
+        raise TfliteError(f"{path}: damaged or truncated flatbuffer ({type(error).__name__}: {error}); "
+                          "convert the model again") from None
+    subgraphs = model.subgraphs or []
+    if len(subgraphs) != 1:
+        raise TfliteError(f"{path}: {len(subgraphs)} subgraphs; the toolchain reads models of one (no control flow)")
+    graph = subgraphs[0]
+    tensors = tuple(_tensor(path, model, index, tensor, budget) for index, tensor in enumerate(graph.tensors or []))
+    operators = tuple(_operator(path, model, index, operator, len(tensors)) for index, operator in enumerate(graph.operators or []))
+    inputs, outputs = (tuple(int(i) for i in (ends if ends is not None else [])) for ends in (graph.inputs, graph.outputs))
+    if len(inputs) != 1 or not outputs:
+        raise TfliteError(f"{path}: {len(inputs)} inputs and {len(outputs)} outputs; the toolchain takes one input and at least one output")
+    return TfliteModel(str(path), tensors, operators, inputs, outputs)
+
+
+def _name(value) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _tensor(path: Path, model, index: int, tensor, budget: MemoryBudget | None) -> TfliteTensor:
+    name = _name(tensor.name)
+    type_name = _TYPE_NAMES.get(tensor.type, f"type {tensor.type}")
+    if type_name not in TENSOR_TYPES:
+        raise TfliteError(f"{path}: tensor {index} ({name}) is {type_name}; the toolchain takes int8 models (int8 activations and "
+                          f"weights, int32 biases) or float32 ones: convert with inference_input_type and inference_output_type "
+                          f"tf.int8 (not uint8), and without the 16x8 (int16 activation) mode")
+    shape = tuple(int(d) for d in (tensor.shape if tensor.shape is not None else []))
+    if any(d < 0 for d in shape[1:]):
+        raise TfliteError(f"{path}: tensor {index} ({name}) has shape {list(shape)}; every dimension but the batch must be known")
+    return TfliteTensor(index, name, shape, type_name, _quantization(path, index, name, tensor.quantization, shape),
+                        _constant(path, model, index, name, tensor, shape, TENSOR_TYPES[type_name], budget))
+
+
+def _quantization(path: Path, index: int, name: str, quantization, shape: tuple[int, ...]) -> Quantization | None:
+    if quantization is None or quantization.scale is None or len(quantization.scale) == 0:
+        return None
+    scale = np.asarray(quantization.scale, np.float32)
+    zero_point = np.asarray(quantization.zeroPoint if quantization.zeroPoint is not None else np.zeros(scale.size), np.int64)
+    axis = int(quantization.quantizedDimension)
+    if zero_point.size != scale.size or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+        raise TfliteError(f"{path}: tensor {index} ({name}): quantization with {scale.size} scale(s) and {zero_point.size} zero "
+                          f"point(s), or a scale that is not positive and finite")
+    if scale.size > 1 and (axis >= len(shape) or shape[axis] != scale.size):
+        raise TfliteError(f"{path}: tensor {index} ({name}): {scale.size} per-channel scales along axis {axis} of shape {list(shape)}")
+    return Quantization(scale, zero_point, axis)
+
+
+def _constant(path: Path, model, index: int, name: str, tensor, shape: tuple[int, ...], dtype, budget) -> np.ndarray | None:
+    buffers = model.buffers or []
+    if tensor.buffer >= len(buffers):
+        raise TfliteError(f"{path}: tensor {index} ({name}) refers to buffer {tensor.buffer} of {len(buffers)}")
+    raw = buffers[tensor.buffer].data
+    if raw is None or len(raw) == 0:
+        return None
+    expected = elements(shape) * np.dtype(dtype).itemsize
+    if budget is not None:
+        budget.check(f"constant tensor {index} ({name}) of {path}", expected)
+    if len(raw) != expected:
+        raise TfliteError(f"{path}: tensor {index} ({name}) holds {len(raw)} bytes; its shape {list(shape)} of {np.dtype(dtype).name} "
+                          f"needs {expected}: the file is damaged")
+    return np.frombuffer(bytes(raw), dtype=np.dtype(dtype).newbyteorder("<")).astype(dtype).reshape(shape)
+
+
+def _operator(path: Path, model, index: int, operator, tensor_count: int) -> TfliteOperator:
+    codes = model.operatorCodes or []
+    if operator.opcodeIndex >= len(codes):
+        raise TfliteError(f"{path}: operator {index} refers to operator code {operator.opcodeIndex} of {len(codes)}")
+    code = codes[operator.opcodeIndex]
+    builtin = max(int(code.builtinCode), int(code.deprecatedBuiltinCode))
+    name = _OPERATOR_NAMES.get(builtin, f"builtin {builtin}")
+    if name == "CUSTOM" or name not in OPERATORS:
+        what = f"custom operator {_name(code.customCode)!r}" if name == "CUSTOM" else name
+        raise TfliteError(f"{path}: operator {index} is {what}, which the toolchain does not read; it reads "
+                          f"{', '.join(OPERATORS)}. Cut the model before it (convert a sub-model) or replace the layer")
+    inputs = tuple(int(i) for i in (operator.inputs if operator.inputs is not None else []))
+    outputs = tuple(int(i) for i in (operator.outputs if operator.outputs is not None else []))
+    if any(not -1 <= i < tensor_count for i in inputs) or any(not 0 <= i < tensor_count for i in outputs):
+        raise TfliteError(f"{path}: operator {index} ({name}) refers to tensors {list(inputs)} -> {list(outputs)}, beyond the "
+                          f"{tensor_count} the model has: the file is damaged")
+    options = {key: value for key, value in vars(operator.builtinOptions).items()} if operator.builtinOptions is not None else {}
+    return TfliteOperator(index, name, inputs, outputs, options)

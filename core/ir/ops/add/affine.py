@@ -1,0 +1,33 @@
+"""add on the tflite_int8 scheme, as TFLite's reference kernel computes it (add.cc's int8 Prepare,
+reference_integer_ops::Add): each input, less its zero point, shifted left 20 bits and rescaled by its
+own multiplier to twice the larger input scale, summed, rescaled to the output scale, plus the output
+zero point, clamped to the fused activation's range."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.quantize.tflite_math import multiply_by_quantized_multiplier, quantize_multiplier, requantize
+
+LEFT_SHIFT = 20  # int8 inputs: headroom for the rescaled values in int32
+
+
+def add_requantization(first_scale: float, second_scale: float, output_scale: float) -> tuple[tuple[int, int], ...]:
+    """(multiplier, shift) of each input and of the output, as add.cc derives them in double from the
+    float32 scales: twice the larger input scale (a float32 product), each input's scale over it, and it
+    over 2^20 x the output scale (a float32 product)."""
+    twice_max = float(np.float32(2) * max(np.float32(first_scale), np.float32(second_scale)))
+    output = float(np.float32(1 << LEFT_SHIFT) * np.float32(output_scale))
+    return (quantize_multiplier(float(np.float32(first_scale)) / twice_max),
+            quantize_multiplier(float(np.float32(second_scale)) / twice_max),
+            quantize_multiplier(twice_max / output))
+
+
+def add_affine(first: np.ndarray, second: np.ndarray, zero_points: tuple[int, int], requantization, output_zero_point: int,
+               activation_range: tuple[int, int]) -> np.ndarray:
+    """int8 + int8 of one shape -> int8."""
+    (first_multiplier, first_shift), (second_multiplier, second_shift), (output_multiplier, output_shift) = requantization
+    scaled = [multiply_by_quantized_multiplier((values.astype(np.int64) - zero_point) << LEFT_SHIFT, multiplier, shift)
+              for values, zero_point, multiplier, shift in ((first, zero_points[0], first_multiplier, first_shift),
+                                                           (second, zero_points[1], second_multiplier, second_shift))]
+    return requantize(scaled[0] + scaled[1], output_multiplier, output_shift, output_zero_point, *activation_range)

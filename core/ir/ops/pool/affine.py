@@ -1,0 +1,26 @@
+"""average and max pooling on the tflite_int8 scheme (input and output share scale and zero point),
+as TFLite's reference kernels compute them (reference_integer_ops::AveragePool, MaxPool): over the
+window's elements inside the image only; the mean's int32 sum divided by their count rounding half
+away from zero (C's truncating division of sum +- count / 2); the fused activation's clamp."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.ir.ops.conv.affine import windows
+
+
+def average_pool_affine(inputs: np.ndarray, kernel, stride, pads, activation_range: tuple[int, int]) -> np.ndarray:
+    patches = windows(inputs.astype(np.float64), kernel, stride, (1, 1), pads, 0.0)
+    inside = windows(np.ones((1, *inputs.shape[1:3], 1)), kernel, stride, (1, 1), pads, 0.0)
+    total = np.rint(patches.sum(axis=(4, 5))).astype(np.int64)
+    count = np.rint(inside.sum(axis=(4, 5))).astype(np.int64)
+    half = count // 2
+    numerator = np.where(total > 0, total + half, total - half)
+    mean = np.sign(numerator) * (np.abs(numerator) // count)  # C division: toward zero
+    return np.clip(mean, *activation_range).astype(np.int8)
+
+
+def max_pool_affine(inputs: np.ndarray, kernel, stride, pads, activation_range: tuple[int, int]) -> np.ndarray:
+    patches = windows(inputs.astype(np.int16), kernel, stride, (1, 1), pads, np.iinfo(np.int16).min)
+    return np.clip(patches.max(axis=(4, 5)), *activation_range).astype(np.int8)

@@ -1,0 +1,123 @@
+"""An int8 `.tflite` model (core/frontend/tflite.py) run operator by operator with the tflite_int8
+scheme's kernels (core/ir/ops/*/affine.py), every tensor kept: what the simulator of the tflite_int8
+target computes, compared tensor by tensor with TensorFlow Lite's reference kernels
+(core/quantize/tflite_reference.py). Each operator's row in KERNELS derives its kernel's parameters
+from the tensors' quantization exactly as TFLite's Prepare does; an operator without a row is refused
+naming it and its index."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
+from core.ir.ops.add.affine import add_affine, add_requantization
+from core.ir.ops.conv.affine import conv_affine, fully_connected_affine, padding, requantization
+from core.ir.ops.pool.affine import average_pool_affine, max_pool_affine
+from core.ir.ops.softmax.affine import softmax_affine, softmax_table
+from core.quantize.tflite_math import activation_range
+
+Values = dict[int, np.ndarray]
+
+
+def _scale_and_zero_point(model: TfliteModel, index: int) -> tuple[float, int]:
+    tensor = model.tensor(index)
+    if tensor.quantization is None or tensor.dtype != "INT8":
+        raise TfliteError(f"{model.path}: tensor {index} ({tensor.name}) is {tensor.dtype} without int8 quantization; "
+                          "the int8 kernels need int8 activations with a scale and a zero point")
+    return float(tensor.quantization.scale[0]), int(tensor.quantization.zero_point[0])
+
+
+def _clamp(model: TfliteModel, operator: TfliteOperator) -> tuple[int, int]:
+    return activation_range(operator.activation, *_scale_and_zero_point(model, operator.outputs[0]))
+
+
+def _window(operator: TfliteOperator, shape, kernel: tuple[int, int]):
+    stride = (operator.option("strideH", 1), operator.option("strideW", 1))
+    dilation = (operator.option("dilationHFactor", 1), operator.option("dilationWFactor", 1))
+    same = operator.padding == "SAME"
+    _, top, bottom = padding(shape[1], kernel[0], stride[0], dilation[0], same)
+    _, left, right = padding(shape[2], kernel[1], stride[1], dilation[1], same)
+    return stride, dilation, (top, bottom, left, right)
+
+
+def _weighted(model: TfliteModel, operator: TfliteOperator, values: Values):
+    inputs, weight_index = values[operator.inputs[0]], operator.inputs[1]
+    weight = model.tensor(weight_index)
+    bias = model.tensor(operator.inputs[2]).data if len(operator.inputs) > 2 and operator.inputs[2] >= 0 else None
+    input_scale, input_zero_point = _scale_and_zero_point(model, operator.inputs[0])
+    output_scale, output_zero_point = _scale_and_zero_point(model, operator.outputs[0])
+    if weight.data is None or weight.quantization is None:
+        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}): its weight {weight.name} is not a quantized constant")
+    multipliers, shifts = requantization(input_scale, weight.quantization.scale, output_scale)
+    return inputs, weight.data, bias, input_zero_point, multipliers, shifts, output_zero_point
+
+
+def _conv(model, operator, values, depthwise: bool = False):
+    inputs, weight, bias, zero_point, multipliers, shifts, output_zero_point = _weighted(model, operator, values)
+    stride, dilation, pads = _window(operator, inputs.shape, weight.shape[1:3])
+    return conv_affine(inputs, zero_point, weight, bias, multipliers, shifts, output_zero_point, _clamp(model, operator),
+                       stride, dilation, pads, depthwise=depthwise)
+
+
+def _fully_connected(model, operator, values):
+    inputs, weight, bias, zero_point, multipliers, shifts, output_zero_point = _weighted(model, operator, values)
+    return fully_connected_affine(inputs, zero_point, weight, bias, multipliers, shifts, output_zero_point, _clamp(model, operator))
+
+
+def _add(model, operator, values):
+    first, second = (values[index] for index in operator.inputs)
+    if first.shape != second.shape:
+        raise TfliteError(f"{model.path}: operator {operator.index} (ADD) of shapes {list(first.shape)} and {list(second.shape)}; "
+                          "the int8 kernels add tensors of one shape")
+    (first_scale, first_zero), (second_scale, second_zero), (output_scale, output_zero) = (
+        _scale_and_zero_point(model, index) for index in (*operator.inputs, operator.outputs[0]))
+    return add_affine(first, second, (first_zero, second_zero), add_requantization(first_scale, second_scale, output_scale),
+                      output_zero, _clamp(model, operator))
+
+
+def _pool(kernel: Callable):
+    def run(model, operator, values):
+        inputs = values[operator.inputs[0]]
+        size = (operator.option("filterHeight"), operator.option("filterWidth"))
+        stride, _, pads = _window(operator, inputs.shape, size)
+        return kernel(inputs, size, stride, pads, _clamp(model, operator))
+    return run
+
+
+def _reshape(model, operator, values):
+    inputs = values[operator.inputs[0]]
+    shape = model.tensor(operator.outputs[0]).shape
+    return inputs.reshape(len(inputs), *shape[1:])
+
+
+def _softmax(model, operator, values):
+    input_scale, _ = _scale_and_zero_point(model, operator.inputs[0])
+    output_scale, output_zero_point = _scale_and_zero_point(model, operator.outputs[0])
+    table = softmax_table(input_scale, operator.option("beta", 1.0))
+    return softmax_affine(values[operator.inputs[0]], table, output_scale, output_zero_point)
+
+
+KERNELS: dict[str, Callable[[TfliteModel, TfliteOperator, Values], np.ndarray]] = {
+    "CONV_2D": _conv,
+    "DEPTHWISE_CONV_2D": lambda model, operator, values: _conv(model, operator, values, depthwise=True),
+    "FULLY_CONNECTED": _fully_connected,
+    "ADD": _add,
+    "AVERAGE_POOL_2D": _pool(average_pool_affine),
+    "MAX_POOL_2D": _pool(max_pool_affine),
+    "RESHAPE": _reshape,
+    "SOFTMAX": _softmax,
+}
+
+
+def run_int8(model: TfliteModel, inputs: np.ndarray) -> Values:
+    """Every tensor (by index) after running `model` on `inputs` (int8, a batch)."""
+    missing = [f"{operator.name} (operator {operator.index})" for operator in model.operators if operator.name not in KERNELS]
+    if missing:
+        raise TfliteError(f"{model.path}: no int8 kernel yet for {', '.join(missing)}; the tflite_int8 kernels cover "
+                          f"{', '.join(KERNELS)}")
+    values: Values = {model.inputs[0]: np.asarray(inputs, np.int8)}
+    for operator in model.operators:
+        values[operator.outputs[0]] = KERNELS[operator.name](model, operator, values)
+    return values

@@ -1,0 +1,137 @@
+"""TensorFlow Lite int8 models: read (core/frontend/tflite.py) and run with the tflite_int8 scheme's
+kernels (core/ir/tflite_interpreter.py), every tensor compared with TFLite's own reference kernels
+(tf.lite.Interpreter with the BUILTIN_REF resolver): MLCommons' ResNet-8 from ../shared, and models the
+tests build in Keras and convert with TFLite's converter (full-int8 PTQ) covering each operator, its
+padding, strides, dilations, depth multipliers and fused activations. Bad files are one clear error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import CIFAR10_DIR, MODELS
+from core.data.datasets import load_cifar10
+from core.frontend.tflite import OPERATORS, TfliteError, read_tflite
+from core.ir.tflite_interpreter import KERNELS, run_int8
+from core.quantize.tflite_reference import reference_tensors
+
+RESNET8 = MODELS / "mlperf_tiny_resnet8" / "pretrainedResnet_quant.tflite"
+needs_resnet8 = pytest.mark.skipif(not (RESNET8.exists() and CIFAR10_DIR.exists()),
+                                   reason=f"{RESNET8} or {CIFAR10_DIR} is missing: the shared test data are not beside the checkout")
+
+
+def _assert_every_tensor_equal(path, inputs) -> dict:
+    model = read_tflite(path)
+    ours, reference = run_int8(model, inputs), reference_tensors(path, inputs)
+    for operator in model.operators:
+        output = operator.outputs[0]
+        differing = np.flatnonzero(ours[output].astype(np.int32).ravel() != reference[output].astype(np.int32).ravel())
+        assert differing.size == 0, (f"operator {operator.index} ({operator.name}): {differing.size} of {ours[output].size} values "
+                                     f"differ from TFLite's reference kernels")
+    return ours
+
+
+@needs_resnet8
+def test_mlcommons_resnet8_every_tensor_as_tflites_reference_kernels_and_its_top1():
+    images, labels = load_cifar10(CIFAR10_DIR, "test_batch")
+    inputs = (images.astype(np.int16) - 128).astype(np.int8)  # the model's input: int8 = pixel - 128 (scale 1, zero point -128)
+    model = read_tflite(RESNET8)
+    assert model.tensor(model.inputs[0]).quantization.zero_point[0] == -128
+    _assert_every_tensor_equal(RESNET8, inputs[:96])
+    scores = run_int8(model, inputs)[model.outputs[0]]
+    # the reference kernels' top-1 on these 846 images, measured independently (../shared/models/README.md): 744
+    assert int((scores.argmax(axis=1) == labels).sum()) == 744
+
+
+def _convert(model: tf.keras.Model, shape, seed: int = 0) -> bytes:
+    rng = np.random.default_rng(seed)
+    samples = [rng.normal(0, 1, (1, *shape)).astype(np.float32) for _ in range(16)]
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([sample] for sample in samples)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = converter.inference_output_type = tf.int8
+    return converter.convert()
+
+
+def _every_operator_model() -> tf.keras.Model:
+    """Each kernel's cases: SAME and VALID, strides 1 and 2, depth multipliers 1 and 2, a
+    pool whose SAME windows straddle the border, each fused activation, a residual add, dense, softmax."""
+    tf.keras.utils.set_random_seed(3)
+    layers = tf.keras.layers
+    inputs = tf.keras.Input((17, 15, 3))
+    x = layers.Conv2D(8, 3, strides=2, padding="same", activation="relu6")(inputs)
+    x = layers.DepthwiseConv2D(3, padding="same", activation="relu")(x)
+    skip = layers.Conv2D(8, 1)(x)
+    y = layers.Conv2D(8, 3, padding="same")(x)
+    x = layers.Add()([skip, y])
+    x = layers.DepthwiseConv2D(3, depth_multiplier=2, padding="valid")(x)
+    x = layers.MaxPooling2D(3, strides=2, padding="same")(x)
+    x = layers.AveragePooling2D(2, strides=1, padding="same")(x)
+    x = layers.Conv2D(6, (2, 3), strides=(1, 2), padding="valid", activation="relu")(x)
+    x = layers.Lambda(lambda t: tf.reshape(t, [-1, 3 * 1 * 6]))(x)  # RESHAPE by a constant (Keras 3's Flatten reads the shape)
+    x = layers.Dense(10)(x)
+    return tf.keras.Model(inputs, layers.Softmax()(x))
+
+
+@pytest.fixture(scope="module")
+def every_operator_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tflite") / "every_operator.tflite"
+    path.write_bytes(_convert(_every_operator_model(), (17, 15, 3)))
+    return path
+
+
+def test_a_converted_model_of_every_kernel_runs_as_tflites_reference_kernels(every_operator_file):
+    model = read_tflite(every_operator_file)
+    assert {operator.name for operator in model.operators} == set(KERNELS)
+    rng = np.random.default_rng(1)
+    # the whole int8 range, its extremes included: zero points and clamps at their limits
+    inputs = rng.integers(-128, 128, (24, 17, 15, 3)).astype(np.int8)
+    inputs[0], inputs[1] = -128, 127
+    _assert_every_tensor_equal(every_operator_file, inputs)
+
+
+def test_the_kernels_registry_covers_only_operators_the_reader_takes():
+    assert set(KERNELS) <= set(OPERATORS)
+
+
+# --- bad files: one error each, naming the file and what to do -------------------------------------
+def test_a_file_that_is_not_a_flatbuffer_is_refused(tmp_path):
+    path = tmp_path / "model.tflite"
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(100))
+    with pytest.raises(TfliteError, match=rf"{path}: not a TensorFlow Lite flatbuffer"):
+        read_tflite(path)
+
+
+@pytest.mark.parametrize("keep", [0.3, 0.6, 0.95])
+def test_a_truncated_file_is_refused_naming_it(every_operator_file, tmp_path, keep):
+    data = every_operator_file.read_bytes()
+    path = tmp_path / "truncated.tflite"
+    path.write_bytes(data[: int(len(data) * keep)])
+    with pytest.raises(TfliteError, match=rf"{path}: (damaged|.*the file is damaged|.*refers to)"):
+        read_tflite(path)
+
+
+def test_an_unsupported_operator_is_refused_naming_it_and_its_index(tmp_path):
+    inputs = tf.keras.Input((4,))
+    hidden = tf.keras.layers.Dense(3)(inputs)
+    model = tf.keras.Model(inputs, tf.keras.layers.Lambda(lambda x: tf.math.sqrt(tf.abs(x)))(hidden))
+    path = tmp_path / "sqrt.tflite"
+    path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
+    with pytest.raises(TfliteError, match=r"operator 1 is ABS, which the toolchain does not read; it reads CONV_2D"):
+        read_tflite(path)
+
+
+def test_uint8_tensors_are_refused_naming_the_tensor_and_the_conversion_that_works(tmp_path):
+    inputs = tf.keras.Input((4,))
+    model = tf.keras.Model(inputs, tf.keras.layers.Dense(3)(inputs))
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([np.ones((1, 4), np.float32)] for _ in range(4))
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = tf.uint8
+    path = tmp_path / "uint8.tflite"
+    path.write_bytes(converter.convert())
+    with pytest.raises(TfliteError, match=r"tensor \d+ \(.*\) is UINT8; .*inference_input_type and inference_output_type tf.int8"):
+        read_tflite(path)
