@@ -13,12 +13,20 @@ import numpy as np
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
 from core.ir.ops.add.affine import add_affine, add_requantization
+from core.ir.ops.concat.affine import concat_affine
 from core.ir.ops.conv.affine import conv_affine, fully_connected_affine, padding, requantization
-from core.ir.ops.pool.affine import average_pool_affine, max_pool_affine
+from core.ir.ops.lut.affine import lookup_table, lut_affine
+from core.ir.ops.mul.affine import mul_affine, mul_requantization
+from core.ir.ops.pool.affine import average_pool_affine, max_pool_affine, mean_affine
 from core.ir.ops.softmax.affine import softmax_affine, softmax_table
-from core.quantize.tflite_math import activation_range
+from core.quantize.tflite_math import activation_range, affine_quantize, dequantize, quantize_multiplier, requantize
 
 Values = dict[int, np.ndarray]
+
+
+def _operand(model: TfliteModel, values: Values, index: int) -> np.ndarray:
+    """A computed tensor's value, or a constant's (an int8 tensor stored in the file)."""
+    return values[index] if index in values else model.tensor(index).data
 
 
 def _scale_and_zero_point(model: TfliteModel, index: int) -> tuple[float, int]:
@@ -67,7 +75,7 @@ def _fully_connected(model, operator, values):
 
 
 def _add(model, operator, values):
-    first, second = (values[index] for index in operator.inputs)
+    first, second = (_operand(model, values, index) for index in operator.inputs)
     if first.shape != second.shape:
         raise TfliteError(f"{model.path}: operator {operator.index} (ADD) of shapes {list(first.shape)} and {list(second.shape)}; "
                           "the int8 kernels add tensors of one shape")
@@ -99,6 +107,64 @@ def _softmax(model, operator, values):
     return softmax_affine(values[operator.inputs[0]], table, output_scale, output_zero_point)
 
 
+def _mul(model, operator, values):
+    first, second = (_operand(model, values, index) for index in operator.inputs)
+    (first_scale, first_zero), (second_scale, second_zero), (output_scale, output_zero) = (
+        _scale_and_zero_point(model, index) for index in (*operator.inputs, operator.outputs[0]))
+    return mul_affine(first, second, (first_zero, second_zero), mul_requantization(first_scale, second_scale, output_scale),
+                      output_zero, _clamp(model, operator))
+
+
+def _constant(model: TfliteModel, operator: TfliteOperator, position: int) -> np.ndarray:
+    tensor = model.tensor(operator.inputs[position])
+    if tensor.data is None:
+        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}): input {position} ({tensor.name}) is computed; "
+                          "the int8 kernels take it as a constant")
+    return tensor.data
+
+
+def _mean(model, operator, values):
+    inputs = values[operator.inputs[0]]
+    axes = tuple(sorted(int(axis) % inputs.ndim for axis in np.atleast_1d(_constant(model, operator, 1))))
+    (input_scale, input_zero), (output_scale, output_zero) = (_scale_and_zero_point(model, index)
+                                                              for index in (operator.inputs[0], operator.outputs[0]))
+    multiplier, shift = quantize_multiplier(float(np.float32(input_scale)) / float(np.float32(output_scale)))
+    return mean_affine(inputs, axes, bool(operator.option("keepDims", False)), input_zero, multiplier, shift, output_zero)
+
+
+def _pad(model, operator, values):
+    _, zero_point = _scale_and_zero_point(model, operator.outputs[0])
+    return np.pad(values[operator.inputs[0]], _constant(model, operator, 1).astype(np.int64).tolist(), constant_values=zero_point)
+
+
+def _concatenation(model, operator, values):
+    output = _scale_and_zero_point(model, operator.outputs[0])
+    rescaled = [index for index in operator.inputs if _scale_and_zero_point(model, index) != output]
+    if rescaled or operator.activation != "NONE":
+        raise TfliteError(f"{model.path}: operator {operator.index} (CONCATENATION): inputs {rescaled} at another scale or zero point "
+                          f"than the output, or a fused activation; TFLite's converter gives them the output's")
+    return concat_affine([values[index] for index in operator.inputs], operator.option("axis", 0))
+
+
+def _lut(model, operator, values):
+    table = lookup_table(operator.name, *_scale_and_zero_point(model, operator.inputs[0]), *_scale_and_zero_point(model, operator.outputs[0]))
+    return lut_affine(values[operator.inputs[0]], table)
+
+
+def _quantize(model, operator, values):
+    """float32 -> int8, or int8 -> int8 at another scale (the converter's requantization before a concatenation)."""
+    output_scale, output_zero = _scale_and_zero_point(model, operator.outputs[0])
+    if model.tensor(operator.inputs[0]).dtype == "FLOAT32":
+        return affine_quantize(values[operator.inputs[0]], output_scale, output_zero)
+    input_scale, input_zero = _scale_and_zero_point(model, operator.inputs[0])
+    multiplier, shift = quantize_multiplier(float(np.float32(input_scale)) / float(np.float32(output_scale)))
+    return requantize(values[operator.inputs[0]].astype(np.int64) - input_zero, multiplier, shift, output_zero, -128, 127)
+
+
+def _dequantize(model, operator, values):
+    return dequantize(values[operator.inputs[0]], *_scale_and_zero_point(model, operator.inputs[0]))
+
+
 KERNELS: dict[str, Callable[[TfliteModel, TfliteOperator, Values], np.ndarray]] = {
     "CONV_2D": _conv,
     "DEPTHWISE_CONV_2D": lambda model, operator, values: _conv(model, operator, values, depthwise=True),
@@ -108,16 +174,25 @@ KERNELS: dict[str, Callable[[TfliteModel, TfliteOperator, Values], np.ndarray]] 
     "MAX_POOL_2D": _pool(max_pool_affine),
     "RESHAPE": _reshape,
     "SOFTMAX": _softmax,
+    "MUL": _mul,
+    "MEAN": _mean,
+    "PAD": _pad,
+    "CONCATENATION": _concatenation,
+    "LOGISTIC": _lut,
+    "TANH": _lut,
+    "QUANTIZE": _quantize,
+    "DEQUANTIZE": _dequantize,
 }
 
 
 def run_int8(model: TfliteModel, inputs: np.ndarray) -> Values:
-    """Every tensor (by index) after running `model` on `inputs` (int8, a batch)."""
+    """Every tensor (by index) after running `model` on `inputs` (a batch in the model's input type: int8,
+    or float32 for a model that quantizes its input itself)."""
     missing = [f"{operator.name} (operator {operator.index})" for operator in model.operators if operator.name not in KERNELS]
     if missing:
         raise TfliteError(f"{model.path}: no int8 kernel yet for {', '.join(missing)}; the tflite_int8 kernels cover "
                           f"{', '.join(KERNELS)}")
-    values: Values = {model.inputs[0]: np.asarray(inputs, np.int8)}
+    values: Values = {model.inputs[0]: np.asarray(inputs, model.tensor(model.inputs[0]).numpy_dtype)}
     for operator in model.operators:
         values[operator.outputs[0]] = KERNELS[operator.name](model, operator, values)
     return values

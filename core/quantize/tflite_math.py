@@ -104,3 +104,16 @@ def requantize(accumulator: np.ndarray, multiplier, shift, zero_point: int, low:
     the output zero point, clamped to [low, high] (the activation's range)."""
     scaled = ROUNDINGS[rounding](accumulator, multiplier, shift) + zero_point
     return np.clip(scaled, low, high).astype(np.int8)
+
+
+def affine_quantize(values: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """float32 -> int8 as TFLite's reference QUANTIZE (AffineQuantize): round(x / scale) half away from
+    zero, the quotient in double, plus the zero point, saturated."""
+    quotient = np.asarray(values, np.float32).astype(np.float64) / float(np.float32(scale))
+    rounded = np.sign(quotient) * np.floor(np.abs(quotient) + 0.5)
+    return np.clip(rounded + zero_point, -128, 127).astype(np.int8)
+
+
+def dequantize(values: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """int8 -> float32 as TFLite's reference DEQUANTIZE: scale x (q - zero point) in double, then float."""
+    return (float(np.float32(scale)) * (np.asarray(values, np.int64) - zero_point)).astype(np.float32)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.ir.ops.conv.affine import windows
+from core.quantize.tflite_math import multiply_by_quantized_multiplier
 
 
 def average_pool_affine(inputs: np.ndarray, kernel, stride, pads, activation_range: tuple[int, int]) -> np.ndarray:
@@ -24,3 +25,16 @@ def average_pool_affine(inputs: np.ndarray, kernel, stride, pads, activation_ran
 def max_pool_affine(inputs: np.ndarray, kernel, stride, pads, activation_range: tuple[int, int]) -> np.ndarray:
     patches = windows(inputs.astype(np.int16), kernel, stride, (1, 1), pads, np.iinfo(np.int16).min)
     return np.clip(patches.max(axis=(4, 5)), *activation_range).astype(np.int8)
+
+
+def mean_affine(inputs: np.ndarray, axes: tuple[int, ...], keep_dims: bool, input_zero_point: int, multiplier: int, shift: int,
+                output_zero_point: int) -> np.ndarray:
+    """MEAN as reference_ops::QuantizedMeanOrSum: the int32 sum over `axes` less zero point x count,
+    rescaled by the input-to-output multiplier with 1 / count folded in: the multiplier shifted left by
+    floor(log2(count)) (at most 32, and at most 31 + shift) and divided by count in 64 bits."""
+    count = int(np.prod([inputs.shape[axis] for axis in axes]))
+    total = inputs.astype(np.int64).sum(axis=axes, keepdims=keep_dims) - input_zero_point * count
+    headroom = min(count.bit_length() - 1, 32, 31 + shift)
+    folded = (int(multiplier) << headroom) // count  # both non-negative: C's division
+    scaled = multiply_by_quantized_multiplier(total, folded, shift - headroom) + output_zero_point
+    return np.clip(scaled, -128, 127).astype(np.int8)

@@ -1,0 +1,19 @@
+"""mul on the tflite_int8 scheme as TFLite's reference kernel computes it (reference_integer_ops::Mul,
+broadcasting as numpy does): (q1 - z1) x (q2 - z2) rescaled by s1 x s2 / s_out (in double from the
+float32 scales), plus the output zero point, clamped to the fused activation's range."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.quantize.tflite_math import quantize_multiplier, requantize
+
+
+def mul_requantization(first_scale: float, second_scale: float, output_scale: float) -> tuple[int, int]:
+    return quantize_multiplier(float(np.float32(first_scale)) * float(np.float32(second_scale)) / float(np.float32(output_scale)))
+
+
+def mul_affine(first: np.ndarray, second: np.ndarray, zero_points: tuple[int, int], requantization: tuple[int, int],
+               output_zero_point: int, activation_range: tuple[int, int]) -> np.ndarray:
+    product = (first.astype(np.int64) - zero_points[0]) * (second.astype(np.int64) - zero_points[1])
+    return requantize(product, *requantization, output_zero_point, *activation_range)
