@@ -17,6 +17,7 @@ class ModelFormat(Enum):
     frozen_graph = "frozen_graph"
     saved_model = "saved_model"
     keras = "keras"
+    tflite = "tflite"
 
 
 class Task(Enum):

@@ -14,7 +14,10 @@ from typing import Any, Iterator
 from fsspec.implementations.local import LocalFileSystem
 
 from core.data.datasets import DatasetError, check_source, load_image
+from core.frontend.tflite import TfliteError, read_tflite
+from core.limits import MemoryBudget
 from pipeline.config import Config, ConfigError, FileRef, select, to_plain
+from pipeline.params import ModelFormat
 from pipeline.resources import is_empty, resolve
 from pipeline.stages import Stage
 from pipeline.store import StoreError, open_filesystem
@@ -32,6 +35,8 @@ def preflight(cfg: Config, stages: tuple[Stage, ...]) -> None:
         resolved = resolve(ref, key=key, cache_dir=cache_dir)
         if key == "model.test_image":
             _check_image(key, resolved.path, cfg.model.preprocess.channels)
+        if key == "model.file" and cfg.model.format is ModelFormat.tflite:
+            _check_tflite(key, resolved.path, cfg.limits.memory_mb)
     if "data" in keys:
         _check_data(cfg)
     _check_store(cfg.store.url, to_plain(cfg.store.options))
@@ -67,6 +72,15 @@ def _check_image(key: str, path: Path, channels: int) -> None:
         load_image(path, channels)
     except DatasetError as error:
         raise ConfigError(f"{key}: {error}") from None
+
+
+def _check_tflite(key: str, path: Path, memory_mb: int) -> None:
+    """A .tflite is parsed whole here (a flatbuffer is checked by reading it): damaged, truncated, an operator or
+    tensor type the toolchain does not take."""
+    try:
+        read_tflite(path, MemoryBudget(memory_mb))
+    except TfliteError as error:
+        raise ConfigError(f"{key}.path: {error}") from None
 
 
 def _check_store(url: str, options: dict) -> None:

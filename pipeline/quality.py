@@ -58,9 +58,10 @@ KEEP_FLOAT = ("a layer that cannot take int8: `sensitivity.enabled=true` ranks t
 
 def _clipping(quality, cfg, metrics: dict, directory: Path) -> list[Finding]:
     findings = []
-    for fraction, tensor, kind, method, weighed in _report(directory).get("most_clipped_activations", []):
-        # a method that weighs clipping against rounding (mse) clipped where that costs less; the input is the data itself
-        if fraction <= quality.max_clipped_fraction or (weighed and kind != "input"):
+    for fraction, tensor, kind, method, deliberate in _report(directory).get("most_clipped_activations", []):
+        # a method that weighs clipping against rounding (mse) clipped where that costs less, and qat's ranges are the
+        # model's own (a softmax trained to [0, 255/256] clips its certain answers); the input is the data itself
+        if fraction <= quality.max_clipped_fraction or (deliberate and kind != "input"):
             continue
         if kind == "input":
             fixed = cfg.target.input_log2scale

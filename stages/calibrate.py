@@ -33,7 +33,7 @@ from core.quantize.auto import AUTO, SearchSetup, search
 from core.quantize.calibration.build import (CalibrationError, TargetSpec, build_calibration_table, correct_biases,
                                              qat_range_changes)
 from core.quantize.calibration.histogram import TensorStatistics, histogram_bytes
-from core.quantize.calibration.methods import METHODS, CalibrationSettings, weighs_clipping
+from core.quantize.calibration.methods import METHODS, CalibrationSettings, clipping_is_deliberate
 from core.quantize.equalize import clamped_layer_inputs, equalize
 from core.quantize.scheme import scheme_of
 from core.quantize.evaluation import end_point_difference
@@ -90,7 +90,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         "most_clipped": sorted(((e.clipped_fraction or 0.0, t) for t, e in table.tensors.items()), reverse=True)[:10],
         # what the quality guard reads (pipeline/quality.py): the activations, the input among them, a method clips
         "most_clipped_activations": sorted(([entry.clipped_fraction or 0.0, tensor, entry.kind, entry.method,
-                                             weighs_clipping(entry.method)] for tensor, entry in activations.items()), reverse=True)[:10],
+                                             clipping_is_deliberate(entry.method)] for tensor, entry in activations.items()), reverse=True)[:10],
         **({"qat_range_changes": changes} if changes else {}), **report,
         "warnings": [{"tensor": tensor, "warning": warning} for tensor, warning in warnings],
     }, indent=1, sort_keys=True) + "\n")

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from core.frontend.builtin_models import build_builtin_model
-from core.frontend.fake_quant import FAKE_QUANT_OPS, bypass_fake_quant
+from core.frontend.fake_quant import EXACT_PARAMETERS, FAKE_QUANT_OPS, bypass_fake_quant
 from core.frontend.graph import Graph
 from core.frontend.importer import ModelImportError, import_graph, load_graph_def, unsupported_node
 from core.frontend.layers import LayerError, LayerGraph
@@ -36,6 +36,8 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         input_tensor = model.input_tensor or loaded.default_input_tensor
         end_points = list(model.end_points) or loaded.default_end_points or []
         origin, source = str(model.file.path), {"format": model.format.value, "sha256": model.file.sha256}
+        if loaded.fake_quant_parameters:
+            source[EXACT_PARAMETERS] = loaded.fake_quant_parameters
         layer_names = loaded.layer_names
     graph = import_graph(graph_def, input_tensor, end_points, origin=origin, source=source, budget=budget)
     _check_finite_constants(graph, origin)

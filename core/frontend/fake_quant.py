@@ -18,6 +18,11 @@ FAKE_QUANT = "FakeQuantWithMinMaxVars"
 FAKE_QUANT_ARGS = "FakeQuantWithMinMaxArgs"
 FAKE_QUANT_PER_CHANNEL = "FakeQuantWithMinMaxVarsPerChannel"
 FAKE_QUANT_OPS = frozenset({FAKE_QUANT, FAKE_QUANT_ARGS, FAKE_QUANT_PER_CHANNEL})
+# Graph.source key: FakeQuant node name -> {"scale": [...], "zero_point": [...]}, the exact parameters a
+# pre-quantized format stored (a .tflite's float32 scales), which its float [min, max] only approximates; or
+# a constant's name, where no FakeQuant can hold its quantization (TensorFlow's per-channel FakeQuant takes the
+# last axis, a depthwise kernel's channels are its last two)
+EXACT_PARAMETERS = "fake_quant_parameters"
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,10 @@ class QuantRange:
     narrow_range: bool = False
     channel_min: tuple[float, ...] | None = None
     channel_max: tuple[float, ...] | None = None
+    # the scale(s) and zero point(s) the model stored, where its format had them: what a scheme that
+    # takes scales (tflite_int8) uses instead of deriving them from the float range
+    scale: tuple[float, ...] | None = None
+    zero_point: tuple[int, ...] | None = None
 
 
 def bypass_fake_quant(graph: Graph) -> tuple[Graph, dict[str, QuantRange]]:
@@ -43,9 +52,11 @@ def bypass_fake_quant(graph: Graph) -> tuple[Graph, dict[str, QuantRange]]:
             continue
         source = _follow(replaced, canonical_tensor(node.inputs[0]))
         replaced[f"{node.name}:0"] = source
-        ranges[source] = _fake_quant_range(graph, by_name, node)
+        exact = graph.source.get(EXACT_PARAMETERS, {}).get(node.name)
+        ranges[source] = _with_exact_parameters(_fake_quant_range(graph, by_name, node), exact)
+    ranges.update(_constant_parameters(graph))
     if not replaced:
-        return graph, {}
+        return graph, ranges
     nodes = [
         dataclasses.replace(node, inputs=[_follow(replaced, canonical_tensor(t)) for t in node.inputs])
         for node in graph.nodes
@@ -65,6 +76,26 @@ def _follow(replaced: dict[str, str], tensor: str) -> str:
     while tensor in replaced:
         tensor = replaced[tensor]
     return tensor
+
+
+def _constant_parameters(graph: Graph) -> dict[str, QuantRange]:
+    """The ranges of the constants whose exact parameters the graph carries without a FakeQuant: symmetric,
+    narrow, per channel."""
+    ranges = {}
+    for name, parameters in graph.source.get(EXACT_PARAMETERS, {}).items():
+        if name in graph.constants:
+            scales = tuple(float(v) for v in parameters["scale"])
+            highs = tuple(127 * scale for scale in scales)
+            ranges[f"{name}:0"] = QuantRange(-max(highs), max(highs), 8, True, tuple(-h for h in highs), highs, scales,
+                                             tuple(int(v) for v in parameters["zero_point"]))
+    return ranges
+
+
+def _with_exact_parameters(quant_range: QuantRange, parameters: dict | None) -> QuantRange:
+    if parameters is None:
+        return quant_range
+    return dataclasses.replace(quant_range, scale=tuple(float(v) for v in parameters["scale"]),
+                               zero_point=tuple(int(v) for v in parameters["zero_point"]))
 
 
 def _fake_quant_range(graph: Graph, by_name: dict[str, Node], node: Node) -> QuantRange:

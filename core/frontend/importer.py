@@ -2,8 +2,8 @@
 
 Two steps, kept apart so the second also serves graphs built in code:
 
-- `load_graph_def` reads a frozen GraphDef, a SavedModel or a `.keras` file and
-  freezes it to a TF1 GraphDef, with the input/end points its signature defines.
+- `load_graph_def` reads a frozen GraphDef, a SavedModel, a `.keras` file or a `.tflite`
+  flatbuffer and freezes it to a TF1 GraphDef, with the input/end points its signature defines.
 - `import_graph` checks the configured input and end points against that
   GraphDef, keeps only what computes the end points and drops Identity nodes, so every
   error names the model and the config key. Node names lose the wrapper prefixes a format
@@ -23,9 +23,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from core.frontend.graph import Graph, GraphError, canonical_tensor, tensor_index, tensor_node
+from core.frontend.tflite import TfliteError, read_tflite
+from core.frontend.tflite_graph import tflite_graph_def
 from core.limits import BudgetError, MemoryBudget, elements, human_bytes
 
-FORMATS = ("frozen_graph", "saved_model", "keras")
+FORMATS = ("frozen_graph", "saved_model", "keras", "tflite")
 
 # the scopes a SavedModel's (and a Keras export's) function calls put around every node
 WRAPPER_PREFIX = re.compile(r"^(?:StatefulPartitionedCall(?:_\d+)?/)+")
@@ -47,6 +49,8 @@ class LoadedModel:
     default_input_tensor: str | None = None
     default_end_points: list[str] | None = None
     layer_names: list[str] | None = None  # a Keras model's layers (nested models' too), to name a node's layer
+    # a pre-quantized file's exact scales and zero points, by FakeQuant node (fake_quant.EXACT_PARAMETERS)
+    fake_quant_parameters: dict[str, dict[str, list]] | None = None
 
 
 # --- loading --------------------------------------------------------------------
@@ -54,13 +58,14 @@ _FORMAT_WORDS = {
     "frozen_graph": "binary frozen TensorFlow GraphDef (.pb)",
     "saved_model": "SavedModel directory (containing saved_model.pb)",
     "keras": "Keras model file (.keras)",
+    "tflite": "TensorFlow Lite flatbuffer (.tflite), int8 or float",
 }
 
 
 def load_graph_def(fmt: str, path: Path, budget: MemoryBudget | None = None) -> LoadedModel:
     """Read `path` as `fmt` and return a frozen TF1 GraphDef plus its signature's tensors.
     Its size is checked against `budget` before a byte is read."""
-    loaders = {"frozen_graph": _load_frozen_graph, "saved_model": _load_saved_model, "keras": _load_keras}
+    loaders = {"frozen_graph": _load_frozen_graph, "saved_model": _load_saved_model, "keras": _load_keras, "tflite": _load_tflite}
     if fmt not in loaders:
         raise ModelImportError(f"{path}: unknown model format {fmt!r}; expected one of {', '.join(FORMATS)}; fix {FORMAT_KEY}")
     path = Path(path)
@@ -162,6 +167,15 @@ def _load_keras(path: Path) -> LoadedModel:
     loaded = _freeze(function.get_concrete_function(), path)
     loaded.layer_names = _keras_layer_names(model)
     return loaded
+
+
+def _load_tflite(path: Path) -> LoadedModel:
+    """The .tflite as TensorFlow ops, its int8 quantization as FakeQuant nodes (core/frontend/tflite_graph.py)."""
+    try:
+        graph_def, input_tensor, end_points, parameters = tflite_graph_def(read_tflite(path))
+    except TfliteError as error:
+        raise ModelImportError(str(error)) from None
+    return LoadedModel(graph_def, input_tensor, end_points, fake_quant_parameters=parameters or None)
 
 
 def _keras_layer_names(model) -> list[str]:

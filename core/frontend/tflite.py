@@ -9,12 +9,11 @@ tensor, and what would work."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tensorflow.lite.python import schema_py_generated as schema
-from tensorflow.lite.tools import flatbuffer_utils
 
 from core.limits import MemoryBudget, elements
 
@@ -27,10 +26,16 @@ OPERATORS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "AVERAGE_
 # tensor types: int8 activations and weights, int32 biases and shapes, float32 (a float model, or around
 # QUANTIZE / DEQUANTIZE); the others have no kernels in the int8 scheme
 TENSOR_TYPES = {"INT8": np.int8, "INT32": np.int32, "FLOAT32": np.float32}
-_OPERATOR_NAMES = {code: name for name, code in vars(schema.BuiltinOperator).items() if not name.startswith("_")}
-_TYPE_NAMES = {code: name for name, code in vars(schema.TensorType).items() if not name.startswith("_")}
-_PADDING = {schema.Padding.SAME: "SAME", schema.Padding.VALID: "VALID"}
-_ACTIVATIONS = {value: name for name, value in vars(schema.ActivationFunctionType).items() if not name.startswith("_")}
+
+
+@lru_cache(maxsize=None)
+def _names(enum: str) -> dict[int, str]:
+    """code -> name in one of TFLite's schema enums (BuiltinOperator, TensorType, Padding,
+    ActivationFunctionType). TensorFlow is imported where it is needed: it takes seconds, and a run's
+    configuration is checked before any of it is."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    return {code: name for name, code in vars(getattr(schema, enum)).items() if not name.startswith("_")}
 
 
 class TfliteError(ValueError):
@@ -77,12 +82,12 @@ class TfliteOperator:
 
     @property
     def padding(self) -> str:
-        return _PADDING[self.options["padding"]]
+        return _names("Padding")[self.options["padding"]]
 
     @property
     def activation(self) -> str:
         """The fused activation: "NONE", "RELU", "RELU6", "RELU_N1_TO_1", ..."""
-        return _ACTIVATIONS[self.options.get("fusedActivationFunction", 0)]
+        return _names("ActivationFunctionType")[self.options.get("fusedActivationFunction", 0)]
 
 
 @dataclass(frozen=True)
@@ -113,6 +118,8 @@ def read_tflite(path: Path, budget: MemoryBudget | None = None) -> TfliteModel:
     if len(data) < 8 or data[4:8] != FILE_IDENTIFIER:
         raise TfliteError(f"{path}: not a TensorFlow Lite flatbuffer (no {FILE_IDENTIFIER.decode()} identifier at bytes 4-8); "
                           "expected a .tflite file from TFLite's converter")
+    from tensorflow.lite.tools import flatbuffer_utils
+
     try:
         model = flatbuffer_utils.convert_bytearray_to_object(bytearray(data))
     except Exception as error:  # the generated bindings raise whatever a bad offset leads them to
@@ -136,7 +143,7 @@ def _name(value) -> str:
 
 def _tensor(path: Path, model, index: int, tensor, budget: MemoryBudget | None) -> TfliteTensor:
     name = _name(tensor.name)
-    type_name = _TYPE_NAMES.get(tensor.type, f"type {tensor.type}")
+    type_name = _names("TensorType").get(tensor.type, f"type {tensor.type}")
     if type_name not in TENSOR_TYPES:
         raise TfliteError(f"{path}: tensor {index} ({name}) is {type_name}; the toolchain takes int8 models (int8 activations and "
                           f"weights, int32 biases) or float32 ones: convert with inference_input_type and inference_output_type "
@@ -184,7 +191,7 @@ def _operator(path: Path, model, index: int, operator, tensor_count: int) -> Tfl
         raise TfliteError(f"{path}: operator {index} refers to operator code {operator.opcodeIndex} of {len(codes)}")
     code = codes[operator.opcodeIndex]
     builtin = max(int(code.builtinCode), int(code.deprecatedBuiltinCode))
-    name = _OPERATOR_NAMES.get(builtin, f"builtin {builtin}")
+    name = _names("BuiltinOperator").get(builtin, f"builtin {builtin}")
     if name == "CUSTOM" or name not in OPERATORS:
         what = f"custom operator {_name(code.customCode)!r}" if name == "CUSTOM" else name
         raise TfliteError(f"{path}: operator {index} is {what}, which the toolchain does not read; it reads "

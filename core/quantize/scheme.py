@@ -210,11 +210,14 @@ class TfliteInt8(QuantScheme):
         """The affine range of what the method keeps: the observed span of each sign, cut at the
         method's threshold (minmax: [min, max]; a ReLU's output: [0, T], all 256 levels on it); a
         QAT graph: its FakeQuant's own [min, max]. Zero always inside, exactly representable."""
-        if choice.qat_range is not None:
-            low, high = choice.qat_range.min, choice.qat_range.max
+        if choice.qat_range is not None and choice.qat_range.scale is not None:  # a .tflite's own, bit for bit
+            scale, zero_point = choice.qat_range.scale[0], choice.qat_range.zero_point[0]
+            quant_range = [(self.qmin - zero_point) * scale, (self.qmax - zero_point) * scale]
+        elif choice.qat_range is not None:
+            scale, zero_point, quant_range = self.affine(choice.qat_range.min, choice.qat_range.max)
         else:
             low, high = max(-choice.threshold, choice.stats.min), min(choice.threshold, choice.stats.max)
-        scale, zero_point, quant_range = self.affine(low, high)
+            scale, zero_point, quant_range = self.affine(low, high)
         return TensorEntry("activation", choice.method, choice.threshold, quant_range, scale=scale, zero_point=zero_point)
 
     def affine(self, low: float, high: float) -> tuple[float, int, list[float]]:
@@ -242,7 +245,11 @@ class TfliteInt8(QuantScheme):
         threshold = max(-quant_range.min, quant_range.max)
         scale = float_scale(threshold, self.bits)
         entry = TensorEntry(kind, "qat", threshold, self._narrow(scale), scale=scale, layer=layer, narrow_range=True)
-        if quant_range.channel_min is not None and len(quant_range.channel_min) == channels:
+        if quant_range.scale is not None and len(quant_range.scale) == channels:  # a .tflite's own, bit for bit
+            entry.channel_scales = list(quant_range.scale)
+            entry.channel_ranges = [self._narrow(channel) for channel in entry.channel_scales]
+            entry.scale = None
+        elif quant_range.channel_min is not None and len(quant_range.channel_min) == channels:
             entry.channel_scales = [float_scale(max(-low, high), self.bits) for low, high in zip(quant_range.channel_min, quant_range.channel_max)]
             entry.channel_ranges = [self._narrow(channel) for channel in entry.channel_scales]
             entry.scale = None

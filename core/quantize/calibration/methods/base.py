@@ -51,6 +51,9 @@ class ThresholdMethod(abc.ABC):
     # whether the threshold weighs what clipping costs against what rounding costs (mse): a large clipped share is
     # then the cheaper error, not a sign of harm, and the quality guard on clipping leaves it be
     weighs_clipping: ClassVar[bool] = False
+    # whether the range is the model's own (a quantization-aware graph's FakeQuant, a pre-quantized .tflite's
+    # scale and zero point): what falls outside it is clipped by the model as trained, not by calibration
+    range_from_model: ClassVar[bool] = False
 
     @abc.abstractmethod
     def threshold(self, stats: TensorStatistics, settings: CalibrationSettings) -> float:
@@ -95,10 +98,11 @@ def method_for(name: str, weight_input: bool) -> str:
     return name if method.scope == "all" or weight_input else method.fallback
 
 
-def weighs_clipping(name: str) -> bool:
-    """Whether the method named `name` (or auto's `method/rounding` candidate) chose its clipping by its cost."""
+def clipping_is_deliberate(name: str) -> bool:
+    """Whether the clipping of the method named `name` (or auto's `method/rounding` candidate) is no sign of harm:
+    it chose the clipping by its cost, or the range is the model's own."""
     method = METHODS.get(name.split("/")[0])
-    return bool(method and method.weighs_clipping)
+    return bool(method and (method.weighs_clipping or method.range_from_model))
 
 
 def require_observed(stats: TensorStatistics, method: str) -> None:

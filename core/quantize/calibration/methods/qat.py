@@ -17,6 +17,7 @@ class MissingFakeQuantRange(ValueError):
 @register_method
 class QatRanges(ThresholdMethod):
     name = "qat"
+    range_from_model = True
 
     def threshold(self, stats: TensorStatistics, settings: CalibrationSettings) -> float:
         if settings.fake_quant_range is None:

@@ -1,0 +1,266 @@
+"""A `.tflite` model (core/frontend/tflite.py) as the TensorFlow graph the rest of the importer takes:
+each operator written with the TensorFlow ops a Keras model freezes to (Conv2D, BiasAdd, Relu6,
+AvgPool, MatMul, ...), weights and biases dequantized to float32, and, for an int8 model, the file's
+quantization kept as FakeQuant nodes (each activation's range, each weight's per-channel narrow
+range), as a quantization-aware graph carries its training's: `calib.method=qat` then calibrates the
+model "as trained", and any other method calibrates it like a float model. A float `.tflite` becomes
+a float graph. The float ranges only approximate the file's float32 scales, so each FakeQuant's exact
+scale(s) and zero point(s) come with the graph (fake_quant.EXACT_PARAMETERS), for tflite_int8 to keep
+bit for bit."""
+
+from __future__ import annotations
+
+from operator import attrgetter
+from typing import Callable
+
+import numpy as np
+
+from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator, TfliteTensor
+
+INPUT_NAME = "input"
+# TensorFlow's functions are named here and looked up on the module when a file is converted: importing
+# TensorFlow takes seconds, and a run's configuration is checked before any of it is
+_ACTIVATIONS = {"NONE": None, "RELU": "nn.relu", "RELU6": "nn.relu6"}
+
+
+def dequantized(tensor: TfliteTensor) -> np.ndarray:
+    """A constant's real values: (q - zero point) x scale along its quantized axis, float32."""
+    values = tensor.data.astype(np.float64)
+    if tensor.quantization is None or tensor.dtype == "FLOAT32":
+        return values.astype(np.float32)
+    shape = [1] * values.ndim
+    if tensor.quantization.per_channel:
+        shape[tensor.quantization.axis] = -1
+    scale = tensor.quantization.scale.astype(np.float64).reshape(shape)
+    return ((values - tensor.quantization.zero_point.reshape(shape)) * scale).astype(np.float32)
+
+
+class _Builder:
+    """Writes the operators into the default graph, naming each node after its operator's output."""
+
+    def __init__(self, model: TfliteModel, tf):
+        self.model, self.tf, self.values, self.used = model, tf, {}, set()
+        self.parameters: dict[str, dict[str, list]] = {}  # FakeQuant node -> the file's scale(s) and zero point(s)
+
+    def scope(self, operator: TfliteOperator) -> str:
+        first = self.model.tensor(operator.outputs[0]).name.split(";")[0]
+        base = "".join(c if c.isalnum() or c in "_./-" else "_" for c in first).strip("/.") or operator.name.lower()
+        name, k = base, 1
+        while name in self.used:
+            name, k = f"{base}_{k}", k + 1
+        self.used.add(name)
+        return name
+
+    def function(self, name: str) -> Callable:
+        """TensorFlow's function `name` ("nn.conv2d")."""
+        return attrgetter(name)(self.tf)
+
+    def const(self, name: str, value: np.ndarray):
+        return self.tf.constant(np.asarray(value, np.float32), name=name)
+
+    def activation_quant(self, x, index: int, scope: str):
+        """x with its tensor's int8 range as a FakeQuant (unchanged for a float tensor)."""
+        tensor = self.model.tensor(index)
+        if tensor.dtype != "INT8" or tensor.quantization is None:
+            return x
+        scale, zero_point = float(tensor.quantization.scale[0]), int(tensor.quantization.zero_point[0])
+        name = f"{scope}/act_quant/FakeQuantWithMinMaxVars"
+        self.parameters[name] = {"scale": [scale], "zero_point": [zero_point]}
+        low, high = self.const(f"{name}/min", (-128 - zero_point) * scale), self.const(f"{name}/max", (127 - zero_point) * scale)
+        return self.tf.quantization.fake_quant_with_min_max_vars(x, low, high, num_bits=8, narrow_range=False, name=name)
+
+    def weight(self, index: int, scope: str, values: np.ndarray, channel_axis_last: bool = True):
+        """A weight constant (already in TensorFlow's layout, output channels last), behind its per-channel
+        narrow FakeQuant in an int8 model."""
+        tensor = self.model.tensor(index)
+        kernel = self.const(f"{scope}/kernel", values)
+        if tensor.quantization is None or tensor.dtype != "INT8":
+            return kernel
+        if not channel_axis_last:  # its exact parameters only: the dequantized values are already on the grid
+            self.parameters[kernel.op.name] = {"scale": [float(s) for s in tensor.quantization.scale],
+                                               "zero_point": [0] * len(tensor.quantization.scale)}
+            return kernel
+        scales = np.broadcast_to(tensor.quantization.scale.astype(np.float64), (values.shape[-1],))
+        name = f"{scope}/weights_quant/FakeQuantWithMinMaxVarsPerChannel"
+        self.parameters[name] = {"scale": [float(s) for s in scales], "zero_point": [0] * len(scales)}
+        return self.tf.quantization.fake_quant_with_min_max_vars_per_channel(
+            kernel, self.const(f"{name}/min", -127 * scales), self.const(f"{name}/max", 127 * scales), num_bits=8, narrow_range=True,
+            name=name)
+
+    def bias(self, operator: TfliteOperator, scope: str):
+        if len(operator.inputs) < 3 or operator.inputs[2] < 0:
+            return None
+        tensor = self.model.tensor(operator.inputs[2])
+        if tensor.dtype == "FLOAT32" or tensor.quantization is None:
+            return self.const(f"{scope}/bias", tensor.data)
+        return self.const(f"{scope}/bias", tensor.data.astype(np.float64) * tensor.quantization.scale.astype(np.float64))
+
+    def finish(self, operator: TfliteOperator, x, scope: str):
+        """The fused activation and the output's FakeQuant."""
+        if operator.activation not in _ACTIVATIONS:
+            raise TfliteError(f"{self.model.path}: operator {operator.index} ({operator.name}): fused activation {operator.activation}; "
+                              f"the importer takes {', '.join(_ACTIVATIONS)}")
+        if _ACTIVATIONS[operator.activation] is not None:
+            x = self.function(_ACTIVATIONS[operator.activation])(x, name=f"{scope}/{operator.activation.capitalize()}")
+        return self.activation_quant(x, operator.outputs[0], scope)
+
+    def input(self, operator: TfliteOperator, position: int = 0):
+        index = operator.inputs[position]
+        if index in self.values:
+            return self.values[index]
+        tensor = self.model.tensor(index)
+        if tensor.data is None:
+            raise TfliteError(f"{self.model.path}: operator {operator.index} ({operator.name}) reads tensor {index} ({tensor.name}), "
+                              "which no earlier operator computes")
+        return self.const(f"const_{index}", dequantized(tensor))
+
+
+def _conv(b: _Builder, op: TfliteOperator, scope: str):
+    weight = b.model.tensor(op.inputs[1])
+    hwio = dequantized(weight).transpose(1, 2, 3, 0)  # OHWI -> HWIO
+    strides, dilations = [1, op.option("strideH"), op.option("strideW"), 1], [1, op.option("dilationHFactor", 1), op.option("dilationWFactor", 1), 1]
+    x = b.tf.nn.conv2d(b.input(op), b.weight(op.inputs[1], scope, hwio), strides, op.padding, dilations=dilations, name=f"{scope}/Conv2D")
+    return _biased(b, op, x, scope)
+
+
+def _depthwise(b: _Builder, op: TfliteOperator, scope: str):
+    weight = b.model.tensor(op.inputs[1])
+    channels = b.model.tensor(op.inputs[0]).shape[3]
+    _, kh, kw, total = weight.shape
+    kernel = b.weight(op.inputs[1], scope, dequantized(weight).reshape(kh, kw, channels, total // channels), channel_axis_last=False)
+    strides, dilations = [1, op.option("strideH"), op.option("strideW"), 1], [op.option("dilationHFactor", 1), op.option("dilationWFactor", 1)]
+    x = b.tf.nn.depthwise_conv2d(b.input(op), kernel, strides, op.padding, dilations=dilations, name=f"{scope}/depthwise")
+    return _biased(b, op, x, scope)
+
+
+def _fully_connected(b: _Builder, op: TfliteOperator, scope: str):
+    weight = b.model.tensor(op.inputs[1])
+    x = b.input(op)
+    if len(x.shape) != 2:
+        x = b.tf.reshape(x, [-1, weight.shape[1]], name=f"{scope}/Reshape")
+    x = b.tf.matmul(x, b.weight(op.inputs[1], scope, dequantized(weight).T), name=f"{scope}/MatMul")
+    return _biased(b, op, x, scope)
+
+
+def _biased(b: _Builder, op: TfliteOperator, x, scope: str):
+    bias = b.bias(op, scope)
+    x = x if bias is None else b.tf.nn.bias_add(x, bias, name=f"{scope}/BiasAdd")
+    return b.finish(op, x, scope)
+
+
+def _pool(function: str, name: str):
+    def convert(b: _Builder, op: TfliteOperator, scope: str):
+        size, strides = [1, op.option("filterHeight"), op.option("filterWidth"), 1], [1, op.option("strideH"), op.option("strideW"), 1]
+        return b.finish(op, b.function(function)(b.input(op), size, strides, op.padding, name=f"{scope}/{name}"), scope)
+    return convert
+
+
+def _binary(function: str, name: str):
+    def convert(b: _Builder, op: TfliteOperator, scope: str):
+        return b.finish(op, b.function(function)(b.input(op, 0), b.input(op, 1), name=f"{scope}/{name}"), scope)
+    return convert
+
+
+def _constant_input(b: _Builder, op: TfliteOperator, position: int) -> np.ndarray:
+    tensor = b.model.tensor(op.inputs[position])
+    if tensor.data is None:
+        raise TfliteError(f"{b.model.path}: operator {op.index} ({op.name}): input {position} is computed; the importer takes a constant")
+    return tensor.data
+
+
+def _reshape(b, op, scope):
+    return b.activation_quant(b.tf.reshape(b.input(op), [-1, *b.model.tensor(op.outputs[0]).shape[1:]], name=f"{scope}/Reshape"),
+                              op.outputs[0], scope)
+
+
+def _softmax(b, op, scope):
+    beta = float(op.option("beta", 1.0))
+    x = b.input(op) if beta == 1.0 else b.tf.multiply(b.input(op), beta, name=f"{scope}/beta")
+    return b.activation_quant(b.tf.nn.softmax(x, name=f"{scope}/Softmax"), op.outputs[0], scope)
+
+
+def _mean(b, op, scope):
+    axes = [int(axis) for axis in np.atleast_1d(_constant_input(b, op, 1))]
+    x = b.tf.reduce_mean(b.input(op), axes, keepdims=bool(op.option("keepDims", False)), name=f"{scope}/Mean")
+    return b.activation_quant(x, op.outputs[0], scope)
+
+
+def _pad(b, op, scope):
+    return b.activation_quant(b.tf.pad(b.input(op), _constant_input(b, op, 1).astype(np.int32), name=f"{scope}/Pad"), op.outputs[0], scope)
+
+
+def _concatenation(b, op, scope):
+    x = b.tf.concat([b.input(op, k) for k in range(len(op.inputs))], op.option("axis", 0), name=f"{scope}/concat")
+    return b.finish(op, x, scope)
+
+
+def _unary(function: str, name: str):
+    def convert(b, op, scope):
+        return b.activation_quant(b.function(function)(b.input(op), name=f"{scope}/{name}"), op.outputs[0], scope)
+    return convert
+
+
+def _hard_swish(b, op, scope):
+    x = b.input(op)
+    x = b.tf.multiply(x, b.tf.nn.relu6(x + 3.0) / 6.0, name=f"{scope}/hard_swish")
+    return b.activation_quant(x, op.outputs[0], scope)
+
+
+def _leaky_relu(b, op, scope):
+    x = b.tf.nn.leaky_relu(b.input(op), alpha=float(op.option("alpha", 0.2)), name=f"{scope}/LeakyRelu")
+    return b.activation_quant(x, op.outputs[0], scope)
+
+
+def _resize(function: str):
+    def convert(b, op, scope):
+        size = [int(v) for v in _constant_input(b, op, 1)]
+        x = b.function(function)(b.input(op), size, align_corners=bool(op.option("alignCorners", False)),
+                     half_pixel_centers=bool(op.option("halfPixelCenters", False)), name=f"{scope}/resize")
+        return b.activation_quant(x, op.outputs[0], scope)
+    return convert
+
+
+def _quantize(b, op, scope):
+    """QUANTIZE and DEQUANTIZE are the identity on real values: the tensor's range is its FakeQuant."""
+    return b.activation_quant(b.tf.identity(b.input(op), name=f"{scope}/Identity"), op.outputs[0], scope)
+
+
+CONVERTERS: dict[str, Callable[[_Builder, TfliteOperator, str], object]] = {
+    "CONV_2D": _conv,
+    "DEPTHWISE_CONV_2D": _depthwise,
+    "FULLY_CONNECTED": _fully_connected,
+    "ADD": _binary("add", "add"),
+    "MUL": _binary("multiply", "mul"),
+    "AVERAGE_POOL_2D": _pool("nn.avg_pool2d", "avg_pool2d"),
+    "MAX_POOL_2D": _pool("nn.max_pool2d", "max_pool2d"),
+    "RESHAPE": _reshape,
+    "SOFTMAX": _softmax,
+    "MEAN": _mean,
+    "PAD": _pad,
+    "CONCATENATION": _concatenation,
+    "LOGISTIC": _unary("math.sigmoid", "Sigmoid"),
+    "TANH": _unary("math.tanh", "Tanh"),
+    "HARD_SWISH": _hard_swish,
+    "LEAKY_RELU": _leaky_relu,
+    "RESIZE_NEAREST_NEIGHBOR": _resize("compat.v1.image.resize_nearest_neighbor"),
+    "RESIZE_BILINEAR": _resize("compat.v1.image.resize_bilinear"),
+    "QUANTIZE": _quantize,
+    "DEQUANTIZE": _quantize,
+}
+
+
+def tflite_graph_def(model: TfliteModel):
+    """(GraphDef, input tensor name, end point names, each FakeQuant's exact parameters) of `model`
+    written as TensorFlow ops."""
+    import tensorflow as tf
+
+    graph = tf.Graph()
+    with graph.as_default():
+        source = model.tensor(model.inputs[0])
+        builder = _Builder(model, tf)
+        placeholder = tf.compat.v1.placeholder(tf.float32, [None, *source.shape[1:]], name=INPUT_NAME)
+        builder.values[model.inputs[0]] = builder.activation_quant(placeholder, model.inputs[0], INPUT_NAME)
+        for operator in model.operators:
+            builder.values[operator.outputs[0]] = CONVERTERS[operator.name](builder, operator, builder.scope(operator))
+        outputs = [tf.identity(builder.values[index], name=f"output_{k}") for k, index in enumerate(model.outputs)]
+    return graph.as_graph_def(), f"{INPUT_NAME}:0", [tensor.name for tensor in outputs], builder.parameters

@@ -1,0 +1,158 @@
+"""model.format=tflite: a `.tflite` file through the product path. A float file becomes the float graph
+TFLite computes (checked against TFLite's own interpreter, every operator the reader takes); an int8
+file's quantization becomes calib.method=qat's table bit for bit (the file's float32 scales and zero
+points, not approximations of them from the FakeQuant ranges), on target=tflite_int8."""
+
+from __future__ import annotations
+
+import collections
+import io
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from rich.console import Console
+
+from conftest import CIFAR10_DIR, MODELS, compose
+from core.frontend.importer import load_graph_def
+from core.frontend.tflite import OPERATORS, read_tflite
+from core.quantize.table import CalibrationTable
+from pipeline.config import ConfigError
+from pipeline.main import run_pipeline
+
+RESNET8 = MODELS / "mlperf_tiny_resnet8" / "pretrainedResnet_quant.tflite"
+needs_resnet8 = pytest.mark.skipif(not (RESNET8.exists() and CIFAR10_DIR.exists()),
+                                   reason=f"{RESNET8} or {CIFAR10_DIR} is missing: the shared test data are not beside the checkout")
+SHAPE = (12, 10, 4)
+
+
+def _every_layer_model() -> tf.keras.Model:
+    """The Keras layers whose conversion gives each operator the reader takes."""
+    tf.keras.utils.set_random_seed(11)
+    layers = tf.keras.layers
+    inputs = tf.keras.Input(SHAPE)
+    x = layers.ZeroPadding2D(((1, 0), (0, 1)))(inputs)
+    x = layers.Conv2D(8, 3, strides=2, padding="valid", activation="relu6")(x)  # a Pad folds into a VALID conv
+    x = layers.DepthwiseConv2D(3, depth_multiplier=2, padding="same", activation="relu")(x)
+    x = layers.Add()([layers.Conv2D(16, 1)(x), x])
+    gate = layers.Activation("sigmoid")(layers.Conv2D(16, 1)(x))
+    x = layers.Multiply()([x, gate])
+    x = layers.Concatenate()([layers.Activation("tanh")(x), layers.Activation("hard_swish")(x), layers.LeakyReLU(0.1)(x)])
+    # Keras 3's UpSampling2D(interpolation="nearest") converts to EXPAND_DIMS and TILE; tf.image.resize to the operator
+    up = layers.Lambda(lambda t: tf.image.resize(t, [2 * t.shape[1], 2 * t.shape[2]], method="nearest"))(x)
+    x = layers.Add()([layers.UpSampling2D(2, interpolation="bilinear")(x), up])
+    x = layers.MaxPooling2D(2)(x)
+    x = layers.AveragePooling2D(2, padding="same")(x)
+    pooled = layers.GlobalAveragePooling2D()(x)
+    flat = layers.Lambda(lambda t: tf.reshape(t, [-1, int(np.prod(t.shape[1:]))]))(x)
+    x = layers.Concatenate()([layers.Dense(6)(flat), layers.Dense(6)(pooled)])
+    return tf.keras.Model(inputs, layers.Softmax()(x))
+
+
+def _convert(model: tf.keras.Model, quantized: bool) -> bytes:
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    if quantized:
+        rng = np.random.default_rng(0)
+        samples = [rng.normal(0, 1, (1, *SHAPE)).astype(np.float32) for _ in range(16)]
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.representative_dataset = lambda: ([sample] for sample in samples)
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        converter.inference_input_type = converter.inference_output_type = tf.int8
+    return converter.convert()
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("tflite_import")
+    model = _every_layer_model()
+    paths = {"float": directory / "float.tflite", "int8": directory / "int8.tflite"}
+    for kind, path in paths.items():
+        path.write_bytes(_convert(model, kind == "int8"))
+    return paths
+
+
+def _run_graph_def(loaded, inputs: np.ndarray) -> np.ndarray:
+    with tf.Graph().as_default() as graph:
+        tf.graph_util.import_graph_def(loaded.graph_def, name="")
+        with tf.compat.v1.Session(graph=graph) as session:
+            return session.run(loaded.default_end_points[0], {loaded.default_input_tensor: inputs})
+
+
+def test_a_float_file_imports_as_the_graph_tflite_computes(converted):
+    model = read_tflite(converted["float"])
+    names = {operator.name for operator in model.operators}
+    # what a float model converts to: every operator but the int8 model's QUANTIZE and DEQUANTIZE
+    assert names == set(OPERATORS) - {"QUANTIZE", "DEQUANTIZE"}, set(OPERATORS) - names
+    inputs = np.random.default_rng(2).normal(0, 1, (8, *SHAPE)).astype(np.float32)
+    interpreter = tf.lite.Interpreter(model_path=str(converted["float"]))
+    interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], inputs.shape)
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], inputs)
+    interpreter.invoke()
+    expected = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+    np.testing.assert_allclose(_run_graph_def(load_graph_def("tflite", converted["float"]), inputs), expected, atol=1e-5)
+
+
+def _file_quantization(path):
+    """The file's activations' (scale, zero point) and its weights' per-channel scales, as multisets. An int8
+    tensor an int8 -> int8 QUANTIZE rescales (the converter's, before a concatenation) is left out: the graph
+    quantizes the tensor once, at the QUANTIZE's output parameters (the tflite_int8 IR's requantize layer is
+    still to come)."""
+    model = read_tflite(path)
+    rescaled = {operator.inputs[0] for operator in model.operators
+                if operator.name == "QUANTIZE" and model.tensor(operator.inputs[0]).dtype == "INT8"}
+    activations = collections.Counter((float(t.quantization.scale[0]), int(t.quantization.zero_point[0]))
+                                      for k, t in enumerate(model.tensors) if t.data is None and t.dtype == "INT8" and k not in rescaled)
+    # a per-tensor scale (ResNet-8's dense layer) is every output channel's
+    weights = sorted(tuple(map(float, np.broadcast_to(t.quantization.scale, t.shape[t.quantization.axis]))) for t in model.tensors
+                     if t.data is not None and t.dtype == "INT8" and t.quantization is not None)
+    return activations, weights
+
+
+def _table_quantization(table: CalibrationTable):
+    activations = collections.Counter((entry.scale, entry.zero_point) for entry in table.tensors.values()
+                                      if entry.kind in ("input", "activation"))
+    weights = sorted(tuple(entry.channel_scales) for entry in table.tensors.values() if entry.kind == "weight")
+    return activations, weights
+
+
+def _run(workspace, path, *overrides):
+    cfg = compose(*workspace, "model=keras_cifar10", "model.format=tflite", f"model.file.path={path}", "model.preprocess.resize=none",
+                  "target=tflite_int8", "until=annotate", *overrides)
+    summary = run_pipeline(cfg, console=Console(file=io.StringIO(), width=400))
+    return summary, {result.stage.name: result.artifact.directory for result in summary.results}
+
+
+def test_an_int8_file_calibrates_as_trained_with_its_own_scales_and_zero_points(converted, workspace, tmp_path):
+    rng = np.random.default_rng(3)
+    arrays = tmp_path / "arrays.npz"
+    np.savez(arrays, calib=rng.normal(0, 1, (16, *SHAPE)).astype(np.float32), eval=rng.normal(0, 1, (24, *SHAPE)).astype(np.float32))
+    summary, artifacts = _run(workspace, converted["int8"], "model.name=every_layer", "data=arrays", f"data.path={arrays}",
+                              "calib.method=qat")
+    file_activations, file_weights = _file_quantization(converted["int8"])
+    table_activations, table_weights = _table_quantization(CalibrationTable.load(artifacts["calibrate"]))
+    # every per-channel weight scale bit for bit (a depthwise kernel's included), every activation's (scale, zero point)
+    assert table_weights == file_weights
+    assert set(table_activations) == set(file_activations)
+    # the annotated graph quantizes the float graph (the file's dequantized weights) where the file does: close to it
+    assert summary.metrics["annotate.sqnr_db_min"] > 25.0
+
+
+@needs_resnet8
+def test_mlcommons_resnet8_calibrates_as_trained_with_the_files_own_scales_and_zero_points(workspace):
+    summary, artifacts = _run(workspace, RESNET8, "model.preprocess.scale=1", "model.preprocess.offset=0", "calib.method=qat",
+                              f"data.path={CIFAR10_DIR}")
+    file_activations, file_weights = _file_quantization(RESNET8)
+    table_activations, table_weights = _table_quantization(CalibrationTable.load(artifacts["calibrate"]))
+    assert table_weights == file_weights
+    # every activation the file quantizes, once; the RESHAPE's output shares its input's entry
+    assert set(table_activations) == set(file_activations) and sum(table_activations.values()) == sum(file_activations.values()) - 1
+    # the softmax's trained range [0, 255/256] clips its certain answers: the model's own, not a quality failure
+    assert summary.metrics["calibrate.clipped_fraction_max"] > 0.01 and summary.metrics["annotate.top1"] > 0.85
+
+
+def test_an_unreadable_file_is_refused_before_any_stage_runs(workspace, tmp_path):
+    path = tmp_path / "model.tflite"
+    path.write_bytes(b"not a flatbuffer" * 8)
+    with pytest.raises(ConfigError, match=r"model.file.path: .*model.tflite: not a TensorFlow Lite flatbuffer"):
+        _run(workspace, path, "calib.method=qat", "data=digits")
