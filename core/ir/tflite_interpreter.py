@@ -15,9 +15,11 @@ from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
 from core.ir.ops.add.affine import add_affine, add_requantization
 from core.ir.ops.concat.affine import concat_affine
 from core.ir.ops.conv.affine import conv_affine, fully_connected_affine, padding, requantization
-from core.ir.ops.lut.affine import lookup_table, lut_affine
+from core.ir.ops.lut.affine import (hard_swish_affine, hard_swish_parameters, leaky_relu_affine, leaky_relu_parameters, lookup_table,
+                                    lut_affine)
 from core.ir.ops.mul.affine import mul_affine, mul_requantization
 from core.ir.ops.pool.affine import average_pool_affine, max_pool_affine, mean_affine
+from core.ir.ops.resize.affine import resize_bilinear_affine, resize_nearest_affine
 from core.ir.ops.softmax.affine import softmax_affine, softmax_table
 from core.quantize.tflite_math import activation_range, affine_quantize, dequantize, quantize_multiplier, requantize
 
@@ -151,6 +153,30 @@ def _lut(model, operator, values):
     return lut_affine(values[operator.inputs[0]], table)
 
 
+def _hard_swish(model, operator, values):
+    (input_scale, input_zero), (output_scale, output_zero) = (_scale_and_zero_point(model, index)
+                                                              for index in (operator.inputs[0], operator.outputs[0]))
+    return hard_swish_affine(values[operator.inputs[0]], input_zero, output_zero, hard_swish_parameters(input_scale, output_scale))
+
+
+def _leaky_relu(model, operator, values):
+    (input_scale, input_zero), (output_scale, output_zero) = (_scale_and_zero_point(model, index)
+                                                              for index in (operator.inputs[0], operator.outputs[0]))
+    identity, alpha = leaky_relu_parameters(input_scale, output_scale, operator.option("alpha", 0.2))
+    return leaky_relu_affine(values[operator.inputs[0]], input_zero, output_zero, identity, alpha)
+
+
+def _resize(kernel: Callable):
+    def run(model, operator, values):
+        if _scale_and_zero_point(model, operator.inputs[0]) != _scale_and_zero_point(model, operator.outputs[0]):
+            raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}): its input and output are quantized "
+                              "differently; TFLite's int8 resizes keep the input's scale and zero point")
+        size = tuple(int(v) for v in _constant(model, operator, 1))
+        return kernel(values[operator.inputs[0]], size, bool(operator.option("alignCorners", False)),
+                      bool(operator.option("halfPixelCenters", False)))
+    return run
+
+
 def _quantize(model, operator, values):
     """float32 -> int8, or int8 -> int8 at another scale (the converter's requantization before a concatenation)."""
     output_scale, output_zero = _scale_and_zero_point(model, operator.outputs[0])
@@ -180,6 +206,10 @@ KERNELS: dict[str, Callable[[TfliteModel, TfliteOperator, Values], np.ndarray]] 
     "CONCATENATION": _concatenation,
     "LOGISTIC": _lut,
     "TANH": _lut,
+    "HARD_SWISH": _hard_swish,
+    "LEAKY_RELU": _leaky_relu,
+    "RESIZE_NEAREST_NEIGHBOR": _resize(resize_nearest_affine),
+    "RESIZE_BILINEAR": _resize(resize_bilinear_affine),
     "QUANTIZE": _quantize,
     "DEQUANTIZE": _dequantize,
 }

@@ -1,7 +1,12 @@
-"""Element-wise functions on the tflite_int8 scheme as TFLite computes them for int8 (LOGISTIC and TANH:
-PopulateLookupTable): a 256-entry table, each entry the C library's float32 function of
-input_scale x (q - input zero point), times 1 / output_scale, rounded half away from zero, plus the
-output zero point, saturated; the C library's expf and tanhf are called, as the kernels do."""
+"""Element-wise functions on the tflite_int8 scheme as TFLite's reference kernels compute them for int8.
+LOGISTIC and TANH (PopulateLookupTable): a 256-entry table, each entry the C library's float32 function
+(expf, tanhf, called as the kernels call them) of input_scale x (q - input zero point), times
+1 / output_scale, rounded half away from zero, plus the output zero point, saturated. HARD_SWISH
+(reference_ops::HardSwish) in 16-bit fixed point: the input on a scale 2^7 finer, a rounding doubling high
+multiply onto the output scale, a "relu-ish" factor in [0, 1] from the input rescaled so that 3.0 is 2^15,
+the two multiplied by the truncating doubling high multiply, then a rounding right shift. LEAKY_RELU
+(reference_ops::QuantizeLeakyRelu): two requantizations, the identity's for x >= 0 and alpha's below, their
+multipliers from float32 ratios of the scales."""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ import ctypes.util
 from functools import lru_cache
 
 import numpy as np
+
+from core.quantize.tflite_math import multiply_by_quantized_multiplier, quantize_multiplier, rounding_divide_by_pot
 
 
 @lru_cache(maxsize=None)
@@ -45,3 +52,76 @@ def lookup_table(function: str, input_scale: float, input_zero_point: int, outpu
 
 def lut_affine(inputs: np.ndarray, table: np.ndarray) -> np.ndarray:
     return table[inputs.astype(np.int64) + 128]
+
+
+
+INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
+
+
+def int16_multiplier(multiplier: float) -> tuple[int, int]:
+    """(16-bit fixed-point multiplier, exponent): QuantizeMultiplier's 32-bit one rounded to its high 16 bits
+    (DownScaleInt32ToInt16Multiplier, saturating at INT16_MAX)."""
+    fixed, exponent = quantize_multiplier(multiplier)
+    if fixed >= 2**31 - 1 - (1 << 15):
+        return INT16_MAX, exponent
+    return (fixed + (1 << 15)) >> 16, exponent
+
+
+def _rounding_doubling_high_mul_16(a: np.ndarray, b) -> np.ndarray:
+    """gemmlowp's 16-bit SaturatingRoundingDoublingHighMul: 2ab's high 16 bits, ties away from zero."""
+    product = np.asarray(a, np.int64) * np.int64(b)
+    total = product + np.where(product >= 0, 1 << 14, 1 - (1 << 14))
+    high = np.where(total >= 0, total >> 15, -((-total) >> 15))  # C's division truncates
+    return np.where((np.asarray(a) == INT16_MIN) & (b == INT16_MIN), INT16_MAX, high)
+
+
+def _doubling_high_mul_16(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """SaturatingDoublingHighMul: the same, truncated toward zero (ARM's SQDMULH)."""
+    product = np.asarray(a, np.int64) * np.asarray(b, np.int64)
+    high = np.where(product >= 0, product >> 15, -((-product) >> 15))
+    return np.where((np.asarray(a) == INT16_MIN) & (np.asarray(b) == INT16_MIN), INT16_MAX, high)
+
+
+def _saturating_left_shift_16(value: np.ndarray, amount: int) -> np.ndarray:
+    return np.clip(np.asarray(value, np.int64) << amount, INT16_MIN, INT16_MAX)
+
+
+def hard_swish_parameters(input_scale: float, output_scale: float) -> dict[str, int]:
+    """HardSwishPrepare: the scales' ratios in float32, then 16-bit multipliers."""
+    hires_input_scale = np.float32(1.0 / 128.0) * np.float32(input_scale)
+    output_fixed, output_exponent = int16_multiplier(float(hires_input_scale / np.float32(output_scale)))
+    reluish_fixed, reluish_exponent = int16_multiplier(float(hires_input_scale / np.float32(3.0 / 32768.0)))
+    if output_exponent > 0:
+        raise ValueError(f"hard-swish: output scale {output_scale} is finer than input scale / 128 allows (TFLite requires it)")
+    return {"output_multiplier": output_fixed, "output_exponent": output_exponent,
+            "reluish_multiplier": reluish_fixed, "reluish_exponent": reluish_exponent}
+
+
+def hard_swish_affine(inputs: np.ndarray, input_zero_point: int, output_zero_point: int, parameters: dict[str, int]) -> np.ndarray:
+    hires = (inputs.astype(np.int64) - input_zero_point) * (1 << 7)
+    on_output_scale = _rounding_doubling_high_mul_16(hires, parameters["output_multiplier"])
+    reluish, exponent = hires, parameters["reluish_exponent"]
+    if exponent > 0:  # all but the last bit of a left shift first: any saturation then happens at the last bit
+        reluish = _saturating_left_shift_16(reluish, exponent - 1)
+    reluish = _rounding_doubling_high_mul_16(reluish, parameters["reluish_multiplier"])
+    if exponent > 0:
+        reluish = _saturating_left_shift_16(reluish, 1)
+    if exponent < 0:
+        reluish = rounding_divide_by_pot(reluish, -exponent)
+    reluish = (reluish + (1 << 15)) >> 1  # [-1, 1] -> [0, 1]
+    output = rounding_divide_by_pot(_doubling_high_mul_16(reluish, on_output_scale), -parameters["output_exponent"])
+    return np.clip(output + output_zero_point, -128, 127).astype(np.int8)
+
+
+def leaky_relu_parameters(input_scale: float, output_scale: float, alpha: float) -> tuple[tuple[int, int], tuple[int, int]]:
+    """((identity multiplier, shift), (alpha multiplier, shift)) as LeakyReluPrepare computes them, in float32."""
+    input_scale, output_scale = np.float32(input_scale), np.float32(output_scale)
+    alpha_multiplier = float(input_scale * np.float32(alpha) / output_scale)
+    return quantize_multiplier(float(input_scale / output_scale)), quantize_multiplier(alpha_multiplier)
+
+
+def leaky_relu_affine(inputs: np.ndarray, input_zero_point: int, output_zero_point: int, identity: tuple[int, int],
+                      alpha: tuple[int, int]) -> np.ndarray:
+    centred = inputs.astype(np.int64) - input_zero_point
+    scaled = np.where(centred >= 0, multiply_by_quantized_multiplier(centred, *identity), multiply_by_quantized_multiplier(centred, *alpha))
+    return np.clip(scaled + output_zero_point, -128, 127).astype(np.int8)

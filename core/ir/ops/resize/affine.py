@@ -1,0 +1,56 @@
+"""Nearest and bilinear resizes on the tflite_int8 scheme as TFLite's reference kernels compute them for
+int8 (input and output share their scale and zero point): nearest (reference_ops::ResizeNearestNeighbor)
+picks floor((i + offset) x scale) in float32 (rounded when align_corners); bilinear
+(reference_ops::ResizeBilinearInteger) works in 10-bit fixed point: scale_10 = round(2^10 x in / out),
+each output a weighted sum of four inputs in 2^-20 units rounded half away from zero."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _nearest_indices(output_size: int, input_size: int, align_corners: bool, half_pixel_centers: bool) -> np.ndarray:
+    scale = (np.float32(input_size - 1) / np.float32(output_size - 1) if align_corners and output_size > 1
+             else np.float32(input_size) / np.float32(output_size))
+    position = (np.arange(output_size, dtype=np.float32) + np.float32(0.5 if half_pixel_centers else 0.0)) * scale
+    index = (np.sign(position) * np.floor(np.abs(position) + 0.5) if align_corners else np.floor(position)).astype(np.int64)
+    index = np.minimum(index, input_size - 1)
+    return np.maximum(index, 0) if half_pixel_centers else index
+
+
+def resize_nearest_affine(inputs: np.ndarray, size: tuple[int, int], align_corners: bool, half_pixel_centers: bool) -> np.ndarray:
+    rows = _nearest_indices(size[0], inputs.shape[1], align_corners, half_pixel_centers)
+    columns = _nearest_indices(size[1], inputs.shape[2], align_corners, half_pixel_centers)
+    return inputs[:, rows][:, :, columns]
+
+
+def _scale_10(output_size: int, input_size: int, align_corners: bool) -> int:
+    if align_corners and output_size > 1:
+        return ((1 << 10) * (input_size - 1) + (output_size - 1) // 2) // (output_size - 1)
+    return ((1 << 10) * input_size + output_size // 2) // output_size
+
+
+def _interpolation(output_size: int, input_size: int, align_corners: bool, half_pixel_centers: bool):
+    """(position in 2^-10 units, lower index, upper index) per output index (ComputeInterpolationValuesInteger)."""
+    scale = _scale_10(output_size, input_size, align_corners)
+    index = np.arange(output_size, dtype=np.int64)
+    position = index * scale + scale // 2 - (1 << 9) if half_pixel_centers else index * scale
+    truncated = np.where(position >= 0, position >> 10, -((-position) >> 10))  # C's division truncates
+    upper_sum = position + (1 << 10) - 1
+    upper = np.where(upper_sum >= 0, upper_sum >> 10, -((-upper_sum) >> 10))
+    return position, np.maximum(truncated, 0), np.minimum(upper, input_size - 1)
+
+
+def resize_bilinear_affine(inputs: np.ndarray, size: tuple[int, int], align_corners: bool, half_pixel_centers: bool) -> np.ndarray:
+    y, y0, y1 = _interpolation(size[0], inputs.shape[1], align_corners, half_pixel_centers)
+    x, x0, x1 = _interpolation(size[1], inputs.shape[2], align_corners, half_pixel_centers)
+    dy, dx = (y - (y0 << 10))[:, None, None], (x - (x0 << 10))[None, :, None]
+    values = inputs.astype(np.int64)
+
+    def at(rows, columns):
+        return values[:, rows][:, :, columns]
+
+    total = (at(y0, x0) * ((1 << 10) - dy) * ((1 << 10) - dx) + at(y1, x0) * dy * ((1 << 10) - dx)
+             + at(y0, x1) * ((1 << 10) - dy) * dx + at(y1, x1) * dy * dx)
+    rounded = total + np.where(total > 0, 1 << 19, -(1 << 19))
+    return np.where(rounded >= 0, rounded >> 20, -((-rounded) >> 20)).astype(np.int8)
