@@ -63,6 +63,13 @@ def test_resnet8_on_raw_pixels_keeps_its_accuracy_with_the_defaults(resnet8_stor
 
 
 @needs_resnet8
+def test_resnet8_on_tflite_int8_with_the_defaults_matches_mlcommons_own_int8_model(resnet8_store):
+    summary, printed = _run(*resnet8_store, *RESNET8_RUN, "target=tflite_int8", "until=annotate")
+    # ../shared/models/README.md: MLCommons' int8 .tflite has 21.6 dB end-point SQNR and 87.47% top-1 on these images
+    assert summary.metrics["annotate.sqnr_db_min"] >= 21.6 and summary.metrics["annotate.top1"] >= 0.8747, printed
+
+
+@needs_resnet8
 def test_a_mis_scaled_input_stops_after_calibrate_naming_the_input_and_the_keys(resnet8_store):
     with pytest.raises(QualityFailed) as failed:
         _run(*resnet8_store, *RESNET8_RUN, "target.input_log2scale=7")
