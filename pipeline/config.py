@@ -306,9 +306,6 @@ def _check_auto(typed: Config) -> None:
         raise ConfigError(f"calib.auto.methods={[method.value for method in searched]}: list the threshold methods auto chooses "
                           f"among, from {', '.join(m.value for m in CalibMethod if m not in (CalibMethod.qat, CalibMethod.auto))}"
                           + (f" ({', '.join(unsearchable)} cannot be searched)" if unsearchable else ""))
-    if typed.calib.method is CalibMethod.auto and typed.target.scheme is not Scheme.pow2_symmetric:
-        raise ConfigError(f"calib.method=auto chooses among power-of-two scales; target {typed.target.name} has the "
-                          f"{typed.target.scheme.value} scheme (target.scheme): choose minmax, kl, percentile or mse")
 
 
 def _check_known_keys(node: Any, typed: Any, prefix: str) -> None:

@@ -217,6 +217,8 @@ def _search_setup(params, layer_graph, target: TargetSpec, settings, stats, mean
         return table
 
     def emit_error(table) -> str | None:  # the IR's own checks (shift ranges): what emit_ir would refuse
+        if not target.scheme.has_ir:
+            return None
         try:
             build_ir(layer_graph, table, params.target.min_shift, params.target.max_shift)
         except IrError as error:

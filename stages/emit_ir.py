@@ -24,7 +24,7 @@ from pipeline.params import to_plain
 
 def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]:
     table = CalibrationTable.load(inputs["calibrate"])
-    if not scheme_of(params.target).power_of_two:
+    if not scheme_of(params.target).has_ir:
         raise IrError(f"target {params.target.name}: the {params.target.scheme.value} scheme has no IR yet; the TF2IR IR needs "
                       "power-of-two, per-tensor scales: run with target=tf2ir (or an accelerator target built on it), or "
                       "until=annotate to measure this scheme")

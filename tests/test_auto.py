@@ -17,11 +17,12 @@ from core.frontend.graph import Graph
 from core.frontend.tf_runtime import GraphRunner
 from core.ir.layers import group_layers
 from core.quantize.annotate import annotate_graph
-from core.quantize.auto import activation_candidates
+from core.quantize.auto import distinct_candidates
 from core.quantize.calibration.histogram import TensorStatistics
 from core.quantize.calibration.methods import CalibrationSettings, get_method
 from core.quantize.calibration.scales import ROUNDINGS, log2scale
 from core.quantize.evaluation import sqnr_db
+from core.quantize.scheme import Pow2Symmetric, TfliteInt8
 from core.quantize.table import CalibrationTable
 from pipeline.config import ConfigError
 from pipeline.main import run_pipeline
@@ -60,7 +61,9 @@ def test_mse_on_a_power_of_two_target_takes_the_range_of_least_error_not_its_thr
 
 def test_activation_candidates_are_the_methods_and_roundings_scales_named_by_the_first_that_gives_them():
     stats, settings = statistics_of(relu6_like()), CalibrationSettings()
-    candidates = activation_candidates(stats, list(METHODS), settings, 8)
+    entries = distinct_candidates(Pow2Symmetric().activation_candidates("relu6:0", stats, list(METHODS), settings))
+    candidates = {entry.log2scale: entry.method for entry in entries}
+    assert len(candidates) == len(entries)  # one candidate per scale
     expected = set()
     for name in METHODS:
         exponent = get_method(name).pow2_exponent(stats, settings)
@@ -109,6 +112,31 @@ def test_auto_runs_all_stages_bit_exact_and_is_at_least_the_best_whole_method(wo
     assert metrics["calibrate.auto_sqnr_db"] == report["sqnr_db"]
 
 
+def test_tflite_int8_candidates_are_each_methods_affine_range_one_per_grid():
+    stats, settings = statistics_of(relu6_like()), CalibrationSettings()
+    entries = distinct_candidates(TfliteInt8().activation_candidates("relu6:0", stats, list(METHODS), settings))
+    ranges = {tuple(entry.range) for entry in entries}
+    assert len(ranges) == len(entries) >= 2
+    for entry in entries:  # affine on the observed side: a ReLU6 output's zero point is int8's minimum, 0 exactly representable
+        assert entry.zero_point == -128 and entry.range[0] == 0.0 and entry.method in METHODS
+
+
+def test_auto_on_tflite_int8_moves_affine_ranges_and_is_at_least_the_best_whole_method(workspace):
+    cfg = compose(*workspace, "target=tflite_int8", "until=annotate", "calib.method=auto", "calib.auto.num_images=64",
+                  "calib.num_images=64")
+    summary = run_pipeline(cfg, console=QUIET)
+    calibrate = next(result.artifact.directory for result in summary.results if result.stage.name == "calibrate")
+    report = json.loads((calibrate / "report.json").read_text())["auto"]
+    assert set(report["method_sqnr_db"]) == set(METHODS) and None not in report["method_sqnr_db"].values()
+    assert report["sqnr_db"] >= max(report["method_sqnr_db"].values())
+    table = CalibrationTable.load(calibrate)
+    for entry in table.tensors.values():
+        if entry.kind == "activation":
+            assert entry.method in METHODS and entry.zero_point is not None
+        elif entry.kind == "weight":
+            assert entry.method in ("absmax", "mse") and entry.channel_scales
+
+
 def test_auto_with_an_exhausted_budget_keeps_the_best_whole_table(workspace):
     cfg = compose(*workspace, "calib.method=auto", "calib.auto.num_images=16", "calib.num_images=16", "calib.auto.budget_s=0.001",
                   "until=calibrate")
@@ -122,7 +150,6 @@ def test_auto_with_an_exhausted_budget_keeps_the_best_whole_table(workspace):
 @pytest.mark.parametrize("overrides, words", [
     (["calib.auto.methods=[qat,minmax]"], ["calib.auto.methods", "qat", "kl"]),
     (["calib.auto.methods=[]"], ["calib.auto.methods"]),
-    (["calib.method=auto", "target=tflite_int8"], ["calib.method=auto", "target.scheme", "tflite_int8"]),
 ])
 def test_auto_settings_that_cannot_work_fail_before_any_stage(overrides, words):
     with pytest.raises(ConfigError) as error:

@@ -3,10 +3,11 @@ as Intel Neural Compressor's accuracy-aware tuning chooses per op.
 
 1. Every method in `methods` makes a whole table (equalization and bias correction as configured);
    the one whose annotated graph has the best end-point SQNR on the search images is the start.
-2. Each tensor's candidates are the power-of-two scales the methods and roundings give it:
-   activations, each method's threshold under each pow2_rounding (ceil, nearest, mse; a method
-   that picks its own power of two, mse, gives that one); weights, each weight method's
-   (minmax: nothing saturates; mse: least weight error).
+2. Each tensor's candidates are the entries the target's scheme makes of each method's choice
+   (QuantScheme.activation_candidates / weight_candidates), one per grid: on a power-of-two
+   scheme each method's threshold under each pow2_rounding (ceil, nearest, mse; a method that picks
+   its own power of two, mse, gives that one); on tflite_int8 each method's affine range; weights,
+   each weight method's (minmax: nothing saturates; mse: least weight error).
 3. Greedy by sensitivity: layers in the order of `sensitivity.ranked` (the layer whose
    quantization alone costs most first), each of its tensors tried at each candidate with every
    other choice fixed; a candidate is kept when it raises the end-point SQNR. Biases follow their
@@ -32,14 +33,12 @@ from core.frontend.graph import Graph
 from core.frontend.layers import LayerGraph
 from core.frontend.tf_runtime import GraphRunner
 from core.quantize.annotate import annotate_graph
-from core.quantize.calibration.build import TargetSpec, with_log2scale
+from core.quantize.calibration.build import TargetSpec, output_channels
 from core.quantize.calibration.histogram import TensorStatistics
-from core.quantize.calibration.methods import CalibrationSettings, get_method
-from core.quantize.calibration.scales import ROUNDINGS, log2scale
-from core.quantize.calibration.weights import WEIGHT_METHODS, choose as choose_weights
+from core.quantize.calibration.methods import CalibrationSettings
 from core.quantize.evaluation import ErrorSums
 from core.quantize.sensitivity import analyze, ranked
-from core.quantize.table import CalibrationTable
+from core.quantize.table import CalibrationTable, TensorEntry
 
 AUTO = "auto"  # the calib.method that is this search, not a threshold method
 # a move is kept when it raises the end-point SQNR by more than this (dB): float noise in the
@@ -83,32 +82,6 @@ class SearchResult:
                 "seconds": self.seconds, "winners": winners}
 
 
-def activation_candidates(stats: TensorStatistics, methods: list[str], settings: CalibrationSettings, bits: int) -> dict[int, str]:
-    """log2scale -> the first method/rounding that gives it."""
-    candidates: dict[int, str] = {}
-    if stats.absmax == 0:
-        return candidates
-    for name in methods:
-        method = get_method(name)
-        exponent = method.pow2_exponent(stats, settings)
-        if exponent is not None:
-            candidates.setdefault((bits - 1) - exponent, name)
-            continue
-        threshold = method.threshold(stats, settings)
-        for rounding in ROUNDINGS:
-            if threshold > 0:
-                candidates.setdefault(log2scale(threshold, bits, rounding, stats).log2scale, f"{name}/{rounding}")
-    return candidates
-
-
-def weight_candidates(weight: np.ndarray, bits: int) -> dict[int, str]:
-    candidates: dict[int, str] = {}
-    for name in WEIGHT_METHODS:
-        chosen = choose_weights(name, weight, bits, pow2=True)
-        candidates.setdefault(chosen.log2scale, "absmax" if name == "minmax" else name)
-    return candidates
-
-
 class _Scorer:
     """End-point SQNR of a table's annotated graph against the float graph's end points."""
 
@@ -144,47 +117,68 @@ def search(setup: SearchSetup, methods: list[str], images: np.ndarray, batch_siz
     best_table = CalibrationTable(AUTO, best_table.target, best_table.bits, dict(best_table.tensors), best_table.float_layers)
     result = SearchResult(best_table, start, method_sqnr, best, 0)
     trials = _trials(setup, best_table, methods, images, batch_size)
-    for done, (tensor, value, label) in enumerate(trials):
+    for done, (tensor, candidate) in enumerate(trials):
         if time.perf_counter() - started > budget_s:
             result.stopped_early = True
             break
         progress(done + 1, len(trials))
         current = result.table.tensors[tensor]
-        if current.log2scale == value:
+        if _grid(current) == _grid(candidate):
             continue
-        trial = _moved(setup, result.table, tensor, value, label)
+        trial = _moved(setup, result.table, tensor, candidate)
         if setup.feasible(trial):
             continue
         sqnr = score(trial)
         if sqnr > result.sqnr_db + MIN_GAIN_DB:
-            result.moves.append({"tensor": tensor, "from": [current.method, current.log2scale], "to": [label, value], "sqnr_db": sqnr})
+            result.moves.append({"tensor": tensor, "from": [current.method, _quantization(current)],
+                                 "to": [candidate.method, _quantization(candidate)], "sqnr_db": sqnr})
             result.table, result.sqnr_db = trial, sqnr
     result.evaluations, result.seconds = score.evaluations, time.perf_counter() - started
     return result
 
 
-def _trials(setup: SearchSetup, start: CalibrationTable, methods: list[str], images, batch_size: int) -> list[tuple[str, int, str]]:
-    """(tensor, log2scale, label) in the order of the layers' sensitivity, each layer's output first."""
+def distinct_candidates(entries: list[TensorEntry]) -> list[TensorEntry]:
+    """One entry per quantization grid, the first that gives it (its method names it), in grid order."""
+    by_grid: dict[tuple, TensorEntry] = {}
+    for entry in entries:
+        by_grid.setdefault(_grid(entry), entry)
+    return [by_grid[grid] for grid in sorted(by_grid)]
+
+
+def _grid(entry: TensorEntry) -> tuple:
+    """What the integers mean: the range (a power of two's, or an affine scale and zero point's), per channel where
+    the entry has channels."""
+    return tuple(entry.range), tuple(tuple(channel) for channel in entry.channel_ranges or ())
+
+
+def _quantization(entry: TensorEntry):
+    """How a move names a grid in the report: the log2scale, or (scale, zero point)."""
+    return entry.log2scale if entry.log2scale is not None else [entry.scale, entry.zero_point]
+
+
+def _trials(setup: SearchSetup, start: CalibrationTable, methods: list[str], images, batch_size: int) -> list[tuple[str, TensorEntry]]:
+    """(tensor, candidate entry) in the order of the layers' sensitivity, each layer's output first."""
     order = ranked(analyze(setup.layer_graph, start, setup.layer_graph.graph, images, batch_size))
-    trials = []
+    weighted = {f"{layer.weight}:0": layer for layer in setup.layer_graph.layers if layer.weight}
+    scheme, trials = setup.target.scheme, []
     for sensitivity in order:
         for tensor in sensitivity.tensors:
             entry = start.tensors[tensor]
             if entry.kind == "activation" and tensor in setup.stats:
-                candidates = activation_candidates(setup.stats[tensor], methods, setup.settings, setup.target.bits)
-            elif entry.kind == "weight":
-                candidates = weight_candidates(setup.layer_graph.graph.constants[tensor.rsplit(":", 1)[0]], setup.target.bits)
+                candidates = scheme.activation_candidates(tensor, setup.stats[tensor], methods, setup.settings)
+            elif entry.kind == "weight" and tensor in weighted:
+                layer = weighted[tensor]
+                weight = setup.layer_graph.graph.constants[layer.weight]
+                candidates = scheme.weight_candidates(layer.name, weight, lambda: output_channels(weight, layer))
             else:
                 continue
-            low, high = setup.target.scheme.min_log2scale, setup.target.scheme.max_log2scale
-            trials += [(tensor, value, label) for value, label in sorted(candidates.items()) if low <= value <= high]
+            trials += [(tensor, candidate) for candidate in distinct_candidates(candidates)]
     return trials
 
 
-def _moved(setup: SearchSetup, table: CalibrationTable, tensor: str, value: int, label: str) -> CalibrationTable:
+def _moved(setup: SearchSetup, table: CalibrationTable, tensor: str, candidate: TensorEntry) -> CalibrationTable:
     entry = table.tensors[tensor]
-    weight = setup.layer_graph.graph.constants[tensor.rsplit(":", 1)[0]] if entry.kind == "weight" else None
-    moved = with_log2scale(entry, value, label, setup.target.bits, setup.stats.get(tensor), weight)
+    moved = dataclasses.replace(candidate, kind=entry.kind, layer=entry.layer, absmax=entry.absmax, warnings=list(entry.warnings))
     trial = dataclasses.replace(table, tensors={**table.tensors, tensor: moved})
     setup.refresh_biases(trial)
     return trial

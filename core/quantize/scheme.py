@@ -21,8 +21,9 @@ import numpy as np
 
 from core.frontend.fake_quant import QuantRange
 from core.quantize.calibration.histogram import TensorStatistics
-from core.quantize.calibration.scales import float_scale, log2scale, qat_log2scale
-from core.quantize.calibration.weights import choose as choose_weights, unsaturated_log2scale
+from core.quantize.calibration.methods import CalibrationSettings, get_method
+from core.quantize.calibration.scales import ROUNDINGS, float_scale, log2scale, qat_log2scale
+from core.quantize.calibration.weights import WEIGHT_METHODS, choose as choose_weights, unsaturated_log2scale
 from core.quantize.table import CalibrationError, TensorEntry
 
 
@@ -69,8 +70,10 @@ class QuantScheme(ABC):
 
     name: ClassVar[str]
     bits: int = 8
-    # the simulator, the emitted C and the auto search work on power-of-two scales
+    # scales are powers of two (a method may then pick its own exponent: ActivationChoice.pow2_exponent)
     power_of_two: ClassVar[bool] = False
+    # whether emit_ir builds an IR of this scheme's tables (calib.method=auto then skips a table the IR refuses)
+    has_ir: ClassVar[bool] = True
 
     @property
     def qmin(self) -> int:
@@ -101,6 +104,21 @@ class QuantScheme(ABC):
     def bias_entry(self, layer: str, bias: np.ndarray, input_entry: TensorEntry, weight_entry: TensorEntry) -> TensorEntry:
         """A bias's entry, given the entries of the layer's input and weight."""
 
+    # calib.method=auto's candidates: the entries `methods` give a tensor, each labelled by its method
+    # ("kl", or "kl/ceil" where the scheme rounds a threshold several ways); auto keeps one per range
+    def activation_candidates(self, tensor: str, stats: TensorStatistics, methods: list[str],
+                              settings: CalibrationSettings) -> list[TensorEntry]:
+        candidates = []
+        for name in methods:
+            threshold = get_method(name).threshold(stats, settings)
+            entry = self.activation_entry(ActivationChoice(tensor, None, name, threshold, stats))
+            entry.clipped_fraction = clipped_fraction(stats, max(-entry.range[0], entry.range[1]))
+            candidates.append(entry)
+        return candidates
+
+    def weight_candidates(self, layer: str, weight: np.ndarray, channels: Callable[[], list[np.ndarray]]) -> list[TensorEntry]:
+        return [self.weight_entry(layer, weight, channels, name, np.mean) for name in WEIGHT_METHODS]
+
 
 @dataclass(frozen=True)
 class Pow2Symmetric(QuantScheme):
@@ -113,6 +131,36 @@ class Pow2Symmetric(QuantScheme):
     input_log2scale: int | None = None  # an override: None lets the method choose it from the data
     pow2_rounding: str = "ceil"
     target: str = "tf2ir"  # named in messages
+
+    def activation_candidates(self, tensor, stats, methods, settings):
+        """Each method's threshold under each rounding (ROUNDINGS); a method that picks its own power of
+        two (mse) gives that one. Scales the target cannot shift to are left out."""
+        candidates = []
+        for name in methods:
+            method = get_method(name)
+            exponent = method.pow2_exponent(stats, settings)
+            if exponent is not None:
+                chosen = [(name, (self.bits - 1) - exponent, min(float(np.ldexp(1.0, exponent)), float(stats.absmax)))]
+            else:
+                threshold = method.threshold(stats, settings)
+                chosen = [(f"{name}/{rounding}", log2scale(threshold, self.bits, rounding, stats).log2scale, threshold)
+                          for rounding in ROUNDINGS] if threshold > 0 else []
+            for label, value, threshold in chosen:
+                if self.min_log2scale <= value <= self.max_log2scale:
+                    quant_range = pow2_range(value, self.bits)
+                    candidates.append(TensorEntry("activation", label, threshold, quant_range, log2scale=value,
+                                                  clipped_fraction=clipped_fraction(stats, -quant_range[0])))
+        return candidates
+
+    def weight_candidates(self, layer, weight, channels):
+        candidates = []
+        for name in WEIGHT_METHODS:
+            chosen = choose_weights(name, weight, self.bits, pow2=True)
+            if self.min_log2scale <= chosen.log2scale <= self.max_log2scale:
+                candidates.append(TensorEntry("weight", _weight_method_name(name), chosen.threshold, pow2_range(chosen.log2scale, self.bits),
+                                              log2scale=chosen.log2scale, absmax=_absmax_of(weight), layer=layer,
+                                              clipped_fraction=chosen.saturated_fraction))
+        return candidates
 
     def fixed_input_entry(self, stats):
         if self.input_log2scale is None:
@@ -201,6 +249,7 @@ class TfliteInt8(QuantScheme):
     stays representable), int32 biases at input scale x weight scale with zero point 0."""
 
     name: ClassVar[str] = "tflite_int8"
+    has_ir: ClassVar[bool] = False  # its IR records are the next step (pipeline/config.py stops it after annotate)
     bias_bits: ClassVar[int] = 32
 
     def fixed_input_entry(self, stats):

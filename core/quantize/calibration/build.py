@@ -174,19 +174,6 @@ def correct_biases(table: CalibrationTable, layer_graph: LayerGraph, target: Tar
     return report
 
 
-def with_log2scale(entry: TensorEntry, value: int, method: str, bits: int, stats: TensorStatistics | None = None,
-                   weight: np.ndarray | None = None) -> TensorEntry:
-    """`entry` on a power-of-two target moved to log2scale `value`, chosen by `method`; what it
-    clips is measured again: over `stats` (an activation) or the `weight` itself."""
-    moved = dataclasses.replace(entry, method=method, log2scale=value, range=pow2_range(value, bits), warnings=list(entry.warnings))
-    moved.threshold = -moved.range[0]
-    if weight is not None:
-        moved.clipped_fraction = float(np.mean(np.abs(weight) > moved.range[1])) if weight.size else 0.0
-    elif stats is not None:
-        moved.clipped_fraction = clipped_fraction(stats, -moved.range[0])
-    return moved
-
-
 def _qat_constant_entry(kind: str, key: str, layer: str, quant_range: QuantRange, target: TargetSpec,
                         channels: int = 0) -> TensorEntry:
     """A weight's or bias's own FakeQuant range, as the target's scheme represents it."""
