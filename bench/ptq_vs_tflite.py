@@ -1,18 +1,23 @@
-"""Our post-training quantization on the power-of-two, per-tensor `tf2ir` target against TensorFlow
-Lite's full-int8 PTQ (per-channel weights, affine activations), on the same model and the same images.
+"""Our post-training quantization against TensorFlow Lite's full-int8 PTQ (per-channel weights, affine
+activations), on the same model and the same images, on our power-of-two `tf2ir` target and on
+`tflite_int8`, TFLite's own scheme.
 
-    .venv/bin/python bench/ptq_vs_tflite.py [--epochs 30] [--size 64] [--calib-images 256]
+    .venv/bin/python bench/ptq_vs_tflite.py [--model mobilenet|resnet8] [--targets tf2ir,tflite_int8]
+                                           [--epochs 30] [--size 64] [--calib-images 256]
                                            [--configs minmax,minmax+eq+bc,kl+eq+bc,...]
 
-Builds keras.applications.MobileNet (alpha 0.25, --size px, seeded, weights=None), trains it briefly
-on the CIFAR-10 training images ../shared holds, saves it as .keras and then, side by side:
-- each of our configurations through run.py's path (all eight stages; the figures are simulate's:
-  the integer network the IR describes, which codegen reproduces bit for bit),
+--model mobilenet (default) builds keras.applications.MobileNet (alpha 0.25, --size px, seeded,
+weights=None) and trains it briefly on the CIFAR-10 training images ../shared holds; --model resnet8
+takes MLPerf Tiny's trained ResNet-8 (../shared/models/mlperf_tiny_resnet8/pretrainedResnet.h5, raw
+pixels). Then, side by side:
+- each of our configurations on each of --targets through run.py's path: on tf2ir all eight stages
+  (the figures are simulate's: the integer network the IR describes, which codegen reproduces bit for
+  bit); on tflite_int8 through annotate (the annotated graph: the scheme's IR is not built yet),
 - TFLite's converter with the first --calib-images calibration images as its representative data
-  set, int8 input and output, run by TFLite's interpreter.
+  set, int8 input and output, run by TFLite's interpreter (its default kernels, one thread).
 Both are measured on the CIFAR-10 test images against the float Keras model: top-1, agreement of
 the predicted class with float's, and the end point's SQNR (sum of squares over every image, as
-simulate.sqnr_db_min). Prints the table and writes it to --out (default bench/out/ptq_vs_tflite.md).
+simulate.sqnr_db_min). Prints the table and writes it to --out (default bench/out/ptq_vs_tflite_<model>.md).
 Needs ../shared/data/cifar-10-batches-py.
 """
 
@@ -32,7 +37,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from rich.console import Console  # noqa: E402
 
-from conftest import CIFAR10_DIR, compose  # noqa: E402
+from conftest import CIFAR10_DIR, MODELS, compose  # noqa: E402
 from core.data.datasets import load_split  # noqa: E402
 from core.quantize.evaluation import sqnr_db  # noqa: E402
 from pipeline.main import run_pipeline  # noqa: E402
@@ -51,12 +56,17 @@ CONFIGURATIONS = {
     "auto+eq+bc+wmse": ["calib.method=auto"],
 }
 COLUMNS = ("quantization", "top-1", "agreement with float", "end-point SQNR (dB)", "seconds")
+RESNET8 = MODELS / "mlperf_tiny_resnet8" / "pretrainedResnet.h5"
+# the targets whose IR is built run every stage and report simulate's figures; the others annotate's
+TARGETS = {"tf2ir": [], "tflite_int8": ["target=tflite_int8", "until=annotate"]}
 
 
-def model_overrides(work: Path, model_path: Path, size: int, calib_images: int) -> list[str]:
-    return [f"store.url={work / 'store'}", f"store.cache_dir={work / 'cache'}", f"tracking_uri=sqlite:///{work / 'mlflow.db'}",
-            "model=keras_cifar10", "model.name=mobilenet_a025", f"model.file.path={model_path}",
-            f"model.preprocess.size=[{size},{size}]", f"data.path={CIFAR10_DIR}", f"calib.num_images={calib_images}"]
+def model_overrides(work: Path, model_path: Path, size: int, calib_images: int, model: str) -> list[str]:
+    common = [f"store.url={work / 'store'}", f"store.cache_dir={work / 'cache'}", f"tracking_uri=sqlite:///{work / 'mlflow.db'}",
+              "model=keras_cifar10", f"model.file.path={model_path}", f"data.path={CIFAR10_DIR}", f"calib.num_images={calib_images}"]
+    if model == "resnet8":  # raw pixels, as MLCommons trained it
+        return common + ["model.name=resnet8", "model.preprocess.scale=1", "model.preprocess.offset=0"]
+    return common + ["model.name=mobilenet_a025", f"model.preprocess.size=[{size},{size}]"]
 
 
 def dataset(cfg, split: str, limit: int | None):
@@ -115,47 +125,63 @@ def tflite_row(model: keras.Model, calibration: np.ndarray, images: np.ndarray, 
             f"{sqnr_db(reference, outputs):.2f}", f"{time.perf_counter() - started:.0f}"]
 
 
-def ours_row(name: str, overrides: list[str]) -> list[str]:
+def ours_row(name: str, overrides: list[str], target: str) -> list[str]:
     started = time.perf_counter()
-    metrics = run_pipeline(compose(*overrides), console=Console(stderr=True)).metrics
+    metrics = run_pipeline(compose(*overrides, *TARGETS[target]), console=Console(stderr=True)).metrics
+    if "simulate.top1" not in metrics:
+        return [f"{target} {name} (annotated graph)", f"{metrics['annotate.top1']:.4f}", f"{metrics['annotate.top1_agreement']:.4f}",
+                f"{metrics['annotate.sqnr_db_min']:.2f}", f"{time.perf_counter() - started:.0f}"]
     if metrics["simulate.end_point_agreement"] != 1.0 or metrics["codegen.bitexact"] != 1.0:
         raise SystemExit(f"{name}: simulate disagrees with annotate or codegen is not bit-exact: {metrics}")
     # annotate's end points equal simulate's bit for bit (checked above), so its agreement is simulate's
-    return [f"tf2ir {name}", f"{metrics['simulate.top1']:.4f}", f"{metrics['annotate.top1_agreement']:.4f}",
+    return [f"{target} {name}", f"{metrics['simulate.top1']:.4f}", f"{metrics['annotate.top1_agreement']:.4f}",
             f"{metrics['simulate.sqnr_db_min']:.2f}", f"{time.perf_counter() - started:.0f}"]
+
+
+def float_model(model: str, model_path: Path, cfg, size: int, epochs: int) -> keras.Model:
+    """The float Keras model, saved at `model_path` for the pipeline."""
+    if model == "resnet8":
+        keras_model = keras.models.load_model(RESNET8, compile=False)
+    else:
+        train_images, train_labels = dataset(cfg, cfg.data.calib_split, None)
+        keras_model = train(train_images, train_labels, size, epochs)
+    keras_model.save(model_path)
+    return keras_model
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=("mobilenet", "resnet8"), default="mobilenet")
+    parser.add_argument("--targets", default="tf2ir,tflite_int8", help=f"any of: {', '.join(TARGETS)}")
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--calib-images", type=int, default=256)
     parser.add_argument("--configs", default=",".join(CONFIGURATIONS), help=f"any of: {', '.join(CONFIGURATIONS)}")
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "ptq_vs_tflite.md")
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    if not CIFAR10_DIR.is_dir():
-        sys.exit(f"needs CIFAR-10 at {CIFAR10_DIR} (../shared/data/cifar-10-batches-py)")
-    unknown = set(args.configs.split(",")) - set(CONFIGURATIONS)
-    if unknown:
-        sys.exit(f"--configs: unknown {sorted(unknown)}; choose from {list(CONFIGURATIONS)}")
+    if not CIFAR10_DIR.is_dir() or (args.model == "resnet8" and not RESNET8.is_file()):
+        sys.exit(f"needs CIFAR-10 at {CIFAR10_DIR}" + (f" and {RESNET8}" if args.model == "resnet8" else ""))
+    for flag, given, known in (("--configs", args.configs, CONFIGURATIONS), ("--targets", args.targets, TARGETS)):
+        if set(given.split(",")) - set(known):
+            sys.exit(f"{flag}: unknown {sorted(set(given.split(',')) - set(known))}; choose from {list(known)}")
     with tempfile.TemporaryDirectory(prefix="ptq_vs_tflite_") as scratch:
         work = Path(scratch)
-        model_path = work / "mobilenet_a025.keras"
-        base = model_overrides(work, model_path, args.size, args.calib_images)
+        model_path = work / f"{args.model}.keras"
+        base = model_overrides(work, model_path, args.size, args.calib_images, args.model)
         cfg = compose(*base)
-        train_images, train_labels = dataset(cfg, cfg.data.calib_split, None)
-        model = train(train_images, train_labels, args.size, args.epochs)
-        model.save(model_path)
+        model = float_model(args.model, model_path, cfg, args.size, args.epochs)
+        calibration, _ = dataset(cfg, cfg.data.calib_split, args.calib_images)
         test_images, test_labels = dataset(cfg, cfg.data.eval_split, cfg.data.eval_num_images)
         reference = model.predict(test_images, batch_size=128, verbose=0)
         print(f"float top-1 {np.mean(reference.argmax(axis=1) == test_labels):.4f} on {len(test_labels)} test images", file=sys.stderr)
         rows = [["float (Keras)", f"{np.mean(reference.argmax(axis=1) == test_labels):.4f}", "1.0000", "", ""],
-                tflite_row(model, train_images[:args.calib_images], test_images, test_labels, reference)]
+                tflite_row(model, calibration, test_images, test_labels, reference)]
         print(" | ".join(rows[-1]), file=sys.stderr)
-        for name in args.configs.split(","):
-            rows.append(ours_row(name, base + CONFIGURATIONS[name]))
-            print(" | ".join(rows[-1]), file=sys.stderr)
-    publish(COLUMNS, rows, args.out)
+        for target in args.targets.split(","):
+            for name in args.configs.split(","):
+                rows.append(ours_row(name, base + CONFIGURATIONS[name], target))
+                print(" | ".join(rows[-1]), file=sys.stderr)
+    publish(COLUMNS, rows, args.out or ROOT / "bench" / "out" / f"ptq_vs_tflite_{args.model}.md")
 
 
 if __name__ == "__main__":

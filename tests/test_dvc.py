@@ -197,7 +197,9 @@ def test_experiments_compare_by_their_headline_metrics_and_plots(fresh_clone):
     header = compact.stdout.splitlines()[0].split(",")
     assert {"calib.method", "annotate.sqnr_db_min", "calibrate.clipped_fraction_max"} <= set(header), header
     assert not any("/" in column for column in header) and len(header) < 20, header
-    diff = _dvc_json(fresh_clone, "metrics", "diff", baseline, "kl")
+    # minmax clips nothing and kl something (asserted above): their calibrate metrics differ on any machine (mse's and
+    # kl's largest clipped share can both be the input's)
+    diff = _dvc_json(fresh_clone, "metrics", "diff", "minmax", "kl")
     assert "calibrate.clipped_fraction_max" in diff["metrics/calibrate.json"]
     plots = _dvc_json(fresh_clone, "plots", "diff", baseline, "kl", "minmax")
     for plot in ("annotate.layer_sqnr", "calibrate.clipping", "simulate.layer_agreement"):

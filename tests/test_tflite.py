@@ -13,7 +13,9 @@ import tensorflow as tf
 from conftest import CIFAR10_DIR, MODELS
 from core.data.datasets import load_cifar10
 from core.frontend.tflite import OPERATORS, TfliteError, read_tflite
+from core.ir.ops.conv.affine import conv_affine, exact_dtype
 from core.ir.tflite_interpreter import KERNELS, run_int8
+from core.quantize.tflite_math import requantize
 from core.quantize.tflite_reference import reference_tensors
 
 RESNET8 = MODELS / "mlperf_tiny_resnet8" / "pretrainedResnet_quant.tflite"
@@ -202,3 +204,37 @@ def test_hard_swish_leaky_relu_and_resizes_run_as_tflites_reference_kernels(tmp_
     inputs = rng.integers(-128, 128, (32, 5, 6, 3)).astype(np.int8)
     inputs[0], inputs[1] = -128, 127
     _assert_every_tensor_equal(path, inputs)
+
+
+def _naive_conv_sums(inputs, zero_point, weight, stride, pads):
+    """int64 sums of weight x (input - zero point), taps outside the image skipped, one output at a time."""
+    n, height, width, _ = inputs.shape
+    outputs, kh, kw, _ = weight.shape
+    top, bottom, left, right = pads
+    out_h, out_w = (height + top + bottom - kh) // stride + 1, (width + left + right - kw) // stride + 1
+    sums = np.zeros((n, out_h, out_w, outputs), np.int64)
+    for oh in range(out_h):
+        for ow in range(out_w):
+            for i in range(kh):
+                for j in range(kw):
+                    y, x = oh * stride - top + i, ow * stride - left + j
+                    if 0 <= y < height and 0 <= x < width:
+                        sums[:, oh, ow] += (inputs[:, y, x].astype(np.int64) - zero_point) @ weight[:, i, j].astype(np.int64).T
+    return sums
+
+
+@pytest.mark.parametrize("channels, weight_high", [(8, 20), (600, 127)])  # partial sums below 2^24 (float32), and beyond (float64)
+def test_the_blas_convolution_sums_are_the_integers_whichever_float_holds_them(channels, weight_high):
+    rng = np.random.default_rng(channels)
+    inputs = rng.integers(-128, 128, (3, 5, 6, channels)).astype(np.int8)
+    inputs[0] = 127  # the largest |input - zero point|, 255
+    weight = rng.choice([-weight_high, weight_high], (4, 3, 3, channels)).astype(np.int8)
+    expected_dtype = np.float32 if channels == 8 else np.float64
+    assert exact_dtype(weight, None) is expected_dtype
+    identity = (np.full(4, 1 << 30), np.full(4, 1))  # x 1: the sums themselves, saturated to int8 only at the end
+    sums = _naive_conv_sums(inputs, -128, weight, 2, (1, 1, 0, 1))
+    got = conv_affine(inputs, -128, weight, None, *identity, 0, (-128, 127), (2, 2), (1, 1), (1, 1, 0, 1))
+    assert np.array_equal(got, np.clip(sums, -128, 127))
+    scaled_down = (np.full(4, 1 << 30), np.full(4, -19))  # x 2^-20: the large sums' high bits, by the numpy reference
+    got = conv_affine(inputs, -128, weight, None, *scaled_down, 0, (-128, 127), (2, 2), (1, 1), (1, 1, 0, 1))
+    assert np.array_equal(got, requantize(sums, *scaled_down, 0, -128, 127))

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+from core.quantize.tflite_compiled import requantize_channels
 from core.quantize.tflite_math import (INT32_MAX, INT32_MIN, multiply_by_quantized_multiplier, quantize_multiplier,
                                        rounding_divide_by_pot, saturating_rounding_doubling_high_mul)
 
@@ -105,3 +106,23 @@ def test_a_negative_or_non_finite_multiplier_is_refused():
     for bad in (-0.5, math.inf, math.nan):
         with pytest.raises(ValueError, match="multiplier"):
             quantize_multiplier(bad)
+
+
+@pytest.mark.parametrize("shift", [-31, -20, -1, 0, 1, 7, 30])
+def test_the_compiled_requantization_is_the_c_codes_at_the_extremes(shift):
+    """requantize_channels (compiled, one pass) against the scalar transcription, accumulators and biases at
+    int32's ends, multipliers at theirs, zero points -128 and 127, every clamp."""
+    multipliers = np.array([m for m in EXTREME_M if m >= 0], np.int64)
+    accumulators = np.array(EXTREME_X, np.int64)[:, None].repeat(len(multipliers), axis=1)
+    for zero_point, (low, high) in ((-128, (-128, 127)), (127, (-128, 127)), (3, (-20, 90))):
+        bias = np.zeros(len(multipliers), np.int64)
+        got = requantize_channels(accumulators.astype(np.float64), bias, multipliers, np.full(len(multipliers), shift), zero_point, low, high)
+        expected = [[min(max(mbqm(int(x), int(m), shift) + zero_point, low), high) for m in multipliers] for x in EXTREME_X]
+        assert got.tolist() == expected
+    rng = np.random.default_rng(shift + 40)
+    sums, bias = rng.integers(-(2**24), 2**24, (64, 5)), rng.integers(-(2**20), 2**20, 5)
+    channel_multipliers, channel_shifts = rng.integers(2**30, 2**31, 5), np.array([shift, -3, 0, 2, -10])
+    got = requantize_channels(sums.astype(np.float32), bias, channel_multipliers, channel_shifts, -5, -128, 127)
+    expected = [[min(max(mbqm(int(x) + int(b), int(m), int(s)) - 5, -128), 127) for x, b, m, s in zip(row, bias, channel_multipliers,
+                                                                                                 channel_shifts)] for row in sums]
+    assert got.tolist() == expected

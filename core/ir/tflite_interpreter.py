@@ -10,17 +10,20 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
 from core.ir.ops.add.affine import add_affine, add_requantization
 from core.ir.ops.concat.affine import concat_affine
-from core.ir.ops.conv.affine import conv_affine, fully_connected_affine, padding, requantization
+from core.ir.ops.conv.affine import fully_connected_affine, padding, requantization
+from core.ir.ops.conv.affine_fast import conv_affine_fast
 from core.ir.ops.lut.affine import (hard_swish_affine, hard_swish_parameters, leaky_relu_affine, leaky_relu_parameters, lookup_table,
                                     lut_affine)
 from core.ir.ops.mul.affine import mul_affine, mul_requantization
 from core.ir.ops.pool.affine import average_pool_affine, max_pool_affine, mean_affine
 from core.ir.ops.resize.affine import resize_bilinear_affine, resize_nearest_affine
 from core.ir.ops.softmax.affine import softmax_affine, softmax_table
+from core.ir.simulator import WORKERS, shared_pool
 from core.quantize.tflite_math import activation_range, affine_quantize, dequantize, quantize_multiplier, requantize
 
 Values = dict[int, np.ndarray]
@@ -67,7 +70,7 @@ def _weighted(model: TfliteModel, operator: TfliteOperator, values: Values):
 def _conv(model, operator, values, depthwise: bool = False):
     inputs, weight, bias, zero_point, multipliers, shifts, output_zero_point = _weighted(model, operator, values)
     stride, dilation, pads = _window(operator, inputs.shape, weight.shape[1:3])
-    return conv_affine(inputs, zero_point, weight, bias, multipliers, shifts, output_zero_point, _clamp(model, operator),
+    return conv_affine_fast(inputs, zero_point, weight, bias, multipliers, shifts, output_zero_point, _clamp(model, operator),
                        stride, dilation, pads, depthwise=depthwise)
 
 
@@ -217,12 +220,24 @@ KERNELS: dict[str, Callable[[TfliteModel, TfliteOperator, Values], np.ndarray]] 
 
 def run_int8(model: TfliteModel, inputs: np.ndarray) -> Values:
     """Every tensor (by index) after running `model` on `inputs` (a batch in the model's input type: int8,
-    or float32 for a model that quantizes its input itself)."""
+    or float32 for a model that quantizes its input itself). A batch of at least two images per core is
+    split among the cores, each share through every operator with single-threaded BLAS, as the
+    simulator splits its batches (core/ir/simulator.py)."""
     missing = [f"{operator.name} (operator {operator.index})" for operator in model.operators if operator.name not in KERNELS]
     if missing:
         raise TfliteError(f"{model.path}: no int8 kernel yet for {', '.join(missing)}; the tflite_int8 kernels cover "
                           f"{', '.join(KERNELS)}")
-    values: Values = {model.inputs[0]: np.asarray(inputs, model.tensor(model.inputs[0]).numpy_dtype)}
+    inputs = np.asarray(inputs, model.tensor(model.inputs[0]).numpy_dtype)
+    workers = min(WORKERS, len(inputs) // 2)
+    if workers < 2:
+        return _run_share(model, inputs)
+    with threadpool_limits(1, user_api="blas"):
+        shares = list(shared_pool().map(lambda share: _run_share(model, share), np.array_split(inputs, workers)))
+    return {index: np.concatenate([share[index] for share in shares]) for index in shares[0]}
+
+
+def _run_share(model: TfliteModel, inputs: np.ndarray) -> Values:
+    values: Values = {model.inputs[0]: inputs}
     for operator in model.operators:
         values[operator.outputs[0]] = KERNELS[operator.name](model, operator, values)
     return values

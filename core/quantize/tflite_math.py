@@ -36,24 +36,31 @@ def quantize_multiplier(multiplier: float) -> tuple[int, int]:
 
 
 def saturating_rounding_doubling_high_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """gemmlowp's SaturatingRoundingDoublingHighMul: the high 32 bits of 2ab, rounded half away
-    from zero; INT32_MIN * INT32_MIN (the one overflow) saturates to INT32_MAX."""
+    """gemmlowp's SaturatingRoundingDoublingHighMul: the high 32 bits of 2ab, rounded to nearest (a
+    half rounds toward +infinity); INT32_MIN * INT32_MIN (the one overflow) saturates to INT32_MAX.
+    The C code adds 2^30 (1 - 2^30 below zero) and divides by 2^31 truncating; both signs come to
+    (ab + 2^30) >> 31 with an arithmetic shift, one pass over the array."""
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
-    product = a * b
-    nudge = np.where(product >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
-    total = product + nudge
-    # C's int64 division truncates toward zero
-    high = np.where(total >= 0, total >> 31, -((-total) >> 31))
-    return np.where((a == INT32_MIN) & (b == INT32_MIN), np.int64(INT32_MAX), high)
+    high = a * b
+    high += np.int64(1 << 30)
+    high >>= 31
+    overflow = (a == INT32_MIN) & (b == INT32_MIN)
+    if np.any(overflow):
+        high = np.where(overflow, np.int64(INT32_MAX), high)
+    return high
 
 
 def rounding_divide_by_pot(x: np.ndarray, exponent) -> np.ndarray:
-    """x / 2^exponent rounded to nearest, ties away from zero (gemmlowp's RoundingDivideByPOT)."""
+    """x / 2^exponent rounded to nearest, ties away from zero (gemmlowp's RoundingDivideByPOT): the C
+    code's remainder test is (x + 2^(exponent - 1) - [x < 0]) >> exponent, for exponent >= 1."""
     x, exponent = np.asarray(x, np.int64), np.asarray(exponent, np.int64)
-    mask = (np.int64(1) << exponent) - 1
-    remainder = x & mask
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> exponent) + (remainder > threshold)
+    below_zero = x >> 63  # -1 where x < 0, else 0
+    if not np.all(exponent > 0):
+        below_zero = np.where(exponent > 0, below_zero, 0)
+    nudged = x + ((np.int64(1) << exponent) >> 1)
+    nudged += below_zero
+    nudged >>= exponent
+    return nudged
 
 
 def wrap_int32(x: np.ndarray) -> np.ndarray:
@@ -67,7 +74,9 @@ def multiply_by_quantized_multiplier(x: np.ndarray, multiplier, shift) -> np.nda
     `shift` broadcast against x (per channel: the last axis)."""
     shift = np.asarray(shift, np.int64)
     left, right = np.maximum(shift, 0), np.maximum(-shift, 0)
-    scaled = wrap_int32(np.asarray(x, np.int64) << left)
+    scaled = np.asarray(x, np.int64)
+    if np.any(left):  # most layers scale down: no left shift, nothing to wrap
+        scaled = wrap_int32(scaled << left)
     return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(scaled, multiplier), right)
 
 

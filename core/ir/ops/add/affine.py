@@ -25,9 +25,17 @@ def add_requantization(first_scale: float, second_scale: float, output_scale: fl
 
 def add_affine(first: np.ndarray, second: np.ndarray, zero_points: tuple[int, int], requantization, output_zero_point: int,
                activation_range: tuple[int, int]) -> np.ndarray:
-    """int8 + int8 of one shape -> int8."""
+    """int8 + int8 of one shape -> int8, as a lookup in the 256 x 256 table of every pair's sum (the
+    arithmetic once per pair, not per element)."""
+    table = add_table(zero_points, requantization, output_zero_point, activation_range)
+    return table[first.astype(np.intp) + 128, second.astype(np.intp) + 128]
+
+
+def add_table(zero_points: tuple[int, int], requantization, output_zero_point: int, activation_range: tuple[int, int]) -> np.ndarray:
+    """[256, 256] int8: the sum of int8 values (a, b) at [a + 128, b + 128]."""
     (first_multiplier, first_shift), (second_multiplier, second_shift), (output_multiplier, output_shift) = requantization
-    scaled = [multiply_by_quantized_multiplier((values.astype(np.int64) - zero_point) << LEFT_SHIFT, multiplier, shift)
-              for values, zero_point, multiplier, shift in ((first, zero_points[0], first_multiplier, first_shift),
-                                                           (second, zero_points[1], second_multiplier, second_shift))]
-    return requantize(scaled[0] + scaled[1], output_multiplier, output_shift, output_zero_point, *activation_range)
+    values = np.arange(-128, 128, dtype=np.int64)
+    first, second = (multiply_by_quantized_multiplier((values - zero_point) << LEFT_SHIFT, multiplier, shift)
+                     for zero_point, multiplier, shift in ((zero_points[0], first_multiplier, first_shift),
+                                                           (zero_points[1], second_multiplier, second_shift)))
+    return requantize(first[:, None] + second[None, :], output_multiplier, output_shift, output_zero_point, *activation_range)

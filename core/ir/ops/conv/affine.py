@@ -5,16 +5,18 @@ image skipped (the same as padding with the input's zero point), plus the int32 
 output channel by a 32-bit multiplier and a shift (core/quantize/tflite_math.py), plus the output zero
 point, clamped to the fused activation's range.
 
-The sums are formed as float64 matrix products: every product is below 2^15 in magnitude and a sum of
-fewer than 2^37 of them is an integer float64 holds exactly, so BLAS gives the integers the C loops do."""
+The sums are formed as float matrix products (BLAS): every product is an integer below 2^15 in magnitude,
+and float32 holds every partial sum exactly where the weights' bound keeps them below 2^24 (`exact_dtype`),
+float64 below 2^53 (fewer than 2^37 products); so BLAS gives the integers the C loops do."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from core.quantize.tflite_compiled import requantize_channels
 from core.quantize.tflite_math import quantize_multiplier, requantize
 
-EXACT_PRODUCTS = 1 << 37  # float64 sums of |int8 x (int8 - zero point)| < 2^15 stay exact below this count
+CHUNK_VALUES = 1 << 22  # window-matrix values per chunk of images
 
 
 def requantization(input_scale: float, weight_scales: np.ndarray, output_scale: float) -> tuple[np.ndarray, np.ndarray]:
@@ -44,21 +46,37 @@ def windows(values: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int]
     return spans[:, ::sh, ::sw, :, ::dh, ::dw]
 
 
+def exact_dtype(weight: np.ndarray, bias: np.ndarray | None, depthwise: bool = False):
+    """float32 where every partial sum of weight x (input - zero point) is an integer below 2^24 in magnitude
+    (sum |w| per output channel x 255), which float32 holds exactly in any order of addition; else float64
+    (below 2^53 for any layer of fewer than 2^37 products)."""
+    magnitudes = np.abs(weight.astype(np.int64))
+    per_channel = magnitudes.reshape(-1, magnitudes.shape[-1]).sum(axis=0) if depthwise else magnitudes.reshape(len(weight), -1).sum(axis=1)
+    return np.float32 if per_channel.max(initial=0) * 255 < 2**24 else np.float64
+
+
 def conv_affine(inputs: np.ndarray, input_zero_point: int, weight: np.ndarray, bias: np.ndarray | None, multipliers, shifts,
                 output_zero_point: int, activation_range: tuple[int, int], stride, dilation, pads, depthwise: bool = False) -> np.ndarray:
-    """int8 [N, H, W, C] -> int8 [N, OH, OW, O]. weight: conv OHWI, depthwise 1HW(C*M); bias int32 [O] or None."""
+    """int8 [N, H, W, C] -> int8 [N, OH, OW, O]. weight: conv OHWI, depthwise 1HW(C*M); bias int32 [O] or None.
+    A few images at a time: the window matrix of a whole batch would not fit in memory."""
+    dtype = exact_dtype(weight, bias, depthwise)
+    chunk = max(1, CHUNK_VALUES // max(1, inputs[0].size * weight.shape[1] * weight.shape[2]))
+    outputs = [_conv_sums(inputs[start : start + chunk], input_zero_point, weight, stride, dilation, pads, depthwise, dtype)
+               for start in range(0, len(inputs), chunk)]
+    return _requantized(np.concatenate(outputs), bias, multipliers, shifts, output_zero_point, activation_range)
+
+
+def _conv_sums(inputs, input_zero_point, weight, stride, dilation, pads, depthwise, dtype) -> np.ndarray:
     _, kh, kw, _ = weight.shape
-    centered = inputs.astype(np.float64) - input_zero_point
+    centered = inputs.astype(dtype) - dtype(input_zero_point)
     patches = windows(centered, (kh, kw), stride, dilation, pads, 0.0)  # padding: (zero point - zero point) = 0
     if depthwise:
         multiplier = weight.shape[3] // inputs.shape[3]
         per_channel = np.repeat(patches, multiplier, axis=3) if multiplier > 1 else patches
-        accumulator = np.einsum("nhwcij,ijc->nhwc", per_channel, weight[0].astype(np.float64), optimize=True)
-    else:
-        n, oh, ow = patches.shape[:3]
-        columns = patches.transpose(0, 1, 2, 4, 5, 3).reshape(n * oh * ow, -1)
-        accumulator = (columns @ weight.reshape(weight.shape[0], -1).T.astype(np.float64)).reshape(n, oh, ow, -1)
-    return _requantized(accumulator, bias, multipliers, shifts, output_zero_point, activation_range)
+        return np.einsum("nhwcij,ijc->nhwc", per_channel, weight[0].astype(dtype), optimize=True)
+    n, oh, ow = patches.shape[:3]
+    columns = patches.transpose(0, 1, 2, 4, 5, 3).reshape(n * oh * ow, -1)
+    return (columns @ weight.reshape(weight.shape[0], -1).T.astype(dtype)).reshape(n, oh, ow, -1)
 
 
 def fully_connected_affine(inputs: np.ndarray, input_zero_point: int, weight: np.ndarray, bias: np.ndarray | None, multipliers,
@@ -71,6 +89,8 @@ def fully_connected_affine(inputs: np.ndarray, input_zero_point: int, weight: np
 
 
 def _requantized(accumulator, bias, multipliers, shifts, output_zero_point, activation_range, rounding: str = "double") -> np.ndarray:
+    if rounding == "double":  # the convolutions' rounding, compiled (the same integers as requantize)
+        return requantize_channels(accumulator, bias, multipliers, shifts, output_zero_point, *activation_range)
     total = np.rint(accumulator).astype(np.int64)
     if bias is not None:
         total = total + bias.astype(np.int64)

@@ -1,0 +1,94 @@
+"""The tflite_int8 scheme's integer kernels against TensorFlow's float inference of the same model and
+against TensorFlow Lite itself, side by side in one process, on MLPerf Tiny's ResNet-8 (../shared).
+
+    .venv/bin/python bench/bench_tflite_int8.py [--images 846] [--repeats 5]
+
+Times the CIFAR-10 test images through (a) the float Keras model (pretrainedResnet.h5) run by
+TensorFlow, (b) MLCommons' int8 .tflite run operator by operator by the scheme's kernels
+(core/ir/tflite_interpreter.py: what the tflite_int8 simulator computes), (c) the same file in TFLite's
+interpreter with its default kernels (XNNPACK) on one thread and (d) with its reference kernels
+(BUILTIN_REF), each warmed up, the median of --repeats. Checks that (b) gives every output byte (d) gives.
+The simulator's budget is 1.5x (a).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from conftest import CIFAR10_DIR, MODELS  # noqa: E402
+from core.data.datasets import load_cifar10  # noqa: E402
+from core.frontend.tflite import read_tflite  # noqa: E402
+from core.ir.tflite_interpreter import run_int8  # noqa: E402
+from tables import publish  # noqa: E402  (bench/tables.py)
+
+RESNET8 = MODELS / "mlperf_tiny_resnet8"
+BUDGET = 1.5
+
+
+def median_of(repeats: int, function) -> float:
+    function()  # warm-up
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def tflite_runner(path: Path, inputs: np.ndarray, resolver):
+    interpreter = tf.lite.Interpreter(model_path=str(path), num_threads=1, experimental_op_resolver_type=resolver)
+    source, sink = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
+    interpreter.resize_tensor_input(source["index"], inputs.shape)
+    interpreter.allocate_tensors()
+
+    def run() -> np.ndarray:
+        interpreter.set_tensor(source["index"], inputs)
+        interpreter.invoke()
+        return interpreter.get_tensor(sink["index"])
+    return run
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=846)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "bench_tflite_int8.md")
+    args = parser.parse_args()
+    if not (CIFAR10_DIR.is_dir() and RESNET8.is_dir()):
+        sys.exit(f"needs {CIFAR10_DIR} and {RESNET8}")
+    images, _ = load_cifar10(CIFAR10_DIR, "test_batch")
+    images = images[: args.images]
+    pixels, int8_inputs = images.astype(np.float32), (images.astype(np.int16) - 128).astype(np.int8)
+    path = RESNET8 / "pretrainedResnet_quant.tflite"
+    model, keras_model = read_tflite(path), tf.keras.models.load_model(RESNET8 / "pretrainedResnet.h5", compile=False)
+    resolvers = tf.lite.experimental.OpResolverType
+    default, reference = (tflite_runner(path, int8_inputs, resolver) for resolver in (resolvers.AUTO, resolvers.BUILTIN_REF))
+    ours = run_int8(model, int8_inputs)[model.outputs[0]]
+    if not np.array_equal(ours, reference()):
+        sys.exit("the scheme's kernels disagree with TFLite's reference kernels")
+    seconds = {
+        "TensorFlow float (Keras .h5)": median_of(args.repeats, lambda: keras_model(pixels, training=False)),
+        "tflite_int8 kernels (ours, numpy)": median_of(args.repeats, lambda: run_int8(model, int8_inputs)),
+        "TFLite default kernels (XNNPACK), 1 thread": median_of(args.repeats, default),
+        "TFLite reference kernels (BUILTIN_REF)": median_of(args.repeats, reference),
+    }
+    base = seconds["TensorFlow float (Keras .h5)"]
+    rows = [[name, f"{value * 1e3:.0f}", f"{value / base:.2f}"] for name, value in seconds.items()]
+    publish(("path", f"ms for {len(images)} images", "x TensorFlow float"), rows, args.out)
+    ratio = seconds["tflite_int8 kernels (ours, numpy)"] / base
+    print(f"ours / TensorFlow float = {ratio:.2f} (budget {BUDGET}): {'within' if ratio <= BUDGET else 'OVER'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
