@@ -180,6 +180,7 @@ class QualityConfig:
 
     enforce: bool = True  # false: report a failed limit (closing table, MLflow tag `quality`) and run on
     max_clipped_fraction: float = _fraction(0.01)  # of an activation's (or the input's) calibration values
+    min_input_levels: float = 16.0  # quantization steps of the network input the calibration data must span
     min_sqnr_db: float = 6.0  # end-point SQNR against the float model (annotate, simulate)
     max_top1_drop: float = _fraction(0.05)  # float top-1 minus quantized top-1, as a fraction (0.05: 5 points)
 

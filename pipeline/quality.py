@@ -106,9 +106,27 @@ def _end_points(stage: str):
     return check
 
 
+def _input_levels(quality, cfg, metrics: dict, directory: Path) -> list[Finding]:
+    span = _report(directory).get("input_span")
+    if not span or span["levels"] >= quality.min_input_levels:
+        return []
+    preprocess = cfg.model.preprocess
+    return [Finding("calibrate", "input_levels", "quality.min_input_levels", f"input {span['tensor']}",
+                    f"the calibration data span {span['levels']:.1f} of its quantization steps (limit {quality.min_input_levels:g}): "
+                    f"they lie in [{span['data'][0]:.4g}, {span['data'][1]:.4g}], its range is [{span['range'][0]:.4g}, "
+                    f"{span['range'][1]:.4g}]",
+                    f"model.preprocess (scale {preprocess.scale:g}, offset {preprocess.offset:g}) against what the model was "
+                    "trained on: a pre-quantized or quantization-aware model fixes its input's range (calib.method=qat), "
+                    "so does target.input_log2scale")]
+
+
+def _calibrate_checks(quality, cfg, metrics: dict, directory: Path) -> list[Finding]:
+    return _clipping(quality, cfg, metrics, directory) + _input_levels(quality, cfg, metrics, directory)
+
+
 # stage -> what is checked after it
 GUARDS: dict[str, Callable[[Any, Any, dict, Path], list[Finding]]] = {
-    "calibrate": _clipping,
+    "calibrate": _calibrate_checks,
     "annotate": _end_points("annotate"),
     "simulate": _end_points("simulate"),
 }

@@ -85,13 +85,14 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         ctx.log(f"qat range changed: {line} (every range: report.json's qat_range_changes)")
     activations = _pictures_and_series(stats, table, ranges, settings, out_dir)
     clipped = [entry.clipped_fraction or 0.0 for entry in activations.values()]
+    span = input_span(table, stats)
     (out_dir / "report.json").write_text(json.dumps({
         "images": len(dataset.images), "source": dataset.source, "method": method, "target": target.name,
         "most_clipped": sorted(((e.clipped_fraction or 0.0, t) for t, e in table.tensors.items()), reverse=True)[:10],
         # what the quality guard reads (pipeline/quality.py): the activations, the input among them, a method clips
         "most_clipped_activations": sorted(([entry.clipped_fraction or 0.0, tensor, entry.kind, entry.method,
                                              clipping_is_deliberate(entry.method)] for tensor, entry in activations.items()), reverse=True)[:10],
-        **({"qat_range_changes": changes} if changes else {}), **report,
+        **({"qat_range_changes": changes} if changes else {}), **({"input_span": span} if span else {}), **report,
         "warnings": [{"tensor": tensor, "warning": warning} for tensor, warning in warnings],
     }, indent=1, sort_keys=True) + "\n")
     return {
@@ -101,7 +102,23 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         "clipped_fraction_max": max(clipped),
         "clipped_fraction_mean": float(np.mean(clipped)),
         "zero_range_tensors": sum(1 for entry in activations.values() if entry.threshold == 0.0),
+        **({"input_levels": span["levels"]} if span else {}),
     }
+
+
+def input_span(table, stats) -> dict | None:
+    """How many of the network input's quantization steps the calibration data span: a fixed input range
+    (a .tflite's or QAT graph's own, target.input_log2scale) that the preprocessed data barely move in
+    leaves the model a few levels of its input, and no clipping to show for it."""
+    entries = [(tensor, entry) for tensor, entry in table.tensors.items() if entry.kind == "input" and tensor in stats]
+    if not entries:
+        return None
+    tensor, entry = entries[0]
+    observed = stats[tensor]
+    step = entry.scale if entry.scale is not None else 2.0 ** -entry.log2scale
+    low, high = max(float(observed.min), entry.range[0]), min(float(observed.max), entry.range[1])
+    return {"tensor": tensor, "levels": max(high - low, 0.0) / step, "data": [float(observed.min), float(observed.max)],
+            "range": list(entry.range)}
 
 
 def _calibration_data(params, float_graph: Graph, tensors: int, ctx):

@@ -19,6 +19,7 @@ from core.frontend.tflite import OPERATORS, read_tflite
 from core.quantize.table import CalibrationTable
 from pipeline.config import ConfigError
 from pipeline.main import run_pipeline
+from pipeline.quality import QualityFailed
 
 RESNET8 = MODELS / "mlperf_tiny_resnet8" / "pretrainedResnet_quant.tflite"
 needs_resnet8 = pytest.mark.skipif(not (RESNET8.exists() and CIFAR10_DIR.exists()),
@@ -156,3 +157,15 @@ def test_an_unreadable_file_is_refused_before_any_stage_runs(workspace, tmp_path
     path.write_bytes(b"not a flatbuffer" * 8)
     with pytest.raises(ConfigError, match=r"model.file.path: .*model.tflite: not a TensorFlow Lite flatbuffer"):
         _run(workspace, path, "calib.method=qat", "data=digits")
+
+
+@needs_resnet8
+def test_mlcommons_resnet8_given_pixels_in_minus_one_to_one_stops_after_calibrate_naming_the_preprocessing(workspace):
+    """The file quantizes its input for raw pixels, [0, 255] in steps of 1: data preprocessed to [-1, 1] use 2 of
+    its 256 levels and clip nothing, and the float graph fed the same data collapses alike, so neither clipping
+    nor the top-1 drop would tell; the span of the input's levels does."""
+    with pytest.raises(QualityFailed) as failed:
+        _run(workspace, RESNET8, "calib.method=qat", f"data.path={CIFAR10_DIR}")  # keras_cifar10's preprocessing: [-1, 1]
+    (finding,) = failed.value.findings
+    assert (finding.stage, finding.key) == ("calibrate", "quality.min_input_levels")
+    assert "model.preprocess (scale 127.5, offset -1)" in finding.causes and "[0, 255]" in finding.figure
