@@ -32,6 +32,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: E402
 import numpy as np
 from mbv1 import END_POINT, MBV1, cifar_images, float_graph, qat_graph  # the real model and data, from ../shared
 
@@ -84,7 +85,7 @@ def op_mix(model: bytes) -> tuple[Counter, bool]:
     """The model's operators, and whether every conv runs on int8 (int8 input and weight)."""
     import tensorflow as tf
 
-    interpreter = tf.lite.Interpreter(model_content=model, experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    interpreter = Interpreter(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     interpreter.allocate_tensors()
     tensors = {detail["index"]: detail for detail in interpreter.get_tensor_details()}
     ops = interpreter._get_ops_details()
@@ -112,9 +113,9 @@ def time_tflite(model: bytes, images: np.ndarray, repeats: int, xnnpack: bool) -
     """Best-of-`repeats` seconds per image of invoke() (set_tensor excluded), one thread."""
     import tensorflow as tf
 
-    resolver = (tf.lite.experimental.OpResolverType.AUTO if xnnpack
-                else tf.lite.experimental.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-    interpreter = tf.lite.Interpreter(model_content=model, num_threads=1, experimental_op_resolver_type=resolver)
+    resolver = (OpResolverType.AUTO if xnnpack
+                else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    interpreter = Interpreter(model_content=model, num_threads=1, experimental_op_resolver_type=resolver)
     interpreter.allocate_tensors()
     input_index = interpreter.get_input_details()[0]["index"]
     output_index = interpreter.get_output_details()[0]["index"]

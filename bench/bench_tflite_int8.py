@@ -5,7 +5,7 @@ against TensorFlow Lite itself, side by side in one process, on MLPerf Tiny's Re
 
 Times the CIFAR-10 test images through (a) the float Keras model (pretrainedResnet.h5) run by
 TensorFlow, (b) MLCommons' int8 .tflite run operator by operator by the scheme's kernels
-(core/ir/tflite_interpreter.py: what the tflite_int8 simulator computes), (c) the same file in TFLite's
+(core/ir/tflite_interpreter.py: what the tflite_int8 simulator computes), (c) the same file in LiteRT's
 interpreter with its default kernels (XNNPACK) on one thread and (d) with its reference kernels
 (BUILTIN_REF), each warmed up, the median of --repeats. Checks that (b) gives every output byte (d) gives.
 The simulator's budget is 1.5x (a).
@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -46,7 +47,7 @@ def median_of(repeats: int, function) -> float:
 
 
 def tflite_runner(path: Path, inputs: np.ndarray, resolver):
-    interpreter = tf.lite.Interpreter(model_path=str(path), num_threads=1, experimental_op_resolver_type=resolver)
+    interpreter = Interpreter(model_path=str(path), num_threads=1, experimental_op_resolver_type=resolver)
     source, sink = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
     interpreter.resize_tensor_input(source["index"], inputs.shape)
     interpreter.allocate_tensors()
@@ -71,8 +72,7 @@ def main() -> int:
     pixels, int8_inputs = images.astype(np.float32), (images.astype(np.int16) - 128).astype(np.int8)
     path = RESNET8 / "pretrainedResnet_quant.tflite"
     model, keras_model = read_tflite(path), tf.keras.models.load_model(RESNET8 / "pretrainedResnet.h5", compile=False)
-    resolvers = tf.lite.experimental.OpResolverType
-    default, reference = (tflite_runner(path, int8_inputs, resolver) for resolver in (resolvers.AUTO, resolvers.BUILTIN_REF))
+    default, reference = (tflite_runner(path, int8_inputs, resolver) for resolver in (OpResolverType.AUTO, OpResolverType.BUILTIN_REF))
     ours = run_int8(model, int8_inputs)[model.outputs[0]]
     if not np.array_equal(ours, reference()):
         sys.exit("the scheme's kernels disagree with TFLite's reference kernels")

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import keras  # noqa: E402
+from ai_edge_litert.interpreter import Interpreter  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from rich.console import Console  # noqa: E402
@@ -104,7 +105,7 @@ def tflite_int8(model: keras.Model, calibration: np.ndarray) -> bytes:
 
 
 def run_tflite(flatbuffer: bytes, images: np.ndarray) -> np.ndarray:
-    interpreter = tf.lite.Interpreter(model_content=flatbuffer, num_threads=1)
+    interpreter = Interpreter(model_content=flatbuffer, num_threads=1)
     interpreter.allocate_tensors()
     source, sink = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
     in_scale, in_zero = source["quantization"]

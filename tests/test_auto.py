@@ -83,13 +83,18 @@ def _search_images(cfg, count: int) -> np.ndarray:
     return np.asarray(images[:count])
 
 
+def _run_auto(cfg):
+    """(the run's summary, calibrate's artifact directory, its report's `auto` section)."""
+    summary = run_pipeline(cfg, console=QUIET)
+    calibrate = next(result.artifact.directory for result in summary.results if result.stage.name == "calibrate")
+    return summary, calibrate, json.loads((calibrate / "report.json").read_text())["auto"]
+
+
 def test_auto_runs_all_stages_bit_exact_and_is_at_least_the_best_whole_method(workspace):
     cfg = compose(*workspace, "calib.method=auto", "calib.auto.num_images=64", "calib.num_images=64")
-    summary = run_pipeline(cfg, console=QUIET)
+    summary, calibrate, report = _run_auto(cfg)
     metrics = summary.metrics
     assert metrics["codegen.bitexact"] == 1.0 and metrics["simulate.end_point_agreement"] == 1.0
-    calibrate = next(result.artifact.directory for result in summary.results if result.stage.name == "calibrate")
-    report = json.loads((calibrate / "report.json").read_text())["auto"]
     table = CalibrationTable.load(calibrate)
     assert table.method == "auto"
     assert set(report["method_sqnr_db"]) == set(METHODS)
@@ -121,14 +126,14 @@ def test_tflite_int8_candidates_are_each_methods_affine_range_one_per_grid():
         assert entry.zero_point == -128 and entry.range[0] == 0.0 and entry.method in METHODS
 
 
-def test_auto_on_tflite_int8_moves_affine_ranges_and_is_at_least_the_best_whole_method(workspace):
+def test_auto_on_tflite_int8_searches_affine_ranges_and_is_at_least_the_best_whole_method(workspace):
     cfg = compose(*workspace, "target=tflite_int8", "until=annotate", "calib.method=auto", "calib.auto.num_images=64",
                   "calib.num_images=64")
-    summary = run_pipeline(cfg, console=QUIET)
-    calibrate = next(result.artifact.directory for result in summary.results if result.stage.name == "calibrate")
-    report = json.loads((calibrate / "report.json").read_text())["auto"]
+    _, calibrate, report = _run_auto(cfg)
     assert set(report["method_sqnr_db"]) == set(METHODS) and None not in report["method_sqnr_db"].values()
     assert report["sqnr_db"] >= max(report["method_sqnr_db"].values())
+    for move in report["moves"]:  # a move names the grid it leaves and the one it takes: (scale, zero point) or channels'
+        assert move["sqnr_db"] > 0 and move["from"] != move["to"]
     table = CalibrationTable.load(calibrate)
     for entry in table.tensors.values():
         if entry.kind == "activation":
@@ -140,9 +145,7 @@ def test_auto_on_tflite_int8_moves_affine_ranges_and_is_at_least_the_best_whole_
 def test_auto_with_an_exhausted_budget_keeps_the_best_whole_table(workspace):
     cfg = compose(*workspace, "calib.method=auto", "calib.auto.num_images=16", "calib.num_images=16", "calib.auto.budget_s=0.001",
                   "until=calibrate")
-    summary = run_pipeline(cfg, console=QUIET)
-    calibrate = next(result.artifact.directory for result in summary.results if result.stage.name == "calibrate")
-    report = json.loads((calibrate / "report.json").read_text())["auto"]
+    _, _, report = _run_auto(cfg)
     assert report["stopped_early"] and report["moves"] == []
     assert report["sqnr_db"] == max(value for value in report["method_sqnr_db"].values() if value is not None)
 

@@ -1,6 +1,6 @@
 """TensorFlow Lite int8 models: read (core/frontend/tflite.py) and run with the tflite_int8 scheme's
 kernels (core/ir/tflite_interpreter.py), every tensor compared with TFLite's own reference kernels
-(tf.lite.Interpreter with the BUILTIN_REF resolver): MLCommons' ResNet-8 from ../shared, and models the
+(LiteRT's interpreter with the BUILTIN_REF resolver): MLCommons' ResNet-8 from ../shared, and models the
 tests build in Keras and convert with TFLite's converter (full-int8 PTQ) covering each operator, its
 padding, strides, dilations, depth multipliers and fused activations. Bad files are one clear error."""
 

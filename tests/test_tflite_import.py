@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import io
 
+from ai_edge_litert.interpreter import Interpreter
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -85,7 +86,7 @@ def test_a_float_file_imports_as_the_graph_tflite_computes(converted):
     # what a float model converts to: every operator but the int8 model's QUANTIZE and DEQUANTIZE
     assert names == set(OPERATORS) - {"QUANTIZE", "DEQUANTIZE"}, set(OPERATORS) - names
     inputs = np.random.default_rng(2).normal(0, 1, (8, *SHAPE)).astype(np.float32)
-    interpreter = tf.lite.Interpreter(model_path=str(converted["float"]))
+    interpreter = Interpreter(model_path=str(converted["float"]))
     interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], inputs.shape)
     interpreter.allocate_tensors()
     interpreter.set_tensor(interpreter.get_input_details()[0]["index"], inputs)

@@ -5,6 +5,15 @@ has (or means otherwise); core/ir/schema.py builds schemas/tf2ir_ir.schema.json 
 
 from __future__ import annotations
 
+def size_object(description: str | None = None) -> dict:
+    """The schema of a {"height": h, "width": w} field (sizes, strides, dilations, kernels), both at least 1."""
+    schema = {'additionalProperties': False,
+              'properties': {'height': {'minimum': 1, 'type': 'integer'}, 'width': {'minimum': 1, 'type': 'integer'}},
+              'required': ['height', 'width'],
+              'type': 'object'}
+    return {**schema, 'description': description} if description else schema
+
+
 FIELDS: dict[str, dict] = {
     'name': {'description': "The TensorFlow op name with '/' replaced by '_'.",
              'pattern': '^[^/]+$',
@@ -45,16 +54,8 @@ FIELDS: dict[str, dict] = {
     'load_bias': {'description': 'Whether the layer adds a bias (params/<name>_bias.npy).', 'type': 'boolean'},
     'input_channel_num': {'minimum': 1, 'type': 'integer'},
     'output_channel_num': {'minimum': 1, 'type': 'integer'},
-    'input_size': {'additionalProperties': False,
-                   'properties': {'height': {'minimum': 1, 'type': 'integer'},
-                                  'width': {'minimum': 1, 'type': 'integer'}},
-                   'required': ['height', 'width'],
-                   'type': 'object'},
-    'output_size': {'additionalProperties': False,
-                    'properties': {'height': {'minimum': 1, 'type': 'integer'},
-                                   'width': {'minimum': 1, 'type': 'integer'}},
-                    'required': ['height', 'width'],
-                    'type': 'object'},
+    'input_size': size_object(),
+    'output_size': size_object(),
     'padding': {'additionalProperties': False,
                 'description': 'Explicit zero padding in elements (TF SAME: total = max((out-1)*stride + '
                                '(k-1)*dilation + 1 - in, 0), top = total // 2, bottom = total - top; left/right '
@@ -65,22 +66,9 @@ FIELDS: dict[str, dict] = {
                                'top': {'minimum': 0, 'type': 'integer'}},
                 'required': ['top', 'bottom', 'left', 'right'],
                 'type': 'object'},
-    'stride': {'additionalProperties': False,
-               'properties': {'height': {'minimum': 1, 'type': 'integer'},
-                              'width': {'minimum': 1, 'type': 'integer'}},
-               'required': ['height', 'width'],
-               'type': 'object'},
-    'dilations': {'additionalProperties': False,
-                  'description': 'Dilation per axis; strides must be 1 when a dilation exceeds 1.',
-                  'properties': {'height': {'minimum': 1, 'type': 'integer'},
-                                 'width': {'minimum': 1, 'type': 'integer'}},
-                  'required': ['height', 'width'],
-                  'type': 'object'},
-    'kernel_size': {'additionalProperties': False,
-                    'properties': {'height': {'minimum': 1, 'type': 'integer'},
-                                   'width': {'minimum': 1, 'type': 'integer'}},
-                    'required': ['height', 'width'],
-                    'type': 'object'},
+    'stride': size_object(),
+    'dilations': size_object('Dilation per axis; strides must be 1 when a dilation exceeds 1.'),
+    'kernel_size': size_object(),
     'input_dtype': {'const': 'int8'},
     'output_dtype': {'const': 'int8'},
     'weight_dtype': {'const': 'int8'},

@@ -1,27 +1,23 @@
 """TensorFlow Lite's reference kernels as the reference path of the tflite_int8 scheme, the way
-TensorFlow is the float one: a `.tflite` model run by `tf.lite.Interpreter` with the BUILTIN_REF op
-resolver (TFLite's reference_ops / reference_integer_ops, not the optimized or XNNPACK kernels), every
-intermediate tensor kept, so the simulator and the generated C can be compared with it tensor by tensor.
-The LiteRT package (ai-edge-litert) runs the same kernels but cannot share the lock with TensorFlow
-2.21's numpy pin; TensorFlow's own interpreter is used until it can."""
+TensorFlow is the float one: a `.tflite` model run by LiteRT's interpreter (ai-edge-litert, the package
+TensorFlow 2.21 deprecates tf.lite.Interpreter in favour of) with the BUILTIN_REF op resolver (TFLite's
+reference_ops / reference_integer_ops, not the optimized or XNNPACK kernels), every intermediate tensor
+kept, so the simulator and the generated C can be compared with it tensor by tensor."""
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
+from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 
-def reference_interpreter(model: Path | bytes, batch: int) -> tf.lite.Interpreter:
+def reference_interpreter(model: Path | bytes, batch: int) -> Interpreter:
     """An interpreter of `model` (a path or the file's bytes) on the reference kernels, its input
     resized to `batch` images and every tensor preserved."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # tf.lite.Interpreter's deprecation notice (see the module's docstring)
-        source = {"model_content": bytes(model)} if isinstance(model, (bytes, bytearray)) else {"model_path": str(model)}
-        interpreter = tf.lite.Interpreter(**source, experimental_op_resolver_type=tf.lite.experimental.OpResolverType.BUILTIN_REF,
-                                          experimental_preserve_all_tensors=True, num_threads=1)
+    source = {"model_content": bytes(model)} if isinstance(model, (bytes, bytearray)) else {"model_path": str(model)}
+    interpreter = Interpreter(**source, experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
+                              experimental_preserve_all_tensors=True, num_threads=1)
     detail = interpreter.get_input_details()[0]
     interpreter.resize_tensor_input(detail["index"], [batch, *detail["shape"][1:]], strict=False)
     interpreter.allocate_tensors()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from core.ir.fields import size_object
 from core.ir.records import IrLayer, OpSchema, Shift, Size, omitted_when
 
 DIM_AXES = {"H": 1, "W": 2, "C": 3}  # the NHWC axis of each `dim`
@@ -47,18 +48,10 @@ class Concat2Layer(ConcatOperands, IrLayer):
                                      'description': 'Each input is shifted to the output scale first (right shifts '
                                                     'round half up), saturated, then concatenated.'},
                 'input0_channel_num': {'type': 'integer', 'minimum': 1},
-                'input0_size': {'type': 'object',
-                                'required': ['height', 'width'],
-                                'additionalProperties': False,
-                                'properties': {'height': {'type': 'integer', 'minimum': 1},
-                                               'width': {'type': 'integer', 'minimum': 1}}},
+                'input0_size': size_object(),
                 'input0_dtype': {'const': 'int8'},
                 'input1_channel_num': {'type': 'integer', 'minimum': 1},
-                'input1_size': {'type': 'object',
-                                'required': ['height', 'width'],
-                                'additionalProperties': False,
-                                'properties': {'height': {'type': 'integer', 'minimum': 1},
-                                               'width': {'type': 'integer', 'minimum': 1}}},
+                'input1_size': size_object(),
                 'input1_dtype': {'const': 'int8'},
                 'input0_name': {'type': 'string',
                                 'minLength': 1,
@@ -120,11 +113,7 @@ class ConcatLayer(ConcatOperands, IrLayer):
         fields={'input_names': {'type': 'array', 'items': {'type': 'string', 'minLength': 1}, 'minItems': 3},
                 'input_channel_nums': {'type': 'array', 'items': {'type': 'integer', 'minimum': 1}, 'minItems': 3},
                 'input_sizes': {'type': 'array',
-                                'items': {'type': 'object',
-                                          'required': ['height', 'width'],
-                                          'additionalProperties': False,
-                                          'properties': {'height': {'type': 'integer', 'minimum': 1},
-                                                         'width': {'type': 'integer', 'minimum': 1}}},
+                                'items': size_object(),
                                 'minItems': 3},
                 'input_log2scales': {'type': 'array',
                                      'items': {'type': 'integer',
