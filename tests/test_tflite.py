@@ -238,3 +238,17 @@ def test_the_blas_convolution_sums_are_the_integers_whichever_float_holds_them(c
     scaled_down = (np.full(4, 1 << 30), np.full(4, -19))  # x 2^-20: the large sums' high bits, by the numpy reference
     got = conv_affine(inputs, -128, weight, None, *scaled_down, 0, (-128, 127), (2, 2), (1, 1), (1, 1, 0, 1))
     assert np.array_equal(got, requantize(sums, *scaled_down, 0, -128, 127))
+
+
+def test_int16_activations_are_refused_naming_the_tensor_and_the_conversion_that_works(tmp_path):
+    inputs = tf.keras.Input((4,))
+    model = tf.keras.Model(inputs, tf.keras.layers.Dense(3)(inputs))
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([np.ones((1, 4), np.float32)] for _ in range(4))
+    # the 16x8 mode: int16 activations, int8 weights
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
+    path = tmp_path / "int16.tflite"
+    path.write_bytes(converter.convert())
+    with pytest.raises(TfliteError, match=r"int16\.tflite: tensor \d+ \(.*\) is INT16; .*without the 16x8 \(int16 activation\) mode"):
+        read_tflite(path)

@@ -15,5 +15,9 @@ def mul_requantization(first_scale: float, second_scale: float, output_scale: fl
 
 def mul_affine(first: np.ndarray, second: np.ndarray, zero_points: tuple[int, int], requantization: tuple[int, int],
                output_zero_point: int, activation_range: tuple[int, int]) -> np.ndarray:
-    product = (first.astype(np.int64) - zero_points[0]) * (second.astype(np.int64) - zero_points[1])
-    return requantize(product, *requantization, output_zero_point, *activation_range)
+    """int8 x int8 -> int8, broadcasting, as a lookup in the 256 x 256 table of every pair's product (the
+    arithmetic once per pair, not per element)."""
+    values = np.arange(-128, 128, dtype=np.int64)
+    products = (values[:, None] - zero_points[0]) * (values[None, :] - zero_points[1])
+    table = requantize(products, *requantization, output_zero_point, *activation_range)
+    return table[first.astype(np.intp) + 128, second.astype(np.intp) + 128]
