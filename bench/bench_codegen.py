@@ -83,8 +83,6 @@ def tflite_from_frozen_graph(path: Path, label: str):
 
 def op_mix(model: bytes) -> tuple[Counter, bool]:
     """The model's operators, and whether every conv runs on int8 (int8 input and weight)."""
-    import tensorflow as tf
-
     interpreter = Interpreter(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     interpreter.allocate_tensors()
     tensors = {detail["index"]: detail for detail in interpreter.get_tensor_details()}
@@ -111,8 +109,6 @@ def folded_qat_graph_def(qat, path: Path) -> None:
 
 def time_tflite(model: bytes, images: np.ndarray, repeats: int, xnnpack: bool) -> tuple[float, np.ndarray]:
     """Best-of-`repeats` seconds per image of invoke() (set_tensor excluded), one thread."""
-    import tensorflow as tf
-
     resolver = (OpResolverType.AUTO if xnnpack
                 else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     interpreter = Interpreter(model_content=model, num_threads=1, experimental_op_resolver_type=resolver)
