@@ -38,6 +38,7 @@ from core.quantize.equalize import clamped_layer_inputs, equalize
 from core.quantize.scheme import scheme_of
 from core.quantize.evaluation import end_point_difference
 from core.quantize.statistics import channel_statistics, collect_statistics
+from core.quantize.table import SCHEME_DECIDED
 from core.reports.calibration import plot_clipping, plot_histograms
 from core.reports.series import series_rows, write_series
 from core.reports.warnings import summarize
@@ -91,7 +92,8 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         "most_clipped": sorted(((e.clipped_fraction or 0.0, t) for t, e in table.tensors.items()), reverse=True)[:10],
         # what the quality guard reads (pipeline/quality.py): the activations, the input among them, a method clips
         "most_clipped_activations": sorted(([entry.clipped_fraction or 0.0, tensor, entry.kind, entry.method,
-                                             clipping_is_deliberate(entry.method)] for tensor, entry in activations.items()), reverse=True)[:10],
+                                             clipping_is_deliberate(entry.method) or entry.method in SCHEME_DECIDED]
+                                            for tensor, entry in activations.items()), reverse=True)[:10],
         **({"qat_range_changes": changes} if changes else {}), **({"input_span": span} if span else {}), **report,
         "warnings": [{"tensor": tensor, "warning": warning} for tensor, warning in warnings],
     }, indent=1, sort_keys=True) + "\n")

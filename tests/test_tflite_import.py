@@ -15,8 +15,10 @@ import tensorflow as tf
 from rich.console import Console
 
 from conftest import CIFAR10_DIR, MODELS, compose
+from core.frontend.graph import Graph
 from core.frontend.importer import load_graph_def
 from core.frontend.tflite import OPERATORS, read_tflite
+from core.ir.layers import group_layers
 from core.quantize.table import CalibrationTable
 from pipeline.config import ConfigError
 from pipeline.main import run_pipeline
@@ -96,19 +98,20 @@ def test_a_float_file_imports_as_the_graph_tflite_computes(converted):
 
 
 def _file_quantization(path):
-    """The file's activations' (scale, zero point) and its weights' per-channel scales, as multisets. An int8
-    tensor an int8 -> int8 QUANTIZE rescales (the converter's, before a concatenation) is left out: the graph
-    quantizes the tensor once, at the QUANTIZE's output parameters (the tflite_int8 IR's requantize layer is
-    still to come)."""
+    """The file's activations' (scale, zero point) and its weights' per-channel scales, as multisets; and the
+    parameters on either side of each int8 -> int8 QUANTIZE (the converter's requantization before a
+    concatenation), which the graph holds as one tensor, quantized once (the tflite_int8 IR's requantize
+    layer is still to come)."""
     model = read_tflite(path)
-    rescaled = {operator.inputs[0] for operator in model.operators
-                if operator.name == "QUANTIZE" and model.tensor(operator.inputs[0]).dtype == "INT8"}
+    requantized = {(float(model.tensor(index).quantization.scale[0]), int(model.tensor(index).quantization.zero_point[0]))
+                   for operator in model.operators if operator.name == "QUANTIZE" and model.tensor(operator.inputs[0]).dtype == "INT8"
+                   for index in (operator.inputs[0], operator.outputs[0])}
     activations = collections.Counter((float(t.quantization.scale[0]), int(t.quantization.zero_point[0]))
-                                      for k, t in enumerate(model.tensors) if t.data is None and t.dtype == "INT8" and k not in rescaled)
+                                      for t in model.tensors if t.data is None and t.dtype == "INT8")
     # a per-tensor scale (ResNet-8's dense layer) is every output channel's
     weights = sorted(tuple(map(float, np.broadcast_to(t.quantization.scale, t.shape[t.quantization.axis]))) for t in model.tensors
                      if t.data is not None and t.dtype == "INT8" and t.quantization is not None)
-    return activations, weights
+    return activations, weights, requantized
 
 
 def _table_quantization(table: CalibrationTable):
@@ -131,11 +134,13 @@ def test_an_int8_file_calibrates_as_trained_with_its_own_scales_and_zero_points(
     np.savez(arrays, calib=rng.normal(0, 1, (16, *SHAPE)).astype(np.float32), eval=rng.normal(0, 1, (24, *SHAPE)).astype(np.float32))
     summary, artifacts = _run(workspace, converted["int8"], "model.name=every_layer", "data=arrays", f"data.path={arrays}",
                               "calib.method=qat")
-    file_activations, file_weights = _file_quantization(converted["int8"])
+    file_activations, file_weights, requantized = _file_quantization(converted["int8"])
     table_activations, table_weights = _table_quantization(CalibrationTable.load(artifacts["calibrate"]))
     # every per-channel weight scale bit for bit (a depthwise kernel's included), every activation's (scale, zero point)
+    # but one side of a requantization
     assert table_weights == file_weights
-    assert set(table_activations) == set(file_activations)
+    assert set(table_activations) <= set(file_activations) and set(file_activations) - set(table_activations) <= requantized
+    assert requantized  # the converter requantizes tanh's fixed 1/128 before the concatenation
     # the annotated graph quantizes the float graph (the file's dequantized weights) where the file does: close to it
     assert summary.metrics["annotate.sqnr_db_min"] > 25.0
 
@@ -144,7 +149,8 @@ def test_an_int8_file_calibrates_as_trained_with_its_own_scales_and_zero_points(
 def test_mlcommons_resnet8_calibrates_as_trained_with_the_files_own_scales_and_zero_points(workspace):
     summary, artifacts = _run(workspace, RESNET8, "model.preprocess.scale=1", "model.preprocess.offset=0", "calib.method=qat",
                               f"data.path={CIFAR10_DIR}")
-    file_activations, file_weights = _file_quantization(RESNET8)
+    file_activations, file_weights, requantized = _file_quantization(RESNET8)
+    assert not requantized
     table_activations, table_weights = _table_quantization(CalibrationTable.load(artifacts["calibrate"]))
     assert table_weights == file_weights
     # every activation the file quantizes, once; the RESHAPE's output shares its input's entry
@@ -170,3 +176,44 @@ def test_mlcommons_resnet8_given_pixels_in_minus_one_to_one_stops_after_calibrat
     (finding,) = failed.value.findings
     assert (finding.stage, finding.key) == ("calibrate", "quality.min_input_levels")
     assert "model.preprocess (scale 127.5, offset -1)" in finding.causes and "[0, 255]" in finding.figure
+
+
+def _constrained_model() -> tf.keras.Model:
+    tf.keras.utils.set_random_seed(13)
+    layers = tf.keras.layers
+    inputs = tf.keras.Input((8, 8, 3))
+    x = layers.Conv2D(6, 3, padding="same")(inputs)
+    pooled = layers.AveragePooling2D(2)(layers.MaxPooling2D(1)(x))
+    resized = layers.UpSampling2D(2, interpolation="bilinear")(pooled)
+    x = layers.Concatenate()([layers.Activation("sigmoid")(resized), layers.Activation("tanh")(x)])
+    x = layers.Dense(5)(layers.Flatten()(layers.Conv2D(2, 3, strides=2)(x)))
+    return tf.keras.Model(inputs, layers.Softmax()(x))
+
+
+def test_tflite_int8_outputs_take_the_quantization_tflites_kernels_require(workspace, tmp_path):
+    """SOFTMAX and LOGISTIC output at 1/256 with zero point -128 and TANH at 1/128 with 0, whatever the data (their
+    kernels refuse anything else); pools and resizes keep their input's scale and zero point."""
+    model_path = tmp_path / "constrained.keras"
+    _constrained_model().save(model_path)
+    rng = np.random.default_rng(5)
+    arrays = tmp_path / "arrays.npz"
+    np.savez(arrays, calib=rng.normal(0, 2, (16, 8, 8, 3)).astype(np.float32), eval=rng.normal(0, 2, (8, 8, 8, 3)).astype(np.float32))
+    cfg = compose(*workspace, "model=keras_cifar10", "model.name=constrained", "model.format=keras", f"model.file.path={model_path}",
+                  "data=arrays", f"data.path={arrays}", "target=tflite_int8", "calib.method=minmax", "until=calibrate")
+    summary = run_pipeline(cfg, console=Console(file=io.StringIO(), width=400))
+    calibrate = summary.results[-1].artifact.directory
+    table, layer_graph = CalibrationTable.load(calibrate), group_layers(Graph.load(calibrate))
+    nodes = layer_graph.graph.by_name()
+    checked = collections.Counter()
+    for layer in layer_graph.layers:
+        tf_op, entry = nodes[layer.name].op, table.tensors.get(layer.output)
+        fixed = {"Softmax": (1 / 256, -128), "Sigmoid": (1 / 256, -128), "Tanh": (1 / 128, 0)}.get(tf_op)
+        if fixed:
+            assert (entry.scale, entry.zero_point) == fixed, layer.name
+        elif tf_op in ("AvgPool", "MaxPool", "ResizeBilinear"):
+            source = table.tensors[layer_graph.scale_source(layer.inputs[0])]
+            assert (entry.scale, entry.zero_point, entry.range) == (source.scale, source.zero_point, source.range), layer.name
+        else:
+            continue
+        checked[tf_op] += 1
+    assert set(checked) == {"Softmax", "Sigmoid", "Tanh", "AvgPool", "MaxPool", "ResizeBilinear"}, checked

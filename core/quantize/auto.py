@@ -33,7 +33,7 @@ from core.frontend.graph import Graph
 from core.frontend.layers import LayerGraph
 from core.frontend.tf_runtime import GraphRunner
 from core.quantize.annotate import annotate_graph
-from core.quantize.calibration.build import TargetSpec, output_channels
+from core.quantize.calibration.build import TargetSpec, output_channels, scheme_output_entries
 from core.quantize.calibration.histogram import TensorStatistics
 from core.quantize.calibration.methods import CalibrationSettings
 from core.quantize.evaluation import ErrorSums
@@ -163,9 +163,12 @@ def _trials(setup: SearchSetup, start: CalibrationTable, methods: list[str], ima
     order = ranked(analyze(setup.layer_graph, start, setup.layer_graph.graph, images, batch_size))
     weighted = {f"{layer.weight}:0": layer for layer in setup.layer_graph.layers if layer.weight}
     scheme, trials = setup.target.scheme, []
+    decided = scheme_output_entries(setup.layer_graph, scheme, start.tensors, setup.stats)  # the kernels', not a method's
     for sensitivity in order:
         for tensor in sensitivity.tensors:
             entry = start.tensors[tensor]
+            if tensor in decided:
+                continue
             if entry.kind == "activation" and tensor in setup.stats:
                 candidates = scheme.activation_candidates(tensor, setup.stats[tensor], methods, setup.settings)
             elif entry.kind == "weight" and tensor in weighted:
@@ -182,5 +185,6 @@ def _moved(setup: SearchSetup, table: CalibrationTable, tensor: str, candidate: 
     entry = table.tensors[tensor]
     moved = dataclasses.replace(candidate, kind=entry.kind, layer=entry.layer, absmax=entry.absmax, warnings=list(entry.warnings))
     trial = dataclasses.replace(table, tensors={**table.tensors, tensor: moved})
+    trial.tensors.update(scheme_output_entries(setup.layer_graph, setup.target.scheme, trial.tensors, setup.stats))  # they follow
     setup.refresh_biases(trial)
     return trial

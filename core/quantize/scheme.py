@@ -36,6 +36,15 @@ def scaled_range(scale: float, bits: int) -> list[float]:
     return [-(2 ** (bits - 1)) * scale, (2 ** (bits - 1) - 1) * scale]
 
 
+def clip_limit(entry: TensorEntry) -> float:
+    """The |x| beyond which an entry's grid clips a value rather than rounds it: the range's larger magnitude;
+    on an affine grid plus half a step (a value within half a step past the range's end rounds to it, as the
+    converter's nudged zero point leaves the largest value of a minmax range). A power-of-two range's
+    magnitude is its -min (see clipped_fraction)."""
+    limit = max(-entry.range[0], entry.range[1])
+    return limit + entry.scale / 2 if entry.zero_point is not None else limit
+
+
 def clipped_fraction(stats: TensorStatistics | None, limit: float) -> float | None:
     """Share of the observed values whose magnitude is beyond `limit`. Callers pass the range's
     magnitude -min: |x| cannot tell -2^k (exact) from +2^k (one step past max), and the
@@ -112,12 +121,28 @@ class QuantScheme(ABC):
         for name in methods:
             threshold = get_method(name).threshold(stats, settings)
             entry = self.activation_entry(ActivationChoice(tensor, None, name, threshold, stats))
-            entry.clipped_fraction = clipped_fraction(stats, max(-entry.range[0], entry.range[1]))
+            entry.clipped_fraction = clipped_fraction(stats, clip_limit(entry))
             candidates.append(entry)
         return candidates
 
     def weight_candidates(self, layer: str, weight: np.ndarray, channels: Callable[[], list[np.ndarray]]) -> list[TensorEntry]:
         return [self.weight_entry(layer, weight, channels, name, np.mean) for name in WEIGHT_METHODS]
+
+    # what the scheme's kernels require of a layer's output, by the TensorFlow op the layer ends in: a
+    # quantization they fix (scale, zero point), or the quantization of what the layer reads
+    fixed_outputs: ClassVar[dict[str, tuple[float, int]]] = {}
+    input_quantized_outputs: ClassVar[frozenset[str]] = frozenset()
+
+    def fixed_output_entry(self, tf_op: str, stats: TensorStatistics | None) -> TensorEntry | None:
+        """The entry the scheme fixes for the output of a layer ending in `tf_op`, or None."""
+        if tf_op not in self.fixed_outputs:
+            return None
+        scale, zero_point = self.fixed_outputs[tf_op]
+        quant_range = [(self.qmin - zero_point) * scale, (self.qmax - zero_point) * scale]
+        entry = TensorEntry("activation", "fixed", max(-quant_range[0], quant_range[1]), quant_range, scale=scale, zero_point=zero_point,
+                            absmax=_absmax(stats))
+        entry.clipped_fraction = clipped_fraction(stats, clip_limit(entry))
+        return entry
 
 
 @dataclass(frozen=True)
@@ -251,6 +276,10 @@ class TfliteInt8(QuantScheme):
     name: ClassVar[str] = "tflite_int8"
     has_ir: ClassVar[bool] = False  # its IR records are the next step (pipeline/config.py stops it after annotate)
     bias_bits: ClassVar[int] = 32
+    # TFLite's int8 operator specification: SOFTMAX and LOGISTIC output 1/256 with zero point -128, TANH 1/128
+    # with 0 (their kernels check it); AVERAGE_POOL_2D, MAX_POOL_2D and the resizes keep their input's
+    fixed_outputs = {"Softmax": (1.0 / 256, -128), "Sigmoid": (1.0 / 256, -128), "Tanh": (1.0 / 128, 0)}
+    input_quantized_outputs = frozenset({"AvgPool", "MaxPool", "ResizeBilinear", "ResizeNearestNeighbor"})
 
     def fixed_input_entry(self, stats):
         return None

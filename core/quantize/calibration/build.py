@@ -20,7 +20,7 @@ from core.quantize.table import CalibrationError, CalibrationTable, TensorEntry
 from core.quantize.calibration.bias_correction import bias_correction, channel_response
 from core.quantize.calibration.histogram import TensorStatistics
 from core.quantize.calibration.methods import CalibrationSettings, get_method, method_for
-from core.quantize.scheme import ActivationChoice, Pow2Symmetric, QuantScheme, clipped_fraction, pow2_range
+from core.quantize.scheme import ActivationChoice, Pow2Symmetric, QuantScheme, clip_limit, clipped_fraction, pow2_range
 from core.frontend.fake_quant import QuantRange
 from core.frontend.layers import Layer, LayerGraph, QKind
 
@@ -64,6 +64,7 @@ def build_calibration_table(
             continue
         layer = layer_graph.producer_of(tensor)
         tensors[tensor] = _activation_entry(tensor, layer.name if layer else None, tensor_method, target, settings, tensor_stats, ranges)
+    tensors.update(scheme_output_entries(layer_graph, target.scheme, tensors, stats))
     for layer in layer_graph.layers:
         rule = layer.rule
         if layer.name in float_layers:
@@ -74,6 +75,26 @@ def build_calibration_table(
         if rule.bias and layer.bias:
             tensors[f"{layer.bias}:0"] = _bias_entry(layer_graph, layer, method, target, ranges, tensors)
     return CalibrationTable(method, target.name, target.bits, tensors, sorted(float_layers))
+
+
+def scheme_output_entries(layer_graph: LayerGraph, scheme: QuantScheme, tensors: dict[str, TensorEntry],
+                          stats: dict[str, TensorStatistics] | None) -> dict[str, TensorEntry]:
+    """The outputs whose quantization the scheme's kernels decide, not calibration (QuantScheme.fixed_outputs,
+    input_quantized_outputs), in layer order: an output that keeps its input's follows that input's own rule."""
+    decided: dict[str, TensorEntry] = {}
+    nodes = layer_graph.graph.by_name()
+    for layer in layer_graph.layers:
+        tf_op = nodes[layer.name].op if layer.name in nodes else None
+        fixed = scheme.fixed_output_entry(tf_op, (stats or {}).get(layer.output))
+        if fixed is not None:
+            decided[layer.output] = dataclasses.replace(fixed, layer=layer.name)
+        elif tf_op in scheme.input_quantized_outputs and layer.output in tensors:
+            source = layer_graph.scale_source(layer.inputs[0])
+            inherited = decided.get(source) or tensors[source]
+            own = (stats or {}).get(layer.output)
+            decided[layer.output] = dataclasses.replace(inherited, kind="activation", method="input", layer=layer.name, warnings=[],
+                                                        absmax=_absmax(own), clipped_fraction=clipped_fraction(own, clip_limit(inherited)))
+    return decided
 
 
 def _ranges_across_identities(layer_graph: LayerGraph, ranges: dict[str, QuantRange]) -> dict[str, QuantRange]:
@@ -118,7 +139,7 @@ def _activation_entry(tensor, layer, method, target, settings, stats, ranges) ->
                               pow2_exponent=get_method(method).pow2_exponent(stats, settings) if own_exponent else None)
     entry = target.scheme.activation_entry(choice)
     entry.layer, entry.warnings = layer, warnings + entry.warnings
-    entry.absmax, entry.clipped_fraction = _absmax(stats), clipped_fraction(stats, max(-entry.range[0], entry.range[1]))
+    entry.absmax, entry.clipped_fraction = _absmax(stats), clipped_fraction(stats, clip_limit(entry))
     return entry
 
 
