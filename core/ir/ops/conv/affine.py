@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.ir.ops.conv.im2col import window_matrix
 from core.quantize.tflite_compiled import requantize_channels
 from core.quantize.tflite_math import quantize_multiplier, requantize
 
@@ -68,14 +69,13 @@ def conv_affine(inputs: np.ndarray, input_zero_point: int, weight: np.ndarray, b
 
 def _conv_sums(inputs, input_zero_point, weight, stride, dilation, pads, depthwise, dtype) -> np.ndarray:
     _, kh, kw, _ = weight.shape
-    centered = inputs.astype(dtype) - dtype(input_zero_point)
-    patches = windows(centered, (kh, kw), stride, dilation, pads, 0.0)  # padding: (zero point - zero point) = 0
     if depthwise:
+        centered = inputs.astype(dtype) - dtype(input_zero_point)
+        patches = windows(centered, (kh, kw), stride, dilation, pads, 0.0)  # padding: (zero point - zero point) = 0
         multiplier = weight.shape[3] // inputs.shape[3]
         per_channel = np.repeat(patches, multiplier, axis=3) if multiplier > 1 else patches
         return np.einsum("nhwcij,ijc->nhwc", per_channel, weight[0].astype(dtype), optimize=True)
-    n, oh, ow = patches.shape[:3]
-    columns = patches.transpose(0, 1, 2, 4, 5, 3).reshape(n * oh * ow, -1)
+    columns, (n, oh, ow) = window_matrix(inputs, input_zero_point, (kh, kw), stride, dilation, pads, dtype)
     return (columns @ weight.reshape(weight.shape[0], -1).T.astype(dtype)).reshape(n, oh, ow, -1)
 
 
