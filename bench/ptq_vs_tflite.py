@@ -12,7 +12,8 @@ takes MLPerf Tiny's trained ResNet-8 (../shared/models/mlperf_tiny_resnet8/pretr
 pixels). Then, side by side:
 - each of our configurations on each of --targets through run.py's path: on tf2ir all eight stages
   (the figures are simulate's: the integer network the IR describes, which codegen reproduces bit for
-  bit); on tflite_int8 through annotate (the annotated graph: the scheme's IR is not built yet),
+  bit); on tflite_int8 the calibrated table written as a .tflite (core/backends/tflite) and run on the
+  scheme's kernels, which give every tensor TFLite's reference kernels give (its IR is not built yet),
 - TFLite's converter with the first --calib-images calibration images as its representative data
   set, int8 input and output, run by TFLite's interpreter (its default kernels, one thread).
 Both are measured on the CIFAR-10 test images against the float Keras model: top-1, agreement of
@@ -41,6 +42,13 @@ from rich.console import Console  # noqa: E402
 from conftest import CIFAR10_DIR, MODELS, compose  # noqa: E402
 from core.data.datasets import load_split  # noqa: E402
 from core.quantize.evaluation import sqnr_db  # noqa: E402
+from core.backends.tflite.export import export_tflite  # noqa: E402
+from core.frontend.graph import Graph  # noqa: E402
+from core.frontend.tflite import read_tflite  # noqa: E402
+from core.ir.layers import group_layers  # noqa: E402
+from core.ir.tflite_interpreter import run_int8  # noqa: E402
+from core.quantize.table import CalibrationTable  # noqa: E402
+from core.quantize.tflite_math import affine_quantize, dequantize  # noqa: E402
 from pipeline.main import run_pipeline  # noqa: E402
 from pipeline.quality import QualityFailed  # noqa: E402
 from tables import publish  # noqa: E402  (bench/tables.py)
@@ -127,22 +135,41 @@ def tflite_row(model: keras.Model, calibration: np.ndarray, images: np.ndarray, 
             f"{sqnr_db(reference, outputs):.2f}", f"{time.perf_counter() - started:.0f}"]
 
 
-def ours_row(name: str, overrides: list[str], target: str) -> list[str]:
+def ours_row(name: str, overrides: list[str], target: str, evaluation) -> list[str]:
     started = time.perf_counter()
     try:
-        metrics, flagged = run_pipeline(compose(*overrides, *TARGETS[target]), console=Console(stderr=True)).metrics, ""
+        summary, flagged = run_pipeline(compose(*overrides, *TARGETS[target]), console=Console(stderr=True)), ""
     except QualityFailed as failed:  # measured all the same: the row says a run stops there
-        metrics = run_pipeline(compose(*overrides, *TARGETS[target], "quality.enforce=false"), console=Console(stderr=True)).metrics
+        summary = run_pipeline(compose(*overrides, *TARGETS[target], "quality.enforce=false"), console=Console(stderr=True))
         flagged = f" (stopped by {', '.join(sorted({finding.key for finding in failed.findings}))})"
-    name += flagged
-    if "simulate.top1" not in metrics:
-        return [f"{target} {name} (annotated graph)", f"{metrics['annotate.top1']:.4f}", f"{metrics['annotate.top1_agreement']:.4f}",
-                f"{metrics['annotate.sqnr_db_min']:.2f}", f"{time.perf_counter() - started:.0f}"]
+    metrics = summary.metrics
+    if "simulate.top1" not in metrics:  # no IR yet: the table written as a .tflite, its integers as TFLite's kernels give them
+        calibrate = next(result.artifact.directory for result in summary.results if result.stage.name == "calibrate")
+        return [f"{target} {name}{flagged} (TFLite's kernels on our .tflite)", *tflite_figures(calibrate, *evaluation),
+                f"{time.perf_counter() - started:.0f}"]
     if metrics["simulate.end_point_agreement"] != 1.0 or metrics["codegen.bitexact"] != 1.0:
         raise SystemExit(f"{name}: simulate disagrees with annotate or codegen is not bit-exact: {metrics}")
     # annotate's end points equal simulate's bit for bit (checked above), so its agreement is simulate's
-    return [f"{target} {name}", f"{metrics['simulate.top1']:.4f}", f"{metrics['annotate.top1_agreement']:.4f}",
+    return [f"{target} {name}{flagged}", f"{metrics['simulate.top1']:.4f}", f"{metrics['annotate.top1_agreement']:.4f}",
             f"{metrics['simulate.sqnr_db_min']:.2f}", f"{time.perf_counter() - started:.0f}"]
+
+
+def tflite_figures(calibrate: Path, images: np.ndarray, labels: np.ndarray, reference: np.ndarray) -> list[str]:
+    """Top-1, agreement with float and SQNR of the calibrated table's .tflite (core/backends/tflite), run on the
+    tflite_int8 kernels, which give every tensor TFLite's reference kernels give (tests/test_tflite_export.py)."""
+    model = read_tflite_bytes(export_tflite(group_layers(Graph.load(calibrate)), CalibrationTable.load(calibrate)))
+    source, sink = (model.tensor(index).quantization for index in (model.inputs[0], model.outputs[0]))
+    integers = run_int8(model, affine_quantize(images, float(source.scale[0]), int(source.zero_point[0])))[model.outputs[0]]
+    outputs = dequantize(integers, float(sink.scale[0]), int(sink.zero_point[0]))
+    predicted = outputs.argmax(axis=1)
+    return [f"{np.mean(predicted == labels):.4f}", f"{np.mean(predicted == reference.argmax(axis=1)):.4f}", f"{sqnr_db(reference, outputs):.2f}"]
+
+
+def read_tflite_bytes(content: bytes):
+    with tempfile.NamedTemporaryFile(suffix=".tflite") as file:
+        file.write(content)
+        file.flush()
+        return read_tflite(file.name)
 
 
 def float_model(model: str, model_path: Path, cfg, size: int, epochs: int) -> keras.Model:
@@ -186,7 +213,7 @@ def main() -> None:
         print(" | ".join(rows[-1]), file=sys.stderr)
         for target in args.targets.split(","):
             for name in args.configs.split(","):
-                rows.append(ours_row(name, base + CONFIGURATIONS[name], target))
+                rows.append(ours_row(name, base + CONFIGURATIONS[name], target, (test_images, test_labels, reference)))
                 print(" | ".join(rows[-1]), file=sys.stderr)
     publish(COLUMNS, rows, args.out or ROOT / "bench" / "out" / f"ptq_vs_tflite_{args.model}.md")
 

@@ -37,7 +37,7 @@ LAYERS: list[list[tuple[str, ...]]] = [
     [("core.frontend",)],
     [("core.quantize",)],
     [("core.ir",)],
-    [("core.backends.c",), ("core.backends.accel",)],
+    [("core.backends.c",), ("core.backends.accel",), ("core.backends.tflite",)],
     [("core.backends.program",)],
     [("core.reports",)],
     [("stages", "pipeline", "run", "hydra_plugins")],

@@ -1,0 +1,158 @@
+"""One .tflite writer per IR operation: the TFLite operator(s) a layer becomes. An operation without a
+writer is declared in NOT_WRITTEN (tests/test_tflite_export.py checks every operation is one or the other);
+exporting a network that uses one is an ExportError naming the layer."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from core.backends.tflite.writer import ExportError, TfliteWriter
+from core.frontend.layers import Layer
+from core.ir.ops.conv.affine import padding as tflite_padding
+
+Writer = Callable[[TfliteWriter, Layer], None]
+
+
+def _quantized_weight(writer: TfliteWriter, layer: Layer, values: np.ndarray, channel_axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """(int8 weights in [-127, 127], per-channel scales) of float weights whose output channels lie along `channel_axis`."""
+    entry = writer.table.entry(f"{layer.weight}:0")
+    scales = np.asarray(entry.channel_scales or [entry.scale] * values.shape[channel_axis], np.float32)
+    shape = [1] * values.ndim
+    shape[channel_axis] = -1
+    quantized = np.clip(np.floor(values.astype(np.float64) / scales.astype(np.float64).reshape(shape) + 0.5), -127, 127)
+    return quantized.astype(np.int8), scales
+
+
+def _bias(writer: TfliteWriter, layer: Layer, input_scale: float, weight_scales: np.ndarray, channels: int, name: str) -> int:
+    if layer.bias:
+        entry = writer.table.entry(f"{layer.bias}:0")
+        values = writer.layer_graph.graph.constants[layer.bias].astype(np.float64)
+        if entry.correction is not None:
+            values = values + np.asarray(entry.correction)
+    else:
+        values = np.zeros(channels)
+    scales = np.float64(np.float32(input_scale)) * weight_scales.astype(np.float64)
+    quotient = values / scales
+    bias = np.sign(quotient) * np.floor(np.abs(quotient) + 0.5)  # half away from zero
+    if np.abs(bias).max(initial=0) > 2**31 - 1:
+        raise ExportError(f"layer {layer.ir_name}: a bias beyond int32 at input scale x weight scale")
+    return writer.add_tensor(name, [channels], writer.schema.TensorType.INT32, scales, np.zeros(channels, np.int64), 0,
+                             bias.astype(np.int32))
+
+
+def _padding(writer: TfliteWriter, layer: Layer, input_index: int) -> tuple[int, int]:
+    """(TFLite's padding code, the input tensor): SAME or VALID when the layer's padding is one of them; an explicit
+    padding otherwise becomes a PAD (with the input's zero point) before the layer, and VALID."""
+    attrs, shape = layer.attrs, writer.layer_graph.graph.shape(layer.inputs[0])
+    if attrs.explicit_padding is None:  # a folded Pad sets it, whatever the conv's own padding said
+        return getattr(writer.schema.Padding, attrs.padding), input_index
+    top, bottom, left, right = attrs.explicit_padding
+    dilations = getattr(attrs, "dilations", [1, 1])
+    for name in ("SAME", "VALID"):
+        rows = tflite_padding(shape[1], attrs.kernel[0], attrs.strides[0], dilations[0], name == "SAME")[1:]
+        columns = tflite_padding(shape[2], attrs.kernel[1], attrs.strides[1], dilations[1], name == "SAME")[1:]
+        if (*rows, *columns) == (top, bottom, left, right):
+            return getattr(writer.schema.Padding, name), input_index
+    pads = writer.add_tensor(f"{layer.name}/paddings", [4, 2], writer.schema.TensorType.INT32,
+                             data=np.array([[0, 0], [top, bottom], [left, right], [0, 0]], np.int32))
+    entry = writer.entry(layer.inputs[0])
+    padded = writer.add_tensor(f"{layer.name}/padded", [1, shape[1] + top + bottom, shape[2] + left + right, shape[3]],
+                               writer.schema.TensorType.INT8, entry.scale, entry.zero_point)
+    writer.operator("PAD", [input_index, pads], [padded])
+    return writer.schema.Padding.VALID, padded
+
+
+def _conv(writer: TfliteWriter, layer: Layer) -> None:
+    graph, attrs = writer.layer_graph.graph, layer.attrs
+    source = writer.activation(layer.inputs[0])
+    output = writer.activation(layer.output)
+    weight = graph.constants[layer.weight]
+    if attrs.dense:  # MatMul [K, N] -> FULLY_CONNECTED [N, K]
+        quantized, scales = _quantized_weight(writer, layer, weight, 1)
+        weights = writer.add_tensor(f"{layer.name}/weights", quantized.T.shape, writer.schema.TensorType.INT8, scales,
+                                    np.zeros(len(scales), np.int64), 0, np.ascontiguousarray(quantized.T))
+        bias = _bias(writer, layer, writer.entry(layer.inputs[0]).scale, scales, len(scales), f"{layer.name}/bias")
+        writer.operator("FULLY_CONNECTED", [source, weights, bias], [output],
+                        *writer.options("FullyConnectedOptions", fusedActivationFunction=writer.fused(layer)))
+        return
+    code, source = _padding(writer, layer, source)
+    quantized, scales = _quantized_weight(writer, layer, weight, 3)  # HWIO
+    ohwi = np.ascontiguousarray(quantized.transpose(3, 0, 1, 2))
+    weights = writer.add_tensor(f"{layer.name}/weights", ohwi.shape, writer.schema.TensorType.INT8, scales,
+                                np.zeros(len(scales), np.int64), 0, ohwi)
+    bias = _bias(writer, layer, writer.entry(layer.inputs[0]).scale, scales, len(scales), f"{layer.name}/bias")
+    writer.operator("CONV_2D", [source, weights, bias], [output], *writer.options(
+        "Conv2DOptions", padding=code, strideH=attrs.strides[0], strideW=attrs.strides[1], dilationHFactor=attrs.dilations[0],
+        dilationWFactor=attrs.dilations[1], fusedActivationFunction=writer.fused(layer)))
+
+
+def _dwconv(writer: TfliteWriter, layer: Layer) -> None:
+    graph, attrs = writer.layer_graph.graph, layer.attrs
+    source = writer.activation(layer.inputs[0])
+    output = writer.activation(layer.output)
+    kernel_h, kernel_w, channels, multiplier = graph.constants[layer.weight].shape
+    flat = graph.constants[layer.weight].reshape(kernel_h, kernel_w, channels * multiplier)  # channel c * M + m, as TFLite's
+    code, source = _padding(writer, layer, source)
+    quantized, scales = _quantized_weight(writer, layer, flat, 2)
+    weights = writer.add_tensor(f"{layer.name}/weights", [1, kernel_h, kernel_w, channels * multiplier], writer.schema.TensorType.INT8,
+                                scales, np.zeros(len(scales), np.int64), 3, quantized[None])
+    bias = _bias(writer, layer, writer.entry(layer.inputs[0]).scale, scales, len(scales), f"{layer.name}/bias")
+    writer.operator("DEPTHWISE_CONV_2D", [source, weights, bias], [output], *writer.options(
+        "DepthwiseConv2DOptions", padding=code, strideH=attrs.strides[0], strideW=attrs.strides[1], depthMultiplier=int(multiplier),
+        dilationHFactor=attrs.dilations[0], dilationWFactor=attrs.dilations[1], fusedActivationFunction=writer.fused(layer)))
+
+
+def _pool(name: str):
+    def write(writer: TfliteWriter, layer: Layer) -> None:
+        graph, attrs = writer.layer_graph.graph, layer.attrs
+        source = writer.activation(layer.inputs[0])
+        if graph.by_name()[layer.name].op == "Mean":  # a global average with an output scale of its own: MEAN
+            axes = writer.add_tensor(f"{layer.name}/axes", [2], writer.schema.TensorType.INT32, data=np.array([1, 2], np.int32))
+            writer.operator("MEAN", [source, axes], [writer.activation(layer.output)], *writer.options("ReducerOptions", keepDims=True))
+            return
+        code, source = _padding(writer, layer, source)
+        writer.operator(name, [source], [writer.activation(layer.output)], *writer.options(
+            "Pool2DOptions", padding=code, strideH=attrs.strides[0], strideW=attrs.strides[1], filterHeight=attrs.kernel[0],
+            filterWidth=attrs.kernel[1], fusedActivationFunction=writer.fused(layer)))
+    return write
+
+
+def _add(writer: TfliteWriter, layer: Layer) -> None:
+    inputs = [writer.activation(tensor) for tensor in layer.inputs]
+    writer.operator("ADD", inputs, [writer.activation(layer.output)], *writer.options("AddOptions", fusedActivationFunction=writer.fused(layer)))
+
+
+def _reshape(writer: TfliteWriter, layer: Layer) -> None:
+    shape = [-1, *writer.layer_graph.graph.shape(layer.output)[1:]]  # -1: any batch the interpreter is resized to
+    target = writer.add_tensor(f"{layer.name}/shape", [len(shape)], writer.schema.TensorType.INT32, data=np.array(shape, np.int32))
+    writer.operator("RESHAPE", [writer.activation(layer.inputs[0]), target], [writer.activation(layer.output)],
+                    *writer.options("ReshapeOptions", newShape=shape))
+
+
+def _softmax(writer: TfliteWriter, layer: Layer) -> None:
+    writer.operator("SOFTMAX", [writer.activation(layer.inputs[0])], [writer.activation(layer.output)],
+                    *writer.options("SoftmaxOptions", beta=1.0))
+
+
+WRITERS: dict[str, Writer] = {
+    "conv": _conv,
+    "dwconv": _dwconv,
+    "avg_pool": _pool("AVERAGE_POOL_2D"),
+    "max_pool": _pool("MAX_POOL_2D"),
+    "add": _add,
+    "reshape": _reshape,
+    "softmax": _softmax,
+}
+# operations no writer covers yet (a network using one is refused naming the layer)
+NOT_WRITTEN: dict[str, str] = {
+    "mul": "MUL, broadcasting a per-channel constant",
+    "lut": "LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU by the table's function",
+    "concat": "CONCATENATION (its inputs requantized to the output's)",
+    "concat2": "CONCATENATION (its inputs requantized to the output's)",
+    "resize_bilinear": "RESIZE_BILINEAR",
+    "resize_nearest": "RESIZE_NEAREST_NEIGHBOR",
+    "float_conv": "layers kept in float",
+    "float_dwconv": "layers kept in float",
+}

@@ -1,0 +1,139 @@
+"""The tflite_int8 scheme's network written as a .tflite (core/backends/tflite/): TFLite's reference kernels
+(LiteRT's BUILTIN_REF interpreter) run the file, and give every tensor the scheme's own kernels give on it;
+the file holds the calibration table's scales and zero points; a network with an operation no writer covers
+is refused naming the layer. Real models: MLPerf Tiny's float ResNet-8 calibrated on tflite_int8 (its
+integers under TFLite's kernels meet MLCommons' own int8 model), and Keras models built here."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from rich.console import Console
+
+from conftest import CIFAR10_DIR, MODELS, compose
+from core.backends.tflite.export import export_tflite
+from core.backends.tflite.ops import NOT_WRITTEN, WRITERS
+from core.backends.tflite.writer import ExportError
+from core.data.datasets import load_cifar10
+from core.frontend.graph import Graph
+from core.frontend.tflite import read_tflite
+from core.ir.layers import group_layers
+from core.ir.ops import OPS
+from core.ir.tflite_interpreter import run_int8
+from core.quantize.evaluation import sqnr_db
+from core.quantize.table import CalibrationTable
+from core.quantize.tflite_math import affine_quantize, dequantize
+from core.quantize.tflite_reference import reference_tensors
+from pipeline.main import run_pipeline
+
+RESNET8 = MODELS / "mlperf_tiny_resnet8" / "pretrainedResnet.h5"
+needs_resnet8 = pytest.mark.skipif(not (RESNET8.exists() and CIFAR10_DIR.exists()),
+                                   reason=f"{RESNET8} or {CIFAR10_DIR} is missing: the shared test data are not beside the checkout")
+
+
+def test_every_operation_has_a_writer_or_is_declared_unwritten():
+    assert not set(WRITERS) & set(NOT_WRITTEN)
+    assert set(WRITERS) | set(NOT_WRITTEN) == set(OPS)
+
+
+def _calibrated(workspace, *overrides):
+    summary = run_pipeline(compose(*workspace, "target=tflite_int8", "until=calibrate", *overrides), console=Console(file=io.StringIO()))
+    directory = summary.results[-1].artifact.directory
+    return group_layers(Graph.load(directory)), CalibrationTable.load(directory)
+
+
+def _assert_every_tensor_equal(path, inputs) -> dict:
+    model = read_tflite(path)
+    ours, reference = run_int8(model, inputs), reference_tensors(path, inputs)
+    for operator in model.operators:
+        output = operator.outputs[0]
+        assert np.array_equal(ours[output], reference[output]), f"operator {operator.index} ({operator.name})"
+    return ours
+
+
+def _assert_table_quantization(path, layer_graph, table):
+    """The file's activation tensors hold the table's scales (float32) and zero points."""
+    model = read_tflite(path)
+    expected = {(float(np.float32(entry.scale)), entry.zero_point) for entry in table.tensors.values() if entry.kind in ("input", "activation")}
+    stored = {(float(t.quantization.scale[0]), int(t.quantization.zero_point[0])) for t in model.tensors if t.data is None}
+    assert stored <= expected and len(stored) > 1
+
+
+@needs_resnet8
+def test_resnet8_calibrated_on_tflite_int8_runs_on_tflites_kernels_as_on_ours_and_meets_mlcommons_int8(workspace, tmp_path):
+    layer_graph, table = _calibrated(workspace, "model=keras_cifar10", f"model.file.path={RESNET8}", f"data.path={CIFAR10_DIR}",
+                                     "model.preprocess.scale=1", "model.preprocess.offset=0")
+    path = tmp_path / "resnet8.tflite"
+    path.write_bytes(export_tflite(layer_graph, table))
+    _assert_table_quantization(path, layer_graph, table)
+    model = read_tflite(path)
+    images, labels = load_cifar10(CIFAR10_DIR, "test_batch")
+    source = model.tensor(model.inputs[0]).quantization
+    inputs = affine_quantize(images.astype(np.float32), float(source.scale[0]), int(source.zero_point[0]))
+    _assert_every_tensor_equal(path, inputs[:64])
+    sink = model.tensor(model.outputs[0]).quantization
+    scores = dequantize(run_int8(model, inputs)[model.outputs[0]], float(sink.scale[0]), int(sink.zero_point[0]))
+    expected = tf.keras.models.load_model(RESNET8, compile=False).predict(images.astype(np.float32), verbose=0)
+    # ../shared/models/README.md: MLCommons' own int8 model, 87.47% top-1 and 21.6 dB against the float softmax
+    assert np.mean(scores.argmax(axis=1) == labels) >= 0.8747 and sqnr_db(expected, scores) >= 21.6
+
+
+def _every_writer_model() -> tf.keras.Model:
+    """Each writer's cases: an explicit Pad folded into a conv (written as PAD), SAME and VALID, strides, a depth
+    multiplier, both pools, the global average (MEAN), a residual add, a flatten, dense, softmax."""
+    tf.keras.utils.set_random_seed(17)
+    layers = tf.keras.layers
+    inputs = tf.keras.Input((11, 9, 3))
+    x = layers.Conv2D(8, 3, activation="relu")(layers.ZeroPadding2D(((2, 0), (1, 1)))(inputs))
+    x = layers.DepthwiseConv2D(3, depth_multiplier=2, strides=2, padding="same", activation="relu6")(x)
+    x = layers.Add()([layers.Conv2D(16, 1)(x), layers.Conv2D(16, 3, padding="same")(x)])
+    pooled = layers.Dense(7)(layers.Flatten()(layers.GlobalAveragePooling2D(keepdims=True)(x)))
+    x = layers.AveragePooling2D(2, strides=1, padding="same")(layers.MaxPooling2D(2)(x))
+    x = layers.Add()([layers.Dense(7)(layers.Flatten()(x)), pooled])
+    return tf.keras.Model(inputs, layers.Softmax()(x))
+
+
+def _saved(model: tf.keras.Model, tmp_path, name: str):
+    path = tmp_path / f"{name}.keras"
+    model.save(path)
+    rng = np.random.default_rng(4)
+    shape = model.inputs[0].shape[1:]
+    arrays = tmp_path / f"{name}.npz"
+    np.savez(arrays, calib=rng.normal(0, 1, (32, *shape)).astype(np.float32), eval=rng.normal(0, 1, (8, *shape)).astype(np.float32))
+    return ["model=keras_cifar10", f"model.name={name}", "model.format=keras", f"model.file.path={path}", "data=arrays",
+            f"data.path={arrays}"]
+
+
+def test_every_writer_gives_a_file_tflites_reference_kernels_run_as_ours(workspace, tmp_path):
+    layer_graph, table = _calibrated(workspace, *_saved(_every_writer_model(), tmp_path, "every_writer"), "calib.method=minmax")
+    path = tmp_path / "every_writer.tflite"
+    path.write_bytes(export_tflite(layer_graph, table))
+    names = {operator.name for operator in read_tflite(path).operators}
+    assert {"PAD", "CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "MEAN", "MAX_POOL_2D", "AVERAGE_POOL_2D", "RESHAPE", "FULLY_CONNECTED",
+            "SOFTMAX"} <= names, names
+    _assert_table_quantization(path, layer_graph, table)
+    rng = np.random.default_rng(8)
+    inputs = rng.integers(-128, 128, (16, 11, 9, 3)).astype(np.int8)
+    inputs[0], inputs[1] = -128, 127
+    _assert_every_tensor_equal(path, inputs)
+    # and it is the model: the file's integers against the float graph on data like the calibration's
+    model = read_tflite(path)
+    images = np.random.default_rng(9).normal(0, 1, (32, 11, 9, 3)).astype(np.float32)
+    source, sink = (model.tensor(index).quantization for index in (model.inputs[0], model.outputs[0]))
+    integers = run_int8(model, affine_quantize(images, float(source.scale[0]), int(source.zero_point[0])))[model.outputs[0]]
+    with tf.Graph().as_default() as graph:
+        tf.graph_util.import_graph_def(layer_graph.graph.to_graph_def(), name="")
+        with tf.compat.v1.Session(graph=graph) as session:
+            expected = session.run(layer_graph.graph.end_points[0], {layer_graph.graph.input_tensor: images})
+    assert sqnr_db(expected, dequantize(integers, float(sink.scale[0]), int(sink.zero_point[0]))) > 20
+
+
+def test_a_network_with_an_operation_no_writer_covers_is_refused_naming_the_layer(workspace, tmp_path):
+    inputs = tf.keras.Input((6, 6, 2))
+    model = tf.keras.Model(inputs, tf.keras.layers.Activation("sigmoid")(tf.keras.layers.Conv2D(4, 3)(inputs)))
+    layer_graph, table = _calibrated(workspace, *_saved(model, tmp_path, "sigmoid"), "calib.method=minmax")
+    with pytest.raises(ExportError, match=r"layer .*Sigmoid.* \(lut\): the \.tflite writer covers conv, dwconv"):
+        export_tflite(layer_graph, table)
