@@ -1,6 +1,5 @@
 """The flatbuffer a .tflite export builds (TfliteWriter): a layer graph under a tflite_int8 calibration table,
-written as a TFLite int8 flatbuffer: int8 input and
-outputs, each activation at its entry's scale and zero point, weights int8 per output channel (narrow,
+written as a TFLite int8 flatbuffer: int8 input and outputs, each activation at its entry's scale and zero point, weights int8 per output channel (narrow,
 rounded half up at the channel's scale, as the annotated graph's FakeQuant rounds them), biases int32 at
 input scale x weight scale (their correction included), rounded half away from zero. TFLite's kernels
 derive every multiplier and shift from these scales themselves, exactly as core/ir/tflite_interpreter.py
