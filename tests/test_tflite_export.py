@@ -96,6 +96,42 @@ def _every_writer_model() -> tf.keras.Model:
     return tf.keras.Model(inputs, layers.Softmax()(x))
 
 
+def _elementwise_writer_model() -> tf.keras.Model:
+    """The element-wise writers: a squeeze-excitation gate (sigmoid, a broadcasting mul), tanh and leaky ReLU, a
+    concatenation of inputs at three quantizations (QUANTIZE before it), a bilinear resize."""
+    tf.keras.utils.set_random_seed(19)
+    layers = tf.keras.layers
+    inputs = tf.keras.Input((6, 6, 3))
+    x = layers.Conv2D(8, 3, padding="same", activation="relu")(inputs)
+    gate = layers.Conv2D(8, 1, activation="sigmoid")(layers.GlobalAveragePooling2D(keepdims=True)(x))
+    x = layers.Multiply()([x, gate])
+    x = layers.Concatenate()([layers.Activation("tanh")(x), layers.LeakyReLU(0.2)(x), x])
+    x = layers.Conv2D(4, 3, strides=2, padding="same")(layers.UpSampling2D(2, interpolation="bilinear")(x))
+    return tf.keras.Model(inputs, layers.Softmax()(layers.Dense(5)(layers.Flatten()(x))))
+
+
+def test_the_elementwise_writers_give_a_file_tflites_reference_kernels_run_as_ours(workspace, tmp_path):
+    layer_graph, table = _calibrated(workspace, *_saved(_elementwise_writer_model(), tmp_path, "elementwise"), "calib.method=minmax")
+    path = tmp_path / "elementwise.tflite"
+    path.write_bytes(export_tflite(layer_graph, table))
+    names = {operator.name for operator in read_tflite(path).operators}
+    assert {"LOGISTIC", "MUL", "TANH", "LEAKY_RELU", "QUANTIZE", "CONCATENATION", "RESIZE_BILINEAR"} <= names, names
+    _assert_every_tensor_equal(path, np.random.default_rng(10).integers(-128, 128, (16, 6, 6, 3)).astype(np.int8))
+    _assert_close_to_the_float_graph(path, layer_graph, np.random.default_rng(11).normal(0, 1, (32, 6, 6, 3)).astype(np.float32))
+
+
+def _assert_close_to_the_float_graph(path, layer_graph, images: np.ndarray) -> None:
+    """The file is the model: its integers against the float graph on data like the calibration's."""
+    model = read_tflite(path)
+    source, sink = (model.tensor(index).quantization for index in (model.inputs[0], model.outputs[0]))
+    integers = run_int8(model, affine_quantize(images, float(source.scale[0]), int(source.zero_point[0])))[model.outputs[0]]
+    with tf.Graph().as_default() as graph:
+        tf.graph_util.import_graph_def(layer_graph.graph.to_graph_def(), name="")
+        with tf.compat.v1.Session(graph=graph) as session:
+            expected = session.run(layer_graph.graph.end_points[0], {layer_graph.graph.input_tensor: images})
+    assert sqnr_db(expected, dequantize(integers, float(sink.scale[0]), int(sink.zero_point[0]))) > 20
+
+
 def _saved(model: tf.keras.Model, tmp_path, name: str):
     path = tmp_path / f"{name}.keras"
     model.save(path)
@@ -119,21 +155,12 @@ def test_every_writer_gives_a_file_tflites_reference_kernels_run_as_ours(workspa
     inputs = rng.integers(-128, 128, (16, 11, 9, 3)).astype(np.int8)
     inputs[0], inputs[1] = -128, 127
     _assert_every_tensor_equal(path, inputs)
-    # and it is the model: the file's integers against the float graph on data like the calibration's
-    model = read_tflite(path)
-    images = np.random.default_rng(9).normal(0, 1, (32, 11, 9, 3)).astype(np.float32)
-    source, sink = (model.tensor(index).quantization for index in (model.inputs[0], model.outputs[0]))
-    integers = run_int8(model, affine_quantize(images, float(source.scale[0]), int(source.zero_point[0])))[model.outputs[0]]
-    with tf.Graph().as_default() as graph:
-        tf.graph_util.import_graph_def(layer_graph.graph.to_graph_def(), name="")
-        with tf.compat.v1.Session(graph=graph) as session:
-            expected = session.run(layer_graph.graph.end_points[0], {layer_graph.graph.input_tensor: images})
-    assert sqnr_db(expected, dequantize(integers, float(sink.scale[0]), int(sink.zero_point[0]))) > 20
+    _assert_close_to_the_float_graph(path, layer_graph, np.random.default_rng(9).normal(0, 1, (32, 11, 9, 3)).astype(np.float32))
 
 
-def test_a_network_with_an_operation_no_writer_covers_is_refused_naming_the_layer(workspace, tmp_path):
+def test_a_function_no_tflite_operator_computes_is_refused_naming_the_layer(workspace, tmp_path):
     inputs = tf.keras.Input((6, 6, 2))
-    model = tf.keras.Model(inputs, tf.keras.layers.Activation("sigmoid")(tf.keras.layers.Conv2D(4, 3)(inputs)))
-    layer_graph, table = _calibrated(workspace, *_saved(model, tmp_path, "sigmoid"), "calib.method=minmax")
-    with pytest.raises(ExportError, match=r"layer .*Sigmoid.* \(lut\): the \.tflite writer covers conv, dwconv"):
+    model = tf.keras.Model(inputs, tf.keras.layers.Activation("softplus")(tf.keras.layers.Conv2D(4, 3)(inputs)))
+    layer_graph, table = _calibrated(workspace, *_saved(model, tmp_path, "softplus"), "calib.method=minmax")
+    with pytest.raises(ExportError, match=r"layer .*Softplus.* \(lut\): the function .*Softplus.* it writes sigmoid, tanh and leaky ReLU"):
         export_tflite(layer_graph, table)

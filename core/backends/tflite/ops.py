@@ -136,6 +136,57 @@ def _softmax(writer: TfliteWriter, layer: Layer) -> None:
                     *writer.options("SoftmaxOptions", beta=1.0))
 
 
+def _mul(writer: TfliteWriter, layer: Layer) -> None:
+    inputs = [writer.activation(tensor) for tensor in layer.inputs]
+    writer.operator("MUL", inputs, [writer.activation(layer.output)], *writer.options("MulOptions", fusedActivationFunction=writer.fused(layer)))
+
+
+# a lookup table's function (its region of element-wise ops, as the lut pattern describes it) -> the TFLite operator
+_LUT_OPERATORS = {"t0 = Sigmoid(x)": ("LOGISTIC", None), "t0 = Tanh(x)": ("TANH", None)}
+
+
+def _lut(writer: TfliteWriter, layer: Layer) -> None:
+    function = layer.attrs.function
+    source, output = writer.activation(layer.inputs[0]), writer.activation(layer.output)
+    if function.startswith("t0 = LeakyRelu(x, alpha=") and ";" not in function:
+        alpha = float(function[len("t0 = LeakyRelu(x, alpha="):-1])
+        writer.operator("LEAKY_RELU", [source], [output], *writer.options("LeakyReluOptions", alpha=alpha))
+        return
+    if function not in _LUT_OPERATORS:
+        raise ExportError(f"layer {layer.ir_name} (lut): the function {function!r} has no TFLite int8 operator the writer "
+                          "knows; it writes sigmoid, tanh and leaky ReLU")
+    writer.operator(_LUT_OPERATORS[function][0], [source], [output])
+
+
+def _requantized(writer: TfliteWriter, tensor: str, output_entry, name: str) -> int:
+    """`tensor`'s int8 tensor at `output_entry`'s scale and zero point: itself, or a QUANTIZE of it (int8 -> int8)."""
+    source, entry = writer.activation(tensor), writer.entry(tensor)
+    if (entry.scale, entry.zero_point) == (output_entry.scale, output_entry.zero_point):
+        return source
+    shape = [1, *writer.layer_graph.graph.shape(tensor)[1:]]
+    rescaled = writer.add_tensor(name, shape, writer.schema.TensorType.INT8, output_entry.scale, output_entry.zero_point)
+    writer.operator("QUANTIZE", [source], [rescaled])
+    return rescaled
+
+
+def _concat(writer: TfliteWriter, layer: Layer) -> None:
+    """TFLite's int8 CONCATENATION joins integers of one scale and zero point: each input at another is requantized."""
+    output_entry = writer.entry(layer.output)
+    inputs = [_requantized(writer, tensor, output_entry, f"{layer.name}/input{k}") for k, tensor in enumerate(layer.inputs)]
+    axis = {"H": 1, "W": 2, "C": -1}[layer.attrs.dim]  # C: the last axis, of an [N, C] as of an NHWC tensor
+    writer.operator("CONCATENATION", inputs, [writer.activation(layer.output)],
+                    *writer.options("ConcatenationOptions", axis=axis, fusedActivationFunction=writer.fused(layer)))
+
+
+def _resize(name: str, options: str):
+    def write(writer: TfliteWriter, layer: Layer) -> None:
+        shape = writer.layer_graph.graph.shape(layer.output)
+        size = writer.add_tensor(f"{layer.name}/size", [2], writer.schema.TensorType.INT32, data=np.array(shape[1:3], np.int32))
+        writer.operator(name, [writer.activation(layer.inputs[0]), size], [writer.activation(layer.output)], *writer.options(
+            options, alignCorners=layer.attrs.align_corners, halfPixelCenters=layer.attrs.half_pixel_centers))
+    return write
+
+
 WRITERS: dict[str, Writer] = {
     "conv": _conv,
     "dwconv": _dwconv,
@@ -144,15 +195,15 @@ WRITERS: dict[str, Writer] = {
     "add": _add,
     "reshape": _reshape,
     "softmax": _softmax,
+    "mul": _mul,
+    "lut": _lut,
+    "concat": _concat,
+    "concat2": _concat,
+    "resize_bilinear": _resize("RESIZE_BILINEAR", "ResizeBilinearOptions"),
+    "resize_nearest": _resize("RESIZE_NEAREST_NEIGHBOR", "ResizeNearestNeighborOptions"),
 }
-# operations no writer covers yet (a network using one is refused naming the layer)
+# operations no writer covers (a network using one is refused naming the layer)
 NOT_WRITTEN: dict[str, str] = {
-    "mul": "MUL, broadcasting a per-channel constant",
-    "lut": "LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU by the table's function",
-    "concat": "CONCATENATION (its inputs requantized to the output's)",
-    "concat2": "CONCATENATION (its inputs requantized to the output's)",
-    "resize_bilinear": "RESIZE_BILINEAR",
-    "resize_nearest": "RESIZE_NEAREST_NEIGHBOR",
-    "float_conv": "layers kept in float",
-    "float_dwconv": "layers kept in float",
+    "float_conv": "layers kept in float (calib.keep_float): an int8 .tflite keeps none",
+    "float_dwconv": "layers kept in float (calib.keep_float): an int8 .tflite keeps none",
 }
