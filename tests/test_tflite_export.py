@@ -164,3 +164,24 @@ def test_a_function_no_tflite_operator_computes_is_refused_naming_the_layer(work
     layer_graph, table = _calibrated(workspace, *_saved(model, tmp_path, "softplus"), "calib.method=minmax")
     with pytest.raises(ExportError, match=r"layer .*Softplus.* \(lut\): the function .*Softplus.* it writes sigmoid, tanh and leaky ReLU"):
         export_tflite(layer_graph, table)
+
+
+RESNET8_INT8 = MODELS / "mlperf_tiny_resnet8" / "pretrainedResnet_quant.tflite"
+
+
+@pytest.mark.skipif(not (RESNET8_INT8.exists() and CIFAR10_DIR.exists()), reason=f"{RESNET8_INT8} or {CIFAR10_DIR} is missing")
+def test_mlcommons_int8_resnet8_imported_calibrated_as_trained_and_written_again_gives_every_output_byte(workspace, tmp_path):
+    """The round trip: the file's scales and zero points into the table (qat), the table's network written again;
+    the two files give the same bytes on every test image, the reference kernels' 744/846."""
+    layer_graph, table = _calibrated(workspace, "model=keras_cifar10", "model.format=tflite", f"model.file.path={RESNET8_INT8}",
+                                     "model.preprocess.scale=1", "model.preprocess.offset=0", "model.preprocess.resize=none",
+                                     "calib.method=qat", f"data.path={CIFAR10_DIR}")
+    path = tmp_path / "written_again.tflite"
+    path.write_bytes(export_tflite(layer_graph, table))
+    images, labels = load_cifar10(CIFAR10_DIR, "test_batch")
+    inputs = (images.astype(np.int16) - 128).astype(np.int8)
+    original, written = read_tflite(RESNET8_INT8), read_tflite(path)
+    scores = run_int8(written, inputs)[written.outputs[0]]
+    assert np.array_equal(scores, run_int8(original, inputs)[original.outputs[0]])
+    assert int((scores.argmax(axis=1) == labels).sum()) == 744
+    _assert_every_tensor_equal(path, inputs[:64])
