@@ -25,6 +25,7 @@ from core.quantize.calibration.methods import CalibrationSettings, get_method
 from core.quantize.calibration.scales import ROUNDINGS, float_scale, log2scale, qat_log2scale
 from core.quantize.calibration.weights import WEIGHT_METHODS, choose as choose_weights, unsaturated_log2scale
 from core.quantize.table import CalibrationError, TensorEntry
+from core.quantize.tflite_math import round_half_away
 
 
 def pow2_range(log2scale_value: int, bits: int) -> list[float]:
@@ -306,7 +307,7 @@ class TfliteInt8(QuantScheme):
         if not (math.isfinite(low) and math.isfinite(high)):
             raise CalibrationError(f"range [{low}, {high}] is not finite")
         scale = (high - low) / (self.qmax - self.qmin) if high > low else 1.0
-        zero_point = int(np.clip(_round_half_away(self.qmin - low / scale), self.qmin, self.qmax))
+        zero_point = int(np.clip(round_half_away(self.qmin - low / scale), self.qmin, self.qmax))
         return scale, zero_point, [(self.qmin - zero_point) * scale, (self.qmax - zero_point) * scale]
 
     def weight_entry(self, layer, weight, channels, weight_method, weigh):
@@ -344,10 +345,6 @@ class TfliteInt8(QuantScheme):
 
 
 SCHEMES: dict[str, type[QuantScheme]] = {scheme.name: scheme for scheme in (Pow2Symmetric, TfliteInt8)}
-
-
-def _round_half_away(value: float) -> float:
-    return math.copysign(math.floor(abs(value) + 0.5), value)
 
 
 def _weight_method_name(weight_method: str) -> str:

@@ -8,7 +8,10 @@ intermediate of the C code fits, and wrapping to int32 where the C code's int32 
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -91,15 +94,27 @@ def multiply_by_quantized_multiplier_single_rounding(x: np.ndarray, multiplier, 
 ROUNDINGS = {"double": multiply_by_quantized_multiplier, "single": multiply_by_quantized_multiplier_single_rounding}
 
 
-def _round_half_away(value: float) -> int:
-    return int(math.copysign(math.floor(abs(value) + 0.5), value))
+def round_half_away(values):
+    """To nearest, ties away from zero, as TfLiteRound and std::round: the + 1/2 in float64, exact for any
+    float32 (in float32 it could round a value just below a half up)."""
+    values = np.asarray(values, np.float64)
+    return np.sign(values) * np.floor(np.abs(values) + 0.5)
+
+
+@lru_cache(maxsize=None)
+def libm(name: str):
+    """A float -> float function of the C math library (expf, tanhf), called as TFLite's kernels call it:
+    numpy's exp may differ from it in the last bit."""
+    function = getattr(ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6"), name)
+    function.restype, function.argtypes = ctypes.c_float, [ctypes.c_float]
+    return function
 
 
 def activation_range(activation: str, scale: float, zero_point: int, qmin: int = -128, qmax: int = 127) -> tuple[int, int]:
     """The int8 clamp of a fused activation (CalculateActivationRangeQuantized): its real bounds
     quantized as TFLite does, zero_point + round(bound / scale) with the division in float32."""
     def quantize(bound: float) -> int:
-        return zero_point + _round_half_away(float(np.float32(bound) / np.float32(scale)))
+        return zero_point + int(round_half_away(np.float32(bound) / np.float32(scale)))
     bounds = {"NONE": (qmin, qmax), "RELU": (max(qmin, quantize(0.0)), qmax),
               "RELU6": (max(qmin, quantize(0.0)), min(qmax, quantize(6.0))),
               "RELU_N1_TO_1": (max(qmin, quantize(-1.0)), min(qmax, quantize(1.0)))}
@@ -119,8 +134,7 @@ def affine_quantize(values: np.ndarray, scale: float, zero_point: int) -> np.nda
     """float32 -> int8 as TFLite's reference QUANTIZE (AffineQuantize): round(x / scale) half away from
     zero, the quotient in double, plus the zero point, saturated."""
     quotient = np.asarray(values, np.float32).astype(np.float64) / float(np.float32(scale))
-    rounded = np.sign(quotient) * np.floor(np.abs(quotient) + 0.5)
-    return np.clip(rounded + zero_point, -128, 127).astype(np.int8)
+    return np.clip(round_half_away(quotient) + zero_point, -128, 127).astype(np.int8)
 
 
 def dequantize(values: np.ndarray, scale: float, zero_point: int) -> np.ndarray:

@@ -20,7 +20,7 @@ def export_tflite(layer_graph: LayerGraph, table: CalibrationTable) -> bytes:
     network_input = writer.activation(graph.input_tensor, "input")
     for layer in layer_graph.layers:
         if layer.op not in WRITERS:
-            raise ExportError(f"layer {layer.ir_name} ({layer.op}): the .tflite writer covers {', '.join(WRITERS)} so far")
+            raise ExportError(f"layer {layer.ir_name} ({layer.op}): the .tflite writer covers {', '.join(WRITERS)}")
         WRITERS[layer.op](writer, layer)
     outputs = [writer.activation(tensor) for tensor in graph.end_points]
     return writer.model_bytes([network_input], outputs)

@@ -11,6 +11,7 @@ import numpy as np
 from core.backends.tflite.writer import ExportError, TfliteWriter
 from core.frontend.layers import Layer
 from core.ir.ops.conv.affine import padding as tflite_padding
+from core.quantize.tflite_math import round_half_away
 
 Writer = Callable[[TfliteWriter, Layer], None]
 
@@ -34,8 +35,7 @@ def _bias(writer: TfliteWriter, layer: Layer, input_scale: float, weight_scales:
     else:
         values = np.zeros(channels)
     scales = np.float64(np.float32(input_scale)) * weight_scales.astype(np.float64)
-    quotient = values / scales
-    bias = np.sign(quotient) * np.floor(np.abs(quotient) + 0.5)  # half away from zero
+    bias = round_half_away(values / scales)
     if np.abs(bias).max(initial=0) > 2**31 - 1:
         raise ExportError(f"layer {layer.ir_name}: a bias beyond int32 at input scale x weight scale")
     return writer.add_tensor(name, [channels], writer.schema.TensorType.INT32, scales, np.zeros(channels, np.int64), 0,
@@ -106,9 +106,9 @@ def _dwconv(writer: TfliteWriter, layer: Layer) -> None:
 
 def _pool(name: str):
     def write(writer: TfliteWriter, layer: Layer) -> None:
-        graph, attrs = writer.layer_graph.graph, layer.attrs
+        attrs = layer.attrs
         source = writer.activation(layer.inputs[0])
-        if graph.by_name()[layer.name].op == "Mean":  # a global average with an output scale of its own: MEAN
+        if writer.tf_op(layer) == "Mean":  # a global average with an output scale of its own: MEAN
             axes = writer.add_tensor(f"{layer.name}/axes", [2], writer.schema.TensorType.INT32, data=np.array([1, 2], np.int32))
             writer.operator("MEAN", [source, axes], [writer.activation(layer.output)], *writer.options("ReducerOptions", keepDims=True))
             return
@@ -142,7 +142,7 @@ def _mul(writer: TfliteWriter, layer: Layer) -> None:
 
 
 # a lookup table's function (its region of element-wise ops, as the lut pattern describes it) -> the TFLite operator
-_LUT_OPERATORS = {"t0 = Sigmoid(x)": ("LOGISTIC", None), "t0 = Tanh(x)": ("TANH", None)}
+_LUT_OPERATORS = {"t0 = Sigmoid(x)": "LOGISTIC", "t0 = Tanh(x)": "TANH"}
 
 
 def _lut(writer: TfliteWriter, layer: Layer) -> None:
@@ -155,7 +155,7 @@ def _lut(writer: TfliteWriter, layer: Layer) -> None:
     if function not in _LUT_OPERATORS:
         raise ExportError(f"layer {layer.ir_name} (lut): the function {function!r} has no TFLite int8 operator the writer "
                           "knows; it writes sigmoid, tanh and leaky ReLU")
-    writer.operator(_LUT_OPERATORS[function][0], [source], [output])
+    writer.operator(_LUT_OPERATORS[function], [source], [output])
 
 
 def _requantized(writer: TfliteWriter, tensor: str, output_entry, name: str) -> int:

@@ -1,6 +1,6 @@
 """The flatbuffer a .tflite export builds (TfliteWriter): a layer graph under a tflite_int8 calibration table,
-written as a TFLite int8 flatbuffer: int8 input and outputs, each activation at its entry's scale and zero point, weights int8 per output channel (narrow,
-rounded half up at the channel's scale, as the annotated graph's FakeQuant rounds them), biases int32 at
+written as a TFLite int8 flatbuffer: int8 input and outputs, each activation at its entry's scale and zero
+point, weights int8 per output channel (narrow, rounded half up at the channel's scale, as the annotated graph's FakeQuant rounds them), biases int32 at
 input scale x weight scale (their correction included), rounded half away from zero. TFLite's kernels
 derive every multiplier and shift from these scales themselves, exactly as core/ir/tflite_interpreter.py
 does. Written with TensorFlow's flatbuffer bindings (the object API of TFLite's schema)."""
@@ -8,6 +8,7 @@ does. Written with TensorFlow's flatbuffer bindings (the object API of TFLite's 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -37,6 +38,14 @@ class TfliteWriter:
 
     def __post_init__(self):
         self.buffers.append(self.schema.BufferT())  # buffer 0: the empty one every activation points to
+
+    @cached_property
+    def _nodes(self) -> dict:
+        return self.layer_graph.graph.by_name()
+
+    def tf_op(self, layer: Layer) -> str:
+        """The TensorFlow op the layer is named after (a global average: Mean)."""
+        return self._nodes[layer.name].op
 
     def entry(self, tensor: str) -> TensorEntry:
         entry = self.table.entry(self.layer_graph.scale_source(tensor))

@@ -47,13 +47,18 @@ def windows(values: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int]
     return spans[:, ::sh, ::sw, :, ::dh, ::dw]
 
 
-def exact_dtype(weight: np.ndarray, bias: np.ndarray | None, depthwise: bool = False):
-    """float32 where every partial sum of weight x (input - zero point) is an integer below 2^24 in magnitude
-    (sum |w| per output channel x 255), which float32 holds exactly in any order of addition; else float64
-    (below 2^53 for any layer of fewer than 2^37 products)."""
+def sum_bounds(weight: np.ndarray, depthwise: bool = False) -> np.ndarray:
+    """Per output channel, the largest |sum of weight x (input - zero point)| over the window: sum |w| x 255."""
     magnitudes = np.abs(weight.astype(np.int64))
     per_channel = magnitudes.reshape(-1, magnitudes.shape[-1]).sum(axis=0) if depthwise else magnitudes.reshape(len(weight), -1).sum(axis=1)
-    return np.float32 if per_channel.max(initial=0) * 255 < 2**24 else np.float64
+    return per_channel * 255
+
+
+def exact_dtype(weight: np.ndarray, bias: np.ndarray | None, depthwise: bool = False):
+    """float32 where every partial sum of weight x (input - zero point) is an integer below 2^24 in magnitude,
+    which float32 holds exactly in any order of addition; else float64 (below 2^53 for any layer of fewer
+    than 2^37 products)."""
+    return np.float32 if sum_bounds(weight, depthwise).max(initial=0) < 2**24 else np.float64
 
 
 def conv_affine(inputs: np.ndarray, input_zero_point: int, weight: np.ndarray, bias: np.ndarray | None, multipliers, shifts,

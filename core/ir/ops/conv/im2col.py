@@ -32,12 +32,18 @@ def _fill(inputs, zero_point, kernel_h, kernel_w, stride_h, stride_w, dilation_h
                 row += 1
 
 
+def output_size(size: tuple[int, int], kernel: tuple[int, int], stride, dilation, pads) -> tuple[int, int]:
+    """(OH, OW) of a window over an image of `size` padded by (top, bottom, left, right)."""
+    top, bottom, left, right = pads
+    return ((size[0] + top + bottom - (kernel[0] - 1) * dilation[0] - 1) // stride[0] + 1,
+            (size[1] + left + right - (kernel[1] - 1) * dilation[1] - 1) // stride[1] + 1)
+
+
 def window_matrix(inputs: np.ndarray, zero_point: int, kernel: tuple[int, int], stride, dilation, pads, dtype) -> tuple[np.ndarray, tuple]:
     """([N * OH * OW, KH * KW * C] of `dtype`, (N, OH, OW)) for int8 `inputs` [N, H, W, C]; pads (top, bottom, left, right)."""
     n, height, width, channels = inputs.shape
-    top, bottom, left, right = pads
-    out_h = (height + top + bottom - (kernel[0] - 1) * dilation[0] - 1) // stride[0] + 1
-    out_w = (width + left + right - (kernel[1] - 1) * dilation[1] - 1) // stride[1] + 1
+    top, _, left, _ = pads
+    out_h, out_w = output_size((height, width), kernel, stride, dilation, pads)
     matrix = np.empty((n * out_h * out_w, kernel[0] * kernel[1] * channels), dtype)
     _fill(np.ascontiguousarray(inputs), dtype(zero_point), kernel[0], kernel[1], stride[0], stride[1], dilation[0], dilation[1], top, left,
           out_h, out_w, matrix)

@@ -10,21 +10,10 @@ multipliers from float32 ratios of the scales."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-from functools import lru_cache
-
 import numpy as np
 
-from core.quantize.tflite_math import multiply_by_quantized_multiplier, quantize_multiplier, rounding_divide_by_pot
-
-
-@lru_cache(maxsize=None)
-def libm(name: str):
-    """A float -> float function of the C math library (expf, tanhf)."""
-    function = getattr(ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6"), name)
-    function.restype, function.argtypes = ctypes.c_float, [ctypes.c_float]
-    return function
+from core.quantize.tflite_math import (libm, multiply_by_quantized_multiplier, quantize_multiplier, round_half_away,
+                                       rounding_divide_by_pot)
 
 
 def _logistic(value: np.float32) -> np.float32:
@@ -45,7 +34,7 @@ def lookup_table(function: str, input_scale: float, input_zero_point: int, outpu
     for q in range(-128, 128):
         transformed = FUNCTIONS[function](np.float32(input_scale) * np.float32(q - input_zero_point))
         scaled = np.float32(transformed * inverse)
-        rounded = np.float32(np.sign(scaled) * np.floor(np.abs(np.float64(scaled)) + 0.5))
+        rounded = np.float32(round_half_away(scaled))
         table.append(int(np.float32(rounded + np.float32(output_zero_point))))
     return np.clip(table, -128, 127).astype(np.int8)
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.quantize.tflite_math import round_half_away
+
 
 def _nearest_indices(output_size: int, input_size: int, align_corners: bool, half_pixel_centers: bool) -> np.ndarray:
     scale = (np.float32(input_size - 1) / np.float32(output_size - 1) if align_corners and output_size > 1
              else np.float32(input_size) / np.float32(output_size))
     position = (np.arange(output_size, dtype=np.float32) + np.float32(0.5 if half_pixel_centers else 0.0)) * scale
-    index = (np.sign(position) * np.floor(np.abs(position) + 0.5) if align_corners else np.floor(position)).astype(np.int64)
+    index = (round_half_away(position) if align_corners else np.floor(position)).astype(np.int64)
     index = np.minimum(index, input_size - 1)
     return np.maximum(index, 0) if half_pixel_centers else index
 

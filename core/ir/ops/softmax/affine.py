@@ -7,25 +7,15 @@ as the kernel does: numpy's exp may differ from it in the last bit."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-from functools import lru_cache
-
 import numpy as np
 
-
-@lru_cache(maxsize=1)
-def _expf():
-    library = ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6")
-    function = library.expf
-    function.restype, function.argtypes = ctypes.c_float, [ctypes.c_float]
-    return function
+from core.quantize.tflite_math import libm, round_half_away
 
 
 def softmax_table(input_scale: float, beta: float) -> np.ndarray:
     """table[255 - d] = expf(-input_scale * beta * d), the product in float32."""
     scale = np.float32(-np.float32(input_scale) * np.float32(beta))
-    values = [_expf()(float(np.float32(scale * np.float32(d)))) for d in range(256)]
+    values = [libm("expf")(float(np.float32(scale * np.float32(d)))) for d in range(256)]
     return np.asarray(values[::-1], np.float32)
 
 
@@ -37,6 +27,5 @@ def softmax_affine(inputs: np.ndarray, table: np.ndarray, output_scale: float, o
     sums = np.cumsum(exps, axis=1, dtype=np.float32)[:, -1:]  # in order, as the C loop adds them
     inverse = np.float32(1.0) / (sums * np.float32(output_scale))
     probabilities = exps * inverse
-    # std::round: half away from zero, the + 1/2 in float64 (exact for a float32) so it cannot round up
-    rounded = np.sign(probabilities) * np.floor(np.abs(probabilities).astype(np.float64) + 0.5)
+    rounded = round_half_away(probabilities)  # std::round
     return np.clip(rounded.astype(np.int64) + output_zero_point, -128, 127).astype(np.int8).reshape(inputs.shape)
