@@ -243,6 +243,10 @@ TARGET_RULES: tuple[tuple[Any, str], ...] = (
     (lambda t: t.scheme is not Scheme.pow2_symmetric and t.input_log2scale is not None,
      "target.input_log2scale={t.input_log2scale} with target.scheme={t.scheme.value}: only a power-of-two scheme has "
      "log2scales; unset it (target.input_log2scale=null), the input's scale is chosen from the data"),
+    (lambda t: t.scheme is not Scheme.pow2_symmetric and t.accelerator is not None,
+     "target {t.name}: an accelerator (target.accelerator) with target.scheme={t.scheme.value}: the accelerator's lowerings "
+     "and ISA are TF2IR's power-of-two arithmetic (no multiplier, no zero point); use target=tflite_int8 (host C) or a "
+     "power-of-two accelerator target"),
 )
 
 
@@ -278,7 +282,6 @@ def validate(cfg: DictConfig) -> Config:
     if target.input_log2scale is not None and not target.min_log2scale <= target.input_log2scale <= target.max_log2scale:
         raise ConfigError(f"target.input_log2scale={target.input_log2scale}: must be within target.min_log2scale="
                           f"{target.min_log2scale} .. target.max_log2scale={target.max_log2scale} (the network input is a tensor too)")
-    _check_stages_of_scheme(typed)
     if typed.target.accelerator is not None:
         try:
             accelerator_of(to_plain(typed.target), origin=f"target {typed.target.name}")
@@ -287,17 +290,6 @@ def validate(cfg: DictConfig) -> Config:
     if typed.model.format is ModelFormat.builtin and typed.model.builtin is None:
         raise ConfigError(f"model {typed.model.name!r}: format builtin needs a model.builtin section")
     return typed
-
-
-# the stages each scheme has so far: the TFLite scheme's IR, kernels and C are not built yet
-_LAST_STAGE_OF_SCHEME = {Scheme.tflite_int8: "annotate"}
-
-
-def _check_stages_of_scheme(typed: Config) -> None:
-    last = _LAST_STAGE_OF_SCHEME.get(typed.target.scheme)
-    if last is not None and STAGE_NAMES.index(typed.until or STAGE_NAMES[-1]) > STAGE_NAMES.index(last):
-        raise ConfigError(f"target {typed.target.name}: the {typed.target.scheme.value} scheme (target.scheme) runs the stages "
-                          f"up to {last} (calibrate and annotate measure what it costs); its IR is not built yet: add until={last}")
 
 
 def _check_auto(typed: Config) -> None:

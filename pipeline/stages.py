@@ -108,9 +108,11 @@ STAGES: tuple[Stage, ...] = (
         entry="stages.simulate:run",
         inputs=("emit_ir", "fold_check", "calibrate", "annotate"),
         params=("data", "model.preprocess", "model.task", "model.num_classes", "limits"),
-        description="run the IR in integer arithmetic and compare it with the float and annotated graphs",
-        headline=("end_point_agreement", "layer_agreement_min", "layer_max_lsb_difference", "top1", "sqnr_db_min"),
-        series=(Series("layer_agreement", "layer_index", ("agreement",), "integer simulator == annotated graph, per layer",
+        description=("run the IR in integer arithmetic and compare it with the float graph and, per layer, its reference path "
+                     "(the annotated graph; tflite_int8: TFLite's reference kernels)"),
+        headline=("reference_agreement", "end_point_agreement", "layer_agreement_min", "layer_max_lsb_difference", "top1", "sqnr_db_min"),
+        series=(Series("layer_agreement", "layer_index", ("agreement",),
+                       "integer simulator == its reference path (annotated graph; tflite_int8: TFLite's kernels), per layer",
                        "fraction of elements equal"),),
     ),
     Stage(

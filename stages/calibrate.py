@@ -235,8 +235,8 @@ def _search_setup(params, layer_graph, target: TargetSpec, settings, stats, mean
         correct_biases(table, layer_graph, target, means)
         return table
 
-    def emit_error(table) -> str | None:  # the IR's own checks (shift ranges): what emit_ir would refuse
-        if not target.scheme.has_ir:
+    def emit_error(table) -> str | None:  # the TF2IR IR's own checks (shift ranges): what emit_ir would refuse
+        if not target.scheme.power_of_two:
             return None
         try:
             build_ir(layer_graph, table, params.target.min_shift, params.target.max_shift)

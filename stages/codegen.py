@@ -27,6 +27,7 @@ bytes and the cycles the target's cost model gives.
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -41,15 +42,14 @@ from core.backends.c.emitter import CodegenError
 from core.backends.c.program import PROGRAM_FILE
 from core.backends.program import NetworkProgram, generate_program
 from core.data.datasets import load_split
-from core.ir.fixedpoint import quantize
 from core.ir.io import PARAMS_DIR, read_ir
 from core.ir.network import Ir
-from core.ir.op import NETWORK_INPUT
-from core.ir.ops import OPS
+from core.ir.op import NETWORK_INPUT, operation_of
 from core.ir.simulator import IntegerSimulator
 from core.reports.cycles import cycles_per_layer, plot_cycles
 from core.reports.series import series_rows, write_series
 from pipeline.params import to_plain
+from stages.emit_ir import TFLITE_FILE
 from stages.partition import PLAN_FILE
 
 EVAL_IMAGES = 100
@@ -66,6 +66,8 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     plan = read_plan(Path(inputs["partition"]) / PLAN_FILE)
     program = generate_program(ir, plan)
     program_c = program.write(out_dir)
+    if (ir_dir / TFLITE_FILE).is_file():  # the .tflite a tflite_int8 IR was read from ships beside its C
+        shutil.copyfile(ir_dir / TFLITE_FILE, out_dir / TFLITE_FILE)
     ctx.log(f"{PROGRAM_FILE}: {program.source_bytes} bytes of C, {program.constant_bytes} bytes of constants, "
             f"{program.arena_bytes} bytes of activation arena")
     accel_metrics = accelerator_metrics(program, plan, out_dir, ctx) if plan.accelerator is not None else {}
@@ -74,7 +76,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     evaluation = load_split(data.kind.value, data.path, data.eval_split, to_plain(params.model.preprocess), limit=EVAL_IMAGES,
                             holdout_fraction=data.holdout_fraction, seed=data.split_seed)
     # the program reads each input as the IR's HWC image: a rank-2 [N, C] input is [N, 1, 1, C], the same bytes
-    eval_inputs = quantize(evaluation.images, ir.input_log2scale).reshape(len(evaluation.images), *ir.input_shape)
+    eval_inputs = ir.input_grid.quantize(evaluation.images).reshape(len(evaluation.images), *ir.input_shape)
     images = np.concatenate([test_input.reshape(1, *ir.input_shape), eval_inputs])
     compiler = compiler_command(params.codegen.cflags)
     checked = build_and_check(ir, program, program_c, images, len(eval_inputs), compiler, ctx)
@@ -172,7 +174,7 @@ def ir_test_input(ir: Ir, ir_dir: Path) -> np.ndarray:
         operands = layer.operands()
         for position, name in enumerate(operands):
             if name == NETWORK_INPUT:
-                kind = OPS[layer.operation].input_kind(position, len(operands))
+                kind = operation_of(layer).input_kind(position, len(operands))
                 path = ir_dir / PARAMS_DIR / f"{layer.name}_{kind}.npy"
                 if not path.is_file():
                     raise CodegenError(f"{path}: the IR carries no test input (emit_ir writes it)")

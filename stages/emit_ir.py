@@ -1,6 +1,11 @@
 """emit-IR: the TF2IR layer IR of seed 000 (net_def.json + params/*.npy), validated
 against the shipped JSON Schema, carrying the tensors of one test image; its output
-tensors are the integer simulator's, i.e. what the hardware must produce."""
+tensors are the integer simulator's, i.e. what the hardware must produce.
+
+A table of the tflite_int8 scheme is written first as the int8 .tflite it defines (model.tflite, in the
+artifact: TFLite's reference kernels run it in simulate, and codegen ships it), and the IR, in the
+tflite_int8 dialect, is read from that file (core/ir/tflite_ir.py): the IR and the file compute the same
+integers by construction, which simulate checks against TFLite's kernels."""
 
 from __future__ import annotations
 
@@ -9,29 +14,53 @@ from pathlib import Path
 
 import numpy as np
 
+from core.backends.tflite.export import export_tflite
 from core.data.datasets import Preprocess, load_image, load_split, preprocess
-from core.frontend.graph import Graph
+from core.frontend.graph import Graph, canonical_tensor
+from core.frontend.layers import LayerGraph
+from core.frontend.tflite import read_tflite
 from core.ir.emit import build_ir
 from core.ir.io import validate_ir, write_ir
 from core.ir.layers import group_layers
-from core.ir.ops import OPS
-from core.ir.records import IrError
+from core.ir.network import Ir
+from core.ir.op import NETWORK_INPUT, operation_of
 from core.ir.simulator import IntegerSimulator
+from core.ir.tflite_ir import ir_of_tflite, layer_name
 from core.quantize.scheme import scheme_of
 from core.quantize.table import CalibrationTable
 from pipeline.params import to_plain
 
+TFLITE_FILE = "model.tflite"
+
+
+def tf2ir_ir(params, layer_graph: LayerGraph, table: CalibrationTable, out_dir: Path) -> Ir:
+    return build_ir(layer_graph, table, params.target.min_shift, params.target.max_shift)
+
+
+def tflite_int8_ir(params, layer_graph: LayerGraph, table: CalibrationTable, out_dir: Path) -> Ir:
+    """The IR of the .tflite the table defines, written beside it; each layer named as the graph's."""
+    path = out_dir / TFLITE_FILE
+    path.write_bytes(export_tflite(layer_graph, table))
+    model = read_tflite(path)
+    producers = {canonical_tensor(layer.output): layer.ir_name for layer in layer_graph.layers}
+    producers[canonical_tensor(layer_graph.graph.input_tensor)] = NETWORK_INPUT
+
+    def name_of(index: int) -> str:
+        name = model.tensor(index).name
+        return producers[name] if name in producers else layer_name(model, index)
+
+    return ir_of_tflite(model, name_of)
+
+
+# how a table becomes the IR, per dialect (a scheme's `ir_dialect`)
+EMITTERS = {"tf2ir": tf2ir_ir, "tflite_int8": tflite_int8_ir}
+
 
 def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]:
     table = CalibrationTable.load(inputs["calibrate"])
-    if not scheme_of(params.target).has_ir:
-        raise IrError(f"target {params.target.name}: the {params.target.scheme.value} scheme has no IR yet; the TF2IR IR needs "
-                      "power-of-two, per-tensor scales: run with target=tf2ir (or an accelerator target built on it), or "
-                      "until=annotate to measure this scheme")
     float_graph = Graph.load(inputs["calibrate"])  # the graph the table is for (equalized with calib.equalize)
     layer_graph = group_layers(float_graph)
-    target = params.target
-    ir = build_ir(layer_graph, table, target.min_shift, target.max_shift)
+    ir = EMITTERS[scheme_of(params.target).ir_dialect](params, layer_graph, table, out_dir)
     validate_ir(ir.to_json(), origin="emitted IR")
 
     image, image_source = test_image(params)
@@ -65,7 +94,7 @@ def test_tensors(ir, values: dict[str, np.ndarray]) -> dict[str, dict[str, np.nd
     tensors = {}
     for layer in ir.layers:
         operands = layer.operands()
-        arrays = {OPS[layer.operation].input_kind(position, len(operands)): values[producer][0]
+        arrays = {operation_of(layer).input_kind(position, len(operands)): values[producer][0]
                   for position, producer in enumerate(operands)}
         arrays["output"] = values[layer.name][0]
         tensors[layer.name] = arrays

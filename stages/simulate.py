@@ -1,12 +1,16 @@
-"""simulate: the emitted IR run in integer arithmetic on the evaluation data,
-against the float graph (accuracy, SQNR) and against the annotated graph layer by
-layer (fed the same integer inputs, the fake-quant value must be the integer one). The float and
-annotated end points are annotate's, kept in its artifact, when it kept them."""
+"""simulate: the emitted IR run in integer arithmetic on the evaluation data, against the float graph
+(accuracy, SQNR) and, layer by layer, against the reference path of its dialect: a TF2IR IR against the
+annotated graph (fed the same integer inputs, the fake-quant value must be the integer one); a
+tflite_int8 IR against TensorFlow Lite's reference kernels running the .tflite emit_ir wrote, every
+tensor (`reference_agreement`: the fraction of end-point values equal to TFLite's; any layer that
+differs stops the stage, naming the first). The float and annotated end points are annotate's, kept
+in its artifact, when it kept them."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -15,16 +19,20 @@ from core.data.datasets import load_split
 from core.frontend.fake_quant import bypass_fake_quant
 from core.frontend.graph import Graph, canonical_tensor, tensor_node
 from core.frontend.tf_runtime import GraphRunner
+from core.frontend.tflite import read_tflite
 from core.ir.fixedpoint import dequantize
 from core.ir.io import read_ir
+from core.ir.records import IrError
 from core.ir.layers import group_layers
 from core.limits import MemoryBudget, check_activations
 from core.ir.op import NETWORK_INPUT
 from core.ir.simulator import IntegerSimulator, shared_pool
 from core.quantize.evaluation import ErrorSums, KeptEndPoints, class_labels, grid_agreement
+from core.quantize.tflite_reference import reference_tensors
 from core.reports.layers import plot_layer_sqnr
 from core.reports.series import series_rows, write_series
 from pipeline.params import Task, to_plain
+from stages.emit_ir import TFLITE_FILE
 
 BATCH_SIZE = 64
 
@@ -46,7 +54,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         ctx.log(why_not)
     producers = {layer.output: layer.ir_name for layer in layer_graph.layers}
     end_layers = [producers[tensor] for tensor in float_graph.end_points]
-    probe = LayerProbe(annotated, layer_graph, ir)
+    probe = PROBES[ir.dialect](annotated, layer_graph, ir, Path(inputs["emit_ir"]))
     simulator = IntegerSimulator(ir)
     tally = Tally(end_layers, probe.layers)
     kept = KeptEndPoints.load(Path(inputs["annotate"]), len(evaluation.images), evaluation.images.content, len(float_graph.end_points))
@@ -64,19 +72,22 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
                 float_ends = float_runner.run(float_graph.end_points, images, len(images))
                 annotated_ends = annotated_runner.run(annotated.end_points, images, len(images))
             # a dense layer's [N, 1, 1, C] is the graph's [N, C]: the same values
-            integer_ends = [dequantize(integer[name], ir.layer(name).log2scale_of_output()).reshape(end.shape)
+            integer_ends = [ir.layer(name).grid_of_output().dequantize(integer[name]).reshape(end.shape)
                             for name, end in zip(end_layers, float_ends)]
             tally.add_end_points(float_ends, annotated_ends, integer_ends, None if labels is None else labels[start : start + len(images)])
-            tally.add_layers(probe.compare(annotated_runner, integer, simulator.input_log2scale))
+            tally.add_layers(probe.compare(annotated_runner, integer))
             ctx.progress(min(start + batch_size, len(evaluation.images)), len(evaluation.images))
     report = tally.report()
+    reference_metrics = probe.finish(tally, end_layers)
+    report.update(reference_metrics)
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     plot_layer_sqnr(dict(report["layer_agreement"]), out_dir / "layer_agreement.png",
-                    "integer == fake-quant (same integer inputs): fraction of elements per layer",
-                    y_label="fraction of elements equal (integer == fake-quant)")
+                    f"integer == {probe.reference} (same integer inputs): fraction of elements per layer",
+                    y_label=f"fraction of elements equal (integer == {probe.reference})")
     write_series(out_dir, "layer_agreement", series_rows("layer_index", "layer", {
         "agreement": dict(report["layer_agreement"]), "max_lsb_difference": dict(report["layer_max_lsb_difference"])}))
-    return tally.metrics(labels is not None)
+    probe.check(tally)
+    return {**tally.metrics(labels is not None), **reference_metrics}
 
 
 class LayerProbe:
@@ -88,7 +99,9 @@ class LayerProbe:
     model's) then gives what the annotated layer computes from exactly the integer inputs,
     in one graph execution per batch."""
 
-    def __init__(self, annotated: Graph, layer_graph, ir):
+    reference = "fake-quant"
+
+    def __init__(self, annotated: Graph, layer_graph, ir, ir_dir: Path):
         quantized = annotated.source.get("annotation", {}).get("activations", {})
         by_name = annotated.by_name()
         self.feeds = {tensor: fake_quant for tensor, fake_quant in quantized.items()}
@@ -96,6 +109,7 @@ class LayerProbe:
         self.ir_names = {layer.output: layer.ir_name for layer in layer_graph.layers}
         self.ir_names[layer_graph.graph.input_tensor] = NETWORK_INPUT
         self.input_tensor = annotated.input_tensor
+        self.input_log2scale = ir.input_log2scale
         self.log2scales = {layer.output: ir.layer(layer.ir_name).log2scale_of_output() for layer in self.layers}
         self.ranges = {layer.output: _fake_quant_range(annotated, by_name, quantized[layer.output]) for layer in self.layers}
         self.shapes = {tensor: annotated.shape(fake_quant) for tensor, fake_quant in self.feeds.items()}
@@ -113,8 +127,9 @@ class LayerProbe:
 
         return runner.extend(build)
 
-    def compare(self, runner: GraphRunner, integer: dict[str, np.ndarray], input_log2scale: int) -> list[tuple[int, int, int]]:
+    def compare(self, runner: GraphRunner, integer: dict[str, np.ndarray]) -> list[tuple[int, int, int]]:
         """(equal elements, elements, largest |difference| in LSB) per layer."""
+        input_log2scale = self.input_log2scale
         if self.probe_names is None:
             self.probe_names = self._build(runner)
         # the per-layer conversions and counts release the GIL: on the pool they use the cores the graph leaves idle
@@ -124,6 +139,12 @@ class LayerProbe:
         feed[self.input_tensor] = dequantize(integer[NETWORK_INPUT], input_log2scale)
         probes = runner.session_run(self.probe_names, feed)
         return list(shared_pool().map(lambda pair: self._agreement(pair[0], pair[1], integer), zip(self.layers, probes)))
+
+    def finish(self, tally: "Tally", end_layers: list[str]) -> dict[str, float]:
+        return {}  # the annotated graph is checked layer by layer: layer_agreement_min
+
+    def check(self, tally: "Tally") -> None:
+        pass  # a layer below 1 is a finding of layer_agreement_min (pipeline/quality.py), not a crash
 
     def _fed_value(self, tensor: str, integer: dict[str, np.ndarray], input_log2scale: int) -> np.ndarray:
         """What the FakeQuant of `tensor` is fed: the dequantized integer value of the layer producing it."""
@@ -140,6 +161,62 @@ class LayerProbe:
 
     def _log2scale_of(self, tensor: str, input_log2scale: int) -> int:
         return input_log2scale if self.ir_names[tensor] == NETWORK_INPUT else self.log2scales[tensor]
+
+
+class SimulationMismatch(IrError):
+    """The integer simulator and the reference path of its dialect disagree."""
+
+
+@dataclass(frozen=True)
+class ComparedLayer:
+    ir_name: str
+
+
+class TfliteReferenceProbe:
+    """Every layer of a tflite_int8 IR against the tensor TFLite's reference kernels compute for the same
+    operator of the .tflite emit_ir wrote (the IR's layers are its operators, in order), on the same int8
+    inputs."""
+
+    reference = "TFLite's reference kernels"
+
+    def __init__(self, annotated: Graph, layer_graph, ir, ir_dir: Path):
+        self.model_path = ir_dir / TFLITE_FILE
+        model = read_tflite(self.model_path)
+        if len(model.operators) != len(ir.layers):
+            raise IrError(f"{self.model_path}: {len(model.operators)} operators for the IR's {len(ir.layers)} layers; run emit_ir again")
+        self.layers = [ComparedLayer(layer.name) for layer in ir.layers]
+        self.tensors = [operator.outputs[0] for operator in model.operators]
+
+    def compare(self, runner: GraphRunner, integer: dict[str, np.ndarray]) -> list[tuple[int, int, int]]:
+        reference = reference_tensors(self.model_path, integer[NETWORK_INPUT])
+        counts = []
+        for layer, tensor in zip(self.layers, self.tensors):
+            ours, theirs = integer[layer.ir_name].reshape(-1).astype(np.int16), reference[tensor].reshape(-1).astype(np.int16)
+            difference = np.abs(ours - theirs)
+            counts.append((int(np.count_nonzero(difference == 0)), ours.size, int(difference.max(initial=0))))
+        return counts
+
+    def finish(self, tally: "Tally", end_layers: list[str]) -> dict[str, float]:
+        """reference_agreement: the fraction of end-point values equal to TFLite's."""
+        names = [layer.ir_name for layer in self.layers]
+        positions = [names.index(name) for name in end_layers]
+        equal, total = sum(tally.layer_equal[i] for i in positions), sum(tally.layer_total[i] for i in positions)
+        return {"reference_agreement": equal / max(total, 1)}
+
+    def check(self, tally: "Tally") -> None:
+        """Any layer that differs from TFLite's stops the stage, naming the first (the report is written)."""
+        agreement = dict(tally.layer_agreement())
+        differing = [name for name, value in agreement.items() if value < 1.0]
+        if differing:
+            index = [layer.ir_name for layer in self.layers].index(differing[0])
+            raise SimulationMismatch(
+                f"layer {differing[0]} (operator {index} of {self.model_path}) differs from TFLite's reference kernels on "
+                f"{1 - agreement[differing[0]]:.2%} of its values (up to {tally.layer_max_lsb[index]} LSB) over {tally.images} images; "
+                f"{len(differing)} layer(s) differ in all. The simulator must compute TFLite's integers: report this with the model")
+
+
+# each dialect's reference path, layer by layer
+PROBES = {"tf2ir": LayerProbe, "tflite_int8": TfliteReferenceProbe}
 
 
 def _fake_quant_range(graph: Graph, by_name, fake_quant_tensor: str) -> tuple[float, float]:

@@ -14,13 +14,13 @@ from hypothesis import assume
 from conftest import ir_record
 from core.backends.c.build import compile_program, compiler_command, run_program
 from core.backends.c.ops import emit_c
-from core.backends.c.program import GEMM_HEADER, RUNTIME_HEADER, c_symbols
+from core.backends.c.program import RUNTIME_HEADERS, c_symbols
 from core.backends.program import generate_c
 from core.frontend.graph import Graph
 from core.ir.io import validate_ir
 from core.ir.layers import group_layers
 from core.ir.network import Ir
-from core.ir.op import END_POINT, NETWORK_INPUT, IrContext
+from core.ir.op import END_POINT, NETWORK_INPUT, IrContext, operation_of
 from core.ir.ops import OPS
 from core.quantize.calibration.build import pow2_range
 from core.quantize.table import CalibrationTable, TensorEntry
@@ -106,7 +106,7 @@ def c_output(ir: Ir, inputs: list[np.ndarray], work: Path) -> np.ndarray:
         return run_program(binary, program, inputs[0], work / "run").outputs[layer.name]
     symbol = c_symbols(ir)[layer.name]
     sizes = [int(np.prod(x.shape[1:])) for x in inputs]
-    expected = OPS[layer.operation].kernel(layer, ir.params.get(layer.name, {}), [x[:1] for x in inputs])
+    expected = operation_of(layer).kernel(layer, ir.params.get(layer.name, {}), [x[:1] for x in inputs])
     out_size = int(np.prod(expected.shape[1:]))
     buffers = ", ".join(f"in{k}[{size}]" for k, size in enumerate(sizes))
     reads = " && ".join(f"fread(in{k}, 1, {size}, stdin) == {size}" for k, size in enumerate(sizes))
@@ -125,7 +125,7 @@ int main(void)
 }}
 """
     work.mkdir(parents=True, exist_ok=True)
-    for header in (RUNTIME_HEADER, GEMM_HEADER):
+    for header in RUNTIME_HEADERS:
         (work / header.name).write_text(header.read_text())
     (work / "driver.c").write_text(source)
     binary = compile_program(work / "driver.c", work / "driver")

@@ -305,10 +305,6 @@ def test_a_network_without_conv_builds_on_every_simd_path(tmp_path):
 # --- the program ------------------------------------------------------------------------------
 
 
-def test_every_ir_operation_has_a_c_emitter():
-    assert set(C_EMITTERS) == set(OPS)
-
-
 def test_symbols_are_c_identifiers_unique_and_the_source_byte_stable():
     layers = [{"name": name, "operation": "reshape", "reshape_param": [4], "input_shape": [2, 2, 1], "output_shape": [4],
                "dtype": "int8", "log2scale": 0, "previous_layer": [NETWORK_INPUT], "next_layer": [END_POINT]}

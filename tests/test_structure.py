@@ -22,6 +22,8 @@ from core.backends.accel.lowering import HOST_ONLY, LOWERINGS
 from core.backends.accel.ops import lowering_of
 from core.backends.c.ops import C_EMITTERS
 from core.ir.activations import ACTIVATIONS
+from core.backends.c.program import RUNTIME_HEADERS
+from core.ir.op import DIALECTS, dialect_key
 from core.ir.schema import SCHEMA_FILE, branches as schema_branches, schema_text
 from core.ir.ops import OPS
 from core.ir.records import IrLayer
@@ -147,8 +149,8 @@ def test_no_function_is_over_its_size_without_a_reason():
 # --- the operation registries ---------------------------------------------------------------
 
 
-def test_every_operation_has_a_c_emitter_and_none_is_for_an_unknown_operation():
-    assert set(C_EMITTERS) == set(OPS)
+def test_every_operation_of_every_dialect_has_a_c_emitter_and_none_is_for_an_unknown_operation():
+    assert set(C_EMITTERS) == {dialect_key(name, dialect) for dialect, ops in DIALECTS.items() for name in ops}
 
 
 def test_every_operation_is_lowered_to_the_accelerator_or_declared_host_only():
@@ -161,8 +163,9 @@ def test_the_schema_is_the_registry():
     """Every operation has one schema branch whose keys are its record's fields (required:
     exactly those without a default), and activation_type lists the registered activations."""
     branches = schema_branches()
-    assert list(branches) == [op for op in branches if op in OPS] and set(branches) == set(OPS)
-    for name, op in OPS.items():
+    keys = {dialect_key(name, dialect): op for dialect, ops in DIALECTS.items() for name, op in ops.items()}
+    assert set(branches) == set(keys) and {name for name in OPS} <= set(branches)
+    for name, op in keys.items():
         branch = branches[name]
         fields = {spec.name: spec for spec in dataclasses.fields(op.record)}
         assert set(branch["properties"]) == set(fields) | {"operation"}, name
@@ -177,10 +180,11 @@ def test_the_published_schema_is_what_the_records_give():
 
 
 def test_every_record_answers_the_questions_partition_and_the_backends_ask():
-    for name, op in OPS.items():
-        for method in ("shape_of_output", "shape_of_input", "log2scale_of_input", "log2scale_of_output", "macs", "shifts",
-                       "accumulator_bound", "fused_operators"):
-            assert getattr(op.record, method) is not getattr(IrLayer, method), f"{name} does not define {method}"
+    for dialect, ops in DIALECTS.items():
+        for name, op in ops.items():
+            for method in ("shape_of_output", "shape_of_input", "log2scale_of_input", "log2scale_of_output", "macs", "shifts",
+                           "accumulator_bound", "fused_operators"):
+                assert getattr(op.record, method) is not getattr(IrLayer, method), f"{name} ({dialect}) does not define {method}"
 
 
 # --- the ISA: one table for the encoder and the C decoder -------------------------------------
@@ -205,8 +209,8 @@ def field_reader(tmp_path_factory) -> Path:
     (work / "qt_isa_layout.h").write_text(isa.layout_header())
     for name in ("qt_isa.h",):
         shutil.copy(PROJECT_ROOT / "core" / "backends" / "accel" / "runtime" / name, work)
-    for name in ("qt_runtime.h", "qt_gemm.h"):
-        shutil.copy(PROJECT_ROOT / "core" / "backends" / "c" / "runtime" / name, work)
+    for header in RUNTIME_HEADERS:
+        shutil.copy(header, work)
     prints = []
     for kind, specs in isa.LAYOUT.items():
         reads = " ".join(f'printf("%ld ", {"QT_SFIELD" if spec.signed else "(long)QT_FIELD"}(insn, {kind}, {spec.name.upper()}));'

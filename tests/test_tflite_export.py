@@ -162,7 +162,7 @@ def test_a_function_no_tflite_operator_computes_is_refused_naming_the_layer(work
     inputs = tf.keras.Input((6, 6, 2))
     model = tf.keras.Model(inputs, tf.keras.layers.Activation("softplus")(tf.keras.layers.Conv2D(4, 3)(inputs)))
     layer_graph, table = _calibrated(workspace, *_saved(model, tmp_path, "softplus"), "calib.method=minmax")
-    with pytest.raises(ExportError, match=r"layer .*Softplus.* \(lut\): the function .*Softplus.* it writes sigmoid, tanh and leaky ReLU"):
+    with pytest.raises(ExportError, match=r"layer .*Softplus.* \(lut\): the function .*Softplus.* it writes sigmoid, tanh, hard swish and leaky ReLU"):
         export_tflite(layer_graph, table)
 
 

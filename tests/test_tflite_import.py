@@ -17,12 +17,20 @@ from rich.console import Console
 from conftest import CIFAR10_DIR, MODELS, compose
 from core.frontend.graph import Graph
 from core.frontend.importer import load_graph_def
+from core.backends.c.build import compile_program, run_program
+from core.backends.program import generate_program
+from core.data.datasets import load_cifar10
 from core.frontend.tflite import OPERATORS, read_tflite
+from core.ir.io import read_ir
+from core.ir.op import AFFINE_OPS
 from core.ir.layers import group_layers
 from core.quantize.table import CalibrationTable
+from core.quantize.tflite_reference import reference_tensors
 from pipeline.config import ConfigError
 from pipeline.main import run_pipeline
 from pipeline.quality import QualityFailed
+from stages.codegen import read_plan
+from stages.partition import PLAN_FILE
 
 RESNET8 = MODELS / "mlperf_tiny_resnet8" / "pretrainedResnet_quant.tflite"
 needs_resnet8 = pytest.mark.skipif(not (RESNET8.exists() and CIFAR10_DIR.exists()),
@@ -122,6 +130,7 @@ def _table_quantization(table: CalibrationTable):
 
 
 def _run(workspace, path, *overrides):
+    """The pipeline on a .tflite, up to annotate unless an override says `until=null` (every stage)."""
     cfg = compose(*workspace, "model=keras_cifar10", "model.format=tflite", f"model.file.path={path}", "model.preprocess.resize=none",
                   "target=tflite_int8", "until=annotate", *overrides)
     summary = run_pipeline(cfg, console=Console(file=io.StringIO(), width=400))
@@ -217,3 +226,54 @@ def test_tflite_int8_outputs_take_the_quantization_tflites_kernels_require(works
             continue
         checked[tf_op] += 1
     assert set(checked) == {"Softmax", "Sigmoid", "Tanh", "AvgPool", "MaxPool", "ResizeBilinear"}, checked
+
+
+# --- every stage: the tflite_int8 IR, its simulation against TFLite's reference kernels, the C -----------------
+
+
+def _arrays(tmp_path) -> Path:
+    rng = np.random.default_rng(3)
+    arrays = tmp_path / "arrays.npz"
+    np.savez(arrays, calib=rng.normal(0, 1, (16, *SHAPE)).astype(np.float32), eval=rng.normal(0, 1, (24, *SHAPE)).astype(np.float32))
+    return arrays
+
+
+def _assert_bit_exact_with_tflite(metrics: dict) -> None:
+    assert metrics["simulate.reference_agreement"] == 1.0 and metrics["simulate.layer_agreement_min"] == 1.0
+    assert metrics["simulate.layer_max_lsb_difference"] == 0 and metrics["codegen.bitexact"] == 1.0
+
+
+@pytest.mark.parametrize("kind, method", [("int8", "qat"), ("float", "minmax")])
+def test_every_operator_runs_all_eight_stages_bit_exact_with_tflites_reference_kernels(converted, workspace, tmp_path, kind, method):
+    """The converted every-layer model (every operator the reader takes) as the int8 file calibrated as trained,
+    and as the float file calibrated by our PTQ: its IR is the .tflite emit_ir writes, simulate compares every
+    layer with TFLite's reference kernels on that file, codegen's C with the simulator; and the IR has a layer
+    of every operation of the tflite_int8 dialect (pad: the writer's, for ZeroPadding2D's one-sided padding)."""
+    arrays = _arrays(tmp_path)
+    summary, artifacts = _run(workspace, converted[kind], "model.name=every_layer", "data=arrays", f"data.path={arrays}",
+                              f"calib.method={method}", "until=null")
+    _assert_bit_exact_with_tflite(summary.metrics)
+    operations = {layer.operation for layer in read_ir(artifacts["emit_ir"]).layers}
+    assert operations == set(AFFINE_OPS), set(AFFINE_OPS) ^ operations
+    assert (artifacts["codegen"] / "model.tflite").read_bytes() == (artifacts["emit_ir"] / "model.tflite").read_bytes()
+
+
+@needs_resnet8
+def test_mlcommons_resnet8_runs_all_eight_stages_and_its_program_gives_tflites_every_output_byte(workspace, tmp_path):
+    """The issue's headline: MLCommons' int8 ResNet-8 as trained, every stage; simulate's top-1 on the 846 test
+    images is the reference kernels' 744; the generated program, run on all 846 images, gives every output byte
+    TFLite's reference kernels give on MLCommons' own file."""
+    summary, artifacts = _run(workspace, RESNET8, "model.preprocess.scale=1", "model.preprocess.offset=0", "calib.method=qat",
+                              f"data.path={CIFAR10_DIR}", "until=null")
+    _assert_bit_exact_with_tflite(summary.metrics)
+    assert summary.metrics["simulate.images"] == 846 and round(summary.metrics["simulate.top1"] * 846) == 744
+    images, labels = load_cifar10(CIFAR10_DIR, "test_batch")
+    inputs = (images.astype(np.int16) - 128).astype(np.int8)  # the file's input: pixel - 128 (scale 1, zero point -128)
+    ir = read_ir(artifacts["emit_ir"])
+    program = generate_program(ir, read_plan(artifacts["partition"] / PLAN_FILE))
+    binary = compile_program(program.write(tmp_path / "program"))
+    (end_point,) = program.end_points
+    ours = run_program(binary, program, inputs, tmp_path / "run").outputs[end_point].reshape(len(inputs), -1)
+    model = read_tflite(RESNET8)
+    theirs = reference_tensors(RESNET8, inputs)[model.outputs[0]]
+    assert np.array_equal(ours, theirs) and int(np.sum(ours.argmax(axis=1) == labels)) == 744

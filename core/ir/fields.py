@@ -14,6 +14,12 @@ def size_object(description: str | None = None) -> dict:
     return {**schema, 'description': description} if description else schema
 
 
+def shape_array(description: str | None = None) -> dict:
+    """The schema of a tensor shape field (one image's: no batch dimension), every dimension at least 1."""
+    schema = {'type': 'array', 'items': {'type': 'integer', 'minimum': 1}, 'minItems': 1}
+    return {**schema, 'description': description} if description else schema
+
+
 FIELDS: dict[str, dict] = {
     'name': {'description': "The TensorFlow op name with '/' replaced by '_'.",
              'pattern': '^[^/]+$',
@@ -84,4 +90,15 @@ FIELDS: dict[str, dict] = {
     'input1_log2scale': {'description': 'real value = int8 value * 2^-log2scale', 'type': 'integer'},
     'align_corners': {'type': 'boolean'},
     'half_pixel_centers': {'type': 'boolean'},
+    # the tflite_int8 dialect (1.2)
+    'scheme': {'const': 'tflite_int8', 'description': 'The layer is of the tflite_int8 dialect: TFLite\'s int8 arithmetic.'},
+    'input_scale': {'type': 'number', 'exclusiveMinimum': 0, 'description': 'real value = input_scale * (int8 value - input_zero_point)'},
+    'input_zero_point': {'type': 'integer', 'minimum': -128, 'maximum': 127},
+    'output_scale': {'type': 'number', 'exclusiveMinimum': 0, 'description': 'real value = output_scale * (int8 value - output_zero_point)'},
+    'output_zero_point': {'type': 'integer', 'minimum': -128, 'maximum': 127},
+    'output_min': {'type': 'integer', 'minimum': -128, 'maximum': 127, 'description': "The fused activation's int8 clamp (low)."},
+    'output_max': {'type': 'integer', 'minimum': -128, 'maximum': 127, 'description': "The fused activation's int8 clamp (high)."},
+    'rounding': {'enum': ['double', 'single'],
+                 'description': "TFLite's requantization: double (SaturatingRoundingDoublingHighMul then RoundingDivideByPOT, "
+                                'convolutions) or single (one rounding of the 64-bit product, FULLY_CONNECTED).'},
 }

@@ -17,8 +17,7 @@ import numpy as np
 
 from core.ir.network import Ir
 from core.limits import human_bytes, npy_header
-from core.ir.op import NETWORK_INPUT
-from core.ir.ops import OPS
+from core.ir.op import DIALECT_KEY, DIALECTS, NETWORK_INPUT, dialect_key, dialect_of
 from core.ir import schema
 from core.ir.records import IrError
 
@@ -51,7 +50,7 @@ def read_ir(directory: Path) -> Ir:
     for layer in layers:
         # a kind the layer says it does not load (`load_bias: false`) has no file
         arrays = {kind: _read_param(directory / PARAMS_DIR / f"{layer['name']}_{kind}.npy", layer, kind)
-                  for kind in OPS[layer["operation"]].param_kinds if layer.get(f"load_{kind}", True) is not False}
+                  for kind in DIALECTS[dialect_of(layer)][layer["operation"]].param_kinds if layer.get(f"load_{kind}", True) is not False}
         if arrays:
             params[layer["name"]] = arrays
     return Ir.from_json(layers, params)
@@ -99,9 +98,11 @@ def validate_ir(layers: list[dict[str, Any]], origin: str = "IR") -> None:
     for position, layer in enumerate(layers):
         name = layer.get("name", f"#{position}") if isinstance(layer, dict) else f"#{position}"
         operation = layer.get("operation") if isinstance(layer, dict) else None
-        if operation not in branches:
-            raise IrError(f"{origin}: layer {name}: operation {operation!r} is not one of {', '.join(branches)}")
-        errors = sorted(jsonschema.Draft202012Validator(branches[operation]).iter_errors(layer), key=lambda e: list(e.absolute_path))
+        key = dialect_key(operation, dialect_of(layer))
+        if key not in branches:
+            raise IrError(f"{origin}: layer {name}: operation {operation!r} ({DIALECT_KEY} {dialect_of(layer)!r}) is not one of "
+                          f"{', '.join(branches)}")
+        errors = sorted(jsonschema.Draft202012Validator(branches[key]).iter_errors(layer), key=lambda e: list(e.absolute_path))
         if errors:
             where = "/".join(str(part) for part in errors[0].absolute_path) or "(layer)"
             raise IrError(f"{origin}: layer {name} ({operation}), {where}: {errors[0].message}")

@@ -7,18 +7,22 @@ from typing import Any
 
 import numpy as np
 
-from core.ir.op import END_POINT, NETWORK_INPUT
-from core.ir.ops import OPS
+from core.ir.grid import AffineGrid, Pow2Grid
+from core.ir.op import DIALECT_KEY, DIALECTS, END_POINT, NETWORK_INPUT, dialect_of
+from core.ir.ops import OPS  # noqa: F401  (every operation registered)
 from core.ir.records import IrError, IrLayer
 
 
 def record_from_json(data: dict[str, Any]) -> IrLayer:
-    """A JSON layer as its operation's typed record."""
+    """A JSON layer as its operation's typed record, in its dialect."""
+    name = data.get("name", "?") if isinstance(data, dict) else "?"
+    dialect = dialect_of(data)
+    if dialect not in DIALECTS:
+        raise IrError(f"layer {name}: {DIALECT_KEY} {dialect!r} is not one of {', '.join(DIALECTS)}")
     operation = data.get("operation") if isinstance(data, dict) else None
-    if operation not in OPS:
-        raise IrError(f"layer {data.get('name', '?') if isinstance(data, dict) else '?'}: operation {operation!r} is not "
-                      f"one of {', '.join(OPS)}")
-    return OPS[operation].record.from_json(data)
+    if operation not in DIALECTS[dialect]:
+        raise IrError(f"layer {name}: operation {operation!r} is not one of the {dialect} dialect's: {', '.join(DIALECTS[dialect])}")
+    return DIALECTS[dialect][operation].record.from_json(data)
 
 
 @dataclass
@@ -32,6 +36,14 @@ class Ir:
 
     def to_json(self) -> list[dict[str, Any]]:
         return [layer.to_json() for layer in self.layers]
+
+    @property
+    def dialect(self) -> str:
+        """The dialect of every layer (an IR is of one)."""
+        dialects = {layer.dialect for layer in self.layers}
+        if len(dialects) != 1:
+            raise IrError(f"the IR mixes the dialects {sorted(dialects)}; each IR is of one")
+        return dialects.pop()
 
     def layer(self, name: str) -> IrLayer:
         for layer in self.layers:
@@ -55,6 +67,14 @@ class Ir:
         if len(values) != 1:
             raise IrError(f"the layers reading the network input disagree on its log2scale: {sorted(values)}")
         return values.pop()
+
+    @property
+    def input_grid(self) -> Pow2Grid | AffineGrid:
+        """How the network input maps to int8, as the layers that read it declare it."""
+        grids = {layer.grid_of_input(position) for layer, position in self.readers_of_input()}
+        if len(grids) != 1:
+            raise IrError(f"the layers reading the network input disagree on its quantization: {sorted(map(str, grids))}")
+        return grids.pop()
 
     @property
     def input_shape(self) -> tuple[int, ...]:

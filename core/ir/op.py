@@ -180,9 +180,7 @@ class IrOp:
         return self.fast_kernel or self.kernel
 
     def input_kind(self, position: int, operands: int) -> str:
-        """The test tensor name of input `position` of a layer with `operands` inputs: its
-        input_kinds', or input0, input1, ... for an operation of any number of inputs."""
-        return self.input_kinds[position] if len(self.input_kinds) == operands else f"input{position}"
+        return input_kind(self.input_kinds, position, operands)
 
     def describe(self, layer: Layer, ctx: IrContext) -> IrLayer:
         """The layer as its typed IR record, every shift checked against ctx's range."""
@@ -194,7 +192,73 @@ class IrOp:
         return record
 
 
+def input_kind(input_kinds: tuple[str, ...], position: int, operands: int) -> str:
+    """The test tensor name of input `position` of a layer with `operands` inputs: its operation's
+    input_kinds', or input0, input1, ... for an operation of any number of inputs."""
+    return input_kinds[position] if len(input_kinds) == operands else f"input{position}"
+
+
 OPS: dict[str, IrOp] = {}
+
+
+Builder = Callable[[Any, Any], tuple[dict, dict]]
+
+
+@dataclass(frozen=True)
+class AffineOp:
+    """One IR operation in the tflite_int8 dialect (TF2IR 1.2, docs/IR.md): its record, the kernel computing
+    what TFLite's reference kernels compute, and per TFLite operator it stands for, the builder that reads
+    an operator of a .tflite model (core/frontend/tflite.py) as the record's fields and constants, deriving
+    every integer parameter as TFLite's Prepare does (core/ir/tflite_ir.py runs them)."""
+
+    name: str
+    record: type[IrLayer]
+    kernel: Kernel
+    builders: dict[str, Builder]  # TFLite builtin operator -> builder(model, operator) -> (fields, params)
+    param_kinds: tuple[str, ...] = ()
+    input_kinds: tuple[str, ...] = ("input",)
+
+    @property
+    def simulator_kernel(self) -> Kernel:
+        return self.kernel
+
+    def input_kind(self, position: int, operands: int) -> str:
+        return input_kind(self.input_kinds, position, operands)
+
+
+AFFINE_OPS: dict[str, AffineOp] = {}
+# each dialect's operations; a record's `dialect` says which it is looked up in
+DIALECTS: dict[str, dict[str, IrOp | AffineOp]] = {"tf2ir": OPS, "tflite_int8": AFFINE_OPS}
+DIALECT_KEY = "scheme"  # the JSON key naming a layer's dialect; absent: TF2IR's own
+
+
+def dialect_of(data: dict) -> str:
+    """The dialect of a JSON layer."""
+    return data.get(DIALECT_KEY, "tf2ir") if isinstance(data, dict) else "tf2ir"
+
+
+def dialect_key(operation: str, dialect: str) -> str:
+    """The name of an operation across dialects (schema branches, backend registries): TF2IR's own by its
+    name, a scheme's dialect's as `operation@dialect`."""
+    return operation if dialect == "tf2ir" else f"{operation}@{dialect}"
+
+
+def key_of(record: IrLayer) -> str:
+    return dialect_key(record.operation, record.dialect)
+
+
+def operation_of(record: IrLayer) -> IrOp | AffineOp:
+    """The registered operation of a record, in its dialect."""
+    return DIALECTS[record.dialect][record.operation]
+
+
+def register_affine_op(op: AffineOp) -> AffineOp:
+    if op.name in AFFINE_OPS:
+        raise ValueError(f"tflite_int8 operation {op.name!r} registered twice")
+    if op.record.operation != op.name or op.record.dialect != "tflite_int8":
+        raise ValueError(f"tflite_int8 operation {op.name!r}: its record is for {op.record.operation!r} ({op.record.dialect})")
+    AFFINE_OPS[op.name] = op
+    return op
 
 
 def op_of(layer: Layer, float_layers) -> IrOp:

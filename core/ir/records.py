@@ -16,6 +16,8 @@ import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from core.ir.grid import AffineGrid, Pow2Grid
+
 
 class IrError(ValueError):
     """A layer the target cannot express, or an IR that does not hold together; the message
@@ -129,6 +131,8 @@ class IrLayer:
 
     operation: ClassVar[str]
     schema: ClassVar[OpSchema]
+    # the dialect the record belongs to: TF2IR's own, or a scheme's extension (core/ir/op.py: DIALECTS)
+    dialect: ClassVar[str] = "tf2ir"
     label_prefix: ClassVar[str] = ""  # a short name for pictures ("conv", "dw", ...)
     # computes the same thing on any data layout (every output element from the input
     # elements at its position): may run on packed data (seed 004 [0048])
@@ -187,6 +191,13 @@ class IrLayer:
     def log2scale_of_output(self) -> int:
         """The log2scale of the layer's output."""
         raise NotImplementedError(f"{type(self).__name__}.log2scale_of_output")
+
+    def grid_of_input(self, position: int) -> Pow2Grid | AffineGrid:
+        """What the operand at `position` means in real units (the network input is quantized by it)."""
+        return Pow2Grid(self.log2scale_of_input(position))
+
+    def grid_of_output(self) -> Pow2Grid | AffineGrid:
+        return Pow2Grid(self.log2scale_of_output())
 
     # Each operation answers these itself, even where the answer is "none": a new operation that
     # forgot one fails loudly instead of skipping a legality check with a default.

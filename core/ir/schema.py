@@ -15,10 +15,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from core.ir.fields import FIELDS
-from core.ir.ops import OPS
+from core.ir.op import DIALECTS, dialect_key
+from core.ir.ops import OPS  # noqa: F401  (every operation registered)
 from core.ir.records import IrError, IrLayer
 
-VERSION = "1.1"
+VERSION = "1.2"
 # written here from the records (python -m core.ir.schema), never read: a test keeps it their image
 DATA_FILES = ("schemas/tf2ir_ir.schema.json",)
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / DATA_FILES[0]
@@ -32,7 +33,10 @@ _HEADER = {
         "fields marked x-since 1.1 are extensions (docs/IR.md). Tensors live in params/<name>_<kind>.npy: conv weight "
         "HWCiCo, dwconv weight HWC, bias C, lut table [256], feature maps HWC, all int8 but the float32 weights and biases "
         "of float_conv and float_dwconv (add: _pl, _add, _output; concat2, mul: _input0, _input1; concat: _input0 .. "
-        "_inputN; others: _input, _output). Shifts round half up; results saturate to [-128, 127]."),
+        "_inputN; others: _input, _output). Shifts round half up; results saturate to [-128, 127]. 1.2 adds the "
+        "tflite_int8 dialect: layers with \"scheme\": \"tflite_int8\" carry scales and zero points instead of log2scales, "
+        "TFLite's requantization (multiplier and shift, int32 [O] params of conv and dwconv) and TFLite's rounding; "
+        "their conv weights are OHWI, biases int32."),
     "type": "array",
     "minItems": 1,
     "x-tf2ir-version": VERSION,
@@ -60,10 +64,11 @@ def layer_schema(record: type[IrLayer]) -> dict:
 
 @lru_cache(maxsize=1)
 def branches() -> dict[str, dict]:
-    """One branch per operation (validating a layer against its own gives messages that name the field):
-    seed 000's operations first, then each version's additions, by name within each."""
-    ordered = sorted(OPS.items(), key=lambda item: (item[1].record.schema.since or "1.0", item[0]))
-    return {name: layer_schema(op.record) for name, op in ordered}
+    """One branch per operation of each dialect (validating a layer against its own gives messages that name
+    the field): seed 000's operations first, then each version's additions, by name within each."""
+    ordered = sorted(((dialect_key(name, dialect), op) for dialect, ops in DIALECTS.items() for name, op in ops.items()),
+                     key=lambda item: (item[1].record.schema.since or "1.0", item[0]))
+    return {key: layer_schema(op.record) for key, op in ordered}
 
 
 def ir_schema() -> dict:

@@ -15,10 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from core.ir.fixedpoint import dequantize, quantize
 from core.ir.network import Ir
-from core.ir.op import NETWORK_INPUT
-from core.ir.ops import OPS
+from core.ir.op import NETWORK_INPUT, operation_of
 from core.ir.records import IrError, IrLayer
 
 
@@ -50,9 +48,9 @@ class IntegerSimulator:
 
     def __init__(self, ir: Ir, reference: bool = False):
         self.ir = ir
-        self.input_log2scale = ir.input_log2scale
+        self.input_grid = ir.input_grid
         self.end_points = ir.end_point_layers
-        self.kernels = [OPS[layer.operation].kernel if reference else OPS[layer.operation].simulator_kernel for layer in ir.layers]
+        self.kernels = [operation_of(layer).kernel if reference else operation_of(layer).simulator_kernel for layer in ir.layers]
         # when each value can be dropped: after the last layer that reads it
         self._last_reader: dict[str, int] = {}
         for position, layer in enumerate(ir.layers):
@@ -61,7 +59,7 @@ class IntegerSimulator:
 
     def run(self, images: np.ndarray, keep_all: bool = False) -> dict[str, np.ndarray]:
         """int8 outputs of the end-point layers (of every layer with keep_all) for float images."""
-        return self.run_int8(quantize(images, self.input_log2scale), keep_all)
+        return self.run_int8(self.input_grid.quantize(images), keep_all)
 
     def run_int8(self, inputs: np.ndarray, keep_all: bool = False) -> dict[str, np.ndarray]:
         """As `run`, for int8 inputs. A batch of at least two images per core is split among the
@@ -91,4 +89,8 @@ class IntegerSimulator:
 
     def dequantized_end_points(self, outputs: dict[str, np.ndarray]) -> list[np.ndarray]:
         """End-point values in real units, in the IR's end-point order."""
-        return [dequantize(outputs[name], self.ir.layer(name).log2scale_of_output()) for name in self.end_points]
+        return [self.ir.layer(name).grid_of_output().dequantize(outputs[name]) for name in self.end_points]
+
+    @property
+    def input_log2scale(self) -> int:
+        return self.ir.input_log2scale

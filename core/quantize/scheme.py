@@ -82,8 +82,8 @@ class QuantScheme(ABC):
     bits: int = 8
     # scales are powers of two (a method may then pick its own exponent: ActivationChoice.pow2_exponent)
     power_of_two: ClassVar[bool] = False
-    # whether emit_ir builds an IR of this scheme's tables (calib.method=auto then skips a table the IR refuses)
-    has_ir: ClassVar[bool] = True
+    # the IR dialect emit_ir writes a table of this scheme in (core/ir/op.py: DIALECTS)
+    ir_dialect: ClassVar[str]
 
     @property
     def qmin(self) -> int:
@@ -151,6 +151,7 @@ class Pow2Symmetric(QuantScheme):
     """TF2IR's: int8 symmetric, a power-of-two scale per tensor within the shifters' range."""
 
     name: ClassVar[str] = "pow2_symmetric"
+    ir_dialect: ClassVar[str] = "tf2ir"
     power_of_two: ClassVar[bool] = True
     min_log2scale: int = -8
     max_log2scale: int = 16
@@ -275,7 +276,7 @@ class TfliteInt8(QuantScheme):
     stays representable), int32 biases at input scale x weight scale with zero point 0."""
 
     name: ClassVar[str] = "tflite_int8"
-    has_ir: ClassVar[bool] = False  # its IR records are the next step (pipeline/config.py stops it after annotate)
+    ir_dialect: ClassVar[str] = "tflite_int8"
     bias_bits: ClassVar[int] = 32
     # TFLite's int8 operator specification: SOFTMAX and LOGISTIC output 1/256 with zero point -128, TANH 1/128
     # with 0 (their kernels check it); AVERAGE_POOL_2D, MAX_POOL_2D and the resizes keep their input's

@@ -24,6 +24,8 @@ from core.ir.records import IrLayer
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 RUNTIME_HEADER = RUNTIME_DIR / "qt_runtime.h"
 GEMM_HEADER = RUNTIME_DIR / "qt_gemm.h"  # included by qt_runtime.h
+TFLITE_HEADER = RUNTIME_DIR / "qt_tflite.h"  # included by qt_runtime.h: TFLite's int8 arithmetic
+RUNTIME_HEADERS = (RUNTIME_HEADER, GEMM_HEADER, TFLITE_HEADER)  # qt_runtime.h and what it includes
 PROGRAM_HEADER = RUNTIME_DIR / "qt_program.h"
 MAIN_HEADER = RUNTIME_DIR / "qt_main.h"
 DATA_FILES = ("core/backends/c/runtime",)  # the headers every program includes
@@ -71,7 +73,7 @@ class CProgram:
 
 def runtime_headers(*extra: Path) -> dict[str, str]:
     """File name -> text of the headers a program includes (the C runtime's, then `extra`)."""
-    return {path.name: path.read_text() for path in (PROGRAM_HEADER, RUNTIME_HEADER, GEMM_HEADER, *extra, MAIN_HEADER)}
+    return {path.name: path.read_text() for path in (PROGRAM_HEADER, *RUNTIME_HEADERS, *extra, MAIN_HEADER)}
 
 
 def c_symbols(ir: Ir) -> dict[str, str]:

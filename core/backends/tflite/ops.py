@@ -10,7 +10,7 @@ import numpy as np
 
 from core.backends.tflite.writer import ExportError, TfliteWriter
 from core.frontend.layers import Layer
-from core.ir.ops.conv.affine import padding as tflite_padding
+from core.ir.tflite_dialect import padding as tflite_padding
 from core.quantize.tflite_math import round_half_away
 
 Writer = Callable[[TfliteWriter, Layer], None]
@@ -142,7 +142,9 @@ def _mul(writer: TfliteWriter, layer: Layer) -> None:
 
 
 # a lookup table's function (its region of element-wise ops, as the lut pattern describes it) -> the TFLite operator
-_LUT_OPERATORS = {"t0 = Sigmoid(x)": "LOGISTIC", "t0 = Tanh(x)": "TANH"}
+_LUT_OPERATORS = {"t0 = Sigmoid(x)": "LOGISTIC", "t0 = Tanh(x)": "TANH",
+                  # x * relu6(x + 3) / 6, as Keras' hard_swish and the .tflite reader's HARD_SWISH write it
+                  "t0 = AddV2(x, 3); t1 = Relu6(t0); t2 = RealDiv(t1, 6); t3 = Mul(x, t2)": "HARD_SWISH"}
 
 
 def _lut(writer: TfliteWriter, layer: Layer) -> None:
@@ -154,7 +156,7 @@ def _lut(writer: TfliteWriter, layer: Layer) -> None:
         return
     if function not in _LUT_OPERATORS:
         raise ExportError(f"layer {layer.ir_name} (lut): the function {function!r} has no TFLite int8 operator the writer "
-                          "knows; it writes sigmoid, tanh and leaky ReLU")
+                          "knows; it writes sigmoid, tanh, hard swish and leaky ReLU")
     writer.operator(_LUT_OPERATORS[function], [source], [output])
 
 

@@ -93,5 +93,6 @@ static inline int8_t qt_sat8(int64_t v)
 }
 
 #include "qt_gemm.h"
+#include "qt_tflite.h"
 
 #endif /* QT_RUNTIME_H */

@@ -5,7 +5,8 @@ annotated graph too (its integer model), so the two agree bit for bit whatever t
 
 from core.frontend.layers import AnnotateRule, IntegerModelBuilder, QKind
 from core.ir.activations import activation_named
-from core.ir.op import IrOp, register_op
+from core.ir.op import AffineOp, IrOp, register_affine_op, register_op
+from core.ir.ops.add.affine_record import AddAffineLayer, add_affine_kernel, add_from_tflite
 from core.ir.ops.add.emit import add_fields
 from core.ir.ops.add.kernel import add_kernel
 from core.ir.ops.add.pattern import PATTERN
@@ -25,3 +26,4 @@ def add_model(model: IntegerModelBuilder) -> str:
 ADD = register_op(IrOp("add", AddLayer,
                        AnnotateRule(inputs=(QKind.INPUT, QKind.INPUT), output=QKind.ACTIVATION, integer_model=add_model),
                        (PATTERN,), add_fields, add_kernel, input_kinds=("pl", "add")))
+ADD_AFFINE = register_affine_op(AffineOp("add", AddAffineLayer, add_affine_kernel, {"ADD": add_from_tflite}, input_kinds=("pl", "add")))

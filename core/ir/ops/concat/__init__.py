@@ -2,7 +2,8 @@
 the same of any number of inputs)."""
 
 from core.frontend.layers import AnnotateRule, QKind
-from core.ir.op import IrOp, register_op
+from core.ir.op import AffineOp, IrOp, register_affine_op, register_op
+from core.ir.ops.concat.affine_record import ConcatAffineLayer, concat_affine_kernel, concat_from_tflite
 from core.ir.ops.concat.emit import concat_fields, concat_n_fields
 from core.ir.ops.concat.kernel import concat_kernel
 from core.ir.ops.concat.pattern import PATTERN, PATTERN_N
@@ -13,3 +14,4 @@ CONCAT2 = register_op(IrOp("concat2", Concat2Layer, AnnotateRule(inputs=(QKind.I
 # an N-ary rule: every input is quantized where it is read, however many there are
 CONCAT = register_op(IrOp("concat", ConcatLayer, AnnotateRule(inputs=(QKind.INPUT,), output=QKind.ACTIVATION),
                           (PATTERN_N,), concat_n_fields, concat_kernel))
+CONCAT_AFFINE = register_affine_op(AffineOp("concat", ConcatAffineLayer, concat_affine_kernel, {"CONCATENATION": concat_from_tflite}))

@@ -28,15 +28,6 @@ def requantization(input_scale: float, weight_scales: np.ndarray, output_scale: 
     return np.array([m for m, _ in pairs], np.int64), np.array([s for _, s in pairs], np.int64)
 
 
-def padding(size: int, kernel: int, stride: int, dilation: int, same: bool) -> tuple[int, int, int]:
-    """(output size, padding before, after) as TFLite computes them (ComputePaddingHeightWidth): SAME's
-    smaller half first."""
-    effective = (kernel - 1) * dilation + 1
-    out = (size + stride - 1) // stride if same else (size + stride - effective) // stride
-    total = max((out - 1) * stride + effective - size, 0)
-    return out, total // 2, total - total // 2
-
-
 def windows(values: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
             pads: tuple[int, int, int, int], fill: float) -> np.ndarray:
     """[N, OH, OW, C, KH, KW] views of `values` [N, H, W, C] padded with `fill` (top, bottom, left, right)."""

@@ -4,7 +4,8 @@ element-wise ops with scalar constants (pattern.py). On a power-of-two target th
 graph reads the same table (its integer model), so it agrees with the IR bit for bit."""
 
 from core.frontend.layers import AnnotateRule, IntegerModelBuilder, QKind
-from core.ir.op import IrOp, register_op
+from core.ir.op import AffineOp, IrOp, register_affine_op, register_op
+from core.ir.ops.lut.affine_record import TABLES, LutAffineLayer, lut_affine_kernel, lut_from_tflite
 from core.ir.ops.lut.emit import lut_fields, lut_params
 from core.ir.ops.lut.kernel import lut_kernel
 from core.ir.ops.lut.pattern import PATTERN
@@ -25,3 +26,5 @@ def lut_model(model: IntegerModelBuilder) -> str:
 
 LUT = register_op(IrOp("lut", LutLayer, AnnotateRule(inputs=(QKind.INPUT,), output=QKind.ACTIVATION, integer_model=lut_model),
                        (PATTERN,), lut_fields, lut_kernel, lut_params, param_kinds=("table",)))
+
+LUT_AFFINE = register_affine_op(AffineOp("lut", LutAffineLayer, lut_affine_kernel, {name: lut_from_tflite for name in TABLES}, ("table",)))

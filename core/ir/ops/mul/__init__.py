@@ -4,7 +4,8 @@ computes the same integers (its integer model)."""
 
 from core.frontend.layers import AnnotateRule, IntegerModelBuilder, QKind
 from core.ir.activations import activation_named
-from core.ir.op import IrOp, register_op
+from core.ir.op import AffineOp, IrOp, register_affine_op, register_op
+from core.ir.ops.mul.affine_record import MulAffineLayer, mul_affine_kernel, mul_from_tflite
 from core.ir.ops.mul.emit import mul_fields
 from core.ir.ops.mul.kernel import mul_kernel
 from core.ir.ops.mul.pattern import PATTERN
@@ -22,3 +23,5 @@ def mul_model(model: IntegerModelBuilder) -> str:
 MUL = register_op(IrOp("mul", MulLayer,
                        AnnotateRule(inputs=(QKind.INPUT, QKind.INPUT), output=QKind.ACTIVATION, integer_model=mul_model),
                        (PATTERN,), mul_fields, mul_kernel, input_kinds=("input0", "input1")))
+MUL_AFFINE = register_affine_op(AffineOp("mul", MulAffineLayer, mul_affine_kernel, {"MUL": mul_from_tflite}, ("constant",),
+                                         input_kinds=("input0", "input1")))

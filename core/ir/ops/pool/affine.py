@@ -34,7 +34,14 @@ def mean_affine(inputs: np.ndarray, axes: tuple[int, ...], keep_dims: bool, inpu
     floor(log2(count)) (at most 32, and at most 31 + shift) and divided by count in 64 bits."""
     count = int(np.prod([inputs.shape[axis] for axis in axes]))
     total = inputs.astype(np.int64).sum(axis=axes, keepdims=keep_dims) - input_zero_point * count
-    headroom = min(count.bit_length() - 1, 32, 31 + shift)
-    folded = (int(multiplier) << headroom) // count  # both non-negative: C's division
-    scaled = multiply_by_quantized_multiplier(total, folded, shift - headroom) + output_zero_point
+    folded, folded_shift = mean_requantization(count, multiplier, shift)
+    scaled = multiply_by_quantized_multiplier(total, folded, folded_shift) + output_zero_point
     return np.clip(scaled, -128, 127).astype(np.int8)
+
+
+def mean_requantization(count: int, multiplier: int, shift: int) -> tuple[int, int]:
+    """(multiplier, shift) of MEAN with 1 / count folded in: the multiplier shifted left by
+    h = min(floor(log2(count)), 32, 31 + shift) and divided by count (both non-negative: C's division),
+    the shift less h."""
+    headroom = min(count.bit_length() - 1, 32, 31 + shift)
+    return (int(multiplier) << headroom) // count, shift - headroom

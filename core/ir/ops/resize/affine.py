@@ -11,7 +11,7 @@ import numpy as np
 from core.quantize.tflite_math import round_half_away
 
 
-def _nearest_indices(output_size: int, input_size: int, align_corners: bool, half_pixel_centers: bool) -> np.ndarray:
+def nearest_indices(output_size: int, input_size: int, align_corners: bool, half_pixel_centers: bool) -> np.ndarray:
     scale = (np.float32(input_size - 1) / np.float32(output_size - 1) if align_corners and output_size > 1
              else np.float32(input_size) / np.float32(output_size))
     position = (np.arange(output_size, dtype=np.float32) + np.float32(0.5 if half_pixel_centers else 0.0)) * scale
@@ -21,8 +21,8 @@ def _nearest_indices(output_size: int, input_size: int, align_corners: bool, hal
 
 
 def resize_nearest_affine(inputs: np.ndarray, size: tuple[int, int], align_corners: bool, half_pixel_centers: bool) -> np.ndarray:
-    rows = _nearest_indices(size[0], inputs.shape[1], align_corners, half_pixel_centers)
-    columns = _nearest_indices(size[1], inputs.shape[2], align_corners, half_pixel_centers)
+    rows = nearest_indices(size[0], inputs.shape[1], align_corners, half_pixel_centers)
+    columns = nearest_indices(size[1], inputs.shape[2], align_corners, half_pixel_centers)
     return inputs[:, rows][:, :, columns]
 
 
@@ -32,7 +32,7 @@ def _scale_10(output_size: int, input_size: int, align_corners: bool) -> int:
     return ((1 << 10) * input_size + output_size // 2) // output_size
 
 
-def _interpolation(output_size: int, input_size: int, align_corners: bool, half_pixel_centers: bool):
+def interpolation(output_size: int, input_size: int, align_corners: bool, half_pixel_centers: bool):
     """(position in 2^-10 units, lower index, upper index) per output index (ComputeInterpolationValuesInteger)."""
     scale = _scale_10(output_size, input_size, align_corners)
     index = np.arange(output_size, dtype=np.int64)
@@ -44,8 +44,8 @@ def _interpolation(output_size: int, input_size: int, align_corners: bool, half_
 
 
 def resize_bilinear_affine(inputs: np.ndarray, size: tuple[int, int], align_corners: bool, half_pixel_centers: bool) -> np.ndarray:
-    y, y0, y1 = _interpolation(size[0], inputs.shape[1], align_corners, half_pixel_centers)
-    x, x0, x1 = _interpolation(size[1], inputs.shape[2], align_corners, half_pixel_centers)
+    y, y0, y1 = interpolation(size[0], inputs.shape[1], align_corners, half_pixel_centers)
+    x, x0, x1 = interpolation(size[1], inputs.shape[2], align_corners, half_pixel_centers)
     dy, dx = (y - (y0 << 10))[:, None, None], (x - (x0 << 10))[None, :, None]
     values = inputs.astype(np.int64)
 

@@ -4,7 +4,8 @@ would the logits. Host-only on the accelerator targets. The annotated graph comp
 integers (its integer model), so it agrees with the IR bit for bit."""
 
 from core.frontend.layers import AnnotateRule, IntegerModelBuilder, QKind
-from core.ir.op import IrOp, register_op
+from core.ir.op import AffineOp, IrOp, register_affine_op, register_op
+from core.ir.ops.softmax.affine_record import SoftmaxAffineLayer, softmax_affine_kernel, softmax_from_tflite
 from core.ir.ops.softmax.emit import softmax_fields
 from core.ir.ops.softmax.kernel import softmax_kernel
 from core.ir.ops.softmax.pattern import PATTERN
@@ -28,3 +29,4 @@ def softmax_model(model: IntegerModelBuilder) -> str:
 SOFTMAX = register_op(IrOp("softmax", SoftmaxLayer,
                            AnnotateRule(inputs=(QKind.INPUT,), output=QKind.ACTIVATION, integer_model=softmax_model),
                            (PATTERN,), softmax_fields, softmax_kernel))
+SOFTMAX_AFFINE = register_affine_op(AffineOp("softmax", SoftmaxAffineLayer, softmax_affine_kernel, {"SOFTMAX": softmax_from_tflite}))

@@ -1,0 +1,117 @@
+"""add, mul, reshape and softmax of the tflite_int8 dialect as C99 (the contract: core/backends/c/emitter.py;
+the arithmetic: runtime/qt_tflite.h)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from core.backends.c.emitter import emits
+from core.ir.ops.add.affine_record import AddAffineLayer
+from core.ir.ops.mul.affine_record import MulAffineLayer
+from core.ir.ops.reshape.affine_record import ReshapeAffineLayer
+from core.ir.ops.softmax.affine import softmax_table
+from core.ir.ops.softmax.affine_record import SoftmaxAffineLayer
+
+
+@emits("add@tflite_int8")
+def add_affine_emit_c(record: AddAffineLayer, symbol: str) -> str:
+    """reference_integer_ops::Add per element: each input less its zero point, shifted left, rescaled to
+    the common scale; the sum rescaled to the output's, plus its zero point, clamped."""
+    (first_zero, second_zero), (first_multiplier, second_multiplier) = record.input_zero_points, record.input_multipliers
+    first_shift, second_shift = record.input_shifts
+    return f"""/* add of {list(record.shape)} (tflite_int8) */
+static void {symbol}(const int8_t *restrict in0, const int8_t *restrict in1, int8_t *restrict out)
+{{
+    long i;
+    for (i = 0; i < {math.prod(record.shape)}L; i++) {{
+        int64_t a = qt_mbqm(qt_shl64(in0[i] - ({first_zero}), {record.left_shift}), INT64_C({first_multiplier}), {first_shift});
+        int64_t b = qt_mbqm(qt_shl64(in1[i] - ({second_zero}), {record.left_shift}), INT64_C({second_multiplier}), {second_shift});
+        out[i] = (int8_t)qt_clamp64(qt_mbqm(a + b, INT64_C({record.output_multiplier}), {record.output_shift}) + ({record.output_zero_point}),
+                                    {record.output_min}, {record.output_max});
+    }}
+}}
+"""
+
+
+@emits("reshape@tflite_int8")
+def reshape_affine_emit_c(record: ReshapeAffineLayer, symbol: str) -> str:
+    return f"""/* reshape {list(record.input_shape)} -> {list(record.output_shape)} (tflite_int8): a copy */
+static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
+{{
+    memcpy(out, in0, {math.prod(record.input_shape)});
+}}
+"""
+
+
+@emits("softmax@tflite_int8")
+def softmax_affine_emit_c(record: SoftmaxAffineLayer, symbol: str) -> str:
+    """TFLite's int8 SOFTMAX per row in float32 (built with -ffp-contract=off, as every program is): the
+    table of expf values (baked in, computed by the C library's expf as TFLite's Prepare does), their sum
+    in order, one reciprocal of sum x output scale, each probability (non-negative) rounded half away from
+    zero, plus the output zero point, saturated."""
+    table = ", ".join(f"{float(v).hex()}f" for v in softmax_table(record.input_scale, record.beta))
+    classes = int(record.shape[-1])
+    rows = math.prod(record.shape[:-1])
+    scale = float(np.float32(record.output_scale)).hex()
+    return f"""/* softmax over {classes} values, {rows} row(s) (tflite_int8) */
+static const float {symbol}_table[256] = {{{table}}};
+
+static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
+{{
+    int row, i;
+    for (row = 0; row < {rows}; row++) {{
+        const int8_t *x = in0 + row * {classes};
+        int8_t *y = out + row * {classes};
+        int largest = x[0];
+        float total = 0.0f, inverse;
+        for (i = 1; i < {classes}; i++)
+            if (x[i] > largest)
+                largest = x[i];
+        for (i = 0; i < {classes}; i++)
+            total += {symbol}_table[255 - largest + x[i]];
+        inverse = 1.0f / (total * {scale}f);
+        for (i = 0; i < {classes}; i++) {{
+            float probability = {symbol}_table[255 - largest + x[i]] * inverse;
+            y[i] = (int8_t)qt_clamp64((int64_t)((double)probability + 0.5) + ({record.output_zero_point}), -128, 127);
+        }}
+    }}
+}}
+"""
+
+
+def _broadcast_strides(shape: tuple[int, ...], output: tuple[int, ...]) -> list[int]:
+    """The C-order strides of a factor read at each output index (0 along a broadcast dimension)."""
+    shape = (1,) * (len(output) - len(shape)) + tuple(shape)
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(0 if size == 1 else step)
+        step *= size
+    return strides[::-1]
+
+
+@emits("mul@tflite_int8")
+def mul_affine_emit_c(record: MulAffineLayer, symbol: str) -> str:
+    """reference_integer_ops::Mul per output element, each factor read at its broadcast index: (a - z0) x
+    (b - z1) rescaled (rounding twice), plus the output zero point, clamped. A constant second factor is
+    `<symbol>_constant`."""
+    output = tuple(int(v) for v in record.shape)
+    strides = [_broadcast_strides(tuple(shape), output) for shape in record.input_shapes]
+    output_strides = _broadcast_strides(output, output)
+    index = {k: "i" if stride == output_strides else " + ".join(f"(i / {step} % {size}) * {stride[d]}" for d, (step, size) in enumerate(zip(output_strides, output)) if stride[d])
+             or "0" for k, stride in enumerate(strides)}
+    second = f"{symbol}_constant" if record.load_constant else "in1"
+    pointers = "const int8_t *restrict in0" + ("" if record.load_constant else ", const int8_t *restrict in1")
+    (first_zero, second_zero) = record.input_zero_points
+    return f"""/* mul of {[list(shape) for shape in record.input_shapes]} -> {list(output)} (tflite_int8) */
+static void {symbol}({pointers}, int8_t *restrict out)
+{{
+    long i;
+    for (i = 0; i < {math.prod(output)}L; i++) {{
+        int64_t product = (int64_t)(in0[{index[0]}] - ({first_zero})) * ({second}[{index[1]}] - ({second_zero}));
+        out[i] = (int8_t)qt_clamp64(qt_mbqm(product, INT64_C({record.multiplier}), {record.shift}) + ({record.output_zero_point}),
+                                    {record.output_min}, {record.output_max});
+    }}
+}}
+"""

@@ -1,0 +1,48 @@
+/* TFLite's int8 arithmetic (core/quantize/tflite_math.py) in C99, for the layers of the tflite_int8
+ * dialect: the same integers as TFLite's reference kernels, with no implementation-defined shift of a
+ * negative value and no signed overflow (int64 throughout; int64_t is two's complement by definition).
+ * Included by qt_runtime.h. */
+#ifndef QT_TFLITE_H
+#define QT_TFLITE_H
+
+/* v reduced to int32 as two's complement arithmetic leaves it (TFLite's int32 left shift wraps) */
+static inline int64_t qt_wrap32(int64_t v)
+{
+    int64_t low = v & INT64_C(0xFFFFFFFF);
+    return low >= INT64_C(0x80000000) ? low - INT64_C(0x100000000) : low;
+}
+
+/* gemmlowp's SaturatingRoundingDoublingHighMul: the high 32 bits of 2ab rounded to nearest (ties up),
+ * INT32_MIN x INT32_MIN saturating to INT32_MAX */
+static inline int64_t qt_srdhm(int64_t a, int64_t b)
+{
+    if (a == INT32_MIN && b == INT32_MIN)
+        return INT32_MAX;
+    return qt_floor_shift64(a * b + (INT64_C(1) << 30), 31);
+}
+
+/* gemmlowp's RoundingDivideByPOT: x / 2^e to nearest, ties away from zero; e >= 0 */
+static inline int64_t qt_rdbpot(int64_t x, int e)
+{
+    if (e <= 0)
+        return x;
+    return qt_floor_shift64(x + (INT64_C(1) << (e - 1)) - (x < 0 ? 1 : 0), e);
+}
+
+/* MultiplyByQuantizedMultiplier, rounding twice (TFLite's convolutions, add, mean): x shifted left by
+ * max(shift, 0) in int32, the doubling high multiply, the rounding right shift by max(-shift, 0) */
+static inline int64_t qt_mbqm(int64_t x, int64_t multiplier, int shift)
+{
+    int64_t scaled = shift > 0 ? qt_wrap32(qt_shl64(x, shift)) : x;
+    return qt_rdbpot(qt_srdhm(scaled, multiplier), shift < 0 ? -shift : 0);
+}
+
+/* MultiplyByQuantizedMultiplier rounding once (TFLite 2.21's reference FULLY_CONNECTED):
+ * (x * multiplier + 2^(30 - shift)) >> (31 - shift) in 64 bits */
+static inline int64_t qt_mbqm_single(int64_t x, int64_t multiplier, int shift)
+{
+    int total = 31 - shift;
+    return qt_floor_shift64(x * multiplier + (INT64_C(1) << (total - 1)), total);
+}
+
+#endif /* QT_TFLITE_H */

@@ -1,0 +1,145 @@
+"""The tflite_int8 dialect of the IR (TF2IR 1.2, docs/IR.md): TF2IR's layers (name, operation, previous_layer,
+next_layer, sizes, window) with TFLite's int8 arithmetic instead of power-of-two shifts: activations at a
+scale and a zero point (real = scale x (q - zero point)), int32 biases, per output channel a 32-bit
+multiplier and a shift (TFLite's convention: positive shifts left), integer clamps. Every layer says
+`"scheme": "tflite_int8"`, the key TF2IR's own layers never carry, so the existing dialect stays
+byte-identical.
+
+`AffineLayer` is the base of the dialect's records (each in its operation's folder, affine_record.py);
+the helpers below read an operator of a .tflite model (core/frontend/tflite.py) as TFLite's Prepare does,
+for the records' builders and the .tflite interpreter alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
+from core.ir.grid import AffineGrid
+from core.ir.records import IrError, IrLayer, Shift
+from core.quantize.tflite_math import activation_range
+
+SCHEME = "tflite_int8"
+
+
+class NoLog2scales:
+    """Scales and zero points instead of log2scales: the output's (output_scale, output_zero_point); the
+    inputs', as each mixin below says."""
+
+    def grid_of_output(self) -> AffineGrid:
+        return AffineGrid(self.output_scale, self.output_zero_point)
+
+    def log2scale_of_input(self, position: int) -> int:
+        raise IrError(f"layer {self.name}: a {SCHEME} layer has a scale and a zero point, no log2scale (grid_of_input)")
+
+    def log2scale_of_output(self) -> int:
+        raise IrError(f"layer {self.name}: a {SCHEME} layer has a scale and a zero point, no log2scale (grid_of_output)")
+
+    def shifts(self) -> list[Shift]:
+        return []  # its shifts are constants TFLite's arithmetic bounds itself, no target shifter's
+
+
+class AffineGrids(NoLog2scales):
+    """One input at (input_scale, input_zero_point)."""
+
+    def grid_of_input(self, position: int) -> AffineGrid:
+        return AffineGrid(self.input_scale, self.input_zero_point)
+
+
+class AffineInputGrids(NoLog2scales):
+    """Several inputs, each at (input_scales[i], input_zero_points[i])."""
+
+    def grid_of_input(self, position: int) -> AffineGrid:
+        return AffineGrid(self.input_scales[position], self.input_zero_points[position])
+
+
+class OutputGrid(NoLog2scales):
+    """Inputs quantized as the output (a reshape, a concatenation, a pad: TFLite keeps one quantization)."""
+
+    def grid_of_input(self, position: int) -> AffineGrid:
+        return self.grid_of_output()
+
+
+@dataclass(frozen=True, kw_only=True)
+class AffineLayer(IrLayer):
+    dialect: ClassVar[str] = SCHEME
+
+    scheme: str = SCHEME
+    output_scale: float
+    output_zero_point: int
+
+
+# --- an operator's parameters, as TFLite's Prepare derives them ----------------------------------------
+
+def padding(size: int, kernel: int, stride: int, dilation: int, same: bool) -> tuple[int, int, int]:
+    """(output size, padding before, after) as TFLite computes them (ComputePaddingHeightWidth): SAME's
+    smaller half first."""
+    effective = (kernel - 1) * dilation + 1
+    out = (size + stride - 1) // stride if same else (size + stride - effective) // stride
+    total = max((out - 1) * stride + effective - size, 0)
+    return out, total // 2, total - total // 2
+
+
+def scale_and_zero_point(model: TfliteModel, index: int) -> tuple[float, int]:
+    tensor = model.tensor(index)
+    if tensor.quantization is None or tensor.dtype != "INT8":
+        raise TfliteError(f"{model.path}: tensor {index} ({tensor.name}) is {tensor.dtype} without int8 quantization; "
+                          "the int8 kernels need int8 activations with a scale and a zero point")
+    return float(tensor.quantization.scale[0]), int(tensor.quantization.zero_point[0])
+
+
+def input_output(model: TfliteModel, operator: TfliteOperator) -> dict:
+    """The fields of the operator's first input's and its output's quantization."""
+    (input_scale, input_zero_point), (output_scale, output_zero_point) = (
+        scale_and_zero_point(model, index) for index in (operator.inputs[0], operator.outputs[0]))
+    return {"input_scale": input_scale, "input_zero_point": input_zero_point, "output_scale": output_scale,
+            "output_zero_point": output_zero_point}
+
+
+def clamp(model: TfliteModel, operator: TfliteOperator) -> tuple[int, int]:
+    """The int8 range of the operator's fused activation at its output's quantization."""
+    return activation_range(operator.activation, *scale_and_zero_point(model, operator.outputs[0]))
+
+
+def clamp_fields(model: TfliteModel, operator: TfliteOperator) -> dict:
+    low, high = clamp(model, operator)
+    return {"output_min": low, "output_max": high}
+
+
+def window(operator: TfliteOperator, shape, kernel: tuple[int, int]):
+    """(stride, dilation, (top, bottom, left, right)) of a windowed operator on an input of NHWC `shape`."""
+    stride = (operator.option("strideH", 1), operator.option("strideW", 1))
+    dilation = (operator.option("dilationHFactor", 1), operator.option("dilationWFactor", 1))
+    same = "padding" in operator.options and operator.padding == "SAME"  # FULLY_CONNECTED has none: a 1x1 window
+    _, top, bottom = padding(shape[1], kernel[0], stride[0], dilation[0], same)
+    _, left, right = padding(shape[2], kernel[1], stride[1], dilation[1], same)
+    return stride, dilation, (top, bottom, left, right)
+
+
+def window_fields(operator: TfliteOperator, input_shape, output_shape, kernel: tuple[int, int]) -> dict:
+    """The TF2IR window fields of a windowed operator: sizes, channels, explicit padding, stride, dilations."""
+    stride, dilation, (top, bottom, left, right) = window(operator, input_shape, kernel)
+    return {"input_size": size(input_shape[1:3]), "input_channel_num": int(input_shape[3]),
+            "output_size": size(output_shape[1:3]), "output_channel_num": int(output_shape[3]),
+            "padding": {"top": top, "bottom": bottom, "left": left, "right": right},
+            "stride": size(stride), "dilations": size(dilation), "kernel_size": size(kernel)}
+
+
+def size(pair) -> dict:
+    return {"height": int(pair[0]), "width": int(pair[1])}
+
+
+def constant(model: TfliteModel, operator: TfliteOperator, position: int) -> np.ndarray:
+    tensor = model.tensor(operator.inputs[position])
+    if tensor.data is None:
+        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}): input {position} ({tensor.name}) is computed; "
+                          "the int8 kernels take it as a constant")
+    return tensor.data
+
+
+def nhwc(model: TfliteModel, index: int) -> tuple[int, ...]:
+    """A tensor's shape as NHWC: an [N, C] one is [N, 1, 1, C] (the same bytes)."""
+    shape = tuple(int(v) for v in model.tensor(index).shape)
+    return (shape[0], 1, 1, shape[1]) if len(shape) == 2 else shape

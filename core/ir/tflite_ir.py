@@ -1,0 +1,84 @@
+"""An int8 .tflite model (core/frontend/tflite.py) as an IR of the tflite_int8 dialect (core/ir/tflite_dialect.py):
+one layer per operator, its fields and constants read by its operation's builder (core/ir/ops/*/affine_record.py),
+every integer parameter derived as TFLite's Prepare derives it from the file's float32 scales. The IR computes
+what TFLite's reference kernels compute on the file, tensor for tensor (simulate checks it on the evaluation
+data). An operator no operation builds is refused naming it and its index."""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
+from core.ir.network import Ir
+from core.ir.op import AFFINE_OPS, END_POINT, NETWORK_INPUT, AffineOp
+from core.ir.ops import OPS  # noqa: F401  (every operation registered)
+from core.ir.records import IrLayer
+from core.ir.tflite_dialect import SCHEME
+
+
+def builders() -> dict[str, AffineOp]:
+    """TFLite builtin operator -> the tflite_int8 operation that reads it."""
+    return {operator: op for op in AFFINE_OPS.values() for operator in op.builders}
+
+
+def affine_layer(model: TfliteModel, operator: TfliteOperator, name: str, previous: list[str], following: list[str]):
+    """(record, constants) of one operator."""
+    op = builders().get(operator.name)
+    if op is None:
+        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}) has no tflite_int8 IR operation yet; the IR "
+                          f"covers {', '.join(sorted(builders()))}")
+    fields, params = op.builders[operator.name](model, operator)
+    record = op.record.from_json({"name": name, "operation": op.name, "scheme": SCHEME, **fields,
+                                  "previous_layer": previous, "next_layer": following})
+    return record, params
+
+
+def operands(model: TfliteModel, operator: TfliteOperator) -> list[int]:
+    """The computed tensors an operator reads, in its order (constants are the layer's fields or params)."""
+    return [index for index in operator.inputs if index >= 0 and model.tensor(index).data is None]
+
+
+def ir_of_tflite(model: TfliteModel, name_of: Callable[[int], str] | None = None) -> Ir:
+    """The IR of `model`; `name_of(tensor index)` names the layer producing a tensor (default: the tensor's
+    name with every character but letters, digits and _ made _)."""
+    name_of = name_of or (lambda index: layer_name(model, index))
+    producers = {model.inputs[0]: NETWORK_INPUT}
+    readers: dict[int, list[str]] = {}
+    for operator in model.operators:
+        for index in operands(model, operator):
+            readers.setdefault(index, []).append(name_of(operator.outputs[0]))
+    ir = Ir(layers=[])
+    for operator in model.operators:
+        output = operator.outputs[0]
+        previous = [producers[index] for index in operands(model, operator)]
+        following = [END_POINT] if output in model.outputs else readers.get(output, [])
+        record, params = affine_layer(model, operator, name_of(output), previous, following)
+        producers[output] = record.name
+        ir.layers.append(record)
+        if params:
+            ir.params[record.name] = params
+    return ir
+
+
+def layer_name(model: TfliteModel, index: int) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", model.tensor(index).name) or f"tensor_{index}"
+
+
+def run_operator(model: TfliteModel, operator: TfliteOperator, values: dict[int, object]) -> object:
+    """One operator run by its IR operation's kernel on the computed tensors in `values` (by index), in the
+    shape of its output tensor."""
+    record, params = affine_layer(model, operator, f"operator_{operator.index}", [NETWORK_INPUT] * len(operands(model, operator)),
+                                  [END_POINT])
+    result = kernel_of(record)(record, params, [as_read(values[index], record, position)
+                                                for position, index in enumerate(operands(model, operator))])
+    return result.reshape(len(result), *model.tensor(operator.outputs[0]).shape[1:])
+
+
+def kernel_of(record: IrLayer):
+    return AFFINE_OPS[record.operation].kernel
+
+
+def as_read(value, record: IrLayer, position: int):
+    shape = tuple(record.shape_of_input(position))
+    return value if tuple(value.shape[1:]) == shape else value.reshape(len(value), *shape)
