@@ -82,8 +82,8 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     report.update(reference_metrics)
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     plot_layer_sqnr(dict(report["layer_agreement"]), out_dir / "layer_agreement.png",
-                    f"integer == {probe.reference} (same integer inputs): fraction of elements per layer",
-                    y_label=f"fraction of elements equal (integer == {probe.reference})")
+                    f"integer simulator == {probe.reference}\nper layer, fed the same int8 inputs ({tally.images} images)",
+                    y_label="fraction of elements equal")
     write_series(out_dir, "layer_agreement", series_rows("layer_index", "layer", {
         "agreement": dict(report["layer_agreement"]), "max_lsb_difference": dict(report["layer_max_lsb_difference"])}))
     probe.check(tally)
@@ -99,7 +99,7 @@ class LayerProbe:
     model's) then gives what the annotated layer computes from exactly the integer inputs,
     in one graph execution per batch."""
 
-    reference = "fake-quant"
+    reference = "the annotated graph (fake-quant)"
 
     def __init__(self, annotated: Graph, layer_graph, ir, ir_dir: Path):
         quantized = annotated.source.get("annotation", {}).get("activations", {})

@@ -5,6 +5,8 @@ zero point, clamped to the fused activation's range."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from core.quantize.tflite_math import multiply_by_quantized_multiplier, quantize_multiplier, requantize
@@ -26,9 +28,29 @@ def add_requantization(first_scale: float, second_scale: float, output_scale: fl
 def add_affine(first: np.ndarray, second: np.ndarray, zero_points: tuple[int, int], requantization, output_zero_point: int,
                activation_range: tuple[int, int]) -> np.ndarray:
     """int8 + int8 of one shape -> int8, as a lookup in the 256 x 256 table of every pair's sum (the
-    arithmetic once per pair, not per element)."""
-    table = add_table(zero_points, requantization, output_zero_point, activation_range)
-    return table[first.astype(np.intp) + 128, second.astype(np.intp) + 128]
+    arithmetic once per pair, not per element), indexed by the two bytes as one 16-bit number."""
+    table = _add_pairs(tuple(zero_points), tuple(map(tuple, requantization)), output_zero_point, tuple(activation_range))
+    return pair_lookup(table, first, second)
+
+
+BYTE_ORDER = (np.arange(256) + 128) % 256  # table row of each byte: byte u is the int8 value u (u < 128) or u - 256
+
+
+def byte_indexed(table: np.ndarray) -> np.ndarray:
+    """A [256, 256] table of int8 pairs (at value + 128) flattened to be indexed by (byte of a) << 8 | byte of b."""
+    return table[BYTE_ORDER][:, BYTE_ORDER].ravel()
+
+
+def pair_lookup(flat_table: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """flat_table (byte_indexed) at every pair of `first` and `second` (broadcasting): one 16-bit index per
+    element, no int64 copies of the operands."""
+    index = (first.view(np.uint8).astype(np.uint16) << 8) | second.view(np.uint8)
+    return np.take(flat_table, index)
+
+
+@lru_cache(maxsize=256)
+def _add_pairs(zero_points: tuple[int, int], requantization, output_zero_point: int, activation_range: tuple[int, int]) -> np.ndarray:
+    return byte_indexed(add_table(zero_points, requantization, output_zero_point, activation_range))
 
 
 def add_table(zero_points: tuple[int, int], requantization, output_zero_point: int, activation_range: tuple[int, int]) -> np.ndarray:

@@ -4,8 +4,11 @@ float32 scales), plus the output zero point, clamped to the fused activation's r
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
+from core.ir.ops.add.affine import byte_indexed, pair_lookup
 from core.quantize.tflite_math import quantize_multiplier, requantize
 
 
@@ -17,7 +20,13 @@ def mul_affine(first: np.ndarray, second: np.ndarray, zero_points: tuple[int, in
                output_zero_point: int, activation_range: tuple[int, int]) -> np.ndarray:
     """int8 x int8 -> int8, broadcasting, as a lookup in the 256 x 256 table of every pair's product (the
     arithmetic once per pair, not per element)."""
+    table = _mul_pairs(tuple(zero_points), tuple(requantization), output_zero_point, tuple(activation_range))
+    return pair_lookup(table, np.ascontiguousarray(first), np.ascontiguousarray(second))
+
+
+@lru_cache(maxsize=256)
+def _mul_pairs(zero_points: tuple[int, int], requantization: tuple[int, int], output_zero_point: int,
+               activation_range: tuple[int, int]) -> np.ndarray:
     values = np.arange(-128, 128, dtype=np.int64)
     products = (values[:, None] - zero_points[0]) * (values[None, :] - zero_points[1])
-    table = requantize(products, *requantization, output_zero_point, *activation_range)
-    return table[first.astype(np.intp) + 128, second.astype(np.intp) + 128]
+    return byte_indexed(requantize(products, *requantization, output_zero_point, *activation_range))
