@@ -6,10 +6,12 @@ against TensorFlow Lite itself, side by side in one process, on MLPerf Tiny's Re
 Times the CIFAR-10 test images through (a) the float Keras model (pretrainedResnet.h5) run by
 TensorFlow, (b) MLCommons' int8 .tflite read as the tflite_int8 IR (core/ir/tflite_ir.py) and run by the
 integer simulator, as the simulate stage runs it, (c) the same file in LiteRT's interpreter with its
-default kernels (XNNPACK) on one thread and (d) with its reference kernels (BUILTIN_REF), each warmed up,
-the median of --repeats; and (e) the C program codegen generates from that IR, built with
--O3 -march=native, one thread (its own clock around run_network, best of --repeats runs). Checks that (b)
-and (e) give every output byte (d) gives. Budgets: the simulator 1.5x (a); the C 1.2x (c).
+default kernels (XNNPACK) on one thread, the whole batch in one invoke and (c') one image per invoke (the
+invokes timed, best of --repeats), (d) with its reference kernels (BUILTIN_REF), each warmed up, the median
+of --repeats; and (e) the C program codegen generates from that IR, built with -O3 -march=native, one thread,
+one image after another (its own clock around run_network, best of --repeats runs). Checks that (b) and (e)
+give every output byte (d) gives. Budgets: the simulator 1.5x (a); the C 1.2x (c'), image by image as both
+run.
 """
 
 from __future__ import annotations
@@ -76,6 +78,23 @@ def tflite_runner(path: Path, inputs: np.ndarray, resolver):
     return run
 
 
+def per_image_seconds(path: Path, inputs: np.ndarray, repeats: int) -> float:
+    """XNNPACK, one thread, one image per invoke: the best total of the invokes over `inputs`."""
+    interpreter = Interpreter(model_path=str(path), num_threads=1)
+    interpreter.allocate_tensors()
+    source = interpreter.get_input_details()[0]["index"]
+    best = float("inf")
+    for _ in range(repeats + 1):  # the first: warm-up
+        total = 0.0
+        for image in inputs:
+            interpreter.set_tensor(source, image[np.newaxis])
+            started = time.perf_counter()
+            interpreter.invoke()
+            total += time.perf_counter() - started
+        best = min(best, total)
+    return best
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=846)
@@ -105,6 +124,7 @@ def main() -> int:
         "tflite_int8 simulator (ours, numpy)": median_of(args.repeats, lambda: simulator.run_int8(int8_inputs)),
         "tflite_int8 generated C (ours, -O3 -march=native), 1 thread": c_best,
         "TFLite default kernels (XNNPACK), 1 thread": median_of(args.repeats, default),
+        "TFLite default kernels (XNNPACK), 1 thread, one image per invoke": per_image_seconds(path, int8_inputs, args.repeats),
         "TFLite reference kernels (BUILTIN_REF)": median_of(args.repeats, reference),
     }
     base = seconds["TensorFlow float (Keras .h5)"]
@@ -112,8 +132,8 @@ def main() -> int:
     publish(("path", f"ms for {len(images)} images", "x TensorFlow float"), rows, args.out)
     ratio = seconds["tflite_int8 simulator (ours, numpy)"] / base
     print(f"simulator / TensorFlow float = {ratio:.2f} (budget {BUDGET}): {'within' if ratio <= BUDGET else 'OVER'}")
-    c_ratio = c_best / seconds["TFLite default kernels (XNNPACK), 1 thread"]
-    print(f"generated C / TFLite XNNPACK = {c_ratio:.2f} (budget {C_BUDGET}): {'within' if c_ratio <= C_BUDGET else 'OVER'}")
+    c_ratio = c_best / seconds["TFLite default kernels (XNNPACK), 1 thread, one image per invoke"]
+    print(f"generated C / TFLite XNNPACK, image by image = {c_ratio:.2f} (budget {C_BUDGET}): {'within' if c_ratio <= C_BUDGET else 'OVER'}")
     return 0
 
 

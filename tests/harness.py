@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from hypothesis import assume
 
@@ -181,3 +182,25 @@ def missing_cpu_flags(path: int) -> list[str]:
 
 def simd_compiler(path: int) -> tuple[str, ...]:
     return compiler_command(SIMD_BUILDS[path][1])
+
+
+def run_on_simd_paths(ir: Ir, images: np.ndarray, work: Path) -> dict[str, np.ndarray]:
+    """The network's end point from the portable build and from each SIMD path this CPU runs (every
+    path is compiled: it must build warning-free anywhere), each build checked to take its path."""
+    program = generate_c(ir)
+    path_c = program.write(work)
+    (end_point,) = program.end_points
+    outputs = {}
+    for path, build in [("portable", {"defines": PORTABLE}), *((path, {"compiler": simd_compiler(path)}) for path in SIMD_BUILDS)]:
+        binary = compile_program(path_c, work / f"network_{path}", **build)
+        if path != "portable" and missing_cpu_flags(path):
+            continue
+        result = run_program(binary, program, images, work / "run")
+        assert result.int8_simd == (0 if path == "portable" else path)
+        outputs[path] = result.outputs[end_point]
+    return outputs
+
+
+def skip_unless_the_cpu_runs_a_simd_path():
+    if missing_cpu_flags(1):
+        pytest.skip(f"this CPU lacks {', '.join(missing_cpu_flags(1))}: the SIMD paths were compiled, not run")

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from conftest import CIFAR10_DIR, MBV1_GRAPH, MODELS, compose, ir_record
-from harness import PORTABLE, SIMD_BUILDS, check_layer, hw, int8, missing_cpu_flags, one_layer_ir, simd_compiler
+from harness import (PORTABLE, SIMD_BUILDS, check_layer, hw, int8, missing_cpu_flags, one_layer_ir, run_on_simd_paths, simd_compiler,
+                     skip_unless_the_cpu_runs_a_simd_path)
 from core.backends.c.build import CompileError, compile_program, run_program
 from core.backends.c.program import c_array, c_symbols, decimal_texts
 from core.backends.program import generate_c
@@ -109,28 +110,6 @@ def test_dwconv_c_is_the_kernel_bit_for_bit(tmp_path, case):
     check_layer(fields, params, [int8(rng, (IMAGES, size["height"], size["width"], c))], tmp_path)
 
 
-def run_on_simd_paths(ir: Ir, images: np.ndarray, work: Path) -> dict[str, np.ndarray]:
-    """The network's end point from the portable build and from each SIMD path this CPU runs (every
-    path is compiled: it must build warning-free anywhere), each build checked to take its path."""
-    program = generate_c(ir)
-    path_c = program.write(work)
-    (end_point,) = program.end_points
-    outputs = {}
-    for path, build in [("portable", {"defines": PORTABLE}), *((path, {"compiler": simd_compiler(path)}) for path in SIMD_BUILDS)]:
-        binary = compile_program(path_c, work / f"network_{path}", **build)
-        if path != "portable" and missing_cpu_flags(path):
-            continue
-        result = run_program(binary, program, images, work / "run")
-        assert result.int8_simd == (0 if path == "portable" else path)
-        outputs[path] = result.outputs[end_point]
-    return outputs
-
-
-def _skip_unless_the_cpu_runs_a_simd_path():
-    if missing_cpu_flags(1):
-        pytest.skip(f"this CPU lacks {', '.join(missing_cpu_flags(1))}: the SIMD paths were compiled, not run")
-
-
 @LAYERS
 @given(conv_layers(depthwise=False))
 def test_every_simd_path_of_conv_is_the_portable_c_bit_for_bit(tmp_path, case):
@@ -143,7 +122,7 @@ def test_every_simd_path_of_conv_is_the_portable_c_bit_for_bit(tmp_path, case):
     outputs = run_on_simd_paths(ir, images, tmp_path)
     for path, output in outputs.items():
         np.testing.assert_array_equal(output.reshape(expected.shape), expected, err_msg=f"path {path}")
-    _skip_unless_the_cpu_runs_a_simd_path()
+    skip_unless_the_cpu_runs_a_simd_path()
 
 
 def test_simd_sums_that_leave_int32_only_in_their_bias_are_exact(tmp_path):
@@ -165,7 +144,7 @@ def test_simd_sums_that_leave_int32_only_in_their_bias_are_exact(tmp_path):
     assert len(np.unique(expected)) > 2  # not all clamped
     for path, output in run_on_simd_paths(ir, images, tmp_path).items():
         np.testing.assert_array_equal(output.reshape(expected.shape), expected, err_msg=f"path {path}")
-    _skip_unless_the_cpu_runs_a_simd_path()
+    skip_unless_the_cpu_runs_a_simd_path()
 
 
 FLOAT_DROPPED = ("weight_log2scale", "bias_log2scale", "output_shift", "bias_shift")

@@ -16,7 +16,7 @@ from core.ir.op import operation_of
 from core.ir.ops.add.affine import add_requantization
 from core.ir.ops.lut.affine import lookup_table
 from core.quantize.tflite_math import multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_single_rounding, quantize_multiplier
-from harness import c_output, one_layer_ir
+from harness import c_output, one_layer_ir, run_on_simd_paths, skip_unless_the_cpu_runs_a_simd_path
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 SCHEME = {"scheme": "tflite_int8"}
@@ -64,10 +64,13 @@ def _quantization(input_zero, output_zero, input_scale=0.05, output_scale=0.1) -
     return {"input_scale": input_scale, "input_zero_point": input_zero, "output_scale": output_scale, "output_zero_point": output_zero}
 
 
-def _conv_case(rng, depthwise: bool, rounding: str, zero_points):
-    height, width, channels = (1, 1, 40) if rounding == "single" else (7, 6, 3)
-    outputs = channels * 2 if depthwise else 6
-    kernel, stride, padding = ((1, 1), (1, 1), (0, 0, 0, 0)) if rounding == "single" else ((3, 3), (2, 1), (1, 0, 1, 1))
+def _conv_case(rng, depthwise: bool, rounding: str, zero_points, pointwise: bool = False):
+    """A 3x3 conv (stride 2 x 1, one-sided padding, K = 27 off the SIMD path's multiple of 4), a 1x1 one of 20
+    outputs (qt_gemm.h's direct path, two blocks of 16 channels, the second partial), a depthwise or a dense one."""
+    height, width, channels = (1, 1, 40) if rounding == "single" else (5, 4, 8) if pointwise else (7, 6, 3)
+    outputs = channels * 2 if depthwise else 20 if pointwise else 6
+    kernel, stride, padding = (((1, 1), (1, 1), (0, 0, 0, 0)) if rounding == "single" or pointwise
+                               else ((3, 3), (2, 1), (1, 0, 1, 1)))
     out_h = (height + padding[0] + padding[1] - kernel[0]) // stride[0] + 1
     out_w = (width + padding[2] + padding[3] - kernel[1]) // stride[1] + 1
     fields = {"operation": "dwconv" if depthwise else "conv", **SCHEME, **_quantization(*zero_points), "output_min": -128,
@@ -78,8 +81,8 @@ def _conv_case(rng, depthwise: bool, rounding: str, zero_points):
     multipliers = np.resize(np.array([2**30, INT32_MAX, 1518500250, 1073741825, INT32_MAX - 1, 2**30]), outputs).astype(np.int32)
     shifts = np.resize(np.array([-10, -31, -9, 2, -11, -8] if rounding == "double" or depthwise else [-10, -31, -9, -7, -11, -8]),
                        outputs).astype(np.int32)
-    if depthwise:  # nine taps, not 27: sums ten times smaller
-        shifts = np.where(shifts < -2, shifts + 3, shifts).astype(np.int32)
+    if depthwise or pointwise:  # nine or eight products, not 27: sums three times smaller
+        shifts = np.where(shifts < -2, shifts + 2, shifts).astype(np.int32)
     params = {"weight": rng.integers(-127, 128, weight_shape).astype(np.int8), "bias": rng.integers(-2**14, 2**14, outputs).astype(np.int32),
               "multiplier": multipliers, "shift": shifts}
     return fields, params, [rng.integers(-128, 128, (5, height, width, channels)).astype(np.int8)]
@@ -145,6 +148,8 @@ def _cases() -> dict:
     for depthwise, rounding in ((False, "double"), (True, "double"), (False, "single")):
         for zero_points in ((-128, 127), (127, -128)):
             cases[f"{'dwconv' if depthwise else 'conv'} {rounding} {zero_points}"] = _conv_case(rng, depthwise, rounding, zero_points)
+    for zero_points in ((-128, 127), (127, -128), (3, -5)):
+        cases[f"conv 1x1 double {zero_points}"] = _conv_case(rng, False, "double", zero_points, pointwise=True)
     return {**cases, **_elementwise_cases(rng), **_window_cases(rng)}
 
 
@@ -163,3 +168,18 @@ def test_each_tflite_int8_c_emitter_computes_its_kernels_integers(name, tmp_path
 
 def layer_kernel(ir):
     return operation_of(ir.layers[0]).kernel
+
+
+SIMD_CASES = [name for name in CASES if name.startswith("conv") and "double" in name]
+
+
+@pytest.mark.parametrize("name", SIMD_CASES)
+def test_the_simd_paths_of_a_tflite_int8_conv_are_its_kernels_integers(name, tmp_path):
+    """qt_gemm.h's AVX2 and AVX-512 VNNI microkernels with the zero point folded into the offsets and TFLite's
+    requantization in vectors, against the kernel: the same cases (the paths this CPU runs; every path compiled)."""
+    fields, params, inputs = CASES[name]
+    ir = one_layer_ir(fields, params)
+    expected = layer_kernel(ir)(ir.layers[0], params, inputs)
+    for path, output in run_on_simd_paths(ir, inputs[0], tmp_path).items():
+        np.testing.assert_array_equal(output.reshape(expected.shape), expected, err_msg=f"path {path}")
+    skip_unless_the_cpu_runs_a_simd_path()

@@ -53,7 +53,7 @@ def _c_requantize_plan(record: ConvLayer, what: str) -> tuple[int, int, int, int
     return shift, bias_shift, low, high
 
 
-def _c_geometry(record: ConvLayer) -> dict:
+def c_geometry(record: ConvLayer) -> dict:
     window = record.window
     return {"H": window.height, "W": window.width, "CI": record.input_channel_num, "OH": window.out_height,
             "OW": window.out_width, "CO": record.output_channel_num, "KH": window.kernel[0], "KW": window.kernel[1],
@@ -80,15 +80,13 @@ def conv_emit_c(record: ConvLayer, symbol: str) -> str:
     """conv as C: `conv_kernel` (core/ir/ops/conv/kernel.py) for one HWC image (the notes above), then requantize exactly as
     `requantize`: + bias << bias_shift, + 2^(output_shift - 1), floor shift (qt_floor_shift32),
     clamp to the Relu6/int8 range."""
-    g = _c_geometry(record)
+    g = c_geometry(record)
     shift, bias_shift, low, high = _c_requantize_plan(record, f"conv {symbol}")
     k = g["KH"] * g["KW"] * g["CI"]
     if record.accumulator_bound() > INT32_MAX:
         return _conv_emit_c_int64(record, symbol, g, shift, bias_shift, low, high)
     s = symbol
-    # the zero-padded input (every row and column a window reads), unless no window leaves the input
-    hp = max(g["H"] + g["PT"], (g["OH"] - 1) * g["SH"] + (g["KH"] - 1) * g["DH"] + 1)
-    wp = max(g["W"] + g["PL"], (g["OW"] - 1) * g["SW"] + (g["KW"] - 1) * g["DW"] + 1)
+    hp, wp = padded_size(g)  # the zero-padded input, unless no window leaves the input
     if (hp, wp) != (g["H"], g["W"]) or g["PT"] or g["PL"]:
         scratch = f"static int8_t {s}_padded[{hp * wp * g['CI']}]; /* the input, zero-padded to {hp}x{wp} */\n"
         fill = f"""    for (p = 0; p < {g['H']}; p++) /* the padding stays zero */
@@ -102,7 +100,7 @@ def conv_emit_c(record: ConvLayer, symbol: str) -> str:
     declarations, weight_index, body = form(record, s, g)
     return f"""{_c_comment("conv", record, g, shift)}
 #if QT_INT8_SIMD /* qt_gemm.h's microkernels on the weights packed at codegen time */
-{_conv_simd(s, {**g, "HP": hp})}#else /* portable C99 */
+{conv_simd(s, {**g, "HP": hp})}#else /* portable C99 */
 {declarations}{scratch}static int {s}_ready;
 
 static void {s}_init(void)
@@ -126,6 +124,12 @@ QT_SIMD static void {s}(const int8_t *restrict in0, int8_t *restrict out)
 }}
 #endif
 """
+
+
+def padded_size(g: dict) -> tuple[int, int]:
+    """(rows, columns) of the padded input: every row and column a window reads."""
+    return (max(g["H"] + g["PT"], (g["OH"] - 1) * g["SH"] + (g["KH"] - 1) * g["DH"] + 1),
+            max(g["W"] + g["PL"], (g["OW"] - 1) * g["SW"] + (g["KW"] - 1) * g["DW"] + 1))
 
 
 def _c_window(g: dict, pixel: str) -> str:
@@ -307,14 +311,12 @@ def _dwconv_taps(s: str, g: dict, wp: int, acc_type: str) -> tuple[str, str, str
 def dwconv_emit_c(record: ConvLayer, symbol: str) -> str:
     """dwconv as C: `dwconv_kernel` for one HWC image (the notes above): sums in int32 when
     the record's accumulator_bound allows (else int64), then requantize as conv."""
-    g = _c_geometry(record)
+    g = c_geometry(record)
     shift, bias_shift, low, high = _c_requantize_plan(record, f"dwconv {symbol}")
     wide = record.accumulator_bound() > INT32_MAX
     acc_type, bits = ("int64_t", 64) if wide else ("int32_t", 32)
     c, s, ow = g["CI"], symbol, g["OW"]
-    # the padded input: every row and column any window reads
-    hp = max(g["H"] + g["PT"], (g["OH"] - 1) * g["SH"] + (g["KH"] - 1) * g["DH"] + 1)
-    wp = max(g["W"] + g["PL"], (ow - 1) * g["SW"] + (g["KW"] - 1) * g["DW"] + 1)
+    hp, wp = padded_size(g)
     row = ow * c
     tiled, tile, taps = _dwconv_taps(s, g, wp, acc_type)
     return f"""{_c_comment("dwconv", record, g, shift)}
@@ -365,14 +367,17 @@ def simd_reduction(record: ConvLayer) -> tuple[int, int]:
     return k, -(-k // 4) * 4
 
 
-def _conv_simd(s: str, g: dict) -> str:
+def conv_simd(s: str, g: dict, pad_value: int = 0, requantize: str | None = None) -> str:
     """C: conv through qt_gemm_s8. The activations are copied once, biased (QT_A_BIAS) into a
-    zero-padded buffer (padding = the bias of 0); a 1x1 stride-1 layer with Ci % 4 == 0 multiplies
-    that buffer as is (no im2col), any other gathers its im2col rows (K padded to kp) chunk by chunk."""
+    buffer padded with `pad_value` (TF2IR: 0, the bias of 0; TFLite: the input's zero point, whose
+    products the offsets take back out); a 1x1 stride-1 layer with Ci % 4 == 0 multiplies
+    that buffer as is (no im2col), any other gathers its im2col rows (K padded to kp) chunk by chunk.
+    `requantize`: qt_gemm_s8's `tflite, zero_point, shift` arguments (default TF2IR's: NULL, 0, the shift)."""
     k, kp = g["K"], -(-g["K"] // 4) * 4
     pixels, blocks = g["OH"] * g["OW"], -(-g["CO"] // SIMD_BLOCK)
     tile_rows = lambda rows: -(-rows // 4) * 4  # noqa: E731  (qt_gemm.h reads whole tiles of QT_GEMM_ROWS = 4)
-    gemm = f"{s}_packed, {blocks}, {s}_offset, {g['shift']}, {g['low']}, {g['high']}"
+    requantize = requantize or f"NULL, 0, {g['shift']}"
+    gemm = f"{s}_packed, {blocks}, {s}_offset, {requantize}, {g['low']}, {g['high']}"
     fill = f"""    for (p = 0; p < {g['H']}; p++) {{
         const int8_t *src = in0 + p * {g['W'] * g['CI']};
         qt_a_t *dst = {s}_x + ((p + {g['PT']}) * {g['WP']} + {g['PL']}) * {g['CI']};
@@ -406,7 +411,7 @@ static qt_a_t {s}_rows[{chunk * kp}]; /* im2col rows of one chunk of output pixe
 static void {s}(const int8_t *restrict in0, int8_t *restrict out)
 {{
     int p, i, r, kh, kw;
-    memset({s}_x, QT_A_BIAS, sizeof {s}_x); /* the padding: QT_A(0) in every byte */
+{_c_pad(s, pad_value)}
 {fill}    (void)kw;
     memset({s}_rows, QT_A_BIAS, sizeof {s}_rows); /* K..kp stay the bias: their weights are 0 */
     for (p = 0; p < {pixels}; p += {chunk}) {{
@@ -420,6 +425,13 @@ static void {s}(const int8_t *restrict in0, int8_t *restrict out)
     }}
 }}
 """
+
+
+def _c_pad(s: str, value: int) -> str:
+    if value == 0:
+        return f"    memset({s}_x, QT_A_BIAS, sizeof {s}_x); /* the padding: QT_A(0) in every byte */"
+    return f"""    for (i = 0; i < (int)(sizeof {s}_x / sizeof {s}_x[0]); i++) /* the padding: QT_A({value}) */
+        {s}_x[i] = QT_A({value});"""
 
 
 @packs("conv")

@@ -18,6 +18,7 @@ from core.ir.ops.conv.record import ConvWindow
 from core.ir.records import OneInputOneOutput, OpSchema, Padding, Size
 from core.ir.tflite_dialect import AffineGrids, AffineLayer, clamp_fields, input_output, nhwc, window_fields
 
+INT32_MAX = 2**31 - 1
 PARAM_KINDS = ("weight", "bias", "multiplier", "shift")
 ROUNDINGS = {"CONV_2D": "double", "DEPTHWISE_CONV_2D": "double", "FULLY_CONNECTED": "single"}
 
@@ -95,6 +96,11 @@ def conv_from_tflite(model: TfliteModel, operator: TfliteOperator) -> tuple[dict
               "shift": np.broadcast_to(shifts, (channels,)).astype(np.int32)}
     if fields["load_bias"]:
         params["bias"] = np.ascontiguousarray(model.tensor(operator.inputs[2]).data, np.int32)
+    bias_magnitude = np.abs(params["bias"].astype(np.int64)) if fields["load_bias"] else 0
+    bound = int((sum_bounds(weights, operator.name == "DEPTHWISE_CONV_2D") + bias_magnitude).max())
+    if bound > INT32_MAX:
+        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}): its sums can reach {bound}, beyond the int32 "
+                          "accumulators TFLite's kernels (and the generated C) sum in; smaller weights or fewer of them per output")
     return fields, params
 
 
