@@ -405,15 +405,19 @@ static void {s}(const int8_t *restrict in0, int8_t *restrict out)
                 for (kw = 0; kw < {g['KW']}; kw++)
                     memcpy(row + (kh * {g['KW']} + kw) * {g['CI']}, window + (kh * {g['DH'] * g['WP']} + kw * {g['DW']}) * {g['CI']}, sizeof(qt_a_t) * {g['CI']});"""
     window = _c_window(g, "p + r").replace("padded + ", f"{s}_x + ")
-    return f"""static qt_a_t {s}_x[{g['HP'] * g['WP'] * g['CI']}]; /* the input as QT_A, zero-padded */
+    return f"""static qt_a_t {s}_x[{g['HP'] * g['WP'] * g['CI']}]; /* the input as QT_A, padded */
 static qt_a_t {s}_rows[{chunk * kp}]; /* im2col rows of one chunk of output pixels, K padded to {kp} */
+static int {s}_ready; /* the padding and the rows' K..kp are written once: no call writes over them */
 
 static void {s}(const int8_t *restrict in0, int8_t *restrict out)
 {{
     int p, i, r, kh, kw;
+    if (!{s}_ready) {{
 {_c_pad(s, pad_value)}
+        memset({s}_rows, QT_A_BIAS, sizeof {s}_rows); /* K..kp: their weights are 0 */
+        {s}_ready = 1;
+    }}
 {fill}    (void)kw;
-    memset({s}_rows, QT_A_BIAS, sizeof {s}_rows); /* K..kp stay the bias: their weights are 0 */
     for (p = 0; p < {pixels}; p += {chunk}) {{
         int rows = {pixels} - p < {chunk} ? {pixels} - p : {chunk};
         for (r = 0; r < rows; r++) {{
@@ -429,9 +433,9 @@ static void {s}(const int8_t *restrict in0, int8_t *restrict out)
 
 def _c_pad(s: str, value: int) -> str:
     if value == 0:
-        return f"    memset({s}_x, QT_A_BIAS, sizeof {s}_x); /* the padding: QT_A(0) in every byte */"
-    return f"""    for (i = 0; i < (int)(sizeof {s}_x / sizeof {s}_x[0]); i++) /* the padding: QT_A({value}) */
-        {s}_x[i] = QT_A({value});"""
+        return f"        memset({s}_x, QT_A_BIAS, sizeof {s}_x); /* the padding: QT_A(0) in every byte */"
+    return f"""        for (i = 0; i < (int)(sizeof {s}_x / sizeof {s}_x[0]); i++) /* the padding: QT_A({value}) */
+            {s}_x[i] = QT_A({value});"""
 
 
 @packs("conv")

@@ -135,6 +135,34 @@ static inline __attribute__((always_inline)) void qt_vnni_tile(const uint8_t *a,
             qt_vnni_store(c31, offset + 16, tflite1, zero_point, shift, low, high, out + 3 * co_count + 16, lanes1);
     }
 }
+/* 2 x QT_GEMM_ROWS whole rows x 1 block of 16 output channels: eight independent sums, where one block's four
+ * would wait on vpdpbusd's latency (a layer of 16 channels or fewer, the last block of an odd count) */
+static inline __attribute__((always_inline)) void qt_vnni_tile8(const uint8_t *a, int kp, const int8_t *w0, const int32_t *offset,
+                                                              const int32_t *tflite, int zero_point, __m128i shift, int low,
+                                                              int high, int8_t *out, int co_count, int lanes0)
+{
+    __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+    int k;
+    for (k = 0; k < kp; k += 4) {
+        __m512i b0 = _mm512_loadu_si512(w0 + 16 * k);
+        c0 = _mm512_dpbusd_epi32(c0, _mm512_set1_epi32(qt_load32(a + k)), b0);
+        c1 = _mm512_dpbusd_epi32(c1, _mm512_set1_epi32(qt_load32(a + kp + k)), b0);
+        c2 = _mm512_dpbusd_epi32(c2, _mm512_set1_epi32(qt_load32(a + 2 * kp + k)), b0);
+        c3 = _mm512_dpbusd_epi32(c3, _mm512_set1_epi32(qt_load32(a + 3 * kp + k)), b0);
+        c4 = _mm512_dpbusd_epi32(c4, _mm512_set1_epi32(qt_load32(a + 4 * kp + k)), b0);
+        c5 = _mm512_dpbusd_epi32(c5, _mm512_set1_epi32(qt_load32(a + 5 * kp + k)), b0);
+        c6 = _mm512_dpbusd_epi32(c6, _mm512_set1_epi32(qt_load32(a + 6 * kp + k)), b0);
+        c7 = _mm512_dpbusd_epi32(c7, _mm512_set1_epi32(qt_load32(a + 7 * kp + k)), b0);
+    }
+    qt_vnni_store(c0, offset, tflite, zero_point, shift, low, high, out, lanes0);
+    qt_vnni_store(c1, offset, tflite, zero_point, shift, low, high, out + co_count, lanes0);
+    qt_vnni_store(c2, offset, tflite, zero_point, shift, low, high, out + 2 * co_count, lanes0);
+    qt_vnni_store(c3, offset, tflite, zero_point, shift, low, high, out + 3 * co_count, lanes0);
+    qt_vnni_store(c4, offset, tflite, zero_point, shift, low, high, out + 4 * co_count, lanes0);
+    qt_vnni_store(c5, offset, tflite, zero_point, shift, low, high, out + 5 * co_count, lanes0);
+    qt_vnni_store(c6, offset, tflite, zero_point, shift, low, high, out + 6 * co_count, lanes0);
+    qt_vnni_store(c7, offset, tflite, zero_point, shift, low, high, out + 7 * co_count, lanes0);
+}
 #endif
 
 #if QT_INT8_SIMD == 1
@@ -236,11 +264,15 @@ static QT_MAYBE_UNUSED void qt_gemm_s8(const qt_a_t *a, int rows, int kp, const 
             int8_t *o = out + (long)p * co_count + 16 * b;
             int left = rows - p;
             const int32_t *rq = tflite ? tflite + 48 * b : NULL;
-            if (b + 1 < blocks)
+            if (b + 1 < blocks) {
                 qt_vnni_tile(x, kp, w0, w0 + 16 * kp, 1, offset + 16 * b, rq, zero_point, count, low, high, o, co_count, left, lanes0,
                              lanes1);
-            else
+            } else if (left >= 2 * QT_GEMM_ROWS) {
+                qt_vnni_tile8(x, kp, w0, offset + 16 * b, rq, zero_point, count, low, high, o, co_count, lanes0);
+                p += QT_GEMM_ROWS;
+            } else {
                 qt_vnni_tile(x, kp, w0, w0, 0, offset + 16 * b, rq, zero_point, count, low, high, o, co_count, left, lanes0, 0);
+            }
         }
     }
 #else
