@@ -121,7 +121,7 @@ def main() -> int:
         sys.exit("the generated C disagrees with TFLite's reference kernels")
     seconds = {
         "TensorFlow float (Keras .h5)": median_of(args.repeats, lambda: keras_model(pixels, training=False)),
-        "tflite_int8 simulator (ours, numpy)": median_of(args.repeats, lambda: simulator.run_int8(int8_inputs)),
+        "tflite_int8 simulator (ours)": median_of(args.repeats, lambda: simulator.run_int8(int8_inputs)),
         "tflite_int8 generated C (ours, -O3 -march=native), 1 thread": c_best,
         "TFLite default kernels (XNNPACK), 1 thread": median_of(args.repeats, default),
         "TFLite default kernels (XNNPACK), 1 thread, one image per invoke": per_image_seconds(path, int8_inputs, args.repeats),
@@ -130,7 +130,7 @@ def main() -> int:
     base = seconds["TensorFlow float (Keras .h5)"]
     rows = [[name, f"{value * 1e3:.0f}", f"{value / base:.2f}"] for name, value in seconds.items()]
     publish(("path", f"ms for {len(images)} images", "x TensorFlow float"), rows, args.out)
-    ratio = seconds["tflite_int8 simulator (ours, numpy)"] / base
+    ratio = seconds["tflite_int8 simulator (ours)"] / base
     print(f"simulator / TensorFlow float = {ratio:.2f} (budget {BUDGET}): {'within' if ratio <= BUDGET else 'OVER'}")
     c_ratio = c_best / seconds["TFLite default kernels (XNNPACK), 1 thread, one image per invoke"]
     print(f"generated C / TFLite XNNPACK, image by image = {c_ratio:.2f} (budget {C_BUDGET}): {'within' if c_ratio <= C_BUDGET else 'OVER'}")

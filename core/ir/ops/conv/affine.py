@@ -5,9 +5,12 @@ image skipped (the same as padding with the input's zero point), plus the int32 
 output channel by a 32-bit multiplier and a shift (core/quantize/tflite_math.py), plus the output zero
 point, clamped to the fused activation's range.
 
-The sums are formed as float matrix products (BLAS): every product is an integer below 2^15 in magnitude,
-and float32 holds every partial sum exactly where the weights' bound keeps them below 2^24 (`exact_dtype`),
-float64 below 2^53 (fewer than 2^37 products); so BLAS gives the integers the C loops do."""
+The sums are formed in float: every product is an integer below 2^15 in magnitude, and float32 holds every
+partial sum exactly where the weights' bound keeps them below 2^24 (`exact_dtype`), float64 below 2^53 (fewer
+than 2^37 products), in whatever order they are added; so a float convolution gives the integers the C loops
+do. A convolution exact in float32 runs as TensorFlow's float32 Conv2D of (input - zero point) padded with
+zeros (a direct convolution, several times faster than a window matrix through BLAS); the others, and a
+depthwise one, here in numpy."""
 
 from __future__ import annotations
 
@@ -57,10 +60,25 @@ def conv_affine(inputs: np.ndarray, input_zero_point: int, weight: np.ndarray, b
     """int8 [N, H, W, C] -> int8 [N, OH, OW, O]. weight: conv OHWI, depthwise 1HW(C*M); bias int32 [O] or None.
     A few images at a time: the window matrix of a whole batch would not fit in memory."""
     dtype = exact_dtype(weight, bias, depthwise)
+    if dtype is np.float32 and not depthwise and not (max(stride) > 1 and max(dilation) > 1):
+        sums = _tensorflow_conv_sums(inputs, input_zero_point, weight, stride, dilation, pads)
+        return _requantized(sums, bias, multipliers, shifts, output_zero_point, activation_range)
     chunk = max(1, CHUNK_VALUES // max(1, inputs[0].size * weight.shape[1] * weight.shape[2]))
     outputs = [_conv_sums(inputs[start : start + chunk], input_zero_point, weight, stride, dilation, pads, depthwise, dtype)
                for start in range(0, len(inputs), chunk)]
     return _requantized(np.concatenate(outputs), bias, multipliers, shifts, output_zero_point, activation_range)
+
+
+def _tensorflow_conv_sums(inputs, input_zero_point, weight, stride, dilation, pads) -> np.ndarray:
+    """The float32 sums by TensorFlow's Conv2D: exact where exact_dtype says float32 (see the module's docstring)."""
+    import tensorflow as tf  # heavy, and only a simulation needs it: imported where the first convolution runs
+
+    top, bottom, left, right = pads
+    centered = inputs.astype(np.float32) - np.float32(input_zero_point)
+    hwio = np.ascontiguousarray(np.transpose(weight, (1, 2, 3, 0)), np.float32)
+    sums = tf.nn.conv2d(centered, hwio, strides=list(stride), padding=[[0, 0], [top, bottom], [left, right], [0, 0]],
+                        dilations=list(dilation))
+    return sums.numpy()
 
 
 def _conv_sums(inputs, input_zero_point, weight, stride, dilation, pads, depthwise, dtype) -> np.ndarray:
