@@ -35,6 +35,7 @@ from pathlib import Path
 from ai_edge_litert.interpreter import Interpreter, OpResolverType  # noqa: E402
 import numpy as np
 from mbv1 import END_POINT, MBV1, cifar_images, float_graph, qat_graph  # the real model and data, from ../shared
+from litert import time_tflite  # noqa: E402
 
 from core.quantize.calibration.methods import CalibrationSettings
 from core.quantize.calibration.build import TargetSpec, build_calibration_table
@@ -105,31 +106,6 @@ def folded_qat_graph_def(qat, path: Path) -> None:
     del graph_def.node[:]
     graph_def.node.extend(kept)
     path.write_bytes(graph_def.SerializeToString())
-
-
-def time_tflite(model: bytes, images: np.ndarray, repeats: int, xnnpack: bool) -> tuple[float, np.ndarray]:
-    """Best-of-`repeats` seconds per image of invoke() (set_tensor excluded), one thread."""
-    resolver = (OpResolverType.AUTO if xnnpack
-                else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-    interpreter = Interpreter(model_content=model, num_threads=1, experimental_op_resolver_type=resolver)
-    interpreter.allocate_tensors()
-    input_index = interpreter.get_input_details()[0]["index"]
-    output_index = interpreter.get_output_details()[0]["index"]
-    outputs = []
-    for image in images:  # warm-up, and the outputs
-        interpreter.set_tensor(input_index, image[np.newaxis])
-        interpreter.invoke()
-        outputs.append(interpreter.get_tensor(output_index).reshape(-1))
-    best = float("inf")
-    for _ in range(repeats):
-        total = 0.0
-        for image in images:
-            interpreter.set_tensor(input_index, image[np.newaxis])
-            started = time.perf_counter()
-            interpreter.invoke()
-            total += time.perf_counter() - started
-        best = min(best, total / len(images))
-    return best, np.stack(outputs)
 
 
 def main() -> int:

@@ -38,6 +38,7 @@ from core.backends.program import generate_program  # noqa: E402
 from core.frontend.tflite import read_tflite  # noqa: E402
 from core.ir.simulator import IntegerSimulator  # noqa: E402
 from core.ir.tflite_ir import ir_of_tflite  # noqa: E402
+from litert import time_tflite  # noqa: E402  (bench/litert.py)
 from tables import publish  # noqa: E402  (bench/tables.py)
 
 RESNET8 = MODELS / "mlperf_tiny_resnet8"
@@ -78,23 +79,6 @@ def tflite_runner(path: Path, inputs: np.ndarray, resolver):
     return run
 
 
-def per_image_seconds(path: Path, inputs: np.ndarray, repeats: int) -> float:
-    """XNNPACK, one thread, one image per invoke: the best total of the invokes over `inputs`."""
-    interpreter = Interpreter(model_path=str(path), num_threads=1)
-    interpreter.allocate_tensors()
-    source = interpreter.get_input_details()[0]["index"]
-    best = float("inf")
-    for _ in range(repeats + 1):  # the first: warm-up
-        total = 0.0
-        for image in inputs:
-            interpreter.set_tensor(source, image[np.newaxis])
-            started = time.perf_counter()
-            interpreter.invoke()
-            total += time.perf_counter() - started
-        best = min(best, total)
-    return best
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=846)
@@ -124,7 +108,8 @@ def main() -> int:
         "tflite_int8 simulator (ours)": median_of(args.repeats, lambda: simulator.run_int8(int8_inputs)),
         "tflite_int8 generated C (ours, -O3 -march=native), 1 thread": c_best,
         "TFLite default kernels (XNNPACK), 1 thread": median_of(args.repeats, default),
-        "TFLite default kernels (XNNPACK), 1 thread, one image per invoke": per_image_seconds(path, int8_inputs, args.repeats),
+        "TFLite default kernels (XNNPACK), 1 thread, one image per invoke":
+            time_tflite(path.read_bytes(), int8_inputs, args.repeats, xnnpack=True)[0] * len(int8_inputs),
         "TFLite reference kernels (BUILTIN_REF)": median_of(args.repeats, reference),
     }
     base = seconds["TensorFlow float (Keras .h5)"]

@@ -9,8 +9,9 @@ The sums are formed in float: every product is an integer below 2^15 in magnitud
 partial sum exactly where the weights' bound keeps them below 2^24 (`exact_dtype`), float64 below 2^53 (fewer
 than 2^37 products), in whatever order they are added; so a float convolution gives the integers the C loops
 do. A convolution exact in float32 runs as TensorFlow's float32 Conv2D of (input - zero point) padded with
-zeros (a direct convolution, several times faster than a window matrix through BLAS); the others, and a
-depthwise one, here in numpy."""
+zeros (oneDNN's direct convolution, several times faster than a window matrix through BLAS; an algorithm
+that transformed the values, as Winograd's does, would not be exact, and simulate's layer-by-layer check
+against TFLite's reference kernels would name the layer); the others, and a depthwise one, here in numpy."""
 
 from __future__ import annotations
 
