@@ -6,6 +6,7 @@ points, not approximations of them from the FakeQuant ranges), on target=tflite_
 from __future__ import annotations
 
 import collections
+import dataclasses
 import io
 
 from ai_edge_litert.interpreter import Interpreter
@@ -29,6 +30,7 @@ from core.quantize.tflite_reference import reference_tensors
 from pipeline.config import ConfigError
 from pipeline.main import run_pipeline
 from pipeline.quality import QualityFailed
+from pipeline.runner import StageFailed
 from stages.codegen import read_plan
 from stages.partition import PLAN_FILE
 
@@ -277,3 +279,17 @@ def test_mlcommons_resnet8_runs_all_eight_stages_and_its_program_gives_tflites_e
     model = read_tflite(RESNET8)
     theirs = reference_tensors(RESNET8, inputs)[model.outputs[0]]
     assert np.array_equal(ours, theirs) and int(np.sum(ours.argmax(axis=1) == labels)) == 744
+
+
+def test_a_simulator_that_differs_from_tflite_stops_simulate_naming_the_first_layer(workspace, monkeypatch):
+    """simulate is the check: a kernel off by one LSB (the convolutions', on the built-in digits model) must stop
+    the stage, naming the first layer and TFLite's reference kernels."""
+    conv = AFFINE_OPS["conv"]
+
+    def off_by_one(layer, params, inputs):
+        return np.clip(conv.kernel(layer, params, inputs).astype(np.int16) + 1, -128, 127).astype(np.int8)
+
+    monkeypatch.setitem(AFFINE_OPS, "conv", dataclasses.replace(conv, kernel=off_by_one))
+    with pytest.raises(StageFailed, match=r"stage simulate failed: layer \S+ \(operator \d+ of .*model.tflite\) differs from TFLite's "
+                                          r"reference kernels on \d+\.\d+% of its values \(up to 1 LSB\)"):
+        run_pipeline(compose(*workspace, "target=tflite_int8", "until=simulate"), console=Console(file=io.StringIO(), width=400))

@@ -378,13 +378,7 @@ def conv_simd(s: str, g: dict, pad_value: int = 0, requantize: str | None = None
     tile_rows = lambda rows: -(-rows // 4) * 4  # noqa: E731  (qt_gemm.h reads whole tiles of QT_GEMM_ROWS = 4)
     requantize = requantize or f"NULL, 0, {g['shift']}"
     gemm = f"{s}_packed, {blocks}, {s}_offset, {requantize}, {g['low']}, {g['high']}"
-    fill = f"""    for (p = 0; p < {g['H']}; p++) {{
-        const int8_t *src = in0 + p * {g['W'] * g['CI']};
-        qt_a_t *dst = {s}_x + ((p + {g['PT']}) * {g['WP']} + {g['PL']}) * {g['CI']};
-        for (i = 0; i < {g['W'] * g['CI']}; i++)
-            dst[i] = QT_A(src[i]);
-    }}
-"""
+    fill = _c_fill(s, g)
     direct = (g["KH"], g["KW"], g["SH"], g["SW"]) == (1, 1, 1, 1) and g["CI"] % 4 == 0 and g["WP"] == g["W"] \
         and g["HP"] == g["H"] and not (g["PT"] or g["PL"])
     if direct:
@@ -428,6 +422,17 @@ static void {s}(const int8_t *restrict in0, int8_t *restrict out)
         qt_gemm_s8({s}_rows, rows, {kp}, {gemm}, out + p * {g['CO']}, {g['CO']});
     }}
 }}
+"""
+
+
+def _c_fill(s: str, g: dict) -> str:
+    """C: the input copied into the padded buffer `<symbol>_x` as QT_A."""
+    return f"""    for (p = 0; p < {g['H']}; p++) {{
+        const int8_t *src = in0 + p * {g['W'] * g['CI']};
+        qt_a_t *dst = {s}_x + ((p + {g['PT']}) * {g['WP']} + {g['PL']}) * {g['CI']};
+        for (i = 0; i < {g['W'] * g['CI']}; i++)
+            dst[i] = QT_A(src[i]);
+    }}
 """
 
 
