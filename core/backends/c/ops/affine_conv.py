@@ -72,48 +72,79 @@ def conv_affine_pack_c(record: ConvAffineLayer, params: dict[str, np.ndarray]) -
 
 
 def _portable(record: ConvAffineLayer, symbol: str) -> str:
-    """`conv_affine_kernel` for one image: per output pixel and channel the int64 sum of weight x (input -
-    input zero point) over the taps inside the image (the padding skipped, as TFLite's loops skip it), the
-    bias, TFLite's requantization of the record's rounding, the output zero point, the clamp."""
-    height, width = record.input_size.pair()
-    out_height, out_width = record.output_size.pair()
-    kernel_h, kernel_w = record.kernel_size.pair()
-    stride_h, stride_w = record.stride.pair()
-    dilation_h, dilation_w = record.dilations.pair()
-    channels, outputs = record.input_channel_num, record.output_channel_num
-    if record.depthwise:
-        taps = f"""acc += (int64_t)(x[o / {outputs // channels}] - ({record.input_zero_point})) * {symbol}_weight[(ky * {kernel_w} + kx) * {outputs} + o];"""
-    else:
-        taps = f"""const int8_t *w = {symbol}_weight + ((o * {kernel_h} + ky) * {kernel_w} + kx) * {channels};
-                        int c;
-                        for (c = 0; c < {channels}; c++)
-                            acc += (int64_t)(x[c] - ({record.input_zero_point})) * w[c];"""
-    bias = f"acc += {symbol}_bias[o];" if record.load_bias else "/* no bias */"
-    return f"""/* {record.label()} {height}x{width}x{channels} -> {out_height}x{out_width}x{outputs} (tflite_int8, {record.rounding} rounding) */
-static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
+    """`conv_affine_kernel` for one image in plain C99 that compilers vectorize: the input copied into a buffer
+    padded with its zero point (those taps then add (zero point - zero point) x w = 0, as TFLite skips them),
+    per output pixel a row of int32 sums over the output channels (the weights widened to int16 as [tap][channel]
+    at the first call), less the zero point x each channel's weight sum (seed 004's folding; the int32 sums
+    cannot overflow: the IR bounds them), the bias, TFLite's requantization of the record's rounding, the
+    output zero point, the clamp."""
+    g = c_geometry(record)
+    hp, wp = padded_size(g)
+    channels, outputs, s = g["CI"], g["CO"], symbol
+    reduction, weight_at, products = _portable_taps(record, s, g)
+    bias = f"{s}_bias[o]" if record.load_bias else "0"
+    return f"""/* {record.label()} {g['H']}x{g['W']}x{channels} -> {g['OH']}x{g['OW']}x{outputs} (tflite_int8, {record.rounding} rounding) */
+static int8_t {s}_padded[{hp * wp * channels}]; /* the input, padded with its zero point to {hp}x{wp} */
+static int16_t {s}_w16[{reduction * outputs}]; /* the weights as [tap][channel] */
+static int32_t {s}_zero_sum[{outputs}]; /* input zero point x the channel's weight sum */
+static int32_t {s}_acc[{outputs}];
+static int {s}_ready;
+
+static void {s}_init(void)
 {{
-    int oy, ox, o, ky, kx;
-    for (oy = 0; oy < {out_height}; oy++)
-        for (ox = 0; ox < {out_width}; ox++)
-            for (o = 0; o < {outputs}; o++) {{
-                int64_t acc = 0;
-                for (ky = 0; ky < {kernel_h}; ky++) {{
-                    int iy = oy * {stride_h} - {record.padding.top} + ky * {dilation_h};
-                    if (iy < 0 || iy >= {height})
-                        continue;
-                    for (kx = 0; kx < {kernel_w}; kx++) {{
-                        int ix = ox * {stride_w} - {record.padding.left} + kx * {dilation_w};
-                        const int8_t *x;
-                        if (ix < 0 || ix >= {width})
-                            continue;
-                        x = in0 + (iy * {width} + ix) * {channels};
-                        {taps}
-                    }}
-                }}
-                {bias}
-                out[(oy * {out_width} + ox) * {outputs} + o] = (int8_t)qt_clamp64(
-                    {_REQUANTIZE[record.rounding]}(acc, {symbol}_multiplier[o], {symbol}_shift[o]) + ({record.output_zero_point}),
-                    {record.output_min}, {record.output_max});
+    int o, k;
+    memset({s}_padded, {record.input_zero_point}, sizeof {s}_padded);
+    for (o = 0; o < {outputs}; o++) {{
+        int32_t total = 0;
+        for (k = 0; k < {reduction}; k++) {{
+            {s}_w16[k * {outputs} + o] = {weight_at};
+            total += {weight_at};
+        }}
+        {s}_zero_sum[o] = ({record.input_zero_point}) * total;
+    }}
+    {s}_ready = 1;
+}}
+
+static void {s}(const int8_t *restrict in0, int8_t *restrict out)
+{{
+    int32_t *acc = {s}_acc;
+    int oy, ox, o, ky, kx, c;
+    if (!{s}_ready)
+        {s}_init();
+    for (oy = 0; oy < {g['H']}; oy++)
+        memcpy({s}_padded + ((oy + {g['PT']}) * {wp} + {g['PL']}) * {channels}, in0 + oy * {g['W'] * channels}, {g['W'] * channels});
+    for (oy = 0; oy < {g['OH']}; oy++)
+        for (ox = 0; ox < {g['OW']}; ox++) {{
+            int8_t *y = out + (oy * {g['OW']} + ox) * {outputs};
+            for (o = 0; o < {outputs}; o++)
+                acc[o] = 0;
+            for (ky = 0; ky < {g['KH']}; ky++)
+                for (kx = 0; kx < {g['KW']}; kx++) {{
+                const int8_t *x = {s}_padded + ((oy * {g['SH']} + ky * {g['DH']}) * {wp} + ox * {g['SW']} + kx * {g['DW']}) * {channels};
+                {products}
             }}
+            for (o = 0; o < {outputs}; o++)
+                y[o] = (int8_t)qt_clamp64({_REQUANTIZE[record.rounding]}((int64_t)acc[o] - {s}_zero_sum[o] + {bias}, {s}_multiplier[o],
+                                          {s}_shift[o]) + ({record.output_zero_point}), {record.output_min}, {record.output_max});
+            (void)c;
+        }}
 }}
 """
+
+
+def _portable_taps(record: ConvAffineLayer, s: str, g: dict) -> tuple[int, str, str]:
+    """(the products per output channel, the C of weight k of channel o in the IR's layout, the C adding one
+    tap's products into the row of sums `acc`)."""
+    channels, outputs, taps = g["CI"], g["CO"], g["KH"] * g["KW"]
+    if record.depthwise:
+        multiplier = outputs // channels
+        read = "x[o]" if multiplier == 1 else f"x[o / {multiplier}]"
+        return taps, f"{s}_weight[k * {outputs} + o]", f"""const int16_t *w = {s}_w16 + (ky * {g['KW']} + kx) * {outputs};
+                for (o = 0; o < {outputs}; o++)
+                    acc[o] += {read} * w[o];"""  # 1HWC: tap-major, channels contiguous
+    return taps * channels, f"{s}_weight[o * {taps * channels} + k]", f"""const int16_t *w = {s}_w16 + (ky * {g['KW']} + kx) * {channels * outputs};
+                for (c = 0; c < {channels}; c++) {{
+                    const int16_t v = x[c];
+                    for (o = 0; o < {outputs}; o++)
+                        acc[o] += v * w[c * {outputs} + o];
+                }}"""  # OHWI: output-major, then (ky, kx, c) = k
