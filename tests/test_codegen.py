@@ -290,9 +290,21 @@ def test_symbols_are_c_identifiers_unique_and_the_source_byte_stable():
               for name in ("a/b", "a_b", "a-b")]
     ir = Ir.from_json(layers, {})
     symbols = c_symbols(ir)
-    assert list(symbols.values()) == ["layer_a_b", "layer_a_b_2", "layer_a_b_3"]
+    # "a_b"'s symbol extends "a/b"'s by "_": its helpers could be named like it (layer_a_b_2 is a/b's helper "_2")
+    assert list(symbols.values()) == ["layer_a_b", "layer1_a_b_2", "layer2_a_b_3"]
     assert generate_c(ir).source == generate_c(Ir.from_json([dict(layer) for layer in layers], {})).source
     assert c_array("x", np.array([-128, 0, 127], np.int8)) == "static const int8_t x[3] = {\n    -128,0,127\n};\n"
+
+
+def test_no_symbol_begins_with_another_symbol_and_an_underscore():
+    """An emitter's helpers are `<symbol>_<what>`: a layer named like another's helper (the .tflite writer's
+    `conv_padded` beside a conv's `layer_conv_padded` buffer) gets a symbol no helper can take."""
+    layers = [{"name": name, "operation": "reshape", "reshape_param": [4], "input_shape": [2, 2, 1], "output_shape": [4],
+               "dtype": "int8", "log2scale": 0, "previous_layer": [NETWORK_INPUT], "next_layer": [END_POINT]}
+              for name in ("conv", "conv_padded", "conv_padded_x", "other")]
+    symbols = list(c_symbols(Ir.from_json(layers, {})).values())
+    assert len(set(symbols)) == len(symbols)
+    assert not [(a, b) for a in symbols for b in symbols if a != b and b.startswith(a + "_")], symbols
 
 
 def test_constants_are_written_as_python_writes_every_integer():

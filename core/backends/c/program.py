@@ -77,7 +77,10 @@ def runtime_headers(*extra: Path) -> dict[str, str]:
 
 
 def c_symbols(ir: Ir) -> dict[str, str]:
-    """layer name -> a unique C identifier derived from it."""
+    """layer name -> a unique C identifier derived from it. An emitter names its helpers `<symbol>_<what>`
+    (core/backends/c/emitter.py), so no symbol may begin with another's followed by `_` (a layer `conv`'s
+    `layer_conv_padded` buffer against a layer named `conv_padded`): such a symbol takes its layer's position
+    instead of the plain prefix, `layer<position>_...`, which no other symbol begins with."""
     symbols: dict[str, str] = {}
     taken: set[str] = set()
     for layer in ir.layers:
@@ -87,6 +90,9 @@ def c_symbols(ir: Ir) -> dict[str, str]:
             symbol, suffix = f"{base}_{suffix}", suffix + 1
         taken.add(symbol)
         symbols[layer.name] = symbol
+    for position, (name, symbol) in enumerate(list(symbols.items())):
+        if any(symbol.startswith(other + "_") for other in taken if other != symbol):
+            symbols[name] = f"layer{position}_{symbol[len('layer_'):]}"
     return symbols
 
 
