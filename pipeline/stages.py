@@ -100,7 +100,8 @@ STAGES: tuple[Stage, ...] = (
         entry="stages.emit_ir:run",
         inputs=("calibrate",),
         params=(*_TARGET_FORMAT, "target.min_shift", "target.max_shift", "model.test_image", "model.preprocess", "data"),
-        description="write the TF2IR layer IR (net_def.json + params/*.npy) with a test image's integer tensors",
+        description=("write the TF2IR layer IR (net_def.json + params/*.npy) with a test image's integer tensors "
+                     "(tflite_int8: read from the model.tflite it writes beside it)"),
         headline=("layers", "constant_bytes"),
     ),
     Stage(

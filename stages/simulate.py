@@ -28,7 +28,7 @@ from core.limits import MemoryBudget, check_activations
 from core.ir.op import NETWORK_INPUT
 from core.ir.simulator import IntegerSimulator, shared_pool
 from core.quantize.evaluation import ErrorSums, KeptEndPoints, class_labels, grid_agreement
-from core.quantize.tflite_reference import reference_tensors
+from core.quantize.tflite_reference import ReferenceRunner
 from core.reports.layers import plot_layer_sqnr
 from core.reports.series import series_rows, write_series
 from pipeline.params import Task, to_plain
@@ -186,9 +186,10 @@ class TfliteReferenceProbe:
             raise IrError(f"{self.model_path}: {len(model.operators)} operators for the IR's {len(ir.layers)} layers; run emit_ir again")
         self.layers = [ComparedLayer(layer.name) for layer in ir.layers]
         self.tensors = [operator.outputs[0] for operator in model.operators]
+        self.runner = ReferenceRunner(self.model_path)
 
     def compare(self, runner: GraphRunner, integer: dict[str, np.ndarray]) -> list[tuple[int, int, int]]:
-        reference = reference_tensors(self.model_path, integer[NETWORK_INPUT])
+        reference = self.runner.tensors(integer[NETWORK_INPUT])
         counts = []
         for layer, tensor in zip(self.layers, self.tensors):
             ours, theirs = integer[layer.ir_name].reshape(-1).astype(np.int16), reference[tensor].reshape(-1).astype(np.int16)

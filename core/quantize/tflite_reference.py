@@ -27,13 +27,29 @@ def reference_interpreter(model: Path | bytes, batch: int) -> Interpreter:
 def reference_tensors(model: Path | bytes, inputs: np.ndarray) -> dict[int, np.ndarray]:
     """Every tensor of `model` (by index) after the reference kernels ran on `inputs` (a batch in the
     model's input type)."""
-    interpreter = reference_interpreter(model, len(inputs))
-    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], inputs)
-    interpreter.invoke()
-    values = {}
-    for detail in interpreter.get_tensor_details():
-        try:
-            values[detail["index"]] = np.array(interpreter.get_tensor(detail["index"]))
-        except ValueError:  # a tensor without data (an optional input left out)
-            continue
-    return values
+    return ReferenceRunner(model).tensors(inputs)
+
+
+class ReferenceRunner:
+    """The reference kernels on batch after batch of one model: the file read once, an interpreter kept while
+    the batch size stays the same (simulate's batches: all but the last)."""
+
+    def __init__(self, model: Path | bytes):
+        self.model = bytes(model) if isinstance(model, (bytes, bytearray)) else Path(model).read_bytes()
+        self.interpreter: Interpreter | None = None
+        self.batch = 0
+
+    def tensors(self, inputs: np.ndarray) -> dict[int, np.ndarray]:
+        """Every tensor (by index) after the reference kernels ran on `inputs`."""
+        if self.interpreter is None or self.batch != len(inputs):
+            self.interpreter, self.batch = reference_interpreter(self.model, len(inputs)), len(inputs)
+        interpreter = self.interpreter
+        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], inputs)
+        interpreter.invoke()
+        values = {}
+        for detail in interpreter.get_tensor_details():
+            try:
+                values[detail["index"]] = np.array(interpreter.get_tensor(detail["index"]))
+            except ValueError:  # a tensor without data (an optional input left out)
+                continue
+        return values
