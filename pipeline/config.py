@@ -243,10 +243,6 @@ TARGET_RULES: tuple[tuple[Any, str], ...] = (
     (lambda t: t.scheme is not Scheme.pow2_symmetric and t.input_log2scale is not None,
      "target.input_log2scale={t.input_log2scale} with target.scheme={t.scheme.value}: only a power-of-two scheme has "
      "log2scales; unset it (target.input_log2scale=null), the input's scale is chosen from the data"),
-    (lambda t: t.scheme is not Scheme.pow2_symmetric and t.accelerator is not None,
-     "target {t.name}: an accelerator (target.accelerator) with target.scheme={t.scheme.value}: the accelerator's lowerings "
-     "and ISA are TF2IR's power-of-two arithmetic (no multiplier, no zero point); use target=tflite_int8 (host C) or a "
-     "power-of-two accelerator target"),
 )
 
 

@@ -247,8 +247,11 @@ def test_a_bad_accelerator_description_is_refused_naming_the_key(change, message
         accelerator_of(_mutated(change), origin="accel.yaml")
 
 
-def test_a_target_with_an_accelerator_needs_the_irs_quantization():
-    with pytest.raises(AcceleratorError, match="scheme='tflite_int8': a target with an accelerator runs the TF2IR IR"):
+def test_a_target_with_an_accelerator_needs_a_scheme_its_lowerings_cover_and_patterns_its_records_can_meet():
+    with pytest.raises(AcceleratorError, match="scheme='int4': an accelerator runs pow2_symmetric or tflite_int8"):
+        accelerator_of({**ACCEL_TARGET, "scheme": "int4"})
+    # accel's patterns constrain TF2IR's activation_type; a tflite_int8 layer clamps to output_min/output_max instead
+    with pytest.raises(AcceleratorError, match=r"accelerator\.patterns\[0\]\.activations: does not apply to conv"):
         accelerator_of({**ACCEL_TARGET, "scheme": "tflite_int8"})
 
 

@@ -38,6 +38,9 @@ RESNET8 = MODELS / "mlperf_tiny_resnet8" / "pretrainedResnet_quant.tflite"
 needs_resnet8 = pytest.mark.skipif(not (RESNET8.exists() and CIFAR10_DIR.exists()),
                                    reason=f"{RESNET8} or {CIFAR10_DIR} is missing: the shared test data are not beside the checkout")
 SHAPE = (12, 10, 4)
+TARGETS = {"host": ("target=tflite_int8",),  # and the accelerator with each of seed 004 Fig. 4's bias placements
+           "accel_bias_in_accumulators": ("target=accel_tflite", "target.accelerator.bias_in_accumulators=true"),
+           "accel_bias_by_the_alu": ("target=accel_tflite", "target.accelerator.bias_in_accumulators=false")}
 
 
 def _every_layer_model() -> tf.keras.Model:
@@ -131,10 +134,10 @@ def _table_quantization(table: CalibrationTable):
     return activations, weights
 
 
-def _run(workspace, path, *overrides):
+def _run(workspace, path, *overrides, target: tuple[str, ...] = ("target=tflite_int8",)):
     """The pipeline on a .tflite, up to annotate unless an override says `until=null` (every stage)."""
     cfg = compose(*workspace, "model=keras_cifar10", "model.format=tflite", f"model.file.path={path}", "model.preprocess.resize=none",
-                  "target=tflite_int8", "until=annotate", *overrides)
+                  *target, "until=annotate", *overrides)
     summary = run_pipeline(cfg, console=Console(file=io.StringIO(), width=400))
     return summary, {result.stage.name: result.artifact.directory for result in summary.results}
 
@@ -245,15 +248,17 @@ def _assert_bit_exact_with_tflite(metrics: dict) -> None:
     assert metrics["simulate.layer_max_lsb_difference"] == 0 and metrics["codegen.bitexact"] == 1.0
 
 
-@pytest.mark.parametrize("kind, method", [("int8", "qat"), ("float", "minmax")])
-def test_every_operator_runs_all_eight_stages_bit_exact_with_tflites_reference_kernels(converted, workspace, tmp_path, kind, method):
+@pytest.mark.parametrize("kind, method, target", [("int8", "qat", "host"), ("float", "minmax", "host"),
+                                                  ("int8", "qat", "accel_bias_by_the_alu")])
+def test_every_operator_runs_all_eight_stages_bit_exact_with_tflites_reference_kernels(converted, workspace, tmp_path, kind, method,
+                                                                                      target):
     """The converted every-layer model (every operator the reader takes) as the int8 file calibrated as trained,
     and as the float file calibrated by our PTQ: its IR is the .tflite emit_ir writes, simulate compares every
     layer with TFLite's reference kernels on that file, codegen's C with the simulator; and the IR has a layer
     of every operation of the tflite_int8 dialect (pad: the writer's, for ZeroPadding2D's one-sided padding)."""
     arrays = _arrays(tmp_path)
     summary, artifacts = _run(workspace, converted[kind], "model.name=every_layer", "data=arrays", f"data.path={arrays}",
-                              f"calib.method={method}", "until=null")
+                              f"calib.method={method}", "until=null", target=TARGETS[target])
     _assert_bit_exact_with_tflite(summary.metrics)
     operations = {layer.operation for layer in read_ir(artifacts["emit_ir"]).layers}
     assert operations == set(AFFINE_OPS), set(AFFINE_OPS) ^ operations
@@ -261,13 +266,18 @@ def test_every_operator_runs_all_eight_stages_bit_exact_with_tflites_reference_k
 
 
 @needs_resnet8
-def test_mlcommons_resnet8_runs_all_eight_stages_and_its_program_gives_tflites_every_output_byte(workspace, tmp_path):
+@pytest.mark.parametrize("target", TARGETS)
+def test_mlcommons_resnet8_runs_all_eight_stages_and_its_program_gives_tflites_every_output_byte(workspace, tmp_path, target):
     """The issue's headline: MLCommons' int8 ResNet-8 as trained, every stage; simulate's top-1 on the 846 test
     images is the reference kernels' 744; the generated program, run on all 846 images, gives every output byte
-    TFLite's reference kernels give on MLCommons' own file."""
+    TFLite's reference kernels give on MLCommons' own file: on the host, and on the accelerator (every MAC there,
+    host C driving the ISA simulator) with either of seed 004 Fig. 4's bias placements."""
     summary, artifacts = _run(workspace, RESNET8, "model.preprocess.scale=1", "model.preprocess.offset=0", "calib.method=qat",
-                              f"data.path={CIFAR10_DIR}", "until=null")
+                              f"data.path={CIFAR10_DIR}", "until=null", target=TARGETS[target])
     _assert_bit_exact_with_tflite(summary.metrics)
+    if target != "host":  # every conv, add and pool on the accelerator; the reshape and the softmax on the host
+        assert summary.metrics["partition.mac_share_accel"] >= 0.9 and summary.metrics["partition.layers_accel"] == 14
+        assert (summary.metrics["codegen.accel_count_gemm_reset"] == 0) == (target == "accel_bias_in_accumulators")
     assert summary.metrics["simulate.images"] == 846 and round(summary.metrics["simulate.top1"] * 846) == 744
     images, labels = load_cifar10(CIFAR10_DIR, "test_batch")
     inputs = (images.astype(np.int16) - 128).astype(np.int8)  # the file's input: pixel - 128 (scale 1, zero point -128)

@@ -1,6 +1,8 @@
 """The target's cost model, the one every estimate uses: a DMA transfer costs its set-up
 (`cycles.load` / `cycles.store`) plus its bytes over `dma_bytes_per_cycle`; GEMM and ALU cost
-their cycles per micro-op (one loop iteration); FINISH costs `cycles.sync` (0 if not given).
+their cycles per micro-op (one loop iteration), an ALU operation `cycles.alu_<op>` where the target
+gives it (a 32 x 32-bit RMUL is dearer than an ADD), else `cycles.alu`; FINISH costs `cycles.sync`
+(0 if not given).
 Instructions run one after another (no overlap of DMA and compute): an upper bound."""
 
 from __future__ import annotations
@@ -28,15 +30,22 @@ class CostModel:
         return transfers * self.cycles[kind] + dram_bytes / self.dma_bytes_per_cycle
 
     def compute(self, kind: str, micro_ops: int) -> float:
-        """`micro_ops` loop iterations of `kind` ("gemm" or "alu")."""
+        """`micro_ops` loop iterations of `kind` ("gemm", "alu" or an "alu_<op>" the target prices)."""
         return micro_ops * self.cycles[kind]
+
+    def alu_kind(self, op: str) -> str:
+        """The cycles key an ALU operation is priced by."""
+        specific = f"alu_{op.lower()}"
+        return specific if specific in self.cycles else "alu"
 
     def instruction(self, instruction: Instruction) -> float:
         """One instruction, in whole cycles."""
         if isinstance(instruction, (Load, Store)):
             return math.ceil(self.dma(instruction.kind.lower(), 1, instruction.dram_bytes(self.block)))
-        if isinstance(instruction, (Gemm, Alu)):
-            return self.compute(instruction.kind.lower(), instruction.loop.count)
+        if isinstance(instruction, Alu):
+            return self.compute(self.alu_kind(instruction.op), instruction.loop.count)
+        if isinstance(instruction, Gemm):
+            return self.compute("gemm", instruction.loop.count)
         return self.cycles.get("sync", 0)
 
     def statistics(self, instructions: list[Instruction]) -> dict[str, float]:

@@ -25,8 +25,15 @@ base + i0 * f0 + i1 * f1 + i2 * f2 (in its buffer's units).
   GEMM   flag RESET: acc[d] = 0; else acc[d][o] += sum_k inp[s][k] * wgt[w][o][k], over the
          loop nest (d, s, w each base + i . f). One micro-op per loop iteration.
   ALU    sub = MOV, ADD, MAX, MIN, RSHR (rounding shift right: floor((a + 2^(n-1)) / 2^n),
-         n >= 1, computed without overflow), SHL (a * 2^n saturated to int32); flag IMM:
-         the second operand is the immediate for every lane, else acc[s]. Result to acc[d].
+         n >= 1, computed without overflow), SHL (a * 2^n saturated to int32), and for
+         TFLite's requantization (seed 004 [0046], [0062]): RMUL (the rounding multiply:
+         (a * b + 2^(r-1)) >> r in 64 bits, saturated to int32, r = the instruction's `round`
+         field, 1..62; r = 31 is gemmlowp's SaturatingRoundingDoublingHighMul), RSHRA (the
+         rounding shift right by n in 0..31, ties away from zero: gemmlowp's
+         RoundingDivideByPOT; n = 0 leaves a), LSL (a * 2^n modulo 2^32, n in 0..31: TFLite's
+         int32 `x * (1 << left_shift)`); flag IMM: the second operand is the immediate for
+         every lane, else acc[s] lane by lane (a per-channel multiplier or shift vector: RMUL,
+         RSHRA and LSL take either; RSHR and SHL the immediate only). Result to acc[d].
   FINISH the end of an accelerator function.
 
 The reference implementation is core/backends/accel/runtime/qt_isa.h (C, compiled with the
@@ -44,7 +51,9 @@ INSTRUCTION_BYTES = 4 * WORDS
 
 OPCODES = {"LOAD": 1, "STORE": 2, "GEMM": 3, "ALU": 4, "FINISH": 5}
 BUFFERS = {"INP": 0, "WGT": 1, "ACC": 2, "ACC8": 3}
-ALU_OPS = {"MOV": 0, "ADD": 1, "MAX": 2, "MIN": 3, "RSHR": 4, "SHL": 5}
+ALU_OPS = {"MOV": 0, "ADD": 1, "MAX": 2, "MIN": 3, "RSHR": 4, "SHL": 5, "RMUL": 6, "RSHRA": 7, "LSL": 8}
+RMUL_ROUND = (1, 62)  # RMUL's `round` field: the product of two int32s and its rounding constant fit int64
+DOUBLING_HIGH_MUL = 31  # RMUL round = 31: gemmlowp's SaturatingRoundingDoublingHighMul
 FLAG_CONST = 1  # LOAD: from the CONST segment
 FLAG_RESET = 1  # GEMM: zero the accumulators
 FLAG_IMM = 1  # ALU: immediate second operand
@@ -102,7 +111,7 @@ LAYOUT: dict[str, tuple[Field, ...]] = {
     "GEMM": (*_header(), Field("acc", 1, 0, 32), Field("inp", 2, 0, 32), Field("wgt", 3, 0, 32), *_loop(),
              *_strides(6, "acc_f"), *_strides(9, "inp_f"), *_strides(12, "wgt_f")),
     "ALU": (*_header(), Field("dst", 1, 0, 32), Field("src", 2, 0, 32), Field("imm", 3, 0, 32, signed=True), *_loop(),
-            *_strides(6, "dst_f"), *_strides(9, "src_f")),
+            *_strides(6, "dst_f"), *_strides(9, "src_f"), Field("round", 12, 0, 8)),
     "FINISH": tuple(_header()),
 }
 
@@ -258,22 +267,25 @@ class Alu:
     src: Index | None = None  # None: the immediate
     imm: int = 0
     note: str = ""
+    round: int = 0  # RMUL: the product's rounding shift (RMUL_ROUND); 0 for every other operation
 
     kind = "ALU"
 
     def values(self) -> dict[str, int]:
         return {"sub": ALU_OPS[self.op], "flags": FLAG_IMM if self.src is None else 0, "imm": self.imm, **self.loop.values(),
-                **self.dst.values("dst"), **(self.src or Index(0)).values("src")}
+                **self.dst.values("dst"), **(self.src or Index(0)).values("src"), "round": self.round}
 
     @classmethod
     def read(cls, v: dict[str, int]) -> "Alu":
         immediate = bool(v["flags"] & FLAG_IMM)
         return cls(_name(ALU_OPS, v["sub"], "ALU operation"), Loop(v["e0"], v["e1"], v["e2"]), Index.read(v, "dst"),
-                   None if immediate else Index.read(v, "src"), v["imm"] if immediate else 0)
+                   None if immediate else Index.read(v, "src"), v["imm"] if immediate else 0, round=v["round"])
 
     def text(self) -> str:
         operand = f"#{self.imm}" if self.src is None else _index_text(self.src)
-        return f"ALU    {self.op:<4} loop={[self.loop.e0, self.loop.e1, self.loop.e2]} dst={_index_text(self.dst)} src={operand}"
+        rounding = f" round={self.round}" if self.round else ""
+        return (f"ALU    {self.op:<5} loop={[self.loop.e0, self.loop.e1, self.loop.e2]} dst={_index_text(self.dst)} "
+                f"src={operand}{rounding}")
 
 
 @dataclass(frozen=True)

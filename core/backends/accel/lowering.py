@@ -3,7 +3,8 @@ tensors it reads and writes in DRAM, the constant segment its tiled weights and 
 the instruction list, which data each on-chip buffer holds (so a tile already there is not
 loaded again), and the tile geometry of windowed layers.
 
-Each IR operation's lowering is in ops/ (registered here: LOWERINGS, HOST_ONLY);
+Each IR operation's lowering is in ops/, registered here (LOWERINGS, HOST_ONLY) under its name
+across dialects (core/ir/op.py dialect_key: "conv" for TF2IR's, "conv@tflite_int8" for TFLite's);
 core/backends/program.py assembles the functions and the host program.
 """
 
@@ -15,7 +16,7 @@ from typing import Callable, Hashable
 import numpy as np
 
 from core.backends.accel.cost import CostModel
-from core.backends.accel.isa import Alu, Index, Instruction, Load, Loop, Store
+from core.backends.accel.isa import DOUBLING_HIGH_MUL, Alu, Index, Instruction, Load, Loop, Store
 from core.backends.accel.target import Accelerator
 from core.ir.window import Window
 
@@ -132,6 +133,30 @@ class Lowering:
         self.alu_over("MAX", base, shape, low, f"{note}: clamp low")
         self.alu_over("MIN", base, shape, high, f"{note}: clamp high")
 
+    def rescale(self, base: int, shape: tuple[int, int, int], scaling: "Rescale", note: str) -> None:
+        """TFLite's MultiplyByQuantizedMultiplier over the box (seed 004 [0062]: RMUL then RSHR): LSL by the
+        left shifts, RMUL by the multipliers, RSHRA by the right shifts (double rounding); or one RMUL
+        rounding at 31 - shift (single rounding). Each operand an immediate or, per channel, the vectors
+        at scaling.vectors (broadcast over rows and columns)."""
+        a, b, c = shape
+        dst = Index(base, b * c, c, 1)
+
+        def operand(offset: int) -> Index:
+            return Index(scaling.vectors + offset * c, 0, 0, 1)
+
+        if scaling.rounding == "single":
+            self.emit(Alu("RMUL", Loop(a, b, c), dst, scaling.vector_or_none(scaling.multipliers, operand(0)),
+                          scaling.immediate(scaling.multipliers), f"{note}: rounding multiply", round=DOUBLING_HIGH_MUL - scaling.shifts[0]))
+            return
+        left, right = scaling.left_shifts, scaling.right_shifts
+        if any(left):
+            self.emit(Alu("LSL", Loop(a, b, c), dst, scaling.vector_or_none(left, operand(2)), scaling.immediate(left), f"{note}: << left shift"))
+        self.emit(Alu("RMUL", Loop(a, b, c), dst, scaling.vector_or_none(scaling.multipliers, operand(0)), scaling.immediate(scaling.multipliers),
+                      f"{note}: rounding multiply", round=DOUBLING_HIGH_MUL))
+        if any(right):
+            self.emit(Alu("RSHRA", Loop(a, b, c), dst, scaling.vector_or_none(right, operand(1)), scaling.immediate(right),
+                          f"{note}: rounding >> right shift"))
+
     def store(self, base: int, rows: tuple[int, int], out: PackedTensor, blocks: tuple[int, int], note: str) -> None:
         """ACC box [rows][W][blocks] at base -> output rows [r0, r1), all columns, blocks [b0, b1)."""
         (r0, r1), (b0, b1) = rows, blocks
@@ -140,6 +165,46 @@ class Lowering:
     def emit_store_flat(self, base: int, address: int, vectors: int, note: str) -> None:
         """ACC vectors [base, base + vectors) -> DATA from `address`, contiguous."""
         self.emit(Store(address, base, (1, vectors, 1), (0, 1, 0), note))
+
+
+@dataclass(frozen=True)
+class Rescale:
+    """TFLite's requantization of a tile's channels: per channel a multiplier and a shift (positive: left),
+    rounded twice ("double": LSL, RMUL at 31, RSHRA) or once ("single"). Where the values differ across
+    the channels they are vectors in the accumulators at `vectors` ([multipliers][right shifts][left
+    shifts], one block of the tile's channels each); where they agree, immediates."""
+
+    multipliers: tuple[int, ...]
+    shifts: tuple[int, ...]
+    rounding: str = "double"
+    vectors: int = 0
+
+    @property
+    def left_shifts(self) -> tuple[int, ...]:
+        return tuple(max(shift, 0) for shift in self.shifts)
+
+    @property
+    def right_shifts(self) -> tuple[int, ...]:
+        return tuple(max(-shift, 0) for shift in self.shifts)
+
+    @staticmethod
+    def uniform(values: tuple[int, ...]) -> bool:
+        return len(set(values)) == 1
+
+    def vector_or_none(self, values: tuple[int, ...], index: Index) -> Index | None:
+        return None if self.uniform(values) else index
+
+    def immediate(self, values: tuple[int, ...]) -> int:
+        return values[0] if self.uniform(values) else 0
+
+    def vector_table(self, channels: int, block: int) -> np.ndarray:
+        """[channel block][multipliers, right shifts, left shifts][block] int32, zero past `channels` (the
+        tile's LOAD of vectors: channel blocks o0..o1 of each row)."""
+        blocks = -(-channels // block)
+        table = np.zeros((3, blocks * block), np.int64)
+        for row, values in enumerate((self.multipliers, self.right_shifts, self.left_shifts)):
+            table[row, :channels] = np.broadcast_to(values, (channels,))
+        return table.reshape(3, blocks, block).astype(np.int32)
 
 
 def packed(accelerator: Accelerator, address: int, shape: list[int] | tuple[int, ...]) -> PackedTensor:
@@ -200,23 +265,26 @@ class OpLowering:
     lower(record, params, inputs, output, lowering): append to `lowering` what reads the
         PackedTensors `inputs` and writes `output`; LoweringError if it cannot.
     tile_needs(record, accelerator): bytes of each buffer ("input", "weight", "accumulator")
-        that the smallest tile the lowering can cut the layer into needs (partition's check)."""
+        that the smallest tile the lowering can cut the layer into needs (partition's check).
+    refusals(record, params): why this lowering cannot run this layer, whatever the target (the
+        partition keeps it on the host with these reasons); empty when it can."""
 
     lower: Callable[..., None]
     tile_needs: Callable[..., dict[str, int]]
+    refusals: Callable[..., list[str]] = lambda record, params: []
 
 
 LOWERINGS: dict[str, OpLowering] = {}
-HOST_ONLY: dict[str, str] = {}  # operation -> why it never runs on the accelerator
+HOST_ONLY: dict[str, str] = {}  # operation (dialect_key) -> why it never runs on the accelerator
 
 
-def lowers(operation: str, tile_needs: Callable[..., dict[str, int]]) -> Callable:
-    """Decorator: register the accelerator lowering of `operation`."""
+def lowers(operation: str, tile_needs: Callable[..., dict[str, int]], refusals: Callable[..., list[str]] | None = None) -> Callable:
+    """Decorator: register the accelerator lowering of `operation` (its dialect_key)."""
 
     def register(lower: Callable[..., None]) -> Callable[..., None]:
         if operation in LOWERINGS or operation in HOST_ONLY:
             raise ValueError(f"{operation!r} declared twice in the accelerator's registry")
-        LOWERINGS[operation] = OpLowering(lower, tile_needs)
+        LOWERINGS[operation] = OpLowering(lower, tile_needs, *([refusals] if refusals else []))
         return lower
 
     return register

@@ -35,7 +35,7 @@ from core.backends.accel.ops import HOST_ONLY, lowering_of
 from core.backends.accel.target import Accelerator, Pattern
 from core.ir.fixedpoint import INT32_MAX
 from core.ir.network import Ir
-from core.ir.op import END_POINT, NETWORK_INPUT
+from core.ir.op import END_POINT, NETWORK_INPUT, key_of
 from core.ir.records import IrLayer
 from core.ir.window import NO_DILATION
 
@@ -152,22 +152,22 @@ class PartitionPlan:
 
 def match_layer(layer: IrLayer, accelerator: Accelerator | None, target: str, params: dict | None = None) -> tuple[Pattern | None, str]:
     """(the pattern that runs the layer on the accelerator, or None; the reason)."""
-    operation = layer.operation
+    operation, key = layer.operation, key_of(layer)
     if accelerator is None:
         return None, f"target {target} has no accelerator"
     if operation in accelerator.unsupported:
         return None, f"{operation} is unsupported by {target} (always on the host)"
-    if operation in HOST_ONLY:
-        return None, f"{operation} runs on the host: {HOST_ONLY[operation]}"
+    if key in HOST_ONLY:
+        return None, f"{operation} runs on the host: {HOST_ONLY[key]}"
     patterns = accelerator.patterns_for(operation)
     if not patterns:
         return None, f"no pattern of {target} covers {operation}"
-    lowering = lowering_of(operation)
+    lowering = lowering_of(key)
     if lowering is None:
         return None, f"{operation} has no accelerator lowering (host only)"
     failures = []
     common = shift_violations(layer, accelerator) + tile_violations(layer, accelerator, lowering.tile_needs(layer, accelerator))
-    common += accumulator_violations(layer, params or {})
+    common += accumulator_violations(layer, params or {}) + lowering.refusals(layer, params or {})
     for pattern in patterns:
         problems = pattern_violations(pattern, layer) + common
         if not problems:
@@ -180,8 +180,9 @@ def pattern_violations(pattern: Pattern, layer: IrLayer) -> list[str]:
     """What of the layer's record breaks the pattern's constraints (each constraint reads the
     record fields it is stated for: core/backends/accel/target.py CONSTRAINT_READS)."""
     problems = []
-    if pattern.activations is not None and layer.activation_type not in pattern.activations:
-        problems.append(f"activation {layer.activation_type} not in {list(pattern.activations)}")
+    if pattern.activations is not None and getattr(layer, "activation_type", None) not in pattern.activations:
+        problems.append(f"activation {getattr(layer, 'activation_type', '(none: the layer clamps to output_min/output_max)')} "
+                        f"not in {list(pattern.activations)}")
     if pattern.max_kernel is not None:
         kernel = layer.kernel_size.pair()
         if kernel[0] > pattern.max_kernel[0] or kernel[1] > pattern.max_kernel[1]:

@@ -12,7 +12,6 @@ for a whole target mapping (None when it has no accelerator: every layer then ru
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import dataclasses
@@ -23,11 +22,14 @@ from typing import Any, Mapping, Optional
 
 import yaml
 
+from core.backends.accel.isa import ALU_OPS
 from core.ir.activations import ACTIVATIONS
 from core.ir.schema import branches as schema_branches
+from core.ir.op import DIALECTS
 from core.ir.ops import OPS
 
 SECTION = "accelerator"
+ACCELERATED_SCHEMES = ("pow2_symmetric", "tflite_int8")  # the dialects the lowerings (ops/) cover
 REQUIRED_CYCLES = ("load", "store", "gemm", "alu")
 
 
@@ -86,6 +88,7 @@ class AcceleratorSpec:
     cycles: dict[str, int]
     unsupported: list[str] = field(default_factory=list)
     dma_bytes_per_cycle: float = 8.0
+    bias_in_accumulators: bool = True
 
 
 # --- the checked description ------------------------------------------------------------------------
@@ -95,9 +98,9 @@ class AcceleratorError(ValueError):
     """An accelerator description that partition or code generation could not honour."""
 
 
-def ir_operations() -> tuple[str, ...]:
-    """The IR's operations, in the order its JSON Schema lists them."""
-    return tuple(operation for operation in schema_branches() if operation in OPS)
+def ir_operations(dialect: str = "tf2ir") -> tuple[str, ...]:
+    """The operations of an IR dialect, TF2IR's in the order its JSON Schema lists them."""
+    return tuple(operation for operation in schema_branches() if operation in OPS) if dialect == "tf2ir" else tuple(DIALECTS[dialect])
 
 
 def ir_activations() -> tuple[str, ...]:
@@ -105,24 +108,24 @@ def ir_activations() -> tuple[str, ...]:
     return tuple(ACTIVATIONS)
 
 
-def _fields_of(operation: str) -> set[str]:
-    return {spec.name for spec in dataclasses.fields(OPS[operation].record)}
+def _fields_of(record: type) -> set[str]:
+    return {spec.name for spec in dataclasses.fields(record)}
 
 
 # Which IR operations each pattern constraint can be stated for: those whose records carry what it reads.
 CONSTRAINT_READS: dict[str, Any] = {
-    "activations": lambda op: "activation_type" in _fields_of(op),
-    "max_kernel": lambda op: "kernel_size" in _fields_of(op),
-    "strides": lambda op: "stride" in _fields_of(op),
-    "padding": lambda op: "padding" in _fields_of(op),  # false = only unpadded windows
-    "dilation": lambda op: "dilations" in _fields_of(op),  # false = only dilation 1
+    "activations": lambda record: "activation_type" in _fields_of(record),
+    "max_kernel": lambda record: "kernel_size" in _fields_of(record),
+    "strides": lambda record: "stride" in _fields_of(record),
+    "padding": lambda record: "padding" in _fields_of(record),  # false = only unpadded windows
+    "dilation": lambda record: "dilations" in _fields_of(record),  # false = only dilation 1
     # true = the window's element count is a power of two (the mean is a shift)
-    "pow2_window": lambda op: getattr(OPS[op].record, "averages", False),
+    "pow2_window": lambda record: getattr(record, "averages", False),
 }
 
 
-def constraint_operations(constraint: str) -> tuple[str, ...]:
-    return tuple(op for op in ir_operations() if CONSTRAINT_READS[constraint](op))
+def constraint_operations(constraint: str, dialect: str = "tf2ir") -> tuple[str, ...]:
+    return tuple(op for op in ir_operations(dialect) if CONSTRAINT_READS[constraint](DIALECTS[dialect][op].record))
 
 
 @dataclass(frozen=True)
@@ -173,6 +176,9 @@ class Accelerator:
     shift_range: tuple[int, int]  # shift amounts the ALU's shifts encode, inclusive
     cycles: Mapping[str, int] = field(hash=False)  # per instruction kind
     dma_bytes_per_cycle: float
+    # seed 004 Fig. 4: (b) true: a tile's accumulators start as its biases (a DMA, no reset, no ALU ADD);
+    # (a) false: a GEMM RESET, then the biases added by the vector ALU after the GEMMs
+    bias_in_accumulators: bool = True
 
     @property
     def channel_block(self) -> int:
@@ -197,16 +203,18 @@ class Accelerator:
             "shift_range": {"min": self.shift_range[0], "max": self.shift_range[1]},
             "cycles": dict(self.cycles),
             "dma_bytes_per_cycle": self.dma_bytes_per_cycle,
+            "bias_in_accumulators": self.bias_in_accumulators,
         }
 
     @classmethod
-    def from_mapping(cls, data: Any, name: str, origin: str = "target") -> "Accelerator":
+    def from_mapping(cls, data: Any, name: str, origin: str = "target", dialect: str = "tf2ir") -> "Accelerator":
         """The description in `data` (the `accelerator:` section as plain data: dicts, lists,
-        numbers), validated. `origin` names where it came from in error messages."""
-        read = _Reader(origin)
+        numbers), validated against the operations of the IR `dialect` it runs. `origin` names where
+        it came from in error messages."""
+        read = _Reader(origin, dialect)
         section = read.mapping(data, SECTION, required=("patterns", "gemm_block", "buffers", "layout", "shift_range", "cycles",
-                                                        "dma_bytes_per_cycle"), optional=("unsupported",))
-        operations = ir_operations()
+                                                        "dma_bytes_per_cycle"), optional=("unsupported", "bias_in_accumulators"))
+        operations = ir_operations(dialect)
         patterns = tuple(read.pattern(item, f"{SECTION}.patterns[{i}]", operations)
                          for i, item in enumerate(read.sequence(section["patterns"], f"{SECTION}.patterns", minimum=1)))
         names = [pattern.name for pattern in patterns]
@@ -234,11 +242,16 @@ class Accelerator:
         if shift_range[0] > shift_range[1]:
             raise read.error(f"{SECTION}.shift_range", f"min {shift_range[0]} > max {shift_range[1]}")
         cycles_data = read.mapping(section["cycles"], f"{SECTION}.cycles", required=REQUIRED_CYCLES, open_ended=True)
+        priced = (*REQUIRED_CYCLES, "sync", *(f"alu_{op.lower()}" for op in ALU_OPS))
+        for key in cycles_data:
+            if key not in priced:
+                raise read.error(f"{SECTION}.cycles.{key}", f"unknown key; expected {', '.join(priced)}")
         cycles = MappingProxyType({str(k): read.integer(v, f"{SECTION}.cycles.{k}", minimum=1) for k, v in cycles_data.items()})
         dma = section["dma_bytes_per_cycle"]
         if isinstance(dma, bool) or not isinstance(dma, (int, float)) or not dma > 0:
             raise read.error(f"{SECTION}.dma_bytes_per_cycle", f"{dma!r} is not a positive number")
-        return cls(name, patterns, unsupported, gemm_block, buffers, layout, shift_range, cycles, float(dma))
+        bias_in_accumulators = read.boolean(section.get("bias_in_accumulators", True), f"{SECTION}.bias_in_accumulators")
+        return cls(name, patterns, unsupported, gemm_block, buffers, layout, shift_range, cycles, float(dma), bias_in_accumulators)
 
 
 def _plain_constraints(pattern: Pattern) -> dict[str, Any]:
@@ -259,13 +272,14 @@ def accelerator_of(target: Mapping[str, Any], origin: str = "target") -> Acceler
     section = target.get(SECTION)
     if section is None:
         return None
-    # the IR the accelerator runs is int8, per-tensor, requantized by shifts (seed 000)
-    for key, required in (("bits", 8), ("scheme", "pow2_symmetric")):
-        if key in target and target[key] != required:
-            raise AcceleratorError(f"{origin}: {key}={target[key]!r}: a target with an accelerator runs the TF2IR IR "
-                                   f"(int8, per-tensor power-of-two scales, requantized by shifts); set {key}: "
-                                   f"{json.dumps(required)}")
-    return Accelerator.from_mapping(section, name=str(target.get("name", "accel")), origin=origin)
+    # the accelerator computes int8: TF2IR's power-of-two arithmetic (shifts) or TFLite's (RMUL/RSHRA, zero points)
+    if "bits" in target and target["bits"] != 8:
+        raise AcceleratorError(f"{origin}: bits={target['bits']!r}: a target with an accelerator computes int8; set bits: 8")
+    if "scheme" in target and target["scheme"] not in ACCELERATED_SCHEMES:
+        raise AcceleratorError(f"{origin}: scheme={target['scheme']!r}: an accelerator runs {' or '.join(ACCELERATED_SCHEMES)}; "
+                               f"set scheme to one of them")
+    dialect = "tflite_int8" if target.get("scheme") == "tflite_int8" else "tf2ir"
+    return Accelerator.from_mapping(section, name=str(target.get("name", "accel")), origin=origin, dialect=dialect)
 
 
 def load_target(path: str | Path) -> tuple[dict[str, Any], Accelerator | None]:
@@ -278,8 +292,8 @@ def load_target(path: str | Path) -> tuple[dict[str, Any], Accelerator | None]:
 class _Reader:
     """Typed reads of plain data, each error naming the key."""
 
-    def __init__(self, origin: str):
-        self.origin = origin
+    def __init__(self, origin: str, dialect: str = "tf2ir"):
+        self.origin, self.dialect = origin, dialect
 
     def error(self, key: str, problem: str) -> AcceleratorError:
         return AcceleratorError(f"{self.origin}: {key}: {problem}")
@@ -330,7 +344,7 @@ class _Reader:
             value = data.get(constraint)
             if value is None:
                 continue
-            applicable = constraint_operations(constraint)
+            applicable = constraint_operations(constraint, self.dialect)
             where = f"{key}.{constraint}"
             misfits = [op for op in covered if op not in applicable]
             if misfits:

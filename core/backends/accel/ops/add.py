@@ -18,17 +18,22 @@ def add_tile_needs(record: AddLayer, accelerator: Accelerator) -> dict[str, int]
     return {"accumulator": 2 * accelerator.channel_block * ACCUMULATOR_BYTES}
 
 
-@lowers("add", add_tile_needs)
-def add_lower(record: AddLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
-    pl, addend = inputs
-    if not all(t.strides == output.strides and t.vectors == output.vectors for t in (pl, addend)):
+def chunks(record, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> list[tuple[int, int]]:
+    """[start, stop) of the output's vectors per chunk: both operands' vectors of a chunk fit the accumulators."""
+    if not all(t.strides == output.strides and t.vectors == output.vectors for t in inputs):
         raise LoweringError(f"layer {record.name}: operands of different shapes or layouts")
-    coarse = record.coarse_log2scale
-    clamp_low, clamp_high = record.clamp()
     chunk = min(low.acc_units // 2, MAX_VECTORS)
     if chunk == 0:
         raise LoweringError(f"layer {record.name}: the accumulator buffer holds fewer than two vectors")
-    for start, stop in spans(output.vectors, chunk):
+    return spans(output.vectors, chunk)
+
+
+@lowers("add", add_tile_needs)
+def add_lower(record: AddLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
+    pl, addend = inputs
+    coarse = record.coarse_log2scale
+    clamp_low, clamp_high = record.clamp()
+    for start, stop in chunks(record, inputs, output, low):
         n = stop - start
         what = f"{record.name} vectors {start}-{stop - 1}"
         for base, tensor, scale, role in ((0, pl, record.pl_log2scale, "pl"), (n, addend, record.add_log2scale, "add")):

@@ -2,20 +2,23 @@
 
 A tile is output rows [r0, r1) x all columns x output-channel blocks [o0, o1), reduced over
 input-channel blocks [i0, i1) at a time. Buffers: INP [input rows][padded width][i-blocks],
-WGT [tap][i-blocks][o-blocks] B x B blocks, ACC [rows][width][o-blocks]. Per tile: the bias,
-already shifted to the accumulator's scale, is loaded into ACC (no reset, no ALU add; without
-a bias a GEMM RESET), one GEMM per (tap, output block) loops over the rows, the columns and
-the input blocks, then RSHR (the rounding shift), MAX/MIN (the clamp) and STORE. A depthwise
-layer is a block-diagonal GEMM: one GEMM per tap loops over rows, columns and channel blocks.
+WGT [tap][i-blocks][o-blocks] B x B blocks, ACC [rows][width][o-blocks] then per-block vectors.
+Per tile: the accumulators start as the bias (seed 004 Fig. 4(b), `bias_in_accumulators`: a
+LOAD, no reset, no ALU add) or at zero (a GEMM RESET; Fig. 4(a): the bias vectors added by the
+ALU after the GEMMs), one GEMM per (tap, output block) loops over the rows, the columns and the
+input blocks, then the dialect's requantization and clamp (`ConvArithmetic.finish`: TF2IR's RSHR,
+MAX/MIN here; TFLite's in affine_conv.py) and STORE. A depthwise layer is a block-diagonal GEMM:
+one GEMM per tap loops over rows, columns and channel blocks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
-from core.backends.accel.isa import Gemm, Index, Load, Loop
+from core.backends.accel.isa import Alu, Gemm, Index, Load, Loop
 from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, load_rows, lowers, most_rows, spans
 from core.backends.accel.target import Accelerator
 from core.ir.fixedpoint import INT32_MAX
@@ -25,18 +28,32 @@ from core.ir.window import Window
 
 def conv_tile_needs(record: ConvLayer, accelerator: Accelerator) -> dict[str, int]:
     """One output row of one channel block: the window's rows of padded input, one weight block
-    per tap (dwconv: a block-diagonal GEMM), the row's int32 results."""
+    per tap (dwconv: a block-diagonal GEMM), the row's int32 results and the block's vectors."""
     block, window = accelerator.channel_block, record.window
+    extra = int(record.load_bias and not accelerator.bias_in_accumulators)
     return {"input": window.input_rows(1) * window.padded_width * block, "weight": window.taps * block * block,
-            "accumulator": window.out_width * block * ACCUMULATOR_BYTES}
+            "accumulator": (window.out_width + extra) * block * ACCUMULATOR_BYTES}
 
 
-def _accel_weights(record: ConvLayer, params: dict, block: int) -> np.ndarray:
+@dataclass(frozen=True)
+class ConvArithmetic:
+    """What a dialect's conv computes around the shared tiling and GEMMs: the value the input is padded
+    with, its int32 bias vectors in CONST (None: none), the accumulator vectors each output block needs
+    beyond its results (per-channel requantization constants), and `finish(low, base, shape, blocks,
+    vectors, what)`: the requantization and clamp of the results' box, with those vectors at `vectors`."""
+
+    pad_value: int
+    bias: int | None
+    vectors_per_block: int
+    finish: Callable[[Lowering, int, tuple[int, int, int], tuple[int, int], int, str], None]
+
+
+def accel_weights(record, params: dict, block: int, weight: np.ndarray | None = None) -> np.ndarray:
     """The weights as the accelerator's B x B blocks, [tap][in block][out block][out][in] (conv) or
     [tap][block][out][in] diagonal (dwconv); channels past the layer's zero."""
     taps = record.window.taps
     ci, co = record.input_channel_num, record.output_channel_num
-    weight = np.asarray(params["weight"], dtype=np.int8)
+    weight = np.asarray(params["weight"] if weight is None else weight, dtype=np.int8)  # HWIO (dwconv HWC)
     if record.depthwise:
         blocks = -(-co // block)
         diagonal = np.zeros((taps, blocks * block), np.int8)
@@ -68,12 +85,13 @@ class _Tile:
     out_blocks: int  # output-channel blocks
 
 
-def _tile_cost(window: Window, depthwise: bool, nib: int, nob: int, low: Lowering, ib_tile: int, ob_tile: int):
-    """(estimated cycles, rows) of the best row count for these block tiles; None if nothing fits."""
+def _tile_cost(window: Window, depthwise: bool, nib: int, nob: int, low: Lowering, ib_tile: int, ob_tile: int, extra: int):
+    """(estimated cycles, rows) of the best row count for these block tiles, `extra` accumulator vectors
+    per output block besides the results; None if nothing fits."""
     block, wp = low.block, window.padded_width
     if window.taps * (ob_tile if depthwise else ib_tile * ob_tile) > low.wgt_units:
         return None
-    rows = most_rows(window, lambda r: window.input_rows(r) * wp * ib_tile <= low.inp_units and r * window.out_width * ob_tile <= low.acc_units)
+    rows = most_rows(window, lambda r: window.input_rows(r) * wp * ib_tile <= low.inp_units and (r * window.out_width + extra) * ob_tile <= low.acc_units)
     if rows == 0:
         return None
     row_count, ob_count, ib_count = -(-window.out_height // rows), -(-nob // ob_tile), -(-nib // ib_tile)
@@ -85,13 +103,13 @@ def _tile_cost(window: Window, depthwise: bool, nib: int, nob: int, low: Lowerin
     return low.cost.dma("load", input_loads + weight_loads + instructions, input_bytes + weight_bytes), rows
 
 
-def _choose_tile(record: ConvLayer, nib: int, nob: int, low: Lowering) -> _Tile:
+def choose_tile(record: ConvLayer, nib: int, nob: int, low: Lowering, extra: int) -> _Tile:
     """The cheapest tile by the cost model among those that fit the buffers (ties: more rows,
     then larger block tiles)."""
     candidates = []
     for ob_tile in range(nob, 0, -1):
         for ib_tile in ([ob_tile] if record.depthwise else range(nib, 0, -1)):
-            found = _tile_cost(record.window, record.depthwise, nib, nob, low, ib_tile, ob_tile)
+            found = _tile_cost(record.window, record.depthwise, nib, nob, low, ib_tile, ob_tile, extra)
             if found is not None:
                 candidates.append((found[0], -found[1], -ib_tile, -ob_tile, _Tile(found[1], ib_tile, ob_tile)))
     if not candidates:
@@ -102,36 +120,60 @@ def _choose_tile(record: ConvLayer, nib: int, nob: int, low: Lowering) -> _Tile:
 @lowers("conv", conv_tile_needs)
 @lowers("dwconv", conv_tile_needs)
 def conv_lower(record: ConvLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
-    """conv and dwconv as accelerator instructions (the notes above), the tile chosen by the
-    target's cost model among those that fit its buffers."""
-    (x,) = inputs
+    """conv and dwconv on TF2IR's arithmetic: the bias shifted to the accumulators' scale, RSHR by
+    output_shift, the activation's clamp."""
     if not 0 <= record.output_shift <= 31:
         raise LoweringError(f"layer {record.name}: output_shift {record.output_shift} outside the ALU's [0, 31]")
     if record.accumulator_bound(params) > INT32_MAX:
         raise LoweringError(f"layer {record.name}: its accumulators could exceed int32")
-    tile = _choose_tile(record, x.blocks, output.blocks, low)
-    weights = low.constant(_accel_weights(record, params, low.block))
     bias = low.constant(_accel_bias(record, params, low.block)) if record.load_bias else None
+
+    def finish(low: Lowering, base: int, shape: tuple[int, int, int], blocks: tuple[int, int], vectors: int, what: str) -> None:
+        low.requantize(base, shape, record.output_shift, *record.clamp(), what)
+
+    lower_conv(record, params, inputs, output, low, ConvArithmetic(0, bias, 0, finish))
+
+
+def lower_conv(record, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering, arithmetic: ConvArithmetic) -> None:
+    """conv and dwconv as accelerator instructions (the notes above), the tile chosen by the
+    target's cost model among those that fit its buffers."""
+    (x,) = inputs
+    bias_vectors = int(arithmetic.bias is not None and not low.accelerator.bias_in_accumulators)
+    tile = choose_tile(record, x.blocks, output.blocks, low, bias_vectors + arithmetic.vectors_per_block)
+    weights = low.constant(accel_weights(record, params, low.block))
     for r0, r1 in spans(record.window.out_height, tile.rows):
         for o0, o1 in spans(output.blocks, tile.out_blocks):
-            _lower_tile(record, x, output, low, (r0, r1), (o0, o1), tile, weights, bias)
+            _lower_tile(record, x, output, low, (r0, r1), (o0, o1), tile, weights, arithmetic)
 
 
-def _lower_tile(record: ConvLayer, x: PackedTensor, output: PackedTensor, low: Lowering, rows: tuple[int, int],
-                blocks: tuple[int, int], tile: _Tile, weights: int, bias: int | None) -> None:
+def _start_tile(low: Lowering, shape: tuple[int, int, int], o0: int, bias: int | None, what: str) -> None:
+    """The accumulators' start: the biases (Fig. 4(b): a broadcasting LOAD) or zero (a GEMM RESET)."""
+    if bias is not None and low.accelerator.bias_in_accumulators:
+        low.emit(Load("ACC", bias + o0 * low.block * 4, 0, shape, (0, 0, 1), const=True, note=f"{what}: bias preload"))
+    else:
+        rows, out_width, width = shape
+        low.emit(Gemm(Loop(*shape), Index(0, out_width * width, width, 1), Index(0), Index(0), reset=True, note=f"{what}: reset"))
+
+
+def _add_bias(low: Lowering, shape: tuple[int, int, int], o0: int, bias: int, at: int, what: str) -> None:
+    """Fig. 4(a): the tile's bias vectors loaded after its results and added by the vector ALU."""
+    rows, out_width, width = shape
+    low.emit(Load("ACC", bias + o0 * low.block * 4, at, (1, width, 1), (0, 1, 0), const=True, note=f"{what}: bias vectors"))
+    low.emit(Alu("ADD", Loop(*shape), Index(0, out_width * width, width, 1), Index(at, 0, 0, 1), note=f"{what}: + bias"))
+
+
+def _lower_tile(record, x: PackedTensor, output: PackedTensor, low: Lowering, rows: tuple[int, int],
+                blocks: tuple[int, int], tile: _Tile, weights: int, arithmetic: ConvArithmetic) -> None:
     """One tile: output rows [r0, r1) x output blocks [o0, o1)."""
     (r0, r1), (o0, o1) = rows, blocks
     window, block, nob = record.window, low.block, output.blocks
     width = o1 - o0
     shape = (r1 - r0, window.out_width, width)
     what = f"{record.name} rows {r0}-{r1 - 1} blocks {o0}-{o1 - 1}"
-    if bias is not None:
-        low.emit(Load("ACC", bias + o0 * block * 4, 0, shape, (0, 0, 1), const=True, note=f"{what}: bias preload"))
-    else:
-        low.emit(Gemm(Loop(*shape), Index(0, window.out_width * width, width, 1), Index(0), Index(0), reset=True,
-                      note=f"{what}: reset"))
+    results = shape[0] * shape[1] * width  # ACC: the results, then the bias (Fig. 4(a)) and requantization vectors
+    _start_tile(low, shape, o0, arithmetic.bias, what)
     for i0, i1 in ([(o0, o1)] if record.depthwise else spans(x.blocks, tile.in_blocks)):
-        low.load(load_rows(window, "INP", 0, x, (r0, r1), (i0, i1), 0, f"{what}: input blocks {i0}-{i1 - 1}"),
+        low.load(load_rows(window, "INP", 0, x, (r0, r1), (i0, i1), arithmetic.pad_value, f"{what}: input blocks {i0}-{i1 - 1}"),
                  holds=(record.name, "input", r0, i0, i1))
         if record.depthwise:
             low.load(Load("WGT", weights + i0 * block * block, 0, (window.taps, width, 1), (nob, 1, 0), const=True,
@@ -140,7 +182,11 @@ def _lower_tile(record: ConvLayer, x: PackedTensor, output: PackedTensor, low: L
             low.load(Load("WGT", weights + (i0 * nob + o0) * block * block, 0, (window.taps, i1 - i0, width), (x.blocks * nob, nob, 1),
                           const=True, note=f"{what}: weights, input blocks {i0}-{i1 - 1}"), holds=(record.name, "weight", i0, i1, o0, o1))
         _tap_gemms(record, low, shape, i1 - i0, o0, what)
-    low.requantize(0, shape, record.output_shift, *record.clamp(), what)
+    vectors = results
+    if arithmetic.bias is not None and not low.accelerator.bias_in_accumulators:
+        _add_bias(low, shape, o0, arithmetic.bias, results, what)
+        vectors += width
+    arithmetic.finish(low, 0, shape, blocks, vectors, what)
     low.store(0, rows, output, blocks, f"{what}: store")
 
 

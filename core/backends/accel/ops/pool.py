@@ -7,6 +7,8 @@ shift from input to output scale; MAX/MIN to int8; STORE."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 from core.backends.accel.isa import Alu, Index, Loop
 from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, load_rows, lowers, most_rows, spans
 from core.backends.accel.target import Accelerator
@@ -14,7 +16,7 @@ from core.ir.fixedpoint import INT8_MAX, INT8_MIN
 from core.ir.ops.pool.record import PoolLayer
 
 
-def pool_tile_needs(record: PoolLayer, accelerator: Accelerator) -> dict[str, int]:
+def pool_tile_needs(record, accelerator: Accelerator) -> dict[str, int]:
     """One output row of one channel block: its padded input rows (int8 widened to int32) and
     its results, all in the accumulators."""
     window = record.window
@@ -22,7 +24,7 @@ def pool_tile_needs(record: PoolLayer, accelerator: Accelerator) -> dict[str, in
             * ACCUMULATOR_BYTES}
 
 
-def _choose_tile(record: PoolLayer, blocks: int, low: Lowering) -> tuple[int, int]:
+def _choose_tile(record, blocks: int, low: Lowering) -> tuple[int, int]:
     """(output rows, channel blocks) per tile: the most output vectors that fit the accumulators."""
     window, wp = record.window, record.window.padded_width
     tiles = []
@@ -47,26 +49,39 @@ def _requantize_shift(record: PoolLayer) -> int:
 @lowers("avg_pool", pool_tile_needs)
 @lowers("max_pool", pool_tile_needs)
 def pool_lower(record: PoolLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
-    (x,) = inputs
     window, average = record.window, record.averages
     count = window.taps
     if average and (record.padding.any() or count & (count - 1)):
         raise LoweringError(f"layer {record.name}: an avg_pool on the accelerator needs an unpadded power-of-two window "
                             f"(got {window.kernel[0]}x{window.kernel[1]}, padding {record.padding.as_list()})")
+
+    def finish(low: Lowering, base: int, shape: tuple[int, int, int], what: str) -> None:
+        if record.averages and record.input_pre_ls:
+            low.alu_over("SHL", base, shape, record.input_pre_ls, f"{what}: << input_pre_ls {record.input_pre_ls}")
+        low.requantize(base, shape, _requantize_shift(record), INT8_MIN, INT8_MAX, what)
+
+    lower_pool(record, inputs, output, low, 0 if average else INT8_MIN, finish)
+
+
+def lower_pool(record, inputs: list[PackedTensor], output: PackedTensor, low: Lowering, pad_value: int,
+               finish: Callable[[Lowering, int, tuple[int, int, int], str], None]) -> None:
+    """A pool's tiles: the windows' sums (average) or maxima, then `finish(low, base, shape, what)` on
+    the results' box (the dialect's rounding and clamp), STORE."""
+    (x,) = inputs
     rows, block_tile = _choose_tile(record, x.blocks, low)
-    for r0, r1 in spans(window.out_height, rows):
+    for r0, r1 in spans(record.window.out_height, rows):
         for b0, b1 in spans(x.blocks, block_tile):
-            _lower_tile(record, x, output, low, (r0, r1), (b0, b1))
+            _lower_tile(record, x, output, low, (r0, r1), (b0, b1), pad_value, finish)
 
 
-def _lower_tile(record: PoolLayer, x: PackedTensor, output: PackedTensor, low: Lowering, rows: tuple[int, int],
-                blocks: tuple[int, int]) -> None:
+def _lower_tile(record, x: PackedTensor, output: PackedTensor, low: Lowering, rows: tuple[int, int],
+                blocks: tuple[int, int], pad_value: int, finish: Callable) -> None:
     (r0, r1), (b0, b1) = rows, blocks
     window, wp, average = record.window, record.window.padded_width, record.averages
     width, tile_rows = b1 - b0, r1 - r0
     what = f"{record.name} rows {r0}-{r1 - 1} blocks {b0}-{b1 - 1}"
     result = window.input_rows(tile_rows) * wp * width  # ACC: the input box, then the results
-    low.emit(load_rows(window, "ACC8", 0, x, rows, blocks, 0 if average else INT8_MIN, f"{what}: input"))
+    low.emit(load_rows(window, "ACC8", 0, x, rows, blocks, pad_value, f"{what}: input"))
     shape = (tile_rows, window.out_width, width)
     taps = [(kh, kw) for kh in range(window.kernel[0]) for kw in range(window.kernel[1])]
     for tap, (kh, kw) in enumerate(taps):
@@ -74,7 +89,5 @@ def _lower_tile(record: PoolLayer, x: PackedTensor, output: PackedTensor, low: L
         low.emit(Alu(op, Loop(*shape), Index(result, window.out_width * width, width, 1),
                      Index((kh * wp + kw) * width, window.stride[0] * wp * width, window.stride[1] * width, 1),
                      note=f"{what}: tap {kh},{kw}"))
-    if record.averages and record.input_pre_ls:
-        low.alu_over("SHL", result, shape, record.input_pre_ls, f"{what}: << input_pre_ls {record.input_pre_ls}")
-    low.requantize(result, shape, _requantize_shift(record), INT8_MIN, INT8_MAX, what)
+    finish(low, result, shape, what)
     low.store(result, rows, output, blocks, f"{what}: store")

@@ -10,7 +10,8 @@
  *
  * Arithmetic is that of the hardware, written without undefined or implementation-defined C:
  * the accumulators wrap modulo 2^32 (uint32_t; the code generator proves they never need to),
- * RSHR and SHL are computed in int64 (qt_runtime.h's helpers), STORE keeps the low 8 bits.
+ * RSHR, SHL, RMUL and RSHRA are computed in int64 (qt_runtime.h's helpers), LSL in uint32, STORE
+ * keeps the low 8 bits.
  * Every instruction is checked against the buffers and the DRAM segments; a violation stops
  * the program naming the function, the instruction index and what it addressed (exit 3).
  */
@@ -238,7 +239,15 @@ static void qt_isa_gemm(qt_isa_where at, const uint8_t *insn)
             }
 }
 
-static int32_t qt_isa_alu_lane(int op, int32_t a, int32_t b)
+/* RSHRA: a / 2^n to nearest, ties away from zero (gemmlowp's RoundingDivideByPOT), n in 0..31. */
+static int32_t qt_isa_rshra(int32_t a, int32_t n)
+{
+    if (n == 0)
+        return a;
+    return (int32_t)qt_floor_shift64((int64_t)a + ((int64_t)1 << (n - 1)) - (a < 0 ? 1 : 0), n);
+}
+
+static int32_t qt_isa_alu_lane(int op, int32_t a, int32_t b, int round)
 {
     switch (op) {
     case QT_ALU_MOV: return b;
@@ -246,8 +255,19 @@ static int32_t qt_isa_alu_lane(int op, int32_t a, int32_t b)
     case QT_ALU_MAX: return a > b ? a : b;
     case QT_ALU_MIN: return a < b ? a : b;
     case QT_ALU_RSHR: return (int32_t)qt_floor_shift64((int64_t)a + ((int64_t)1 << (b - 1)), b);
-    default: /* QT_ALU_SHL, saturating */ return (int32_t)qt_clamp64(qt_shl64(a, b), INT32_MIN, INT32_MAX);
+    case QT_ALU_SHL: return (int32_t)qt_clamp64(qt_shl64(a, b), INT32_MIN, INT32_MAX);
+    case QT_ALU_RMUL:
+        return (int32_t)qt_clamp64(qt_floor_shift64((int64_t)a * b + ((int64_t)1 << (round - 1)), round), INT32_MIN, INT32_MAX);
+    case QT_ALU_RSHRA: return qt_isa_rshra(a, b);
+    default: /* QT_ALU_LSL, modulo 2^32 */ return qt_isa_signed((uint32_t)a << b);
     }
+}
+
+/* A per-lane shift amount from a vector operand must be within the operation's range too. */
+static void qt_isa_check_shift(qt_isa_where at, int op, int32_t amount)
+{
+    if (amount < (op == QT_ALU_RSHR ? 1 : 0) || amount > 31)
+        qt_isa_fail(at, "shift amount out of range", amount, 31);
 }
 
 static void qt_isa_alu(qt_isa_where at, const uint8_t *insn)
@@ -259,14 +279,15 @@ static void qt_isa_alu(qt_isa_where at, const uint8_t *insn)
     e[0] = (long)QT_FIELD(insn, ALU, E0), e[1] = (long)QT_FIELD(insn, ALU, E1), e[2] = (long)QT_FIELD(insn, ALU, E2);
     fd[0] = QT_SFIELD(insn, ALU, DST_F0), fd[1] = QT_SFIELD(insn, ALU, DST_F1), fd[2] = QT_SFIELD(insn, ALU, DST_F2);
     fs[0] = QT_SFIELD(insn, ALU, SRC_F0), fs[1] = QT_SFIELD(insn, ALU, SRC_F1), fs[2] = QT_SFIELD(insn, ALU, SRC_F2);
-    if (op > QT_ALU_SHL)
-        qt_isa_fail(at, "unknown ALU operation", op, QT_ALU_SHL);
-    if (op == QT_ALU_RSHR || op == QT_ALU_SHL) {
-        if (!immediate)
-            qt_isa_fail(at, "a shift takes an immediate amount", 0, 1);
-        if (imm < (op == QT_ALU_RSHR ? 1 : 0) || imm > 31)
-            qt_isa_fail(at, "shift amount out of range", imm, 31);
-    }
+    int round = (int)QT_FIELD(insn, ALU, ROUND), shifts = op == QT_ALU_RSHR || op == QT_ALU_SHL || op == QT_ALU_RSHRA || op == QT_ALU_LSL;
+    if (op > QT_ALU_LSL)
+        qt_isa_fail(at, "unknown ALU operation", op, QT_ALU_LSL);
+    if ((op == QT_ALU_RSHR || op == QT_ALU_SHL) && !immediate)
+        qt_isa_fail(at, "a shift takes an immediate amount", 0, 1);
+    if (shifts && immediate)
+        qt_isa_check_shift(at, op, imm);
+    if (op == QT_ALU_RMUL && (round < 1 || round > 62))
+        qt_isa_fail(at, "RMUL rounding shift out of range", round, 62);
     if (e[0] <= 0 || e[1] <= 0 || e[2] <= 0)
         return;
     qt_isa_check_index(at, "ALU destination index", d0, fd, e, QT_ISA_ACC_UNITS);
@@ -277,8 +298,11 @@ static void qt_isa_alu(qt_isa_where at, const uint8_t *insn)
             for (i2 = 0; i2 < e[2]; i2++) {
                 int32_t *dst = qt_isa_acc[d0 + i0 * fd[0] + i1 * fd[1] + i2 * fd[2]];
                 const int32_t *src = immediate ? NULL : qt_isa_acc[s0 + i0 * fs[0] + i1 * fs[1] + i2 * fs[2]];
-                for (lane = 0; lane < QT_ISA_B; lane++)
-                    dst[lane] = qt_isa_alu_lane(op, dst[lane], immediate ? imm : src[lane]);
+                for (lane = 0; lane < QT_ISA_B; lane++) {
+                    if (shifts && !immediate)
+                        qt_isa_check_shift(at, op, src[lane]);
+                    dst[lane] = qt_isa_alu_lane(op, dst[lane], immediate ? imm : src[lane], round);
+                }
             }
 }
 

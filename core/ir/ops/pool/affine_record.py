@@ -13,6 +13,7 @@ import numpy as np
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
 from core.ir.ops.pool.affine import average_pool_affine, max_pool_affine, mean_affine
 from core.ir.records import OneInputOneOutput, OpSchema, Padding, Size, omitted_when
+from core.ir.window import Window
 from core.ir.tflite_dialect import AffineGrids, AffineLayer, clamp_fields, constant, input_output, nhwc, window_fields
 from core.quantize.tflite_math import quantize_multiplier
 
@@ -33,6 +34,12 @@ class PoolAffineLayer(AffineGrids, OneInputOneOutput, AffineLayer):
     output_channel_num: int
     output_size: Size
 
+    averages: ClassVar[bool] = False
+
+    @property
+    def window(self) -> Window:
+        return Window.of(self)
+
     def macs(self) -> int:
         return 0
 
@@ -48,6 +55,7 @@ class PoolAffineLayer(AffineGrids, OneInputOneOutput, AffineLayer):
 class AvgPoolAffineLayer(PoolAffineLayer):
     operation: ClassVar[str] = "avg_pool"
     label_prefix: ClassVar[str] = "avg"
+    averages: ClassVar[bool] = True
     schema: ClassVar[OpSchema] = OpSchema(
         doc=('Average pooling on the tflite_int8 scheme. Without multiplier (AVERAGE_POOL_2D, input and output '
              'quantized alike): the int32 sum of the window\'s elements inside the image divided by their count, '
