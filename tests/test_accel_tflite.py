@@ -1,6 +1,6 @@
 """The accelerator on the tflite_int8 scheme (conf/target/accel_tflite.yaml, core/backends/accel/ops/affine_*.py):
 every lowering, through partition + codegen + the C ISA simulator, against the dialect's host kernel (itself
-TFLite's reference kernels' arithmetic: tests/test_tflite.py) on random shapes, strides and paddings, channel
+TFLite's reference kernels' arithmetic: tests/test_tflite.py) on random shapes, strides, dilations and paddings, channel
 counts off the block, zero points at -128 and 127, multipliers at 2^30 and near 2^31, shifts 0 and -31 (and left
 shifts), with each of seed 004 Fig. 4's bias placements; the new ALU operations against tflite_math at int32's
 extremes; and what the accelerator cannot run staying on the host with the reason."""
@@ -83,14 +83,17 @@ def _out(size: int, kernel: int, stride: int, before: int, after: int) -> int:
 
 
 @st.composite
-def windows(draw, max_kernel: int = 3, padded: bool = True) -> dict:
+def windows(draw, max_kernel: int = 3, dilated: bool = False) -> dict:
+    """A window's fields (with `dilations` when `dilated`: 1 or 2 along each axis)."""
     kernel = (draw(st.integers(1, max_kernel)), draw(st.integers(1, max_kernel)))
     stride = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
-    pads = tuple(draw(st.integers(0, k - 1)) if padded else 0 for k in (kernel[0], kernel[0], kernel[1], kernel[1]))
-    height, width = draw(st.integers(kernel[0], 9)), draw(st.integers(kernel[1], 9))
-    out = (_out(height, kernel[0], stride[0], *pads[:2]), _out(width, kernel[1], stride[1], *pads[2:]))
+    dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2))) if dilated else (1, 1)
+    extent = [(k - 1) * d + 1 for k, d in zip(kernel, dilation)]
+    pads = tuple(draw(st.integers(0, e - 1)) for e in (extent[0], extent[0], extent[1], extent[1]))
+    height, width = draw(st.integers(extent[0], 9)), draw(st.integers(extent[1], 9))
+    out = (_out(height, extent[0], stride[0], *pads[:2]), _out(width, extent[1], stride[1], *pads[2:]))
     return {"input_size": _size(height, width), "output_size": _size(*out), "kernel_size": _size(*kernel), "stride": _size(*stride),
-            "padding": dict(zip(("top", "bottom", "left", "right"), pads))}
+            "padding": dict(zip(("top", "bottom", "left", "right"), pads)), **({"dilations": _size(*dilation)} if dilated else {})}
 
 
 @st.composite
@@ -100,7 +103,8 @@ def conv_layers(draw, kind: str) -> tuple[dict, dict]:
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     dense = kind == "dense"
     window = ({"input_size": _size(1, 1), "output_size": _size(1, 1), "kernel_size": _size(1, 1), "stride": _size(1, 1),
-               "padding": dict.fromkeys(("top", "bottom", "left", "right"), 0)} if dense else draw(windows()))
+               "padding": dict.fromkeys(("top", "bottom", "left", "right"), 0), "dilations": _size(1, 1)} if dense
+              else draw(windows(dilated=True)))
     channels = draw(st.integers(1, 40 if dense else 20))
     outputs = channels if kind == "dwconv" else draw(st.integers(1, 20))
     kernel = (window["kernel_size"]["height"], window["kernel_size"]["width"])
@@ -109,7 +113,7 @@ def conv_layers(draw, kind: str) -> tuple[dict, dict]:
     fields = {"operation": "dwconv" if kind == "dwconv" else "conv", "scheme": SCHEME, "input_scale": 0.05,
               "input_zero_point": draw(zero_points), "output_scale": 0.1, "output_zero_point": draw(zero_points),
               "output_min": draw(st.sampled_from([-128, -100])), "output_max": draw(st.sampled_from([127, 90])),
-              "rounding": "single" if dense else "double", "load_bias": draw(st.booleans()), "dilations": _size(1, 1),
+              "rounding": "single" if dense else "double", "load_bias": draw(st.booleans()),
               "input_channel_num": channels, "output_channel_num": outputs, **window}
     weight_shape = (1, *kernel, outputs) if kind == "dwconv" else (outputs, *kernel, channels)
     params = {"weight": rng.integers(-127, 128, weight_shape).astype(np.int8),

@@ -161,15 +161,14 @@ def test_calibration_batches_shrink_to_the_budget_and_say_so(tmp_path):
 
 
 # --- what a careless-user battery found (issue: inputs as users have them) ---------------------------
-def _keras_file(path: Path, nan_weight: bool = False, outputs: int = 1) -> Path:
-    """A small untrained CIFAR-shaped Keras classifier: optionally a NaN in its conv kernel, or two heads."""
+def _keras_file(path: Path, nan_weight: bool = False) -> Path:
+    """A small untrained CIFAR-shaped Keras classifier: optionally a NaN in its conv kernel."""
     import keras
 
     inputs = keras.Input((32, 32, 3))
     conv = keras.layers.Conv2D(4, 3)
     pooled = keras.layers.GlobalAveragePooling2D()(conv(inputs))
-    heads = [keras.layers.Dense(10, name="classes")(pooled), keras.layers.Dense(4, name="boxes")(pooled)][:outputs]
-    model = keras.Model(inputs, heads if outputs > 1 else heads[0])
+    model = keras.Model(inputs, keras.layers.Dense(10, name="classes")(pooled))
     if nan_weight:
         kernel, bias = conv.get_weights()
         kernel[0, 0, 0, 0] = float("nan")
@@ -333,13 +332,6 @@ def test_num_classes_below_the_labels_names_model_num_classes(tmp_path):
     _refused(tmp_path, "model.num_classes=5, but the evaluation labels go up to 9", "model=keras_cifar10",
              f"model.file.path={model}", f"data.path={CIFAR10_DIR}", "model.num_classes=5", "calib.num_images=16",
              "data.eval_num_images=64", before_any_stage=False)
-
-
-def test_two_end_points_under_classification_name_model_task_and_end_points(tmp_path):
-    model = _keras_file(tmp_path / "two.keras", outputs=2)
-    _refused(tmp_path, "model.task=classification scores top-1 on one end point, and this model has 2", "model=keras_cifar10",
-             f"model.file.path={model}", f"data.path={CIFAR10_DIR}", "calib.num_images=16", "data.eval_num_images=64",
-             before_any_stage=False)
 
 
 @pytest.mark.parametrize("what", ["missing", "file"])

@@ -1,7 +1,7 @@
 """BatchNorm folding (IR spec, section 3), after constant folding (constant_folding.py).
 
-The IR has no BatchNorm layer: every conv carries its normalization in its
-weights and bias. Two kinds of graph reach this module:
+The IR has no BatchNorm layer: every conv (and dense layer) carries its normalization in
+its weights and bias. Two kinds of graph reach this module:
 
 - QAT graphs, where training already folded BatchNorm into constant arithmetic
   (`BatchNorm_Fold/...` feeding `mul_fold` and the bias FakeQuant). Evaluating
@@ -25,6 +25,8 @@ from core.frontend.graph import Graph, Node, canonical_tensor, tensor_index, ten
 from core.frontend.rewrite import const_node, copy_node, evaluate, finish, readers_of, unique_name
 
 CONV_OPS = frozenset({"Conv2D", "DepthwiseConv2dNative"})
+# what a BatchNorm folds into: a conv, or a Dense layer's MatMul (weights [K, N], output channels last)
+WEIGHTED_OPS = CONV_OPS | {"MatMul"}
 FUSED_BATCH_NORM_OPS = frozenset({"FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"})
 ADD_OPS = frozenset({"Add", "AddV2"})
 
@@ -68,6 +70,8 @@ def _conv_channels(graph: Graph, by_name: dict[str, Node], conv: Node) -> int | 
             weights = graph.constants.get(tensor_node(producer.inputs[0]))
     if weights is not None and weights.ndim == 4:
         return int(weights.shape[3] if conv.op == "Conv2D" else weights.shape[2] * weights.shape[3])
+    if weights is not None and weights.ndim == 2 and conv.op == "MatMul":
+        return int(weights.shape[1])
     shape = conv.output_shapes[0] if conv.output_shapes else None
     return shape[-1] if shape and shape[-1] > 0 else None
 
@@ -173,6 +177,8 @@ def _match_chain(graph: Graph, by_name: dict[str, Node], readers: dict, conv: No
     """The longest run of single-reader per-channel affine ops after `conv`."""
     if conv.attr("data_format", "NHWC") != "NHWC" or len(conv.inputs) != 2:
         return None
+    if conv.op == "MatMul" and (conv.attr("transpose_a", False) or conv.attr("transpose_b", False)):
+        return None  # the output channels are the weights' last axis only without transposes
     channels = _conv_channels(graph, by_name, conv)
     if channels is None:
         return None
@@ -252,7 +258,7 @@ def _batch_norm_name(chain: _Chain) -> str:
 def _fold_float_chains(graph: Graph) -> tuple[list[Node], dict[str, np.ndarray], list[dict], list[dict]]:
     """The rewritten nodes (not yet pruned), their constants, the folded BNs and the plain bias rewrites."""
     by_name, readers = graph.by_name(), readers_of(graph)
-    chains = [chain for node in graph.nodes if node.op in CONV_OPS and (chain := _match_chain(graph, by_name, readers, node))]
+    chains = [chain for node in graph.nodes if node.op in WEIGHTED_OPS and (chain := _match_chain(graph, by_name, readers, node))]
     taken = {node.name for node in graph.nodes}
     replacements: dict[str, list[Node]] = {}
     constants = dict(graph.constants)
@@ -323,13 +329,13 @@ def fold_batch_norms(graph: Graph) -> FoldResult:
 
 # --- what is left: the strict-mode report -----------------------------------------
 def _conv_before(graph: Graph, by_name: dict[str, Node], tensor: str) -> tuple[Node | None, list[str]]:
-    """Walk back through per-channel bias/scale ops to a conv; also the tensors on the way."""
+    """Walk back through per-channel bias/scale ops to a conv or MatMul; also the tensors on the way."""
     path: list[str] = []
     seen: set[str] = set()
     while (node := by_name.get(tensor_node(tensor))) is not None and node.name not in seen:
         seen.add(node.name)
         path.append(canonical_tensor(tensor))
-        if node.op in CONV_OPS:
+        if node.op in WEIGHTED_OPS:
             return node, path
         variable = [t for t in node.inputs if tensor_node(t) not in graph.constants]
         if node.op not in ({"BiasAdd", "Mul", "Sub"} | ADD_OPS) or len(variable) != 1:

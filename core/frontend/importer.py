@@ -5,7 +5,7 @@ Two steps, kept apart so the second also serves graphs built in code:
 - `load_graph_def` reads a frozen GraphDef, a SavedModel, a `.keras` file or a `.tflite`
   flatbuffer and freezes it to a TF1 GraphDef, with the input/end points its signature defines.
 - `import_graph` checks the configured input and end points against that
-  GraphDef, keeps only what computes the end points and drops Identity nodes, so every
+  GraphDef, keeps only what computes the end points and drops Identity and IdentityN nodes, so every
   error names the model and the config key. Node names lose the wrapper prefixes a format
   adds (`StatefulPartitionedCall/...` in a SavedModel), in the graph and in the configured
   names alike: the same model gives the same names in every format.
@@ -323,19 +323,23 @@ def _check_end_points(origin: str, by_name: dict, end_points: list[str]) -> None
         raise ModelImportError(f"{origin}: end point(s) not found in the graph: {lines} Fix {END_POINTS_KEY}")
 
 
+FORWARDING_OPS = ("Identity", "IdentityN")  # output i is input i: IdentityN wraps a custom gradient (Keras 3's swish/silu)
+
+
 def _skip_identities(origin: str, by_name: dict, tensor: str) -> str:
-    """The tensor an Identity chain forwards, so consumers read it directly."""
+    """The tensor an Identity (or IdentityN) chain forwards, so consumers read it directly."""
     seen = set()
-    while (node := by_name.get(tensor_node(tensor))) is not None and node.op == "Identity":
+    while (node := by_name.get(tensor_node(tensor))) is not None and node.op in FORWARDING_OPS:
         if node.name in seen:
             raise ModelImportError(f"{origin}: the graph has a cycle of Identity nodes through {node.name!r}")
         seen.add(node.name)
-        if tensor_index(tensor) != 0:
-            raise ModelImportError(f"{origin}: {tensor!r} does not exist: Identity node {node.name!r} has one output; fix {END_POINTS_KEY}")
         data_inputs = [t for t in node.input if not t.startswith("^")]
+        if tensor_index(tensor) >= max(1, len(data_inputs)) or (node.op == "Identity" and tensor_index(tensor) != 0):
+            raise ModelImportError(f"{origin}: {tensor!r} does not exist: {node.op} node {node.name!r} has {len(data_inputs)} "
+                                   f"output(s); fix {END_POINTS_KEY}")
         if not data_inputs:
             raise ModelImportError(f"{origin}: Identity node {node.name!r} has no data input")
-        tensor = data_inputs[0]
+        tensor = data_inputs[tensor_index(tensor)]
     return tensor
 
 

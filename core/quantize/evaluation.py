@@ -139,13 +139,10 @@ class Comparison:
 def class_labels(graph: Graph, labels: np.ndarray | None, num_classes: int | None) -> tuple[np.ndarray | None, str | None]:
     """`labels` if the graph's first end point scores classes (num_classes values an image, or
     more than the largest label), else None and why: a top-1 of a box regressor's output would
-    read as a real 0.0."""
+    read as a real 0.0. A model of several outputs (class scores and a box regression) is scored
+    on its first; every end point is compared by SQNR."""
     if labels is None:
         return None, None
-    if len(graph.end_points) != 1:
-        raise GraphError(f"model.task=classification scores top-1 on one end point, and this model has {len(graph.end_points)} "
-                         f"({', '.join(graph.end_points)}): set model.end_points=[<the class scores>] to cut the network there, "
-                         "or model.task=detection to compare every end point by SQNR without top-1")
     if num_classes is not None and len(labels) and int(labels.max()) >= num_classes:
         raise GraphError(f"model.num_classes={num_classes}, but the evaluation labels go up to {int(labels.max())}: set "
                          f"model.num_classes to the data set's number of classes ({int(labels.max()) + 1} or more)")
@@ -154,7 +151,9 @@ def class_labels(graph: Graph, labels: np.ndarray | None, num_classes: int | Non
     wanted = num_classes if num_classes is not None else int(labels.max()) + 1
     if size != wanted and not (num_classes is None and size >= wanted):
         return None, (f"no top-1: the end point {graph.end_points[0]} holds {size} values an image, "
-                      f"not {wanted} class scores (model.num_classes)")
+                      f"not {wanted} class scores (model.num_classes)"
+                      + (f"; top-1 scores the first of the {len(graph.end_points)} end points: list the class scores first in "
+                         "model.end_points" if len(graph.end_points) > 1 else ""))
     return labels, None
 
 
@@ -175,7 +174,7 @@ def compare(
     """Run both graphs on `images` and measure what quantization changed.
 
     End points are paired by position. With `labels`, the graphs are treated as
-    classifiers: they must have a single end point, whose argmax is the class.
+    classifiers: the argmax of the first end point is the class.
     `reference`: the model the end points and top-1 are measured against when `float_graph`
     (whose layers the annotated graph quantizes, and which the per-layer figures compare
     with) is a rewrite of it (cross-layer equalized). `record(reference, annotated end points)` sees each batch's."""
@@ -321,9 +320,8 @@ def _read_end_point(path: Path, images: int) -> np.ndarray:
 def _check_comparable(reference: Graph, annotated_graph: Graph, images: np.ndarray, labels: np.ndarray | None) -> None:
     if len(reference.end_points) != len(annotated_graph.end_points):
         raise GraphError(f"the float graph has {len(reference.end_points)} end points, the annotated one {len(annotated_graph.end_points)}")
-    if labels is not None and (len(reference.end_points) != 1 or len(labels) != len(images)):
-        raise GraphError(f"top-1 needs one end point and one label per image; got {len(reference.end_points)} end points, "
-                         f"{len(labels)} labels for {len(images)} images")
+    if labels is not None and len(labels) != len(images):
+        raise GraphError(f"top-1 needs one label per image; got {len(labels)} labels for {len(images)} images")
 
 
 def layer_tensor_pairs(layer_graph, annotated_graph: Graph) -> dict[str, tuple[str, str]]:
@@ -334,7 +332,7 @@ def layer_tensor_pairs(layer_graph, annotated_graph: Graph) -> dict[str, tuple[s
 
 
 def top1(graph: Graph, images: np.ndarray, labels: np.ndarray, batch_size: int = DEFAULT_BATCH_SIZE) -> float:
-    """Top-1 of a single-end-point classifier graph on `images`."""
+    """Top-1 of a classifier graph (its first end point's argmax) on `images`."""
     correct = 0
     with GraphRunner(graph) as runner:
         for (logits,), start in zip(runner.batches(graph.end_points[:1], images, batch_size), range(0, len(images), batch_size)):

@@ -18,7 +18,6 @@ host_only("float_dwconv", "kept in float (calib.keep_float): the accelerator com
 # the tflite_int8 dialect's (core/ir/op.py dialect_key)
 host_only(dialect_key("reshape", SCHEME), "a change of shape across the blocked layout is a host copy (seed 004 [0055])")
 host_only(dialect_key("concat", SCHEME), "the accelerator has no concatenation (nor TFLite's rescaling of each input)")
-host_only(dialect_key("pad", SCHEME), "a copy into a larger image: the host's (a conv reading it pads with the zero point itself)")
 host_only(dialect_key("resize_bilinear", SCHEME), "the accelerator has no interpolation")
 host_only(dialect_key("resize_nearest", SCHEME), "the accelerator has no gather; a host copy")
 host_only(dialect_key("lut", SCHEME), "the accelerator has no table lookup")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from core.backends.c.emitter import emits
+from core.backends.c.ops.pad import pad_c
 from core.ir.ops.concat.affine_record import ConcatAffineLayer
 from core.ir.ops.lut.affine_record import LutAffineLayer
 from core.ir.ops.pad.affine_record import PadAffineLayer
@@ -43,18 +44,7 @@ static void {symbol}({pointers}, int8_t *restrict out)
 
 @emits("pad@tflite_int8")
 def pad_affine_emit_c(record: PadAffineLayer, symbol: str) -> str:
-    height, width = record.input_size.pair()
-    out_height, out_width = record.output_size.pair()
-    channels, padding = record.input_channel_num, record.padding
-    return f"""/* pad {height}x{width}x{channels} by {padding.as_list()} with the zero point {record.output_zero_point} (tflite_int8) */
-static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
-{{
-    int y;
-    memset(out, {record.output_zero_point}, {out_height * out_width * channels});
-    for (y = 0; y < {height}; y++)
-        memcpy(out + ((y + {padding.top}) * {out_width} + {padding.left}) * {channels}, in0 + y * {width * channels}, {width * channels});
-}}
-"""
+    return pad_c(record, symbol, record.output_zero_point, f"the zero point {record.output_zero_point} (tflite_int8)")
 
 
 @emits("lut@tflite_int8")

@@ -1,0 +1,16 @@
+"""A matched pad layer as IR fields."""
+
+from __future__ import annotations
+
+from core.frontend.layers import Layer
+from core.ir.op import IrContext
+
+
+def pad_fields(layer: Layer, ctx: IrContext) -> dict:
+    _, height, width, channels = ctx.nhwc(layer, "input_size", layer.inputs[0])
+    _, out_height, out_width, _ = ctx.nhwc(layer, "output_size", layer.output)
+    top, bottom, left, right = layer.attrs
+    return {"input_size": {"height": height, "width": width}, "input_channel_num": channels,
+            "padding": {"top": top, "bottom": bottom, "left": left, "right": right},
+            "output_size": {"height": out_height, "width": out_width}, "output_channel_num": channels,
+            "log2scale": ctx.log2scale(layer.output)}

@@ -1,0 +1,13 @@
+"""The pad layer's kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.ir.ops.pad.record import PadLayer
+
+
+def pad_kernel(record: PadLayer, params: dict, inputs: list) -> np.ndarray:
+    """[N, H, W, C] int8 -> [N, H + top + bottom, W + left + right, C]: zeros around the image."""
+    padding = record.padding
+    return np.pad(np.asarray(inputs[0], np.int8), ((0, 0), (padding.top, padding.bottom), (padding.left, padding.right), (0, 0)))
