@@ -81,7 +81,7 @@ def import_report(graph: Graph) -> dict:
     }
 
 
-def expressible_layers(graph: Graph, origin: str, layer_names: list[str] | None) -> LayerGraph:
+def expressible_layers(graph: Graph, origin: str, layer_names: dict[str, str] | None) -> LayerGraph:
     """The IR layers of the graph as fold_check will leave it (folded, canonical, FakeQuant
     bypassed), or the refusal of the first node no layer holds."""
     prepared = prepare(graph)

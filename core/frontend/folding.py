@@ -125,8 +125,12 @@ def _step_sub(graph, node, tensor, affine, channels):
 
 
 def _step_mul(graph, node, tensor, affine, channels):
-    other = _other_input(node, tensor) if node.op == "Mul" else None
+    other = _other_input(node, tensor) if node.op in ("Mul", "RealDiv") else None
+    if other and node.op == "RealDiv" and other[1] == 1:
+        return None  # c / x (the chain's tensor the divisor) is no affine map
     factor = other and _channel_vector(graph, other[0], channels)
+    if factor is not None and node.op == "RealDiv":
+        factor = 1.0 / factor  # x / c (Keras' Normalization divides by the standard deviation)
     return None if factor is None else _Affine(affine.scale * factor, affine.offset * factor, True)
 
 

@@ -20,7 +20,7 @@ import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from core.frontend.graph import Graph, GraphError, canonical_tensor, tensor_index, tensor_node
 from core.frontend.tflite import TfliteError, read_tflite
@@ -48,7 +48,7 @@ class LoadedModel:
     # what the file's own signature names (a frozen graph: its one Placeholder, the outputs nothing reads)
     default_input_tensor: str | None = None
     default_end_points: list[str] | None = None
-    layer_names: list[str] | None = None  # a Keras model's layers (nested models' too), to name a node's layer
+    layer_names: dict[str, str] | None = None  # a Keras model's layers (nested models' too) -> their classes, to name a node's layer
     # a pre-quantized file's exact scales and zero points, by FakeQuant node (fake_quant.EXACT_PARAMETERS)
     fake_quant_parameters: dict[str, dict[str, list]] | None = None
 
@@ -178,11 +178,11 @@ def _load_tflite(path: Path) -> LoadedModel:
     return LoadedModel(graph_def, input_tensor, end_points, fake_quant_parameters=parameters or None)
 
 
-def _keras_layer_names(model) -> list[str]:
-    names, stack = [], list(getattr(model, "layers", []))
+def _keras_layer_names(model) -> dict[str, str]:
+    names, stack = {}, list(getattr(model, "layers", []))
     while stack:
         layer = stack.pop(0)
-        names.append(layer.name)
+        names[layer.name] = type(layer).__name__
         stack.extend(getattr(layer, "layers", []))
     return names
 
@@ -454,17 +454,30 @@ def keras_layer_of(node_name: str, layer_names: Iterable[str] | None) -> str | N
     return None
 
 
+# the Keras layers whose TensorFlow ops the IR's patterns hold (README: Your own model)
+KERAS_LAYERS = ("Conv2D", "DepthwiseConv2D", "SeparableConv2D", "Conv2DTranspose", "Dense", "BatchNormalization (after a conv or "
+                "dense layer, or anywhere per channel)", "Normalization", "Rescaling", "Activation and ReLU, LeakyReLU, ELU, "
+                "Softmax (relu, relu6, sigmoid, hard_sigmoid, tanh, swish/silu, hard_swish, gelu, elu, selu, softplus, softsign)",
+                "Add", "Multiply", "Concatenate", "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D", "ZeroPadding2D",
+                "UpSampling2D", "Resizing", "Flatten", "Reshape", "Dropout")
+
+
 def unsupported_node(origin: str, graph: Graph, prepared: Graph, node_name: str, reason: str,
-                     layer_names: Iterable[str] | None) -> ModelImportError:
-    """The refusal of node `node_name` of the prepared (folded, canonical) graph: what it is, where
-    it came from, and the end point(s) of the imported graph that stop the network before it."""
+                     layer_names: Mapping[str, str] | None) -> ModelImportError:
+    """The refusal of node `node_name` of the prepared (folded, canonical) graph: the Keras layer it came from
+    and the layers the importer takes (a Keras model), else the node and its name scope; and the end point(s) of
+    the imported graph that stop the network before it."""
     original = graph.by_name()
     node = prepared.by_name()[node_name]
     layer = keras_layer_of(node.name, layer_names)
-    where = f" (Keras layer {layer!r})" if layer else (f" (name scope {node.name.rsplit('/', 1)[0]!r})" if "/" in node.name else "")
     cut = _cut_before(prepared, node, original)
     advice = (f"To convert the network up to it, set {END_POINTS_KEY}=[{', '.join(cut)}] (what it reads)"
               if cut else "It reads the network input directly: nothing before it can be converted on its own")
+    if layer is not None and isinstance(layer_names, Mapping):
+        return ModelImportError(f"{origin}: Keras layer {layer!r} ({layer_names[layer]}) cannot be expressed in the IR; the importer "
+                                f"takes the Keras layers {', '.join(KERAS_LAYERS)}. What failed: node {node.name} ({node.op}): "
+                                f"{reason}\n{advice}, or replace the layer in the model.")
+    where = f" (Keras layer {layer!r})" if layer else (f" (name scope {node.name.rsplit('/', 1)[0]!r})" if "/" in node.name else "")
     return ModelImportError(f"{origin}: node {node.name} ({node.op}){where} cannot be expressed in the IR: {reason}\n"
                             f"{advice}, or replace it in the model.")
 

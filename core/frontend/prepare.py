@@ -1,5 +1,6 @@
-"""A model's graph made ready for the IR's patterns: constants evaluated, BatchNorm folded into
-the convs (folding.py), TensorFlow/Keras idioms rewritten into canonical forms
+"""A model's graph made ready for the IR's patterns: constants evaluated, per-channel affine maps after
+no conv given a depthwise 1x1 conv to fold into (channel_affine.py), BatchNorm folded into the convs
+(folding.py), TensorFlow/Keras idioms rewritten into canonical forms
 (canonicalize.py). fold_check runs it and verifies the result on data; import runs it too, to
 refuse what no IR layer can express before any later stage runs."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.frontend.canonicalize import canonicalize
+from core.frontend.channel_affine import insert_channel_affine_convs
 from core.frontend.constant_folding import fold_constants
 from core.frontend.folding import FoldResult, fold_batch_norms
 from core.frontend.graph import Graph
@@ -23,7 +25,8 @@ class Prepared:
 
 def prepare(graph: Graph) -> Prepared:
     constant_folded = fold_constants(graph)
-    folding = fold_batch_norms(constant_folded)
+    with_convs, _ = insert_channel_affine_convs(constant_folded)
+    folding = fold_batch_norms(with_convs)
     canonical, rewrites = canonicalize(folding.graph)
     canonical.infer_shapes()
     return Prepared(constant_folded, folding, canonical, rewrites)

@@ -131,6 +131,14 @@ def _reshape(writer: TfliteWriter, layer: Layer) -> None:
                     *writer.options("ReshapeOptions", newShape=shape))
 
 
+def _pad(writer: TfliteWriter, layer: Layer) -> None:
+    """PAD of height and width (TFLite fills with the zero point: real 0, as the graph's zeros)."""
+    top, bottom, left, right = layer.attrs
+    pads = writer.add_tensor(f"{layer.name}/paddings", [4, 2], writer.schema.TensorType.INT32,
+                             data=np.array([[0, 0], [top, bottom], [left, right], [0, 0]], np.int32))
+    writer.operator("PAD", [writer.activation(layer.inputs[0]), pads], [writer.activation(layer.output)])
+
+
 def _softmax(writer: TfliteWriter, layer: Layer) -> None:
     writer.operator("SOFTMAX", [writer.activation(layer.inputs[0])], [writer.activation(layer.output)],
                     *writer.options("SoftmaxOptions", beta=1.0))
@@ -196,6 +204,7 @@ WRITERS: dict[str, Writer] = {
     "max_pool": _pool("MAX_POOL_2D"),
     "add": _add,
     "reshape": _reshape,
+    "pad": _pad,
     "softmax": _softmax,
     "mul": _mul,
     "lut": _lut,
@@ -206,6 +215,7 @@ WRITERS: dict[str, Writer] = {
 }
 # operations no writer covers (a network using one is refused naming the layer)
 NOT_WRITTEN: dict[str, str] = {
+    "deconv": "TRANSPOSE_CONV is not written yet: target=tflite_int8 refuses a Conv2DTranspose naming the layer",
     "float_conv": "layers kept in float (calib.keep_float): an int8 .tflite keeps none",
     "float_dwconv": "layers kept in float (calib.keep_float): an int8 .tflite keeps none",
 }

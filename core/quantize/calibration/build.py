@@ -206,8 +206,9 @@ def output_channels(weight: np.ndarray, layer: Layer) -> list[np.ndarray]:
     output channels (merged in order: a depthwise HWCM weight's channel c * M + m)."""
     axes = [axis % weight.ndim for axis in layer.rule.weight_channel_axes]
     if not axes or axes != list(range(weight.ndim - len(axes), weight.ndim)):
-        raise CalibrationError(f"layer {layer.name}: its weight's output channels are axes {list(axes)} of a "
-                               f"{weight.ndim}-d weight; per-channel weights need them last")
+        raise CalibrationError(f"layer {layer.name} ({layer.op}): its weight's output channels are axes {list(axes)} of a "
+                               f"{weight.ndim}-d weight, and per-channel weight scales (the target's scheme) need them last; "
+                               f"a target with per-tensor weights (target=tf2ir, accel) takes it")
     flat = weight.reshape(-1, int(np.prod([weight.shape[axis] for axis in axes])))
     return [flat[:, channel] for channel in range(flat.shape[1])]
 

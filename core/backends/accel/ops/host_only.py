@@ -12,6 +12,7 @@ host_only("lut", "the accelerator has no table lookup")
 host_only("softmax", "the accelerator has no exponent or division")
 host_only("mul", "the accelerator multiplies only by constant weights")
 host_only("resize_nearest", "the accelerator has no gather; a host copy")
+host_only("deconv", "the DMA cannot stuff zeros between pixels (a transposed conv is a conv of the stuffed image): the host's")
 host_only("float_conv", "kept in float (calib.keep_float): the accelerator computes in integers")
 host_only("float_dwconv", "kept in float (calib.keep_float): the accelerator computes in integers")
 

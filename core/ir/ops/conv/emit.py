@@ -102,12 +102,16 @@ def conv_fields(layer: Layer, ctx: IrContext) -> dict:
       needs stride 1 (seed 000), else IrError.
     - dwconv: channel multiplier 1 only (the IR's dwconv weight is HWC), else IrError.
     - all dtypes "int8"; every number a Python int."""
+    return {**conv_window_fields(layer, ctx), **conv_quantization_fields(layer, ctx)}
+
+
+def conv_quantization_fields(layer: Layer, ctx: IrContext) -> dict:
+    """The log2scales, shifts and dtypes of a layer with a weight and maybe a bias (conv_fields' docstring)."""
     input_log2scale = int(ctx.log2scale(layer.inputs[0]))
     weight_log2scale = int(ctx.log2scale(f"{layer.weight}:0"))
     output_log2scale = int(ctx.log2scale(layer.output))
     bias_log2scale = int(ctx.log2scale(f"{layer.bias}:0")) if layer.bias is not None else 0
     return {
-        **conv_window_fields(layer, ctx),
         "input_log2scale": input_log2scale,
         "weight_log2scale": weight_log2scale,
         "bias_log2scale": bias_log2scale,

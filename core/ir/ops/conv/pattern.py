@@ -174,13 +174,18 @@ def _absorb_space_to_batch(layer: Layer, conv: Node, index: GraphIndex) -> None:
 
 
 def _absorb_bias(layer: Layer, index: GraphIndex) -> None:
+    channels = np.asarray(index.const(f"{layer.weight}:0")).shape[-1]
+    if layer.op == "dwconv":
+        channels *= np.asarray(index.const(f"{layer.weight}:0")).shape[-2]
+    absorb_bias(layer, index, channels)
+
+
+def absorb_bias(layer: Layer, index: GraphIndex, channels: int) -> None:
+    """The BiasAdd (or Add of a [channels] constant) that alone reads the layer's output joins it."""
     reader = index.sole_reader(layer.output)
     if reader is None or reader.op not in BIAS_OPS:
         return
     other = [tensor for tensor in reader.inputs if tensor.split(":")[0] != layer.output.split(":")[0]]
-    channels = np.asarray(index.const(f"{layer.weight}:0")).shape[-1]
-    if layer.op == "dwconv":
-        channels *= np.asarray(index.const(f"{layer.weight}:0")).shape[-2]
     # one value per output channel; a scalar (hard-swish's x + 3) is another layer's
     if len(other) != 1 or not index.is_const(other[0]) or np.shape(index.const(other[0])) != (channels,):
         return
