@@ -7,7 +7,7 @@ ARGS ?=
 
 EXTRAS := s3 slurm
 
-.PHONY: setup setup-s3 setup-slurm run test lock clean-store params repro
+.PHONY: setup setup-s3 setup-slurm setup-tfmot run test lock clean-store params repro
 
 setup: $(INSTALLED)
 
@@ -19,6 +19,16 @@ $(INSTALLED): requirements.lock
 # Optional extras: `make setup-s3` (a store on S3: s3fs), `make setup-slurm` (Hydra's submitit launchers).
 setup-s3 setup-slurm: setup-%: setup requirements-%.lock
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.lock -r requirements-$*.lock
+
+# tfmot (tensorflow-model-optimization) needs tf_keras, which cannot share the lock with Keras 3: an environment of its
+# own, .venv-tfmot, in which the slow test builds a real tfmot QAT model (`make setup-tfmot`, then `make test` or
+# `pytest --slow tests/test_qat_user_models.py`). requirements-tfmot.lock is that environment's `pip freeze`.
+setup-tfmot: .venv-tfmot/.installed
+
+.venv-tfmot/.installed: requirements-tfmot.lock
+	test -x .venv-tfmot/bin/python || $(PYTHON) -m venv .venv-tfmot
+	.venv-tfmot/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-tfmot.lock
+	touch $@
 
 $(VENV)/.installed-test: $(INSTALLED) $(foreach extra,$(EXTRAS) test,requirements-$(extra).lock)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.lock $(foreach extra,$(EXTRAS) test,-r requirements-$(extra).lock)

@@ -1,6 +1,6 @@
-"""The layers of ResNet50, DenseNet, EfficientNet, U-Nets and autoencoders (issue: the rest of the front door), as
-users write them, through all eight stages on tf2ir and accel: ZeroPadding2D before a pool (TF2IR 1.2's pad, which
-the accelerator's DMA pads as it loads), a BatchNormalization or Normalization after no conv (an identity depthwise
+"""The layers of ResNet50, DenseNet, EfficientNet, NASNet, U-Nets and autoencoders (issue: the rest of the front door),
+as users write them, through all eight stages on tf2ir and accel: ZeroPadding2D before a pool (TF2IR 1.2's pad, which
+the accelerator's DMA pads as it loads), Cropping2D (crop: the DMA loads the kept box), a BatchNormalization or Normalization after no conv (an identity depthwise
 1x1 conv for it to fold into), swish and silu (IdentityN forwarded: their lookup tables), BatchNormalization after
 Dense (folded into the MatMul), Conv2DTranspose (deconv: the conv of the zero-stuffed input it equals), a dilated
 conv (on the accelerator), a classifier with a second regression output (top-1 on the first, SQNR on both).
@@ -31,7 +31,8 @@ def every_new_layer_model() -> keras.Model:
     stem = L.Activation("swish", name="stem_swish")(L.Conv2D(8, 3, padding="same", name="stem")(images))
     pooled = L.MaxPooling2D(3, strides=2, name="max")(L.ZeroPadding2D(1, name="pad_max")(stem))  # 4x4
     averaged = L.AveragePooling2D(2, name="avg")(L.ZeroPadding2D(((0, 1), (0, 1)), name="pad_avg")(pooled))  # 2x2
-    dense_block = L.Concatenate(name="dense_concat")([pooled, L.Conv2D(4, 1, name="growth")(pooled)])
+    cropped = L.Cropping2D(((2, 0), (1, 1)), name="crop")(L.ZeroPadding2D(((0, 2), (1, 1)), name="pad_crop")(pooled))  # NASNet's
+    dense_block = L.Concatenate(name="dense_concat")([pooled, L.Conv2D(4, 1, name="growth")(cropped)])
     dense_block = L.ReLU(name="pre_relu")(L.BatchNormalization(name="pre_bn")(dense_block))  # BN after no conv
     atrous = L.Conv2D(8, 3, padding="same", dilation_rate=2, activation="silu", name="atrous")(dense_block)
     up = L.Conv2DTranspose(8, 3, strides=2, padding="same", activation="relu", name="up")(averaged)  # 4x4
@@ -62,14 +63,14 @@ def test_every_new_layer_runs_all_eight_stages_bit_exact(new_layer_file, workspa
     metrics = summary.metrics
     ir = read_ir(artifact(summary, "emit_ir"))
     operations = {layer.operation for layer in ir.layers}
-    assert {"pad", "deconv", "dwconv", "lut", "max_pool", "avg_pool", "concat2"} <= operations, operations
+    assert {"pad", "crop", "deconv", "dwconv", "lut", "max_pool", "avg_pool", "concat2"} <= operations, operations
     assert metrics["annotate.top1"] is not None and "simulate.sqnr_db.end_point_1" in metrics  # scored on the first, SQNR on both
     atrous = next(layer for layer in ir.layers if "atrous" in layer.name)
     assert atrous.dilations.pair() == (2, 2)
     if target == "accel":
         plan = {group["layer"]: group for group in json.loads((artifact(summary, "partition") / "partition_plan.json").read_text())["groups"]}
         on_accel = {layer.operation for layer in ir.layers if plan[layer.name]["target"] == "accel"}
-        assert {"pad", "conv", "dwconv", "max_pool"} <= on_accel and plan[atrous.name]["target"] == "accel"
+        assert {"pad", "crop", "conv", "dwconv", "max_pool"} <= on_accel and plan[atrous.name]["target"] == "accel"
         deconv = plan[next(layer.name for layer in ir.layers if layer.operation == "deconv")]
         assert deconv["target"] == "host" and "zeros between pixels" in deconv["reason"]
 
@@ -92,6 +93,7 @@ APPLICATIONS = {
     "DenseNet121": lambda: keras.applications.DenseNet121(weights=None, input_shape=(32, 32, 3), classes=10),
     "EfficientNetB0": lambda: keras.applications.EfficientNetB0(weights=None, input_shape=(32, 32, 3), classes=10),  # its preprocessing on
     "EfficientNetV2B0": lambda: keras.applications.EfficientNetV2B0(weights=None, input_shape=(32, 32, 3), classes=10),
+    "NASNetMobile": lambda: keras.applications.NASNetMobile(weights=None, input_shape=(32, 32, 3), classes=10),
 }
 CIFAR10 = ("model=keras_cifar10", f"data.path={CIFAR10_DIR}", "calib.num_images=32", "data.eval_num_images=32",
            "quality.enforce=false")  # untrained: its top-1 is noise, its bits are not

@@ -1,24 +1,27 @@
 """A quantization-aware model as tfmot writes it, through the product path with calib.method=qat.
 
 tensorflow-model-optimization cannot be installed beside this project's TensorFlow (it needs
-tf-keras, which pulls a second TensorFlow), so the test builds the graph tfmot 0.8's
+tf-keras, which pulls a second TensorFlow), so the default run builds the graph tfmot 0.8's
 quantize_model leaves in a frozen Keras CNN, node for node: an asymmetric, non-power-of-two
 input FakeQuant; conv and depthwise weights through FakeQuantWithMinMaxVarsPerChannel with
 narrow_range=True, then FusedBatchNormV3 (BN after weight quantization); a 1x1 conv with BiasAdd;
 a global Mean without keep_dims; a Dense with per-tensor narrow weights; a Softmax with no
-FakeQuant after it. Names are tfmot's (model/quant_conv2d/...)."""
+FakeQuant after it. Names are tfmot's (model/quant_conv2d/...). With `--slow` and `make setup-tfmot`
+(an environment of its own, .venv-tfmot), a real tfmot model is built, trained and run too."""
 
 from __future__ import annotations
 
 import io
 import json
+import subprocess
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from rich.console import Console
 
-from conftest import compose
+from conftest import CIFAR10_DIR, PROJECT_ROOT, compose
+from core.data.datasets import load_cifar10
 from core.frontend.graph import Graph
 from core.quantize.table import CalibrationTable
 from pipeline.main import run_pipeline
@@ -137,3 +140,31 @@ def test_on_tf2ir_the_ranges_are_rounded_to_powers_of_two_and_every_change_is_re
     folded = json.loads((artifacts["fold_check"] / "report.json").read_text())["folded_batch_norms"]
     for scope in ("model/quant_conv2d", "model/quant_depthwise_conv2d"):
         assert f"{scope}/LastValueQuant/FakeQuantWithMinMaxVarsPerChannel" in [entry.get("requantized_weights") for entry in folded], scope
+
+
+# --- a real tfmot model (its own environment: `make setup-tfmot`) -----------------------------------------
+
+TFMOT_PYTHON = PROJECT_ROOT / ".venv-tfmot" / "bin" / "python"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not TFMOT_PYTHON.exists(), reason="needs .venv-tfmot: run `make setup-tfmot` (tfmot cannot share the lock)")
+@pytest.mark.skipif(not CIFAR10_DIR.is_dir(), reason=f"trains on CIFAR-10, expected at {CIFAR10_DIR} (../shared/data)")
+def test_a_real_tfmot_qat_model_runs_with_the_defaults_within_a_point_of_its_own_top1(workspace, tmp_path):
+    """tfmot's quantize_model on Conv2D + BatchNorm + ReLU6 (BatchNorm after the per-channel fake-quantized
+    weights), trained briefly, frozen: fold_check passes with its default tolerance (the fold keeps the trained
+    quantized weights' function; the activation FakeQuants' effect is a figure), and calib.method=qat on tf2ir
+    stays within a point of the QAT graph's own top-1, bit-exact to the end."""
+    images, labels = load_cifar10(CIFAR10_DIR, "data_batch_1")
+    np.savez(tmp_path / "train.npz", x=(images.astype(np.float32) / 127.5 - 1.0), y=labels)
+    subprocess.run([str(TFMOT_PYTHON), str(PROJECT_ROOT / "tests" / "tfmot_model.py"), str(tmp_path / "train.npz"),
+                    str(tmp_path / "tfmot.pb")], check=True, capture_output=True, text=True)
+    cfg = compose(*workspace, "model=keras_cifar10", "model.format=frozen_graph", f"model.file.path={tmp_path / 'tfmot.pb'}",
+                  f"data.path={CIFAR10_DIR}", "calib.method=qat", "target=tf2ir", "data.eval_num_images=1000")
+    metrics = run_pipeline(cfg, console=Console(file=io.StringIO(), width=400)).metrics
+    print(f"TFMOT top1 {metrics['annotate.top1']:.4f} qat graph {metrics['annotate.top1_qat_graph']:.4f} simulate {metrics['simulate.top1']:.4f} "
+          f"fold max_rel_diff {metrics['fold_check.max_rel_diff']:.3g} fake-quantized {metrics['fold_check.max_abs_diff_fake_quantized']:.3g}")
+    assert metrics["fold_check.batch_norms_folded"] == 2 and metrics["fold_check.max_rel_diff"] <= 1e-4
+    assert "fold_check.max_abs_diff_fake_quantized" in metrics
+    assert abs(metrics["annotate.top1"] - metrics["annotate.top1_qat_graph"]) <= 0.01
+    assert metrics["codegen.bitexact"] == 1.0 and metrics["simulate.layer_agreement_min"] == 1.0

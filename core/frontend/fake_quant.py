@@ -42,13 +42,18 @@ class QuantRange:
     zero_point: tuple[int, ...] | None = None
 
 
-def bypass_fake_quant(graph: Graph) -> tuple[Graph, dict[str, QuantRange]]:
-    """(the float graph, tensor -> range of the FakeQuant that read it)."""
+def bypass_fake_quant(graph: Graph, activations_only: bool = False) -> tuple[Graph, dict[str, QuantRange]]:
+    """(the float graph, tensor -> range of the FakeQuant that read it). `activations_only`: the FakeQuants of
+    constants (weights, biases) stay, so the graph computes with the trained quantized weights."""
     by_name = graph.by_name()
     replaced: dict[str, str] = {}  # FakeQuant output -> the tensor it quantized
     ranges: dict[str, QuantRange] = {}
+    kept: set[str] = set()
     for node in graph.nodes:
         if node.op not in FAKE_QUANT_OPS:
+            continue
+        if activations_only and tensor_node(node.inputs[0]) in graph.constants:
+            kept.add(node.name)
             continue
         source = _follow(replaced, canonical_tensor(node.inputs[0]))
         replaced[f"{node.name}:0"] = source
@@ -60,7 +65,7 @@ def bypass_fake_quant(graph: Graph) -> tuple[Graph, dict[str, QuantRange]]:
     nodes = [
         dataclasses.replace(node, inputs=[_follow(replaced, canonical_tensor(t)) for t in node.inputs])
         for node in graph.nodes
-        if node.op not in FAKE_QUANT_OPS
+        if node.op not in FAKE_QUANT_OPS or node.name in kept
     ]
     float_graph = Graph(
         nodes,

@@ -101,6 +101,26 @@ class SameShapeInput:
         return self.output_log2scale
 
 
+class ScaleSharingCopy:
+    """A layer that moves values without arithmetic (reshape, pad, crop): one `log2scale` for its input and
+    output, no multiply-accumulates, no shifts, no accumulator."""
+
+    def log2scale_of_input(self, position: int) -> int:
+        return self.log2scale
+
+    def log2scale_of_output(self) -> int:
+        return self.log2scale
+
+    def macs(self) -> int:
+        return 0
+
+    def shifts(self) -> list["Shift"]:
+        return []
+
+    def accumulator_bound(self, params: dict | None = None) -> None:
+        return None  # a copy
+
+
 def omitted_when(default: Any):
     """A field the JSON carries only when it differs from `default` (absent means default)."""
     return dataclasses.field(default=default, metadata={"omit_default": True})

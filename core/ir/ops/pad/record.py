@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from core.ir.records import IrLayer, OneInputOneOutput, OpSchema, Padding, Shift, Size
+from core.ir.records import IrLayer, OneInputOneOutput, OpSchema, Padding, ScaleSharingCopy, Size
 
 
 @dataclass(frozen=True, kw_only=True)
-class PadLayer(OneInputOneOutput, IrLayer):
+class PadLayer(ScaleSharingCopy, OneInputOneOutput, IrLayer):
     operation: ClassVar[str] = "pad"
     label_prefix: ClassVar[str] = "pad"
     schema: ClassVar[OpSchema] = OpSchema(
@@ -26,21 +26,6 @@ class PadLayer(OneInputOneOutput, IrLayer):
     output_size: Size
     output_channel_num: int
     log2scale: int
-
-    def log2scale_of_input(self, position: int) -> int:
-        return self.log2scale
-
-    def log2scale_of_output(self) -> int:
-        return self.log2scale
-
-    def macs(self) -> int:
-        return 0
-
-    def shifts(self) -> list[Shift]:
-        return []
-
-    def accumulator_bound(self, params: dict | None = None) -> None:
-        return None  # a copy
 
     def fused_operators(self) -> list[str]:
         return ["pad"]

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from core.ir.records import IrLayer, OpSchema, Shift
+from core.ir.records import IrLayer, OpSchema, ScaleSharingCopy
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReshapeLayer(IrLayer):
+class ReshapeLayer(ScaleSharingCopy, IrLayer):
     operation: ClassVar[str] = "reshape"
     schema: ClassVar[OpSchema] = OpSchema(
         doc="Reshape of each image's HWC data in C order.",
@@ -34,21 +34,6 @@ class ReshapeLayer(IrLayer):
 
     def shape_of_input(self, position: int) -> tuple[int, ...]:
         return tuple(self.input_shape)
-
-    def log2scale_of_input(self, position: int) -> int:
-        return self.log2scale
-
-    def log2scale_of_output(self) -> int:
-        return self.log2scale
-
-    def macs(self) -> int:
-        return 0
-
-    def shifts(self) -> list[Shift]:
-        return []  # the same bytes, the same scale
-
-    def accumulator_bound(self, params: dict | None = None) -> None:
-        return None  # no accumulator: a copy
 
     def fused_operators(self) -> list[str]:
         return ["reshape"]
