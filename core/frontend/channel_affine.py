@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.frontend.graph import Graph, Node, tensor_node
+from core.frontend.graph import Graph, Node, canonical_tensor, tensor_node
 from core.frontend.rewrite import const_node, copy_node, finish, readers_of, unique_name
 
 AFFINE_OPS = ("Mul", "RealDiv", "Add", "AddV2", "Sub")
@@ -48,7 +48,7 @@ def _chain_start(graph: Graph, by_name: dict[str, Node], readers: dict, node: No
         producer = by_name.get(tensor_node(source))
         if producer is not None and producer.op in FOLDS_INTO:
             return None
-        if producer is None or _affine_operand(graph, producer) is None or len(readers.get(source, [])) != 1:
+        if producer is None or _affine_operand(graph, producer) is None or len(readers.get(canonical_tensor(source), [])) != 1:
             return node
         node = producer
 

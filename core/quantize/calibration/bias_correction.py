@@ -35,16 +35,23 @@ def dequantized(values: np.ndarray, entry: TensorEntry, bits: int) -> np.ndarray
     return np.clip(np.round(values / entry.scale), low, high) * entry.scale
 
 
+# output channel axes of a 4-D weight -> its response to one value per input channel: conv HWIO, dwconv HWCM (channel
+# c * M + m), a transposed conv's TensorFlow filter HWOI
+WEIGHT_LAYOUTS = {(-1,): "hwio,i->o", (-2, -1): "hwcm,c->cm", (-2,): "hwoi,i->o"}
+
+
 def channel_response(layer: Layer, weight: np.ndarray, per_input_channel: np.ndarray) -> np.ndarray:
     """Per output channel, the layer's weights applied to one value per input channel at every
-    window position (a constant input): conv HWIO, dwconv HWCM (channel c * M + m), dense [K, C]."""
+    window position (a constant input): conv HWIO, dwconv HWCM (channel c * M + m), deconv HWOI, dense [K, C]."""
     weight = np.asarray(weight, dtype=np.float64)
     vector = np.asarray(per_input_channel, dtype=np.float64)
-    if layer.op == "dwconv":
-        return np.einsum("hwcm,c->cm", weight, vector).reshape(-1)
     if weight.ndim == 2:
         return vector @ weight
-    return np.einsum("hwio,i->o", weight, vector)
+    # the weight's layout, from the axes its rule says index the output channels
+    layout = WEIGHT_LAYOUTS.get(tuple(layer.rule.weight_channel_axes))
+    if layout is None:
+        raise ValueError(f"layer {layer.name}: no per-channel response for output channel axes {layer.rule.weight_channel_axes}")
+    return np.einsum(layout, weight, vector).reshape(-1)
 
 
 def output_shift(layer: Layer, weight: np.ndarray, quantized_weight: np.ndarray, input_mean: np.ndarray) -> np.ndarray:
