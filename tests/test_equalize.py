@@ -21,6 +21,7 @@ from core.frontend.graph import Graph
 from core.frontend.tf_runtime import GraphRunner
 from core.ir.io import read_ir
 from core.ir.layers import group_layers
+from core.ir.ops import OPS
 from core.quantize.calibration.bias_correction import dequantized, output_shift
 from core.quantize.equalize import equalizable_pairs, input_channel_ranges, output_channel_ranges
 from core.quantize.table import CalibrationTable, TensorEntry
@@ -126,7 +127,7 @@ def test_bias_correction_is_the_mean_output_shift_tensorflow_measures(kind):
     entry = TensorEntry("weight", "absmax", 0.0, [], log2scale=int(np.floor(np.log2(127 / np.abs(weight).max()))))
     quantized = dequantized(weight, entry, 8)
     assert not np.array_equal(quantized, weight)
-    layer = type("L", (), {"op": op})()
+    layer = type("L", (), {"op": op, "rule": OPS[op].annotate})()  # the rule says which weight axes are the output channels
     measured = (apply(quantized) - apply(weight)).reshape(-1, weight.shape[-1] if op == "conv" else channels).mean(axis=0)
     predicted = output_shift(layer, weight, quantized, data.reshape(-1, channels).mean(axis=0))
     np.testing.assert_allclose(predicted, measured, rtol=1e-3, atol=1e-6)
