@@ -21,13 +21,14 @@ setup-s3 setup-slurm: setup-%: setup requirements-%.lock
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.lock -r requirements-$*.lock
 
 # tfmot (tensorflow-model-optimization) needs tf_keras, which cannot share the lock with Keras 3: an environment of its
-# own, .venv-tfmot, in which the slow test builds a real tfmot QAT model (`make setup-tfmot`, then `make test` or
-# `pytest --slow tests/test_qat_user_models.py`). requirements-tfmot.lock is that environment's `pip freeze`.
-setup-tfmot: .venv-tfmot/.installed
+# own, .venv/tfmot (inside .venv, so git and the import-cycle check leave it alone), in which the slow test builds a
+# real tfmot QAT model (`make setup-tfmot`, then `pytest --slow tests/test_qat_user_models.py`).
+# requirements-tfmot.lock is that environment's `pip freeze`.
+setup-tfmot: $(VENV)/tfmot/.installed
 
-.venv-tfmot/.installed: requirements-tfmot.lock
-	test -x .venv-tfmot/bin/python || $(PYTHON) -m venv .venv-tfmot
-	.venv-tfmot/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-tfmot.lock
+$(VENV)/tfmot/.installed: requirements-tfmot.lock
+	test -x $(VENV)/tfmot/bin/python || $(PYTHON) -m venv $(VENV)/tfmot
+	$(VENV)/tfmot/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-tfmot.lock
 	touch $@
 
 $(VENV)/.installed-test: $(INSTALLED) $(foreach extra,$(EXTRAS) test,requirements-$(extra).lock)

@@ -7,7 +7,7 @@ input FakeQuant; conv and depthwise weights through FakeQuantWithMinMaxVarsPerCh
 narrow_range=True, then FusedBatchNormV3 (BN after weight quantization); a 1x1 conv with BiasAdd;
 a global Mean without keep_dims; a Dense with per-tensor narrow weights; a Softmax with no
 FakeQuant after it. Names are tfmot's (model/quant_conv2d/...). With `--slow` and `make setup-tfmot`
-(an environment of its own, .venv-tfmot), a real tfmot model is built, trained and run too."""
+(an environment of its own, .venv/tfmot), a real tfmot model is built, trained and run too."""
 
 from __future__ import annotations
 
@@ -144,11 +144,11 @@ def test_on_tf2ir_the_ranges_are_rounded_to_powers_of_two_and_every_change_is_re
 
 # --- a real tfmot model (its own environment: `make setup-tfmot`) -----------------------------------------
 
-TFMOT_PYTHON = PROJECT_ROOT / ".venv-tfmot" / "bin" / "python"
+TFMOT_PYTHON = PROJECT_ROOT / ".venv" / "tfmot" / "bin" / "python"
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not TFMOT_PYTHON.exists(), reason="needs .venv-tfmot: run `make setup-tfmot` (tfmot cannot share the lock)")
+@pytest.mark.skipif(not TFMOT_PYTHON.exists(), reason="needs .venv/tfmot: run `make setup-tfmot` (tfmot cannot share the lock)")
 @pytest.mark.skipif(not CIFAR10_DIR.is_dir(), reason=f"trains on CIFAR-10, expected at {CIFAR10_DIR} (../shared/data)")
 def test_a_real_tfmot_qat_model_runs_with_the_defaults_within_a_point_of_its_own_top1(workspace, tmp_path):
     """tfmot's quantize_model on Conv2D + BatchNorm + ReLU6 (BatchNorm after the per-channel fake-quantized

@@ -1,4 +1,4 @@
-"""Run by .venv-tfmot's Python (`make setup-tfmot`), not by pytest: a real tfmot 0.8.1 QAT CNN as a user makes
+"""Run by .venv/tfmot's Python (`make setup-tfmot`), not by pytest: a real tfmot 0.8.1 QAT CNN as a user makes
 one. Conv2D + BatchNormalization + ReLU6 twice, global pooling, Dense, with tf_keras; `quantize_model` on it
 (BatchNorm after the per-channel fake-quantized weights, tfmot's default layout); trained briefly on the images of
 an .npz; frozen as a GraphDef.
