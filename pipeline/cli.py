@@ -13,12 +13,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from core.limits import human_bytes
 from pipeline.config import ConfigError, validate
 from pipeline.main import ExportError, run_pipeline, write_json_atomic
 from pipeline.quality import QUALITY_EXIT, QualityFailed
 from pipeline.resources import ResourceError
 from pipeline.runner import RunSummary, StageFailed
 from pipeline.store import StoreError
+from pipeline.sweep import SUMMARY_METRICS
 from pipeline.tracking import Sweep, TrackingError, run_name, ui_hint
 
 log = logging.getLogger(__name__)
@@ -95,11 +97,11 @@ def stage_table(summary: RunSummary) -> Table:
     """A row per stage: ran or reused, time, headline figures; a figure beyond a quality limit is marked."""
     failed = {(finding.stage, finding.metric) for finding in summary.quality}
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("stage", "", "time", "headline"):
+    for column in ("stage", "ran/reused", "time", "headline"):
         table.add_column(column, no_wrap=column != "headline")
     for result in summary.results:
-        figures = ", ".join(f"[bold red]{escape(name)} {value:.4g} ✗[/bold red]" if (result.stage.name, name) in failed
-                            else escape(f"{name} {value:.4g}") for name, value in result.stage.headline_of(result.metrics).items())
+        figures = ", ".join(f"[bold red]{escape(name)} {figure(name, value)} ✗[/bold red]" if (result.stage.name, name) in failed
+                            else escape(f"{name} {figure(name, value)}") for name, value in result.stage.headline_of(result.metrics).items())
         status = "reused" if result.reused else "[green]ran[/green]"
         if any(stage == result.stage.name for stage, _ in failed):
             status += " [bold red]quality ✗[/bold red]"
@@ -107,17 +109,45 @@ def stage_table(summary: RunSummary) -> Table:
     return table
 
 
-def report_run(summary: RunSummary, cfg: DictConfig, console: Console, output_dir: Path | None = None) -> None:
-    """A short table (stage, ran or reused, time, its headline figures) and where everything is;
-    every metric goes to `<output_dir>/metrics.json` (Hydra's directory of this run)."""
+def job_line(summary: RunSummary, cfg: DictConfig, sweep: Sweep) -> str:
+    """A sweep job in one line: its run, how many stages ran, its time and the sweep's summary figures."""
+    ran = sum(1 for result in summary.results if not result.reused)
+    seconds = sum(result.wall_s for result in summary.results)
+    figures = [f"{label} {figure(name, summary.metrics[name])}" for name, label in SUMMARY_METRICS.items() if name in summary.metrics]
+    quality = " QUALITY: " + "; ".join(str(finding) for finding in summary.quality) if summary.quality else ""
+    return (f"job {sweep.job} {run_name(cfg)}: {ran} ran, {len(summary.results) - ran} reused, {seconds:.1f} s; "
+            + ", ".join(figures) + quality)
+
+
+def figure(name: str, value: float) -> str:
+    """A metric as a person reads it: sizes in binary units (`799.0 KiB`), counts as integers, large figures
+    in millions, fractions and decibels to four digits."""
+    if name.endswith("_bytes"):
+        return human_bytes(int(value))
+    if abs(value) >= 1e6:
+        return f"{value / 1e6:.4g} M"
+    if float(value).is_integer():
+        return str(int(value))
+    return f"{value:.4g}"
+
+
+def report_run(summary: RunSummary, cfg: DictConfig, console: Console, output_dir: Path | None = None,
+               sweep: Sweep | None = None) -> None:
+    """A short table (stage, ran or reused, time, its headline figures) and where everything is (a sweep's
+    job: one line, the sweep's table comes at its end); every metric goes to `<output_dir>/metrics.json`
+    (Hydra's directory of this run)."""
+    if output_dir is not None:
+        write_json_atomic(output_dir / "metrics.json", summary.metrics)
+    if sweep is not None:
+        console.print(escape(job_line(summary, cfg, sweep)), highlight=False)
+        return
     console.print(stage_table(summary))
     for finding in summary.quality:  # quality.enforce=false: the run went on, and says what failed
         console.print(f"[bold yellow]quality (not enforced):[/bold yellow] {escape(str(finding))}", highlight=False)
     if output_dir is not None:
-        write_json_atomic(output_dir / "metrics.json", summary.metrics)
         console.print(escape(f"all {len(summary.metrics)} metrics: {output_dir / 'metrics.json'}"))
     console.print(escape(f"MLflow run {run_name(cfg)} ({summary.mlflow_run_id}) in {cfg.tracking_uri} (experiment '{cfg.model.name}'; "
-                         f"{ui_hint(cfg.tracking_uri)})"))
+                         f"{ui_hint(cfg.tracking_uri, summary.mlflow_experiment_id)})"))
     if summary.export_dir:
         console.print(escape(f"artifacts exported to {summary.export_dir}/ (metrics.json, run.json, one directory per stage)"))
     else:

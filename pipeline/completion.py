@@ -6,13 +6,19 @@ else (keys, config groups, files) is Hydra's own completion."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
+import io
 import os
+import re
+import shlex
+import sys
 import types
 import typing
 from typing import Any
 
+from hydra._internal.core_plugins.bash_completion import BashCompletion
 from hydra.plugins.completion_plugin import CompletionPlugin
 
 from pipeline.config import Config
@@ -62,11 +68,45 @@ def complete(line: str) -> list[str] | None:
 
 
 def answer_query(argv: list[str]) -> bool:
-    """If this process is a shell's completion query that `complete` can answer, print the answer; whether it did."""
-    if not any(flag in argv for flag in ("-sc", "--shell-completion")) or not any(arg in QUERY_SHELLS for arg in argv):
+    """If this process is a shell's completion request that this module answers, print the answer; whether it did.
+    It installs bash's script (`-sc install=bash`) and completes typed values; other queries go on to Hydra,
+    with the interpreter in COMP_LINE made plain `python` for its parser."""
+    if not any(flag in argv for flag in ("-sc", "--shell-completion")):
         return False
-    answer = complete(CompletionPlugin.strip_python_or_app_name(os.environ.get("COMP_LINE", "")))
+    if "install=bash" in argv:
+        print(bash_install_script(sys.executable), end="")
+        return True
+    if not any(arg in QUERY_SHELLS for arg in argv):
+        return False
+    line = plain_python_line(os.environ.get("COMP_LINE", ""))
+    shift = len(os.environ.get("COMP_LINE", "")) - len(line)
+    os.environ["COMP_LINE"] = line
+    if os.environ.get("COMP_POINT", "").isdigit():
+        os.environ["COMP_POINT"] = str(max(0, int(os.environ["COMP_POINT"]) - shift))
+    answer = complete(CompletionPlugin.strip_python_or_app_name(line))
     if answer is None:
         return False
     print(" ".join(answer))
     return True
+
+
+PYTHON_WORD = re.compile(r"^\s*(\S*/)?python[0-9.]*(?=\s)")
+
+
+def plain_python_line(line: str) -> str:
+    """The command line with its interpreter as plain `python` (`.venv/bin/python run.py k=` -> `python run.py k=`):
+    Hydra's parser of a completion query knows only a bare `python`, so a venv's would be taken for an app name."""
+    return PYTHON_WORD.sub("python", line, count=1)
+
+
+def bash_install_script(interpreter: str) -> str:
+    """Hydra's bash completion script, for `python run.py`, `.venv/bin/python run.py` and this interpreter's
+    full path alike (Hydra's registers the bare word `python` only, so the README's `.venv/bin/python run.py`
+    completed nothing)."""
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        BashCompletion(config_loader=None).install()
+    script, _, _ = buffer.getvalue().rstrip().rpartition(" ")  # its last word: the one command it registers
+    script = script.replace('if [ "${words[0]}" == "python" ]; then', 'if [[ "${words[0]##*/}" =~ ^python[0-9.]*$ ]]; then')
+    commands = dict.fromkeys(["python", "python3", ".venv/bin/python", interpreter])
+    return script + " " + " ".join(shlex.quote(command) for command in commands) + "\n"

@@ -8,20 +8,32 @@ What a stage leaves for DVC:
   and DVC's cache (`cache.type = hardlink` in .dvc/config) hold one copy of each file;
 - `metrics/<stage>.json`: the stage's headline metrics, git-tracked (`cache: false`), so an
   experiment's commit carries them and `dvc exp show` / `dvc metrics diff` compare them;
-- `plots/<stage>/<series>.json`: its per-layer series, git-tracked, drawn by `dvc plots show/diff`
-  (a series this configuration does not give is an empty list, so every declared plot has a file).
-Whether the store served the stage is bookkeeping, not a metric: `dvc_artifacts/status/<stage>.json`."""
+- `plots/<stage>/<series>.json`: its per-layer series, git-tracked, drawn by `dvc plots show/diff` against the
+  layer names (`.dvc/plots/layers.json`); a series this configuration does not give is one row whose name says
+  why (the chart says "no data: ..." instead of vanishing);
+- `pictures/<stage>/`: the PNGs it drew (hard links, cached by DVC), shown as image plots.
+Whether the store served the stage is bookkeeping, not a metric: `dvc_artifacts/status/<stage>.json`.
+
+`dvc exp run --temp` and queued experiments run in a copy of the repository that DVC throws away:
+the store, the download cache and an SQLite tracking database named relatively are resolved against
+the repository the user works in (DVC_ROOT), as are input paths that lead outside the copy (../shared),
+so what the experiment computed and tracked outlives the copy; its MLflow run is tagged with the
+experiment's name, baseline and ref (pipeline/tracking.py)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from core.reports.figures import plot_absent
 from core.reports.series import SERIES_DIR, read_series
 from rich.console import Console
 from rich.markup import escape
@@ -32,13 +44,14 @@ from pipeline.hashing import MANIFEST
 from pipeline.main import RichDisplay, replace_dir, write_json_atomic, open_store
 from pipeline.quality import QUALITY_EXIT, QualityFailed, findings_of
 from pipeline.runner import Runner, RunSummary, StageResult, flat_metrics
-from pipeline.stages import STAGE_NAMES, STAGES, Stage, stage_named
+from pipeline.stages import STAGE_NAMES, STAGES, Series, Stage, stage_named
 from pipeline.store import Artifact, StoreError, changed_files, read_manifest
-from pipeline.tracking import pipeline_run
+from pipeline.tracking import pipeline_run, ui_hint
 
 DVC_DIR = Path("dvc_artifacts")
 METRICS_DIR = Path("metrics")
 PLOTS_DIR = Path("plots")
+PICTURES_DIR = Path("pictures")
 PARAMS_FILE = Path("params.yaml")
 
 
@@ -54,8 +67,40 @@ def plots_dir(stage: str) -> Path:
     return PLOTS_DIR / stage
 
 
+def pictures_dir(stage: str) -> Path:
+    return PICTURES_DIR / stage
+
+
 def status_file(stage: str) -> Path:
     return DVC_DIR / "status" / f"{stage}.json"
+
+
+def user_repository() -> Path | None:
+    """The repository the user works in when DVC runs this stage in a copy of it (a temporary or queued
+    experiment), else None."""
+    root = os.environ.get("DVC_ROOT")
+    if not root or Path(root).resolve() == Path.cwd().resolve():
+        return None
+    return Path(root).resolve()
+
+
+def rebased_on(cfg: Config, root: Path) -> Config:
+    """cfg with the paths whose results must outlive an experiment's copy made absolute under `root`."""
+    def under_root(path: str) -> str:
+        return path if "://" in path or Path(path).expanduser().is_absolute() else str(root / path)
+
+    cfg.store.url = under_root(cfg.store.url)
+    cfg.store.cache_dir = under_root(cfg.store.cache_dir)
+    if cfg.tracking_uri.startswith("sqlite:///") and not Path(cfg.tracking_uri[len("sqlite:///"):]).is_absolute():
+        cfg.tracking_uri = "sqlite:///" + under_root(cfg.tracking_uri[len("sqlite:///"):])
+    elif "://" not in cfg.tracking_uri:  # a bare directory: MLflow's file store
+        cfg.tracking_uri = under_root(cfg.tracking_uri)
+    for ref in (cfg.model.file, cfg.model.test_image):
+        if ref.path and not Path(ref.path).exists() and (root / ref.path).exists():
+            ref.path = str(root / ref.path)
+    if cfg.data.path and not Path(cfg.data.path).exists() and (root / cfg.data.path).exists():
+        cfg.data.path = str(root / cfg.data.path)
+    return cfg
 
 
 def load_params(path: Path = PARAMS_FILE) -> Config:
@@ -67,11 +112,13 @@ def load_params(path: Path = PARAMS_FILE) -> Config:
     if not isinstance(loaded, DictConfig):
         raise ConfigError(f"{path}: holds a {type(loaded).__name__}, not a mapping of config keys; regenerate it with `make params`")
     try:
-        return validate(OmegaConf.merge(OmegaConf.structured(Config), loaded))
+        cfg = validate(OmegaConf.merge(OmegaConf.structured(Config), loaded))
     except OmegaConfBaseException as error:  # an unknown key, a value of the wrong type
         key = getattr(error, "full_key", None) or ""
         raise ConfigError(f"{path}: {key + ': ' if key else ''}{str(error).splitlines()[0]}; fix it, or regenerate it from "
                           "conf/ with `make params`") from None
+    root = user_repository()
+    return cfg if root is None else rebased_on(cfg, root)
 
 
 def artifact_in(directory: Path) -> Artifact:
@@ -106,7 +153,7 @@ def run_one(name: str, console: Console) -> StageResult:
 
 
 def write_outputs(stage: Stage, result: StageResult) -> None:
-    """The git-tracked metrics and plots of a stage, and whether the store served it."""
+    """The git-tracked metrics and plots of a stage, its pictures, and whether the store served it."""
     for path in (metrics_file(stage.name), status_file(stage.name)):
         path.parent.mkdir(parents=True, exist_ok=True)
     # nested under the stage's name: DVC shows `annotate.top1`, the name MLflow and run.py use
@@ -114,8 +161,28 @@ def write_outputs(stage: Stage, result: StageResult) -> None:
     for series in stage.series:
         plots_dir(stage.name).mkdir(parents=True, exist_ok=True)
         written = result.artifact.directory / SERIES_DIR / f"{series.name}.json"
-        write_json_atomic(plots_dir(stage.name) / f"{series.name}.json", read_series(written) if written.exists() else [])
+        write_json_atomic(plots_dir(stage.name) / f"{series.name}.json", read_series(written) if written.exists() else absent_rows(series))
+    if stage.pictures:
+        with tempfile.TemporaryDirectory() as staging:
+            for name in stage.pictures:
+                if (result.artifact.directory / f"{name}.png").exists():
+                    shutil.copyfile(result.artifact.directory / f"{name}.png", Path(staging) / f"{name}.png")
+                else:
+                    plot_absent(Path(staging) / f"{name}.png", f"{stage.name}: {name}", absent_reason(stage, name))
+            replace_dir(Path(staging), pictures_dir(stage.name))
     write_json_atomic(status_file(stage.name), {"key": result.key, "reused": result.reused})
+
+
+def absent_reason(stage: Stage, picture: str) -> str:
+    """Why this configuration did not draw a stage's picture: its series' reason where it draws one."""
+    return next((series.absent_because for series in stage.series if series.name == picture and series.absent_because),
+                "not drawn in this configuration")
+
+
+def absent_rows(series: Series) -> list[dict]:
+    """What a chart of a series this configuration does not give draws: one empty point named for the reason."""
+    return [{series.x: 0, series.label: f"no data: {series.absent_because or 'not given by this configuration'}",
+             **{field: None for field in series.y}}]
 
 
 def track(console: Console) -> None:
@@ -132,12 +199,12 @@ def track(console: Console) -> None:
         for result in results:
             tracker.log_stage(result)
         tracker.log_summary(summary)
-    summary.mlflow_run_id = tracker.run_id
+    summary.mlflow_run_id, summary.mlflow_experiment_id = tracker.run_id, tracker.experiment_id
     write_json_atomic(DVC_DIR / "run.json", {
         "mlflow_run_id": summary.mlflow_run_id,
         "stages": {r.stage.name: {"key": r.key, "reused": r.reused} for r in results},
     })
-    console.print(escape(f"MLflow run {summary.mlflow_run_id} in {cfg.tracking_uri}"))
+    console.print(escape(f"MLflow run {summary.mlflow_run_id} in {cfg.tracking_uri}: {ui_hint(cfg.tracking_uri, tracker.experiment_id)}"))
 
 
 def main(argv: list[str]) -> int:

@@ -8,7 +8,7 @@ import sys
 import yaml
 
 from pipeline.code_version import PROJECT_ROOT, closure_deps
-from pipeline.dvc_stage import DVC_DIR, metrics_file, out_dir, plots_dir
+from pipeline.dvc_stage import DVC_DIR, metrics_file, out_dir, pictures_dir, plots_dir
 from pipeline.stages import STAGES, Stage
 
 RUNNER_CODE = [
@@ -33,7 +33,8 @@ def dvc_document() -> dict:
             "deps": [*closure_deps(stage.module), *DVC_ENTRY_CODE, *[out_dir(up).as_posix() for up in stage.inputs]],
             "params": list(stage.params),
             # the store's entry (hard links, cached by DVC); the per-layer series small enough for git
-            "outs": [out_dir(stage.name).as_posix(), *([{plots_dir(stage.name).as_posix(): {"cache": False}}] if stage.series else [])],
+            "outs": [out_dir(stage.name).as_posix(), *([{plots_dir(stage.name).as_posix(): {"cache": False}}] if stage.series else []),
+                     *([pictures_dir(stage.name).as_posix()] if stage.pictures else [])],
             "metrics": [{metrics_file(stage.name).as_posix(): {"cache": False}}],
         }
     stages["track"] = {
@@ -46,16 +47,21 @@ def dvc_document() -> dict:
     return {"stages": stages, "plots": [plot for stage in STAGES for plot in plot_definitions(stage)]}
 
 
+LAYER_TEMPLATE = "layers"  # .dvc/plots/layers.json: the layer names on x, in network order, each experiment a line
+
+
 def plot_definitions(stage: Stage) -> list[dict]:
-    """dvc.yaml's top-level plots: one chart per declared series, each experiment a line."""
-    return [{f"{stage.name}.{series.name}": {
-        "template": "linear",
-        "x": series.x,
+    """dvc.yaml's top-level plots: one chart per declared series against its layer (or tensor) names, and the
+    stage's pictures as image plots (whichever this configuration drew)."""
+    charts = [{f"{stage.name}.{series.name}": {
+        "template": LAYER_TEMPLATE,
+        "x": series.label,
         "y": {(plots_dir(stage.name) / f"{series.name}.json").as_posix(): list(series.y)},
         "title": series.title,
-        "x_label": series.x.replace("_", " "),
+        "x_label": f"{series.label} (network order)",
         "y_label": series.y_label,
     }} for series in stage.series]
+    return charts + ([pictures_dir(stage.name).as_posix()] if stage.pictures else [])
 
 
 def render() -> str:

@@ -32,8 +32,10 @@ class RichDisplay:
     `logging` (Hydra's per-job run.log). `label` prefixes a sweep job's lines (`job 1 kl`), which
     parallel jobs interleave."""
 
-    def __init__(self, console: Console, label: str = ""):
-        self.console, self.label = console, label
+    def __init__(self, console: Console, label: str = "", quiet: bool = False):
+        # quiet (a sweep's job): the bars vanish when done and the stages' lines go to run.log only; the job
+        # says itself in one line at its end (pipeline/sweep.py)
+        self.console, self.label, self.quiet = console, label, quiet
         self.bars = Progress(
             SpinnerColumn(),
             TextColumn("[bold]{task.fields[stage]:<11}"),
@@ -42,7 +44,7 @@ class RichDisplay:
             TimeElapsedColumn(),
             TextColumn("{task.fields[status]}"),
             console=console,
-            transient=False,
+            transient=quiet,
         )
         self.tasks: dict[str, Any] = {}
 
@@ -61,7 +63,8 @@ class RichDisplay:
         self.bars.update(self.tasks[stage.name], completed=done, total=total)
 
     def log(self, stage: Stage, message: str) -> None:
-        self.bars.console.print(f"  [dim]{escape(self.label)}{stage.name}:[/dim] {escape(message)}")
+        if not self.quiet:
+            self.bars.console.print(f"  [dim]{escape(self.label)}{stage.name}:[/dim] {escape(message)}")
         log.info("%s%s: %s", self.label, stage.name, message)
 
     def finish(self, stage: Stage, result: StageResult) -> None:
@@ -86,9 +89,10 @@ def run_pipeline(cfg: Config, *, sweep: Sweep | None = None, console: Console | 
     store = open_store(cfg)
     summary = RunSummary(results=[])
     with one_reading_of_data(), pipeline_run(cfg, sweep=sweep) as tracker:
-        summary.mlflow_run_id = tracker.run_id
+        summary.mlflow_run_id, summary.mlflow_experiment_id = tracker.run_id, tracker.experiment_id
         try:
-            with RichDisplay(console, label=f"job {sweep.job} " if sweep is not None and sweep.job is not None else "") as display:
+            with RichDisplay(console, label=f"job {sweep.job} " if sweep is not None and sweep.job is not None else "",
+                             quiet=sweep is not None) as display:
                 runner = Runner(cfg, store, display)
                 artifacts = {}
                 for stage in stages:

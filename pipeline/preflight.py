@@ -16,33 +16,49 @@ from fsspec.implementations.local import LocalFileSystem
 from core.data.datasets import DatasetError, check_source, load_image
 from core.frontend.tflite import TfliteError, read_tflite
 from core.limits import MemoryBudget
-from pipeline.config import Config, ConfigError, FileRef, select, to_plain
+from pipeline.config import OPTIONAL_FILES, Config, ConfigError, FileRef, select, to_plain
 from pipeline.params import ModelFormat
-from pipeline.resources import is_empty, resolve
+from pipeline.resources import ResourceError, is_empty, resolve_file
 from pipeline.stages import Stage
 from pipeline.store import StoreError, open_filesystem
 from pipeline.tracking import check_tracking_uri
 
 
 def preflight(cfg: Config, stages: tuple[Stage, ...]) -> None:
-    """Raise the first problem a run of `stages` would meet (ConfigError, ResourceError, StoreError, TrackingError)."""
+    """Raise what a run of `stages` would meet (ConfigError, ResourceError, StoreError, TrackingError): the files
+    and the data set all at once (a user fixes every missing path in one go), then the places it writes."""
     keys = [key for stage in stages for key in stage.params]
     cache_dir = Path(cfg.store.cache_dir).expanduser()
     if cache_dir.exists() and not cache_dir.is_dir():
         raise ConfigError(f"store.cache_dir={cfg.store.cache_dir}: is a file; expected the directory (made if missing) that "
                           "caches downloaded model files by sha256")
-    for key, ref in _file_refs(cfg, dict.fromkeys(keys)):
-        resolved = resolve(ref, key=key, cache_dir=cache_dir)
-        if key == "model.test_image":
-            _check_image(key, resolved.path, cfg.model.preprocess.channels)
-        if key == "model.file" and cfg.model.format is ModelFormat.tflite:
-            _check_tflite(key, resolved.path, cfg.limits.memory_mb)
-    if "data" in keys:
-        _check_data(cfg)
+    problems = [str(problem) for problem in _input_problems(cfg, keys, cache_dir)]
+    if len(problems) == 1:
+        raise ConfigError(problems[0])
+    if problems:
+        raise ConfigError(f"{len(problems)} inputs are missing or unusable:\n" + "\n".join(f"  - {problem}" for problem in problems))
     _check_store(cfg.store.url, to_plain(cfg.store.options))
     if cfg.export_dir:
         _check_export_dir(cfg.export_dir)
     check_tracking_uri(cfg.tracking_uri)
+
+
+def _input_problems(cfg: Config, keys: list[str], cache_dir: Path) -> Iterator[Exception]:
+    """Each file the config names that cannot be found or read, and the data set's problem."""
+    for key, ref in _file_refs(cfg, dict.fromkeys(keys)):
+        try:
+            resolved = resolve_file(ref, key=key, cache_dir=cache_dir, optional=key in OPTIONAL_FILES)
+            if resolved is not None and key == "model.test_image":
+                _check_image(key, resolved.path, cfg.model.preprocess.channels)
+            if resolved is not None and key == "model.file" and cfg.model.format is ModelFormat.tflite:
+                _check_tflite(key, resolved.path, cfg.limits.memory_mb)
+        except (ConfigError, ResourceError) as problem:
+            yield problem
+    if "data" in keys:
+        try:
+            _check_data(cfg)
+        except ConfigError as problem:
+            yield problem
 
 
 def _file_refs(cfg: Config, keys) -> Iterator[tuple[str, FileRef]]:
@@ -86,11 +102,7 @@ def _check_tflite(key: str, path: Path, memory_mb: int) -> None:
 def _check_store(url: str, options: dict) -> None:
     fs, root = open_filesystem(url, options)
     if not isinstance(fs, LocalFileSystem):
-        try:
-            fs.exists(root)  # credentials, endpoint, bucket: a bad one fails here, before any stage runs
-        except Exception as error:  # each backend raises its own kinds; all mean the same here
-            raise StoreError(f"store.url={url}: the store does not answer ({type(error).__name__}: {error}); check the URL, "
-                             "store.options (e.g. endpoint_url) and the credentials in the environment") from None
+        _check_remote_store(url, fs, root)
         return
     probe = Path(root) / ".tmp" / f".probe-{uuid.uuid4().hex}"
     try:
@@ -100,6 +112,25 @@ def _check_store(url: str, options: dict) -> None:
     except OSError as error:
         raise StoreError(f"store.url={url}: cannot write there ({error.strerror or error}); "
                          "point store.url at a directory this user can write") from None
+
+
+def _check_remote_store(url: str, fs, root: str) -> None:
+    """Credentials, endpoint and bucket: an object is written and removed, so a bucket that does not exist or
+    cannot be written fails here, in one message, before any stage runs (a listing alone answers 'absent')."""
+    probe = f"{root.rstrip('/')}/.tmp/.probe-{uuid.uuid4().hex}"
+    try:
+        fs.pipe_file(probe, b"")
+        fs.rm_file(probe)
+    except FileNotFoundError:
+        bucket = root.split("/", 1)[0]
+        raise StoreError(f"store.url={url}: the bucket {bucket!r} does not exist at this endpoint; create it (e.g. `aws s3 mb "
+                         f"s3://{bucket}`, with store.options' endpoint_url) or point store.url at one that exists") from None
+    except PermissionError as error:
+        raise StoreError(f"store.url={url}: this user may not write there ({error}); check the credentials in the environment "
+                         "(AWS_ACCESS_KEY_ID, ...) and the bucket's policy") from None
+    except Exception as error:  # each backend raises its own kinds; all mean the same here
+        raise StoreError(f"store.url={url}: the store does not answer ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
+                         "check the URL, store.options (e.g. endpoint_url) and the credentials in the environment") from None
 
 
 def _check_export_dir(export_dir: str) -> None:

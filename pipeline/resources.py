@@ -60,6 +60,14 @@ def resolve(ref: FileRef, *, key: str, cache_dir: Path) -> ResolvedFile:
     raise ResourceError(f"{key}: no file given; set {key}.path to a local file{where}")
 
 
+def resolve_file(ref: FileRef, *, key: str, cache_dir: Path, optional: bool = False) -> ResolvedFile | None:
+    """`ref` resolved, or None when it names nothing; an optional file (OPTIONAL_FILES) that names only a
+    digest not in the cache is absent too (the stage has a stand-in), not an error."""
+    if is_empty(ref) or (optional and not ref.path and not ref.url and _find_cached(cache_dir, ref.sha256) is None):
+        return None
+    return resolve(ref, key=key, cache_dir=cache_dir)
+
+
 def _resolve_path(ref: FileRef, key: str) -> ResolvedFile:
     path = Path(ref.path).expanduser()
     if not path.exists():

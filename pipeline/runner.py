@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from pipeline.code_version import code_version as closure_version
-from pipeline.config import Config, FileRef, select, to_plain
+from pipeline.config import OPTIONAL_FILES, Config, FileRef, select, to_plain
 from pipeline.hashing import canonical_json, data_digest, sha256_bytes
 from pipeline.params import StoredPart
 from pipeline.quiet import native_notices_dropped
-from pipeline.resources import ResolvedFile, is_empty, resolve
+from pipeline.resources import ResolvedFile, resolve_file
 from pipeline.stages import Stage
 from pipeline.store import Artifact, ArtifactStore
 
@@ -137,7 +137,7 @@ def stage_params(stage: Stage, cfg: Config, cache_dir: Path) -> tuple[StageParam
 def _resolve_files(value: Any, dotted: str, cache_dir: Path) -> Any:
     """Replace each FileRef in a config subtree by the local file it names."""
     if isinstance(value, FileRef):
-        return None if is_empty(value) else resolve(value, key=dotted, cache_dir=cache_dir)
+        return resolve_file(value, key=dotted, cache_dir=cache_dir, optional=dotted in OPTIONAL_FILES)
     if dataclasses.is_dataclass(value):
         changes = {
             spec.name: _resolve_files(getattr(value, spec.name), f"{dotted}.{spec.name}", cache_dir)
@@ -304,6 +304,7 @@ class Runner:
 class RunSummary:
     results: list[StageResult]
     mlflow_run_id: str | None = None
+    mlflow_experiment_id: str | None = None
     export_dir: Path | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     quality: list[Any] = field(default_factory=list)  # pipeline.quality.Finding: the limits the run's figures broke

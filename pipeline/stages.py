@@ -16,13 +16,17 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Series:
-    """A series a stage writes as `series/<name>.json`: rows with an index field `x` and value fields `y`."""
+    """A series a stage writes as `series/<name>.json`: rows with an index field `x`, a name field `label` (the
+    layer or tensor, the axis DVC's charts show) and value fields `y`. `absent_because` says which
+    configurations do not give it (a chart then says so instead of vanishing)."""
 
     name: str
     x: str
     y: tuple[str, ...]
     title: str
     y_label: str
+    label: str = "layer"
+    absent_because: str = ""
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,7 @@ class Stage:
     description: str = ""
     headline: tuple[str, ...] = ()  # its metrics worth comparing runs by (those it reports of them)
     series: tuple[Series, ...] = ()  # what it may write under series/ (a series only some configurations give is absent otherwise)
+    pictures: tuple[str, ...] = ()  # the PNGs it may draw (`<name>.png`; some only in some configurations)
 
     @property
     def module(self) -> str:
@@ -81,7 +86,8 @@ STAGES: tuple[Stage, ...] = (
         description="collect activation statistics and choose each tensor's threshold and scale",
         headline=("clipped_fraction_max", "zero_range_tensors", "equalize_max_abs_diff", "auto_sqnr_db"),
         series=(Series("clipping", "tensor_index", ("clipped_fraction",), "clipped share of calibration values per activation",
-                       "fraction beyond the threshold"),),
+                       "fraction beyond the threshold", label="tensor"),),
+        pictures=("clipping", "histograms"),
     ),
     Stage(
         name="annotate",
@@ -93,7 +99,9 @@ STAGES: tuple[Stage, ...] = (
                   "sensitivity_sqnr_db_min"),
         series=(Series("layer_sqnr", "layer_index", ("sqnr_db",), "float vs annotated: SQNR per layer output", "SQNR (dB)"),
                 Series("sensitivity", "layer_index", ("only_this_sqnr_db", "all_but_this_sqnr_db"),
-                       "sensitivity: end-point SQNR with only this layer / all but this layer quantized", "SQNR (dB)")),
+                       "sensitivity: end-point SQNR with only this layer / all but this layer quantized", "SQNR (dB)",
+                       absent_because="not computed: sensitivity.enabled=false (true runs it)")),
+        pictures=("layer_sqnr", "sensitivity"),
     ),
     Stage(
         name="emit_ir",
@@ -115,6 +123,7 @@ STAGES: tuple[Stage, ...] = (
         series=(Series("layer_agreement", "layer_index", ("agreement",),
                        "integer simulator == its reference path (annotated graph; tflite_int8: TFLite's kernels), per layer",
                        "fraction of elements equal"),),
+        pictures=("layer_agreement",),
     ),
     Stage(
         name="partition",
@@ -123,6 +132,7 @@ STAGES: tuple[Stage, ...] = (
         params=("target.name", "target.accelerator"),
         description="split the IR between the target's accelerator and the host: fused groups, accelerator functions, pack/unpack",
         headline=("layers_accel", "layers_host", "mac_share_accel", "pack_count", "unpack_count"),
+        pictures=("partition",),
     ),
     Stage(
         name="codegen",
@@ -132,7 +142,9 @@ STAGES: tuple[Stage, ...] = (
         description="C99 for the host and instruction streams for the accelerator, compiled with the ISA simulator, "
                     "bit-exact against the integer simulator",
         headline=("bitexact", "constant_bytes", "arena_bytes", "accel_cycles", "accel_instructions"),
-        series=(Series("cycles", "layer_index", ("cycles",), "accelerator cycles per layer (the target's cost model)", "cycles"),),
+        series=(Series("cycles", "layer_index", ("cycles",), "accelerator cycles per layer (the target's cost model)", "cycles",
+                       absent_because="no accelerator on this target (target=accel, accel_small, accel_tflite have one)"),),
+        pictures=("cycles",),
     ),
 )
 

@@ -18,17 +18,17 @@ from hydra.errors import OverrideParseException
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from pipeline.tracking import SWEEP_ROLE_TAG, Sweep, check_tracking_server
+from pipeline.tracking import HEADLINE_METRICS, MAX_PARAM_LENGTH, SWEEP_ROLE_TAG, Sweep, check_tracking_server
 
 SUMMARY_FILE = "summary.md"
 JOB_LOG = "run.log"  # Hydra's per-job log (conf/config.yaml's job_logging): the stages' lines and the error
 # the figures a sweep is read by; each job's full set is in its MLflow run
-SUMMARY_METRICS = {"annotate.top1": "top-1", "annotate.sqnr_db_min": "SQNR dB",
-                   "simulate.end_point_agreement": "int==ann", "codegen.bitexact": "C exact"}
+SUMMARY_METRICS = HEADLINE_METRICS
 
 
 def sweep_of(directory: str, job: int | None = None) -> Sweep:
@@ -103,12 +103,43 @@ def summary_rows(jobs: list[Any], job_dirs: list[Path]) -> list[list[str]]:
 
 def summary_table(rows: list[list[str]], tracked: int) -> Table:
     """The figures as a table (narrow enough for a terminal); why jobs failed goes beneath it."""
-    table = Table(title=f"sweep: {len(rows)} job(s), {tracked} tracked in MLflow", title_justify="left")
+    table = Table(title=f"sweep: {len(rows)} job(s), {tracked} tracked in MLflow", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False)
+    # the figures never wrap or shorten (a terminal of 80 columns, CI's log); a long run name folds instead
     for name in ["job", "run", "status", *SUMMARY_METRICS.values()]:
-        table.add_column(name, no_wrap=True)
+        table.add_column(name, overflow="fold", ratio=1) if name == "run" else table.add_column(name, no_wrap=True, min_width=len(name))
     for row in rows:
         table.add_row(*row[:-1])
     return table
+
+
+def best_job(jobs: list[Any]) -> Any | None:
+    """The finished job with the best top-1, then the best worst-layer SQNR; None when none finished."""
+    finished = [run for run in jobs if run.info.status == "FINISHED"]
+    def rank(run: Any) -> tuple[float, float]:
+        return (run.data.metrics.get("annotate.top1", float("-inf")), run.data.metrics.get("annotate.sqnr_db_min", float("-inf")))
+    return max(finished, key=rank, default=None)
+
+
+def log_parent_figures(client: Any, parent_run_id: str, jobs: list[Any]) -> None:
+    """The sweep's parent run, a row in MLflow's table like its jobs: the params every job shares, each varying
+    param as the values it took (`a | b`), and the best job's headline metrics (`<stage>.<name>`) in the
+    same columns its jobs use, with the tag `best_job` saying whose they are."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    if not jobs:
+        return
+    values: dict[str, list[str]] = {}
+    for run in jobs:
+        for key, value in run.data.params.items():
+            values.setdefault(key, []).append(value)
+    params = [Param(key, " | ".join(dict.fromkeys(taken))[:MAX_PARAM_LENGTH]) for key, taken in sorted(values.items())]
+    best = best_job(jobs)
+    metrics = [] if best is None else [Metric(name, value, 0, 0) for name, value in best.data.metrics.items() if name.count(".") == 1]
+    tags = [] if best is None else [RunTag("best_job", f"{best.data.tags.get('sweep_job', '?')} ({best.info.run_name})")]
+    for start in range(0, max(len(params), len(metrics)), 100):  # MLflow's batch limit on params
+        client.log_batch(parent_run_id, metrics=metrics[start:start + 100], params=params[start:start + 100],
+                         tags=tags if start == 0 else [])
 
 
 def summary_markdown(rows: list[list[str]]) -> str:
@@ -149,6 +180,7 @@ class SweepSummary(Callback):
         client = mlflow.tracking.MlflowClient(tracking_uri=config.tracking_uri)
         for parent in parents:
             client.log_text(parent.info.run_id, markdown, SUMMARY_FILE)
+            log_parent_figures(client, parent.info.run_id, [run for run in jobs if run.info.experiment_id == parent.info.experiment_id])
             client.set_terminated(parent.info.run_id, "FINISHED" if succeeded else "FAILED")
         console = Console(stderr=True, soft_wrap=True)
         console.print(summary_table(rows, len(jobs)))

@@ -1,5 +1,8 @@
 """MLflow: one run per pipeline run, in an experiment named after the model (typed as
-model development, `mlflow.experimentKind`), named by its choices (`kl-tf2ir-digits`).
+model development, `mlflow.experimentKind`), named by its choices (`kl-tf2ir-digits`, then any other
+command-line choice and a DVC experiment's name). The experiment carries a shared view of MLflow's runs table
+with the headline figures as columns; the link the run prints opens it (MLflow 3 otherwise opens on its GenAI
+overview, with no metric column).
 
 - params: the flattened config;
 - metrics: each stage's headline metrics ('<stage>.<metric>', the stage table's `headline`),
@@ -9,7 +12,8 @@ model development, `mlflow.experimentKind`), named by its choices (`kl-tf2ir-dig
 - artifacts: at the root, `metrics.json`, `run.json` (each stage's key and whether the store
   served it) and every stage's pictures as `<stage>-<name>.png` (the same paths in every run:
   MLflow's compare view shows root files side by side); under `<stage>/`, its manifest and reports;
-- tags: the git commit, the sweep, why a run failed (`error`) or was stopped (`end_reason`).
+- tags: the git commit, the sweep, a DVC experiment's name, baseline and ref (`dvc_exp_*`), why a run failed
+  (`error`) or was stopped (`end_reason`).
 A Hydra sweep's jobs are nested under one parent run per experiment (`sweep <overrides>`),
 created by the first job and closed by the sweep's callback (pipeline/sweep.py).
 
@@ -24,7 +28,9 @@ name a process that no longer exists) and marked KILLED the same way.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import socket
 import sqlite3
@@ -40,6 +46,7 @@ from urllib.parse import urlparse, urlsplit
 
 import psutil
 from filelock import FileLock
+from hydra.core.hydra_config import HydraConfig
 
 from core.reports.series import SERIES_DIR, read_series
 from pipeline.config import Config, flatten, to_plain
@@ -147,6 +154,12 @@ def _sqlite_lock(tracking_uri: str) -> FileLock | None:
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"  # not MLflow 3's GenAI layout
 SWEEP_ROLE_TAG = "sweep_role"
+VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # MLflow's UI reads a shared view of the runs table from this experiment tag
+HEADLINE_VIEW = "headline"
+HEADLINE_PARAMS = ("calib.method", "target.name")
+# the figures a run is read by: the runs table's columns, a sweep's summary and each sweep job's line
+HEADLINE_METRICS = {"annotate.top1": "top-1", "annotate.sqnr_db_min": "SQNR dB",
+                    "simulate.end_point_agreement": "int==ann", "codegen.bitexact": "C exact"}
 
 
 @dataclass(frozen=True)
@@ -174,7 +187,7 @@ def pipeline_run(cfg: Config, sweep: Sweep | None = None) -> Iterator["Tracker"]
         client = mlflow.tracking.MlflowClient()
         experiment_id = _experiment_id(client, cfg.model.name)
     close_abandoned_runs(client, experiment_id)
-    tags = {"git_commit": git_commit(), "model": cfg.model.name, **this_process()}
+    tags = {"git_commit": git_commit(), "model": cfg.model.name, **this_process(), **dvc_experiment_tags()}
     parent_run_id = None
     if sweep is not None:
         tags["sweep_id"] = sweep.id
@@ -186,7 +199,7 @@ def pipeline_run(cfg: Config, sweep: Sweep | None = None) -> Iterator["Tracker"]
         mlflow.log_params(params)
         log_datasets(cfg)
         try:
-            yield Tracker(run.info.run_id)
+            yield Tracker(run.info.run_id, experiment_id)
         except Exception as error:  # the run ends FAILED; say why where the comparison shows it
             mlflow.set_tag("error", str(error)[:MAX_TAG_LENGTH])
             raise
@@ -241,17 +254,55 @@ def log_datasets(cfg: Config) -> None:
         mlflow.log_input(MetaDataset(source, name=f"{data.name}:{split}", digest=digest), context=context)
 
 
+NAMED_CHOICES = ("calib.method", "target", "model")  # what run_name's first part already says
+# keys that say where things are, not what is computed: no part of a run's name (its params have them)
+PLACE_KEYS = re.compile(r"(export_dir|tracking_uri|store\..*|limits\..*|hydra.*|.*\.(path|url|sha256))")
+MAX_RUN_NAME = 250
+
+
 def run_name(cfg) -> str:
-    """What the run is, from its choices: calibration method, target, model (`kl-tf2ir-mbv1_cifar10`)."""
+    """What the run is, from its choices: calibration method, target, model (`kl-tf2ir-mbv1_cifar10`), then
+    every other choice the user made on the command line (`codegen.cflags=[-O3]`) and the DVC experiment's
+    name, so that runs that differ only in another key are told apart in MLflow's table."""
     method = cfg.calib.method
-    return f"{getattr(method, 'value', method)}-{cfg.target.name}-{cfg.model.name}"
+    name = " ".join([f"{getattr(method, 'value', method)}-{cfg.target.name}-{cfg.model.name}", *command_line_choices(),
+                     *(f"exp={experiment}" for experiment in [os.environ.get("DVC_EXP_NAME")] if experiment)])
+    return name[:MAX_RUN_NAME]
 
 
-def ui_hint(tracking_uri: str) -> str:
-    """How to look at the runs: a server is opened in a browser; a local store needs `mlflow ui`."""
+def command_line_choices() -> list[str]:
+    """This Hydra job's overrides beyond those run_name names (none outside run.py)."""
+    if not HydraConfig.initialized():
+        return []
+    overrides = HydraConfig.get().overrides.task
+    keys = [(item, item.split("=", 1)[0].lstrip("+~")) for item in overrides]
+    return [item for item, key in keys if key not in NAMED_CHOICES and not PLACE_KEYS.fullmatch(key)]
+
+
+def dvc_experiment_tags() -> dict[str, str]:
+    """Inside `dvc exp run` (also --temp and queued): the experiment's name, its baseline commit and the git
+    ref DVC keeps it under (`git show <ref>`, `dvc exp apply <name>`); the commit the code came from is the
+    baseline's."""
+    name, baseline = os.environ.get("DVC_EXP_NAME"), os.environ.get("DVC_EXP_BASELINE_REV")
+    if not name or not baseline:
+        return {}
+    return {"dvc_exp_name": name, "dvc_exp_baseline": baseline, "dvc_exp_ref": f"refs/exps/{baseline[:2]}/{baseline[2:]}/{name}",
+            "git_commit": baseline}
+
+
+def experiment_page(experiment_id: str) -> str:
+    """The experiment's runs table (not MLflow 3's GenAI overview, which a browser opens on by default) in
+    the headline view: the columns HEADLINE_COLUMNS, as a path under the UI's address."""
+    return f"#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={HEADLINE_VIEW}"
+
+
+def ui_hint(tracking_uri: str, experiment_id: str | None = None) -> str:
+    """How to look at the runs: a server's page is opened in a browser; a local store needs `mlflow ui` first."""
+    page = experiment_page(experiment_id) if experiment_id else ""
     if tracking_uri.startswith(("http://", "https://")):
-        return f"open {tracking_uri} in a browser"
-    return f"`mlflow ui --backend-store-uri {tracking_uri}`"
+        return f"open {tracking_uri.rstrip('/')}/{page} in a browser"
+    then = f", then open http://127.0.0.1:5000/{page}" if page else ""
+    return f"`mlflow ui --backend-store-uri {tracking_uri}`{then}"
 
 
 def this_process() -> dict[str, str]:
@@ -284,14 +335,23 @@ def close_abandoned_runs(client, experiment_id: str) -> list[str]:
 def _experiment_id(client, name: str) -> str:
     experiment = client.get_experiment_by_name(name)
     experiment_id = experiment.experiment_id if experiment else client.create_experiment(name)
-    if experiment is None or experiment.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
-        client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    tags = experiment.tags if experiment else {}
+    for key, value in ((EXPERIMENT_KIND_TAG, EXPERIMENT_KIND), (VIEW_TAG_PREFIX + HEADLINE_VIEW, headline_view())):
+        if tags.get(key) != value:
+            client.set_experiment_tag(experiment_id, key, value)
     return experiment_id
 
 
+def headline_view() -> str:
+    """The runs table's shared view state (MLflow's `viewStateShareKey`): the choices and headline figures as columns
+    (MLflow 3 shows no metric column until one is picked)."""
+    columns = [f"params.`{param}`" for param in HEADLINE_PARAMS] + [f"metrics.`{metric}`" for metric in HEADLINE_METRICS]
+    return json.dumps({"selectedColumns": columns}, separators=(",", ":"))
+
+
 class Tracker:
-    def __init__(self, run_id: str):
-        self.run_id = run_id
+    def __init__(self, run_id: str, experiment_id: str):
+        self.run_id, self.experiment_id = run_id, experiment_id
 
     def log_stage(self, result: StageResult) -> None:
         import mlflow

@@ -1,0 +1,2 @@
+"""The eight pipeline stages, one module each: a stage takes its config and input artifacts and
+returns its output files and metrics (pipeline/stages.py declares them to the runner and DVC)."""

@@ -95,11 +95,13 @@ def test_target_and_limit_rules_that_no_stage_implements_are_refused(tmp_path, o
     _refused(tmp_path, expected, *override.split())
 
 
-def test_a_missing_test_image_is_found_before_any_stage(tmp_path):
-    if not MBV1_GRAPH.exists():
-        pytest.skip(f"needs ../shared: {MBV1_GRAPH} is missing")
-    _refused(tmp_path, "model.test_image: no file given; set model.test_image.path", "model=mbv1_cifar10",
-             f"model.file.path={MBV1_GRAPH}", f"data.path={tmp_path}")
+def test_every_missing_input_is_reported_at_once_before_any_stage(tmp_path):
+    """A user fixes every path in one go; mbv1's test image, named only by its digest and not in the cache, is none of
+    them (emit_ir takes the first evaluation image)."""
+    printed = _refused(tmp_path, "2 inputs are missing or unusable:", "model=mbv1_cifar10",
+                       f"model.file.path={tmp_path / 'missing.pb'}", f"data.path={tmp_path}")
+    assert f"- model.file.path={tmp_path / 'missing.pb'}: no such file" in printed
+    assert f"- data.path={tmp_path}:" in printed and "model.test_image" not in printed
 
 
 def test_a_missing_data_path_is_found_before_any_stage(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from conftest import PROJECT_ROOT
-from pipeline.params import CalibMethod
+from pipeline.config import CalibMethod
 from pipeline.stages import STAGE_NAMES
 
 
@@ -54,6 +54,25 @@ def test_shell_completion_offers_every_choice_of_a_typed_value(line, expected):
 def test_the_bash_completion_script_installs():
     completed = _run_py("-sc", "install=bash")
     assert completed.returncode == 0 and "hydra_bash_completion" in completed.stdout
+
+
+@pytest.mark.parametrize("line, expected", [
+    (".venv/bin/python run.py calib.method=k", {"calib.method=kl"}),
+    (".venv/bin/python run.py mod", {"model=", "model."}),  # Hydra's own completion, with the venv's interpreter
+    (f"{PROJECT_ROOT}/.venv/bin/python run.py target=accel_t", {"target=accel_tflite"}),
+])
+def test_the_readme_completion_line_completes_in_bash(line, expected):
+    """The README's `eval "$(.venv/bin/python run.py -sc install=bash)"` in a real bash, then what pressing Tab
+    after `line` calls: the completion function bash registered for the line's first word."""
+    if not (PROJECT_ROOT / ".venv" / "bin" / "python").exists():
+        pytest.skip("needs the project's .venv (make run makes it)")
+    script = (f'eval "$(.venv/bin/python run.py -sc install=bash)"\n'
+              f'COMP_LINE="{line}"; COMP_POINT=${{#COMP_LINE}}; COMP_WORDS=($COMP_LINE); COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 ))\n'
+              'function_name=$(complete -p "${COMP_WORDS[0]}" | sed -E "s/.* -F ([^ ]+) .*/\\1/")\n'
+              '"$function_name"; printf "%s\\n" "${COMPREPLY[@]}"\n')
+    completed = subprocess.run(["bash", "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    assert set(completed.stdout.split()) == expected, completed.stdout + completed.stderr
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,25 @@ def fresh_clone(tmp_path_factory) -> Path:
     return clone
 
 
+README_DVC_BLOCK = re.compile(r"```sh\n((?:[^`]*\n)*?[^`]*dvc exp run[^`]*)```")
+
+
+def readme_dvc_block() -> list[str]:
+    """The commands of the README's DVC experiment block."""
+    block = README_DVC_BLOCK.search((PROJECT_ROOT / "README.md").read_text()).group(1)
+    return [re.sub(r"\s+#.*$", "", line).strip() for line in textwrap.dedent(block).splitlines() if line.strip()]
+
+
+def _shell(clone: Path, command: str) -> subprocess.CompletedProcess:
+    """A README line in bash in the clone (its `export PATH=$PWD/.venv/bin:$PATH` finds this venv's dvc)."""
+    venv_bin = Path(sys.executable).parent
+    (clone / ".venv").mkdir(exist_ok=True)
+    if not (clone / ".venv" / "bin").exists():
+        (clone / ".venv" / "bin").symlink_to(venv_bin)
+    return subprocess.run(["bash", "-c", command], cwd=clone, capture_output=True, text=True, timeout=1200,
+                          env={**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}"})
+
+
 def _dvc(clone: Path, *args: str) -> subprocess.CompletedProcess:
     venv_bin = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}"}
@@ -57,6 +78,7 @@ def test_dvc_repro_runs_the_pipeline_and_a_second_repro_is_a_no_op(fresh_clone):
     second = _dvc(fresh_clone, "repro")
     assert second.returncode == 0, second.stderr[-3000:]
     assert "Running stage" not in second.stdout
+    assert "is empty" not in first.stdout + first.stderr  # DVC warns of an empty dependency file (an empty __init__.py)
     status = _dvc(fresh_clone, "status")
     assert "up to date" in status.stdout
 
@@ -173,11 +195,11 @@ def test_experiments_compare_by_their_headline_metrics_and_plots(fresh_clone):
     experiment's per-layer series."""
     if not (fresh_clone / "metrics" / "annotate.json").exists():
         pytest.skip("needs the dvc repro test first")
-    _git(fresh_clone, "add", "-A")
-    _git(fresh_clone, "commit", "-qm", "mse baseline (the default)")
-    for method in ("kl", "minmax"):
-        completed = _dvc(fresh_clone, "exp", "run", "-n", method, "-S", f"calib.method={method}")
-        assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    # the README's experiment block, as written (its `dvc repro` is a no-op after the repro test's)
+    for command in readme_dvc_block():
+        completed = _shell(fresh_clone, command)
+        assert completed.returncode == 0, command + "\n" + completed.stdout[-3000:] + completed.stderr[-3000:]
+    assert (fresh_clone / "dvc_plots" / "index.html").is_file()
     rows = _experiments(_dvc_json(fresh_clone, "exp", "show"))
     baseline = next(name for name in rows if name not in ("workspace", "kl", "minmax"))
     for name in (baseline, "kl", "minmax"):
@@ -206,10 +228,62 @@ def test_experiments_compare_by_their_headline_metrics_and_plots(fresh_clone):
         values = plots["data"][plot][0]["content"]["data"]["values"]
         assert {row["rev"] for row in values} == {baseline, "kl", "minmax"}, plot
         layers = [row for row in values if row["rev"] == "kl"]
+        names = [row[STAGE_SERIES[plot].label] for row in layers]  # the chart's x: names in network order
         assert [row[STAGE_SERIES[plot].x] for row in layers] == list(range(len(layers)))
+        assert len(set(names)) == len(names) and all(isinstance(name, str) and not name.startswith("no data") for name in names)
+    # a series this configuration does not give is drawn as one point that says why, not left out
+    sensitivity = plots["data"]["annotate.sensitivity"][0]["content"]["data"]["values"]
+    assert {row["layer"] for row in sensitivity if row["rev"] == "kl"} == {
+        "no data: " + STAGE_SERIES["annotate.sensitivity"].absent_because}
+    # the pictures, as image plots of every experiment
+    images = {name for name, entries in plots["data"].items() if entries and entries[0]["type"] == "image"}
+    assert {"pictures/calibrate/histograms.png", "pictures/annotate/layer_sqnr.png", "pictures/simulate/layer_agreement.png"} \
+        <= {name for name in images}, images
 
 
 STAGE_SERIES = {f"{stage.name}.{series.name}": series for stage in STAGES for series in stage.series}
+
+
+def test_dvc_plots_show_draws_offline(fresh_clone):
+    """The page `dvc plots show` writes carries its chart libraries: no script from the network."""
+    if not (fresh_clone / "plots" / "annotate" / "layer_sqnr.json").exists():
+        pytest.skip("needs the dvc repro test first")
+    completed = _dvc(fresh_clone, "plots", "show")
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    page = (fresh_clone / "dvc_plots" / "index.html").read_text()
+    assert "<script src=" not in page and "cdn.jsdelivr" not in page
+    assert "window.vegaEmbed" in page and "vegaEmbed(" in page.split("window.vegaEmbed", 1)[1]
+    assert '<img src="static/workspace_pictures_annotate_layer_sqnr.png"' in page.replace("\\", "/")
+
+
+def test_the_offline_plots_page_is_what_the_pinned_libraries_make():
+    pytest.importorskip("vl_convert", reason="vl-convert-python is a test requirement: make test installs it")
+    from pipeline.plots_page import PAGE, page
+
+    assert PAGE.read_text(encoding="utf8") == page(), "regenerate it: python -m pipeline.plots_page"
+
+
+def test_a_temporary_experiment_keeps_its_results_in_the_users_repository(fresh_clone, tmp_path):
+    """The README's `dvc exp run --temp -n minmax` runs in a copy DVC throws away: its MLflow run and store entries
+    are in the user's repository, the run tagged with the experiment's name, baseline and ref."""
+    from mlflow.tracking import MlflowClient
+
+    assert "dvc exp run --temp -n minmax -S calib.method=minmax" in readme_dvc_block()
+    client = MlflowClient(tracking_uri=f"sqlite:///{fresh_clone / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("digits")
+    runs = client.search_runs([experiment.experiment_id], filter_string="tags.dvc_exp_name = 'minmax'") if experiment else []
+    if not runs:
+        pytest.skip("needs the experiments test first")
+    assert len(runs) == 1, [run.info.run_name for run in client.search_runs([experiment.experiment_id])]
+    run, baseline = runs[0], _git(fresh_clone, "rev-parse", "HEAD").strip()
+    assert run.data.tags["git_commit"] == run.data.tags["dvc_exp_baseline"] == baseline
+    assert run.data.tags["dvc_exp_ref"] == f"refs/exps/{baseline[:2]}/{baseline[2:]}/minmax"
+    assert _git(fresh_clone, "rev-parse", "--verify", run.data.tags["dvc_exp_ref"]).strip()  # DVC kept the experiment there
+    assert run.info.run_name.endswith("exp=minmax") and run.data.params["calib.method"] == "minmax"
+    keys = json.loads(Path(client.download_artifacts(run.info.run_id, "run.json", str(tmp_path))).read_text())
+    for stage, info in keys["stages"].items():
+        assert (fresh_clone / ".store" / stage / info["key"] / "manifest.json").is_file(), stage
+    assert not list((fresh_clone / ".dvc" / "tmp").glob("exps/tmp*/mlflow.db"))
 
 
 def test_store_gc_keeps_what_the_dvc_lock_references(fresh_clone):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -123,6 +124,11 @@ def test_mlflow_holds_one_run_per_pipeline_run_with_params_tags_metrics(digits_r
     assert "fold_check/report.json" in {item.path for item in client.list_artifacts(first.mlflow_run_id, "fold_check")}
     # typed for model development, not MLflow 3's GenAI layout; the data as dataset inputs with digests
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    # the runs table's shared view (the link a run prints opens it): the headline figures as columns, each one the runs have
+    columns = json.loads(experiment.tags["mlflow.sharedViewState.headline"])["selectedColumns"]
+    metric_columns = {column[len("metrics.`"):-1] for column in columns if column.startswith("metrics.`")}
+    assert {"annotate.top1", "annotate.sqnr_db_min", "codegen.bitexact"} <= metric_columns <= set(first_run.data.metrics)
+    assert {"params.`calib.method`", "params.`target.name`"} <= set(columns)
     inputs = {item.tags[0].value: item.dataset for item in first_run.inputs.dataset_inputs}
     assert set(inputs) == {"calibration", "evaluation"} and inputs["calibration"].digest != inputs["evaluation"].digest
     assert by_id[again.mlflow_run_id].inputs.dataset_inputs[0].dataset.digest in {d.digest for d in inputs.values()}
@@ -131,9 +137,14 @@ def test_mlflow_holds_one_run_per_pipeline_run_with_params_tags_metrics(digits_r
 def test_the_closing_hint_opens_a_server_in_a_browser_and_a_local_store_with_mlflow_ui():
     from pipeline.tracking import ui_hint
 
-    assert ui_hint("http://127.0.0.1:5000") == "open http://127.0.0.1:5000 in a browser"
+    assert ui_hint("http://127.0.0.1:5000") == "open http://127.0.0.1:5000/ in a browser"
     assert "--backend-store-uri" not in ui_hint("https://mlflow.example.com")
     assert ui_hint("sqlite:///mlflow.db") == "`mlflow ui --backend-store-uri sqlite:///mlflow.db`"
+    # with the experiment: its runs table in the headline view, not MLflow 3's GenAI overview
+    assert ui_hint("http://127.0.0.1:5000/", "7") == ("open http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning"
+                                                     "&viewStateShareKey=headline in a browser")
+    assert ui_hint("sqlite:///mlflow.db", "7").endswith(", then open http://127.0.0.1:5000/#/experiments/7/runs?"
+                                                       "workflowType=machine_learning&viewStateShareKey=headline")
 
 
 def test_stage_cannot_read_config_it_did_not_declare():
@@ -215,14 +226,15 @@ def test_parallel_sweep_shares_store_and_mlflow(tmp_path, model_cache):
     command = [sys.executable, "run.py", "-m", "calib.method=minmax,kl,qat", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
                f"store.url={store}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{database}",
                f"hydra.sweep.dir={tmp_path / 'sweep'}"]
-    completed = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
+    completed = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900,
+                               env={**os.environ, "COLUMNS": "80"})  # a terminal of 80 columns, CI's log
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert len(_store_entries(store, "import")) == 1 and len(_store_entries(store, "fold_check")) == 1
     client = MlflowClient(tracking_uri=f"sqlite:///{database}")
     runs = client.search_runs([client.get_experiment_by_name("digits").experiment_id])
-    status = {run.data.params["calib.method"]: run.info.status for run in runs if "calib.method" in run.data.params}
+    status = {run.data.params["calib.method"]: run.info.status for run in runs if run.data.tags.get("sweep_role") != "parent"}
     assert status == {"kl": "FINISHED", "minmax": "FINISHED", "qat": "FAILED"}
-    failed = next(run for run in runs if run.data.params["calib.method"] == "qat")
+    failed = next(run for run in runs if run.data.params.get("calib.method") == "qat")
     assert "has none" in failed.data.tags["error"] and "calibrate.images" not in failed.data.metrics
     sweep_ids = {run.data.tags.get("sweep_id") for run in runs}
     assert len(sweep_ids) == 1 and None not in sweep_ids
@@ -240,6 +252,37 @@ def test_parallel_sweep_shares_store_and_mlflow(tmp_path, model_cache):
     minmax_row = next(line for line in summary if "minmax-tf2ir-digits" in line)
     top1 = next(run for run in runs if run.info.run_name == "minmax-tf2ir-digits").data.metrics["annotate.top1"]
     assert f"| {top1:.4g} |" in minmax_row
+    # the console: one line per finished job (no stage table), and a table that 80 columns hold whole
+    console = completed.stderr.splitlines()
+    assert "ran/reused" not in completed.stderr and "headline" not in completed.stderr
+    job_lines = [line for line in console if re.match(r"job \d (minmax|kl)-tf2ir-digits: \d ran, \d reused", line)]
+    assert len(job_lines) == 2, completed.stderr[-3000:]
+    table = console[next(i for i, line in enumerate(console) if line.startswith("sweep: 3 job(s)")):]
+    table = table[: next(i for i, line in enumerate(table) if line.startswith("job ") or "job(s) succeeded" in line)]
+    assert all(len(line) <= 80 and "…" not in line for line in table), "\n".join(table)
+    assert any(f"{top1:.4g}" in line and line.lstrip().startswith(("0", "1", "2")) for line in table)
+    # the parent run is a row like its jobs: the params they share, what varied, the best job's figures
+    parent = client.get_run(parents[0].info.run_id)
+    assert parent.data.params["calib.method"] == "minmax | kl | qat" and parent.data.params["target.name"] == "tf2ir"
+    best = max((run for run in jobs if run.info.status == "FINISHED"),
+               key=lambda run: (run.data.metrics["annotate.top1"], run.data.metrics["annotate.sqnr_db_min"]))
+    assert parent.data.metrics["annotate.top1"] == best.data.metrics["annotate.top1"]
+    assert parent.data.metrics["codegen.bitexact"] == 1.0 and best.info.run_name in parent.data.tags["best_job"]
+
+
+def test_runs_that_differ_only_in_another_key_are_named_apart(tmp_path, model_cache):
+    from mlflow.tracking import MlflowClient
+
+    common = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
+              "until=import"]
+    for extra in ([], ["codegen.cflags=[-O1]"]):
+        completed = subprocess.run([sys.executable, "run.py", *common, *extra], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                                   timeout=600)
+        assert completed.returncode == 0, completed.stderr[-3000:]
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    names = sorted(run.info.run_name for run in client.search_runs([client.get_experiment_by_name("digits").experiment_id]))
+    # the places (store, tracking) are no part of a name; what is computed is
+    assert names == ["mse-tf2ir-digits until=import", "mse-tf2ir-digits until=import codegen.cflags=[-O1]"]
 
 
 def test_a_sweep_whose_every_job_fails_exits_non_zero(tmp_path):
@@ -310,7 +353,8 @@ def test_a_sweep_on_the_submitit_local_launcher_shows_each_jobs_output(tmp_path,
     assert "2 of 2 job(s) succeeded" in completed.stderr and f"{sweep}/.submitit/" in completed.stderr
     outputs = sorted((sweep / ".submitit").glob("*/*_0_log.err"))
     assert len(outputs) == 2
-    assert {next(line for line in path.read_text().splitlines() if "calibrate:" in line).split()[1] for path in outputs} == {"0", "1"}
+    # each job's output: its one line (run, stages ran and reused, figures); the stages' lines are in its run.log
+    assert {next(line for line in path.read_text().splitlines() if line.startswith("job ")).split()[1] for path in outputs} == {"0", "1"}
     for job in ("0", "1"):  # Hydra's per-job log has the same lines, through Python logging
         assert f"job {job} calibrate: ran" in (sweep / job / "run.log").read_text()
 

@@ -94,6 +94,18 @@ def test_an_unreachable_store_is_refused_before_any_stage_runs(tmp_path):
     assert "Traceback" not in completed.stderr
 
 
+def test_a_bucket_that_does_not_exist_is_refused_in_one_message_before_any_stage(s3_endpoint, tmp_path):
+    completed = _run_py("store.url=s3://no-such-bucket/team", f"+store.options.endpoint_url={s3_endpoint}", *CREDENTIALS,
+                        f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", f"export_dir={tmp_path / 'out'}")
+    assert completed.returncode == 2, completed.stderr[-3000:]
+    errors = [line for line in completed.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "store.url=s3://no-such-bucket/team: the bucket 'no-such-bucket' does not exist" in errors[0], \
+        completed.stderr[-3000:]
+    assert "Traceback" not in completed.stderr and "NoSuchBucket" not in completed.stderr
+    assert "import" not in completed.stderr.split("error:")[0]  # no stage began
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_protocol_whose_fsspec_backend_is_missing_says_what_to_install(tmp_path):
     completed = _run_py("store.url=gs://bucket/team", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}")
     assert completed.returncode == 2, completed.stderr[-3000:]

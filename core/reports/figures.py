@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -27,3 +28,19 @@ def save(figure: Figure, path: str | Path, dpi: int) -> Path:
 def axes_text(figure: Figure) -> list[dict[str, str]]:
     """Each visible axes' title and axis labels."""
     return [{"title": axes.get_title(), "x": axes.get_xlabel(), "y": axes.get_ylabel()} for axes in figure.axes if axes.get_visible()]
+
+
+def plot_absent(path: str | Path, title: str, reason: str) -> Path:
+    """A picture this configuration does not draw, as a small card that says why (an image plot that
+    vanished would look like a tool that forgot it)."""
+    figure = new_figure(6.0, 1.6)
+    figure.suptitle(title, fontsize=12)
+    figure.text(0.5, 0.4, f"no picture: {reason}", ha="center", va="center", fontsize=10, wrap=True)
+    return save(figure, path, dpi=100)
+
+
+def wrapped_title(title: str, width_inches: float, fontsize: float) -> str:
+    """`title` broken into lines that fit a figure `width_inches` wide at `fontsize` points (a long title was cut
+    at both ends): about 0.6 em a character, on the 80% of the width a title centred over the axes can use."""
+    per_line = max(20, int(0.8 * width_inches * 72 / (0.6 * fontsize)))
+    return "\n".join(textwrap.fill(line, per_line) for line in title.splitlines())
