@@ -325,7 +325,7 @@ def test_the_default_model_on_both_accelerator_targets_is_bit_exact(digits_works
     assert [row["layer_index"] for row in cycles] == list(range(len(cycles))) and len(cycles) >= results["partition"].metrics["layers_accel"]
     assert sum(row["cycles"] for row in cycles) <= metrics["accel_cycles"]
     picture = json.loads(Image.open(directory / "cycles.png").text["Description"])
-    assert picture[0]["x"].startswith("estimated cycles") and picture[0]["y"] == ""
+    assert picture[0]["x"].startswith("estimated cycles") and picture[0]["y"] == "layer (program order)"
 
 
 def test_a_target_name_that_is_no_c_identifier_names_its_functions_by_a_sanitized_form(digits_workspace):

@@ -152,7 +152,7 @@ def test_top1_of_annotated_mbv1_equals_the_original_and_layers_are_measured(mbv1
     pairs = layer_tensor_pairs(layer_graph, annotated)
     assert len(pairs) == len(layer_graph.layers)  # every mbv1 layer output is quantized
     versus_float = compare(layer_graph.graph, annotated, pairs, images[:32], labels[:32], batch_size=16)
-    assert list(versus_float.per_layer_sqnr_db) == [layer.name for layer in layer_graph.layers]
+    assert list(versus_float.per_layer_sqnr_db) == [layer.ir_name for layer in layer_graph.layers]  # the IR's names, as simulate's
     assert all(10.0 < value < SQNR_CAP_DB for value in versus_float.per_layer_sqnr_db.values())
     plot = plot_layer_sqnr(versus_float.per_layer_sqnr_db, tmp_path / "sqnr.png", "mbv1 qat")
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -32,7 +32,7 @@ def test_sensitivity_ranks_a_deliberately_coarse_layer_first(workspace):
     graph = Graph.load(directories["calibrate"])
     layer_graph = group_layers(graph)
     table = CalibrationTable.load(directories["calibrate"])
-    owners = [layer.name for layer in layer_graph.layers if sensitivity.layer_entries(layer, table)]
+    owners = [layer.ir_name for layer in layer_graph.layers if sensitivity.layer_entries(layer, table)]  # the IR's names
     assert sorted(row["layer"] for row in rows) == sorted(owners)
     assert [row["only_this_sqnr_db"] for row in rows] == sorted(row["only_this_sqnr_db"] for row in rows)
     assert summary.metrics["annotate.sensitivity_sqnr_db_min"] == rows[0]["only_this_sqnr_db"]
@@ -46,5 +46,5 @@ def test_sensitivity_ranks_a_deliberately_coarse_layer_first(workspace):
     images = load_split(cfg.data.kind.value, cfg.data.path, cfg.data.eval_split, to_plain(cfg.model.preprocess), limit=16,
                         holdout_fraction=cfg.data.holdout_fraction, seed=cfg.data.split_seed).images
     results = sensitivity.analyze(layer_graph, degraded, graph, np.asarray(images[:16]), 16)
-    assert sensitivity.ranked(results)[0].layer == victim.name
-    assert max(results, key=lambda item: item.all_but_this_sqnr_db).layer == victim.name
+    assert sensitivity.ranked(results)[0].layer == victim.ir_name
+    assert max(results, key=lambda item: item.all_but_this_sqnr_db).layer == victim.ir_name

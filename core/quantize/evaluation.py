@@ -325,10 +325,10 @@ def _check_comparable(reference: Graph, annotated_graph: Graph, images: np.ndarr
 
 
 def layer_tensor_pairs(layer_graph, annotated_graph: Graph) -> dict[str, tuple[str, str]]:
-    """Layer name -> (its float output, the FakeQuant output replacing it), in execution
+    """Layer (its IR name, as every per-layer report names it) -> (its float output, the FakeQuant output replacing it), in execution
     order, for every layer output that `annotate_graph` quantized."""
     quantized = annotated_graph.source.get("annotation", {}).get("activations", {})
-    return {layer.name: (layer.output, quantized[layer.output]) for layer in layer_graph.layers if layer.output in quantized}
+    return {layer.ir_name: (layer.output, quantized[layer.output]) for layer in layer_graph.layers if layer.output in quantized}
 
 
 def top1(graph: Graph, images: np.ndarray, labels: np.ndarray, batch_size: int = DEFAULT_BATCH_SIZE) -> float:

@@ -54,7 +54,7 @@ def analyze(layer_graph: LayerGraph, table: CalibrationTable, reference: Graph, 
     for done, (layer, own) in enumerate(layers):
         only = {**input_entries, **{tensor: table.tensors[tensor] for tensor in own}}
         all_but = {tensor: entry for tensor, entry in table.tensors.items() if tensor not in own}
-        results.append(LayerSensitivity(layer.name, _end_point_sqnr(layer_graph, table, only, expected, images, batch_size),
+        results.append(LayerSensitivity(layer.ir_name, _end_point_sqnr(layer_graph, table, only, expected, images, batch_size),
                                         _end_point_sqnr(layer_graph, table, all_but, expected, images, batch_size), own))
         progress(done + 1, len(layers))
     return results

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -39,11 +38,9 @@ def plot_clipping(stats: dict[str, TensorStatistics], table: CalibrationTable, r
         tensor_stats = stats[tensor]
         draw_histogram(axis, tensor_stats, color="0.6")
         for color, name in enumerate(sorted(METHODS)):
-            method_settings = settings
-            if name == "qat":
-                if tensor not in ranges:
-                    continue
-                method_settings = dataclasses.replace(settings, fake_quant_range=(ranges[tensor].min, ranges[tensor].max))
+            method_settings = get_method(name).settings_for(tensor, settings, ranges)
+            if method_settings is None:  # a model-range method, and the model gave this tensor none
+                continue
             axis.axvline(get_method(name).threshold(tensor_stats, method_settings), label=f"{name} threshold",
                          linestyle="--", linewidth=1.2, color=f"C{color}")
         axis.axvline(table.tensors[tensor].range[1], color="k", label=f"range used ({table.method}, {table.target})")
@@ -53,7 +50,9 @@ def plot_clipping(stats: dict[str, TensorStatistics], table: CalibrationTable, r
     return save(figure, path, dpi=90)
 
 
-GRID_COLUMNS = 6
+GRID_COLUMNS = 4
+PANEL_INCHES = (3.4, 2.4)  # at HISTOGRAM_DPI: panels whose titles and ticks read at the picture's real size
+HISTOGRAM_DPI = 90
 
 
 def plot_histograms(stats: dict[str, TensorStatistics], table: CalibrationTable, path: str | Path) -> Path:
@@ -61,20 +60,25 @@ def plot_histograms(stats: dict[str, TensorStatistics], table: CalibrationTable,
     data behind histograms/*.npy, small multiples in the table's order."""
     tensors = [tensor for tensor in table.tensors if tensor in stats]
     rows = max(1, -(-len(tensors) // GRID_COLUMNS))
-    height = 1.7 * rows + 0.9
-    figure = new_figure(2.4 * GRID_COLUMNS, height, constrained=False)  # fixed margins: constrained layout took
-    axes = figure.subplots(rows, GRID_COLUMNS, squeeze=False)          # seconds per dozen axes
-    figure.subplots_adjust(left=0.04, right=0.99, bottom=0.35 / height, top=1 - 0.85 / height, wspace=0.35, hspace=0.75)
-    for axis, tensor in zip(axes.flat, tensors):
+    height = PANEL_INCHES[1] * rows + 0.8
+    figure = new_figure(PANEL_INCHES[0] * GRID_COLUMNS, height, constrained=False)  # fixed margins: constrained layout took
+    axes = figure.subplots(rows, GRID_COLUMNS, squeeze=False)                       # seconds per dozen axes
+    figure.subplots_adjust(left=0.07, right=0.99, bottom=0.45 / height, top=1 - 0.75 / height, wspace=0.3, hspace=0.75)
+    for index, (axis, tensor) in enumerate(zip(axes.flat, tensors)):
         tensor_stats, entry = stats[tensor], table.tensors[tensor]
         draw_histogram(axis, tensor_stats, color="0.55")
-        axis.axvline(entry.range[1], color="tab:red", linewidth=1.0)
-        axis.set_title(f"{tensor[-34:]}\nclipped {100 * (entry.clipped_fraction or 0):.2g}%", fontsize=5.5, y=1.0)
-        axis.tick_params(which="both", labelsize=5)
+        axis.axvline(entry.range[1], color="tab:red", linewidth=1.2)
+        name = tensor if len(tensor) <= 40 else "…" + tensor[-39:]
+        axis.set_title(f"{name}\nclipped {100 * (entry.clipped_fraction or 0):.2g}%", fontsize=8, y=1.0)
+        axis.set_xlabel("|x|", fontsize=8, labelpad=1)
+        if index % GRID_COLUMNS == 0:
+            axis.set_ylabel("count", fontsize=8)
+        axis.tick_params(which="both", labelsize=7.5)
         axis.yaxis.set_major_locator(LogLocator(numticks=4))  # no minor ticks: dozens of small axes draw ticks slowly
         axis.yaxis.set_minor_locator(NullLocator())
-        axis.xaxis.set_major_locator(MaxNLocator(3))
+        axis.xaxis.set_major_locator(MaxNLocator(4))
     for axis in list(axes.flat)[len(tensors):]:
         axis.set_visible(False)
-    figure.suptitle(f"|x| histograms of {len(tensors)} tensors ({table.method}, {table.target}); red: the range used", fontsize=9)
-    return save(figure, path, dpi=70)
+    figure.suptitle(f"|x| histograms of {len(tensors)} calibrated tensors ({table.method}, {table.target}); "
+                    "red line: the range used", fontsize=11)
+    return save(figure, path, dpi=HISTOGRAM_DPI)

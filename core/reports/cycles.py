@@ -8,7 +8,7 @@ import numpy as np
 
 from core.backends.accel.cost import CostModel
 from core.backends.program import NetworkProgram
-from core.reports.figures import new_figure, save
+from core.reports.figures import new_figure, save, wrapped_title
 
 INSTRUCTION_KINDS = ("load", "gemm", "alu", "store")
 
@@ -23,7 +23,8 @@ def plot_cycles(per_layer: dict[str, dict[str, float]], path: str | Path, title:
     whole name reads beside its bar (vertical ticks of long TF names were cut at the figure's edge)."""
     names = list(per_layer)
     longest = max((len(name) for name in names), default=10)
-    figure = new_figure(6.0 + 0.055 * longest, max(3.0, 0.17 * len(names) + 1.6))
+    width = 6.0 + 0.055 * longest
+    figure = new_figure(width, max(3.0, 0.2 * len(names) + 1.8))
     axes = figure.add_subplot()
     left = np.zeros(len(names))
     positions = np.arange(len(names))
@@ -31,9 +32,10 @@ def plot_cycles(per_layer: dict[str, dict[str, float]], path: str | Path, title:
         values = np.array([per_layer[name][f"cycles_{kind}"] for name in names])
         axes.barh(positions, values, left=left, color=colour, label=kind.upper())
         left += values
-    axes.set_yticks(positions, names, fontsize=6)
+    axes.set_yticks(positions, names, fontsize=7.5)
     axes.invert_yaxis()  # program order, top to bottom
     axes.set_xlabel("estimated cycles (target cost model)")
-    axes.set_title(title, fontsize=9)
+    axes.set_ylabel("layer (program order)")
+    axes.set_title(wrapped_title(title, width, fontsize=9), fontsize=9)
     axes.legend(fontsize=7)
     return save(figure, path, dpi=110)
