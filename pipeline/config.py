@@ -13,18 +13,22 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
+from enum import Enum
 from typing import Any, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
+from core.backends.accel.ops import host_only_errors
 from core.backends.accel.target import AcceleratorError, AcceleratorSpec, accelerator_of
 from core.backends.c.build import DEFAULT_CFLAGS, cflag_errors
 from core.data.datasets import SPLITS as DATA_SPLITS
 from core.limits import MEBIBYTE, human_bytes
+from core.quantize.auto import AUTO
 from core.quantize.calibration.histogram import histogram_bytes
-from pipeline.params import CalibMethod, DataKind, ModelFormat, Pow2Rounding, Relu6Equalization, Resize, Scheme, Task, WeightMethod, to_plain
+from core.quantize.calibration.methods import CHECKS, METHODS, takes_model_ranges
+from pipeline.params import DataKind, ModelFormat, Pow2Rounding, Relu6Equalization, Resize, Scheme, Task, WeightMethod, to_plain
 from pipeline.stages import STAGE_NAMES
 
 __all__ = ["CalibMethod", "Config", "ConfigError", "DataKind", "FileRef", "ModelFormat", "Pow2Rounding", "Relu6Equalization", "Resize", "Task", "WeightMethod",
@@ -92,6 +96,11 @@ class ModelConfig:
     test_image: FileRef = field(default_factory=FileRef)
 
 
+# files a run does without: no test image (or one named only by a digest that is not in the cache), and emit_ir
+# takes the first evaluation image
+OPTIONAL_FILES = ("model.test_image",)
+
+
 @dataclass
 class DataConfig:
     name: str = MISSING
@@ -115,12 +124,16 @@ class AutoConfig:
     num_images: int = _positive(256)
 
 
+# calib.method's choices: every registered threshold method (core/quantize/calibration/methods/, one file each) and
+# auto, the per-tensor search over them (core/quantize/auto.py)
+CalibMethod = Enum("CalibMethod", {name: name for name in [*sorted(METHODS), AUTO]})
+
+
 @dataclass
-class CalibConfig:
+class _CalibBase:
     method: CalibMethod = CalibMethod.mse
     num_images: int = _positive(256)
     batch_size: int = _positive(32)
-    percentile: float = _percent(99.99)
     pow2_rounding: Pow2Rounding = Pow2Rounding.ceil
     num_bins: int = _positive(2048)
     weight_method: WeightMethod = WeightMethod.mse  # mse: least output error, may saturate outliers; minmax: nothing saturates
@@ -129,6 +142,12 @@ class CalibConfig:
     bias_correction: bool = True  # correct each layer's bias for the mean shift its weight quantization causes
     auto: AutoConfig = field(default_factory=AutoConfig)
     keep_float: list[str] = field(default_factory=list)  # layers (TF or IR names) that stay float on the host
+
+
+# calib: the settings above and each method's own (`calib.percentile`, ...), declared beside the method
+CalibConfig = make_dataclass("CalibConfig", [
+    (setting.name, type(setting.default), field(default=setting.default, metadata={"check": setting.check} if setting.check else {}))
+    for method in METHODS.values() for setting in method.settings], bases=(_CalibBase,))
 
 
 @dataclass
@@ -225,13 +244,19 @@ SCHEMA_NAME = "schema"
 
 def register() -> None:
     ConfigStore.instance().store(name=SCHEMA_NAME, node=Config)
+    # `run.py --help` lists the methods from their registry (conf/hydra/help/quanttool.yaml: ${calib_methods_help:})
+    OmegaConf.register_new_resolver("calib_methods_help", calib_methods_help, replace=True)
 
 
-_CHECKS = {
-    "positive": (lambda v: v > 0, "a positive number"),
-    "fraction": (lambda v: 0.0 < v <= 1.0, "a fraction in (0, 1]"),
-    "percent": (lambda v: 0.0 < v <= 100.0, "a percentage in (0, 100]"),
-}
+def calib_methods_help() -> str:
+    """A line per calib.method: its name and summary, then its own settings."""
+    lines = []
+    for name in sorted(METHODS):
+        method = METHODS[name]
+        settings = "".join(f"; calib.{setting.name} (default {setting.default}): {setting.help}" for setting in method.settings)
+        lines.append(f"  {name:<12} {method.summary}{settings}")
+    lines.append(f"  {AUTO:<12} every method scored on end-point SQNR, then refined tensor by tensor (calib.auto.*)")
+    return "\n".join(lines)
 
 
 TARGET_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
@@ -280,9 +305,11 @@ def validate(cfg: DictConfig) -> Config:
                           f"{target.min_log2scale} .. target.max_log2scale={target.max_log2scale} (the network input is a tensor too)")
     if typed.target.accelerator is not None:
         try:
-            accelerator_of(to_plain(typed.target), origin=f"target {typed.target.name}")
+            accelerator = accelerator_of(to_plain(typed.target), origin=f"target {typed.target.name}")
         except AcceleratorError as error:
             raise ConfigError(str(error)) from error
+        for error in host_only_errors(accelerator):
+            raise ConfigError(f"target {typed.target.name}: {error}")
     if typed.model.format is ModelFormat.builtin and typed.model.builtin is None:
         raise ConfigError(f"model {typed.model.name!r}: format builtin needs a model.builtin section")
     return typed
@@ -290,10 +317,11 @@ def validate(cfg: DictConfig) -> Config:
 
 def _check_auto(typed: Config) -> None:
     searched = typed.calib.auto.methods
-    unsearchable = [method.value for method in searched if method in (CalibMethod.qat, CalibMethod.auto)]
+    searchable = [name for name in sorted(METHODS) if not takes_model_ranges(name)]  # auto scores tables computed from data
+    unsearchable = [method.value for method in searched if method.value not in searchable]
     if not searched or unsearchable:
         raise ConfigError(f"calib.auto.methods={[method.value for method in searched]}: list the threshold methods auto chooses "
-                          f"among, from {', '.join(m.value for m in CalibMethod if m not in (CalibMethod.qat, CalibMethod.auto))}"
+                          f"among, from {', '.join(searchable)}"
                           + (f" ({', '.join(unsearchable)} cannot be searched)" if unsearchable else ""))
 
 
@@ -318,7 +346,7 @@ def _check_constraints(node: Any, prefix: str) -> None:
         key = f"{prefix}{spec.name}"
         check = spec.metadata.get("check")
         if check and value is not None:
-            predicate, expected = _CHECKS[check]
+            predicate, expected = CHECKS[check]  # shared with the calibration methods' own settings
             if not predicate(value):
                 raise ConfigError(f"{key}={value!r}: must be {expected}")
         _check_constraints(value, prefix=f"{key}.")

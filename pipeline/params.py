@@ -39,15 +39,6 @@ class DataKind(Enum):
     arrays = "arrays"  # an .npz of the model's inputs as they are (core/data/datasets.py: ARRAY_EXPECTED)
 
 
-class CalibMethod(Enum):
-    qat = "qat"
-    minmax = "minmax"
-    kl = "kl"
-    percentile = "percentile"
-    mse = "mse"
-    auto = "auto"  # not a threshold method: the per-tensor search of core/quantize/auto.py over the others
-
-
 class WeightMethod(Enum):
     minmax = "minmax"
     mse = "mse"

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from core.data.datasets import load_split
-from core.frontend.fake_quant import bypass_fake_quant
+from core.frontend.fake_quant import QuantRange, bypass_fake_quant
 from core.frontend.graph import Graph, check_input_shape
+from core.frontend.layers import LayerGraph
 from core.ir.layers import group_layers
 from core.limits import BUDGET_KEY, MemoryBudget, check_activations
 from core.ir.emit import build_ir
@@ -32,13 +35,13 @@ from core.ir.records import IrError
 from core.quantize.auto import AUTO, SearchSetup, search
 from core.quantize.calibration.build import (CalibrationError, TargetSpec, build_calibration_table, correct_biases,
                                              qat_range_changes)
-from core.quantize.calibration.histogram import TensorStatistics, histogram_bytes
-from core.quantize.calibration.methods import METHODS, CalibrationSettings, clipping_is_deliberate
+from core.quantize.calibration.histogram import TensorStatistics, histogram_bytes, load_histograms, save_histograms
+from core.quantize.calibration.methods import METHODS, CalibrationSettings, clipping_is_deliberate, options_of, takes_model_ranges
 from core.quantize.equalize import clamped_layer_inputs, equalize
 from core.quantize.scheme import scheme_of
 from core.quantize.evaluation import end_point_difference
-from core.quantize.statistics import channel_statistics, collect_statistics
-from core.quantize.table import SCHEME_DECIDED
+from core.quantize.statistics import channel_statistics, collect_statistics, load_moments, save_moments
+from core.quantize.table import SCHEME_DECIDED, CalibrationTable
 from core.reports.calibration import plot_clipping, plot_histograms
 from core.reports.series import series_rows, write_series
 from core.reports.warnings import summarize
@@ -57,31 +60,71 @@ EQUIVALENCE_IMAGES = 64  # calibration images the equalized graph is checked on 
 INPUT_HEADROOM = 2.0
 
 
+@dataclass(frozen=True)
+class Observation:
+    """What the calibration images showed of the float graph the table is for (the stored part `observation`)."""
+
+    float_graph: Graph
+    layer_graph: LayerGraph
+    stats: dict[str, TensorStatistics]
+    input_moments: dict[str, dict[str, np.ndarray]]  # per weighted layer's input: per-channel mean, mean square
+    equalization: dict | None  # what cross-layer equalization did, when the graph was equalized
+
+    def metrics(self) -> dict[str, float]:
+        if self.equalization is None:
+            return {}
+        return {"equalized_pairs": len(self.equalization["pairs"]),
+                "equalize_max_abs_diff": self.equalization["difference"]["max_abs_difference"]}
+
+
+@dataclass(frozen=True)
+class TableSetup:
+    """What choosing the table takes besides the observation: the config, the target's scheme, the methods'
+    settings, the model's own ranges (a QAT graph's), the calibration images and the batch size that fits."""
+
+    params: Any
+    target: TargetSpec
+    settings: CalibrationSettings
+    ranges: dict[str, QuantRange]
+    images: np.ndarray
+    batch: int
+
+
+@dataclass(frozen=True)
+class Calibrated:
+    """The table, what chose and corrected it (report.json's `auto` and `bias_correction`) and its metrics."""
+
+    table: CalibrationTable
+    report: dict[str, Any]
+    metrics: dict[str, float]
+
+
 def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]:
     calib = params.calib
     method = calib.method.value
     graph = Graph.load(inputs["fold_check"])
     float_graph, ranges = bypass_fake_quant(graph)
-    if method == "qat" and not ranges:
+    if takes_model_ranges(method) and not ranges:
         raise CalibrationError(
-            "calib.method=qat reads the ranges of the graph's own FakeQuant nodes, and this graph has none "
-            f"(a float model); choose one of {', '.join(sorted(m for m in METHODS if m != 'qat'))}"
+            f"calib.method={method} reads the ranges of the graph's own {METHODS[method].model_ranges} nodes, and this graph has none "
+            f"(a float model); choose one of {', '.join(sorted(name for name in METHODS if not takes_model_ranges(name)))}"
         )
     layer_graph = group_layers(float_graph)
     dataset, batch = _calibration_data(params, float_graph, len(layer_graph.quantized_tensors()), ctx)
-    metrics, report = {}, {}
-    float_graph, layer_graph, stats, input_moments = _observed(calib, float_graph, layer_graph, dataset, batch, ctx, metrics, report)
+    observation = _observed(calib, float_graph, layer_graph, dataset, batch, ctx)
     target = target_spec(params.target, calib)
-    settings = CalibrationSettings(percentile=calib.percentile, num_quant_levels=2 ** (target.bits - 1),
+    settings = CalibrationSettings(options=options_of(calib), num_quant_levels=2 ** (target.bits - 1),
                                    weight_method=calib.weight_method.value)
-    table = _table(params, layer_graph, target, settings, stats, input_moments, ranges, dataset.images, batch, ctx, metrics, report)
+    calibrated = _table(TableSetup(params, target, settings, ranges, dataset.images, batch), observation, ctx)
+    table, layer_graph, stats = calibrated.table, observation.layer_graph, observation.stats
+    report = {**({"equalization": observation.equalization} if observation.equalization is not None else {}), **calibrated.report}
     table.save(out_dir)
-    float_graph.save(out_dir)
+    observation.float_graph.save(out_dir)
     save_histograms(stats, out_dir / HISTOGRAM_DIR)
     warnings = [(tensor, warning) for tensor, entry in table.tensors.items() for warning in entry.warnings]
     for line in summarize(warnings):
         ctx.log(f"warning: {line}")
-    changes = qat_range_changes(table, layer_graph, ranges) if method == "qat" else []
+    changes = qat_range_changes(table, layer_graph, ranges) if takes_model_ranges(method) else []
     for line in summarize([(change["tensor"], f"({change['kind']}) {change['why']}") for change in changes]):
         ctx.log(f"qat range changed: {line} (every range: report.json's qat_range_changes)")
     activations = _pictures_and_series(stats, table, ranges, settings, out_dir)
@@ -98,7 +141,8 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         "warnings": [{"tensor": tensor, "warning": warning} for tensor, warning in warnings],
     }, indent=1, sort_keys=True) + "\n")
     return {
-        **metrics,
+        **observation.metrics(),
+        **calibrated.metrics,
         "images": len(dataset.images),
         "tensors": len(activations),
         "clipped_fraction_max": max(clipped),
@@ -146,23 +190,20 @@ def _calibration_data(params, float_graph: Graph, tensors: int, ctx):
     return dataset, batch
 
 
-def _observed(calib, float_graph: Graph, layer_graph, dataset, batch: int, ctx, metrics: dict, report: dict):
-    """(float graph, its layers, statistics, layer-input moments) from the store's observation part, computed
-    when absent: a sweep of methods observes once; adds the equalization to `metrics` and `report`."""
+def _observed(calib, float_graph: Graph, layer_graph, dataset, batch: int, ctx) -> Observation:
+    """The store's observation part, computed when absent: a sweep of methods observes once."""
     method = calib.method.value
-    if method == "qat" and (calib.equalize or calib.bias_correction):
-        ctx.log("calib.method=qat keeps the trained graph and its ranges: calib.equalize and calib.bias_correction do not apply")
-    equalized = bool(calib.equalize) and method != "qat"
-    moments = (bool(calib.bias_correction) and method != "qat") or calib.weight_method.value == "mse"
+    if takes_model_ranges(method) and (calib.equalize or calib.bias_correction):
+        ctx.log(f"calib.method={method} keeps the trained graph and its ranges: calib.equalize and calib.bias_correction do not apply")
+    equalized = bool(calib.equalize) and not takes_model_ranges(method)
+    moments = (bool(calib.bias_correction) and not takes_model_ranges(method)) or calib.weight_method.value == "mse"
     part = StoredPart("observation", OBSERVATION_KEYS + (("calib.equalize_relu6",) if equalized else ()), ("fold_check",),
                       (("equalize", equalized), ("moments", moments)))
     directory = ctx.reuse(part, lambda build: observe(float_graph, layer_graph, calib, dataset, batch, equalized, moments, build, ctx))
     float_graph, stats, input_moments, equalization = load_observation(directory)
     if equalized:
-        report["equalization"] = equalization
         _log_equalization(equalization, min(len(dataset.images), EQUIVALENCE_IMAGES), ctx)
-        metrics.update(equalized_pairs=len(equalization["pairs"]), equalize_max_abs_diff=equalization["difference"]["max_abs_difference"])
-    return float_graph, group_layers(float_graph), stats, input_moments
+    return Observation(float_graph, group_layers(float_graph), stats, input_moments, equalization if equalized else None)
 
 
 def _pictures_and_series(stats, table, ranges, settings, out_dir: Path) -> dict:
@@ -180,24 +221,25 @@ def target_spec(target_cfg, calib) -> TargetSpec:
     return TargetSpec(target_cfg.name, scheme_of(target_cfg, calib.pow2_rounding.value))
 
 
-def _table(params, layer_graph, target: TargetSpec, settings, stats, moments, ranges, images, batch: int, ctx, metrics: dict,
-           report: dict):
-    """The method's table (or auto's search), bias-corrected as configured; adds to `metrics` and `report`."""
-    method = params.calib.method.value
-    correct, weigh = params.calib.bias_correction and method != "qat", settings.weight_method == "mse"
+def _table(setup: TableSetup, observation: Observation, ctx) -> Calibrated:
+    """The method's table (or auto's search), bias-corrected as configured."""
+    calib, layer_graph, moments = setup.params.calib, observation.layer_graph, observation.input_moments
+    method = calib.method.value
+    correct, weigh = calib.bias_correction and not takes_model_ranges(method), setup.settings.weight_method == "mse"
     means = {tensor: values["mean"] for tensor, values in moments.items()} if correct else None
     mean_squares = {tensor: values["mean_square"] for tensor, values in moments.items()} if weigh else None
+    report, metrics = {}, {}
     if method == AUTO:
-        setup = _search_setup(params, layer_graph, target, settings, stats, means, mean_squares)
-        table, report["auto"] = _searched(setup, params.calib.auto, images, batch, ctx)
+        search_setup = _search_setup(setup, observation, means, mean_squares)
+        table, report["auto"] = _searched(search_setup, calib.auto, setup.images, setup.batch, ctx)
         metrics.update(auto_sqnr_db=report["auto"]["sqnr_db"], auto_evaluations=report["auto"]["evaluations"])
     else:
-        table = build_calibration_table(layer_graph, method, target, settings, stats, ranges, mean_squares,
-                                        float_layers(layer_graph, params.calib.keep_float))
+        table = build_calibration_table(layer_graph, method, setup.target, setup.settings, observation.stats, setup.ranges,
+                                        mean_squares, float_layers(layer_graph, calib.keep_float))
     if means is not None:
-        report["bias_correction"] = correct_biases(table, layer_graph, target, means)
+        report["bias_correction"] = correct_biases(table, layer_graph, setup.target, means)
         metrics["bias_corrected_layers"] = len(report["bias_correction"])
-    return table
+    return Calibrated(table, report, metrics)
 
 
 def _input_moments(layer_graph, images, batch: int) -> dict[str, dict[str, np.ndarray]]:
@@ -227,7 +269,8 @@ def float_layers(layer_graph, names) -> list[str]:
     return sorted(set(chosen))
 
 
-def _search_setup(params, layer_graph, target: TargetSpec, settings, stats, means, mean_squares) -> SearchSetup:
+def _search_setup(setup: TableSetup, observation: Observation, means, mean_squares) -> SearchSetup:
+    params, layer_graph, target, settings, stats = setup.params, observation.layer_graph, setup.target, setup.settings, observation.stats
     kept = float_layers(layer_graph, params.calib.keep_float)
 
     def make_table(method: str):
@@ -301,37 +344,3 @@ def load_observation(directory: Path) -> tuple[Graph, dict[str, TensorStatistics
     """What `observe` wrote: (float graph, statistics, moments, the equalization report or {})."""
     return (Graph.load(directory / "graph"), load_histograms(directory / HISTOGRAM_DIR), load_moments(directory / MOMENTS_DIR),
             json.loads((directory / EQUALIZATION_FILE).read_text()))
-
-
-def save_moments(moments: dict[str, dict[str, np.ndarray]], directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    index = {}
-    for number, (tensor, values) in enumerate(sorted(moments.items())):
-        index[tensor] = {}
-        for name, array in sorted(values.items()):
-            index[tensor][name] = f"{number:04d}_{name}.npy"
-            np.save(directory / index[tensor][name], np.asarray(array, np.float64), allow_pickle=False)
-    (directory / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
-
-
-def load_moments(directory: Path) -> dict[str, dict[str, np.ndarray]]:
-    index = json.loads((directory / "index.json").read_text())
-    return {tensor: {name: np.load(directory / file, allow_pickle=False) for name, file in files.items()}
-            for tensor, files in index.items()}
-
-
-def load_histograms(directory: Path) -> dict[str, TensorStatistics]:
-    """What save_histograms wrote: the statistics of each tensor, exactly (float64 counts, JSON-exact scalars)."""
-    index = json.loads((directory / "index.json").read_text())
-    return {tensor: TensorStatistics.from_dict(entry, np.load(directory / entry["file"], allow_pickle=False))
-            for tensor, entry in index.items()}
-
-
-def save_histograms(stats: dict[str, TensorStatistics], directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    index = {}
-    for number, (tensor, tensor_stats) in enumerate(sorted(stats.items())):
-        file_name = f"{number:04d}.npy"
-        np.save(directory / file_name, tensor_stats.counts)
-        index[tensor] = {"file": file_name, **tensor_stats.to_dict()}
-    (directory / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")

@@ -240,7 +240,7 @@ def test_register_method_rejects_duplicates_and_nameless_classes():
 
 def test_settings_are_validated():
     with pytest.raises(ValueError, match="percentile"):
-        CalibrationSettings(percentile=0)
+        CalibrationSettings(options={"percentile": 0})
     with pytest.raises(ValueError, match="num_quant_levels"):
         CalibrationSettings(num_quant_levels=0)
 
@@ -339,7 +339,7 @@ def test_percentile_is_within_a_bin_of_np_percentile(seed, family, size, percent
     values = {"normal": rng.standard_normal(size), "exponential": rng.exponential(1, size),
               "relu": np.maximum(rng.standard_normal(size), 0)}[family]
     stats = stats_of(values)
-    threshold = get_method("percentile").threshold(stats, CalibrationSettings(percentile=percentile))
+    threshold = get_method("percentile").threshold(stats, CalibrationSettings(options={"percentile": percentile}))
     magnitudes = np.sort(np.abs(values))
     rank = (size - 1) * percentile / 100
     low, high = magnitudes[math.floor(rank)], magnitudes[math.ceil(rank)]
@@ -355,7 +355,7 @@ def test_percentile_on_a_dense_tensor():
     values = REALISTIC["half_normal"]
     stats = stats_of(values)
     for percentile in (50, 99, 99.9, 99.99):
-        threshold = get_method("percentile").threshold(stats, CalibrationSettings(percentile=percentile))
+        threshold = get_method("percentile").threshold(stats, CalibrationSettings(options={"percentile": percentile}))
         assert abs(threshold - np.percentile(np.abs(values), percentile)) <= stats.bin_width
 
 

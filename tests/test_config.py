@@ -115,7 +115,7 @@ def test_run_py_refuses_before_any_stage_runs(tmp_path):
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
     )
     assert completed.returncode != 0
-    assert "qat, minmax, kl, percentile, mse" in completed.stderr
+    assert "calib.method=kll" in completed.stderr and "kl, minmax, mse, percentile, qat, auto" in completed.stderr  # every choice
     assert not store.exists() and not (tmp_path / "m.db").exists()
 
 

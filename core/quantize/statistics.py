@@ -22,9 +22,11 @@ budgets two batches of activations).
 
 from __future__ import annotations
 
+import json
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -255,3 +257,20 @@ def channel_statistics(graph: Graph, tensors: list[str], images: np.ndarray, bat
                 counts[tensor] += int(batch_count)
     return {tensor: {"max": maxima[tensor].astype(np.float64), "absmax": absmaxima[tensor].astype(np.float64), "mean": sums[tensor] / max(counts[tensor], 1),
                      "mean_square": squares[tensor] / max(counts[tensor], 1)} for tensor in tensors}
+
+
+def save_moments(moments: dict[str, dict[str, np.ndarray]], directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    index = {}
+    for number, (tensor, values) in enumerate(sorted(moments.items())):
+        index[tensor] = {}
+        for name, array in sorted(values.items()):
+            index[tensor][name] = f"{number:04d}_{name}.npy"
+            np.save(directory / index[tensor][name], np.asarray(array, np.float64), allow_pickle=False)
+    (directory / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+
+
+def load_moments(directory: Path) -> dict[str, dict[str, np.ndarray]]:
+    index = json.loads((directory / "index.json").read_text())
+    return {tensor: {name: np.load(directory / file, allow_pickle=False) for name, file in files.items()}
+            for tensor, files in index.items()}

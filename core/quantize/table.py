@@ -19,9 +19,6 @@ from typing import Any
 import numpy as np
 
 TABLE_FILE = "calibration_table.json"
-# the constants' methods that may saturate by choice (a QAT graph's trained range, weight_method=mse);
-# under any other a saturated integer means the table does not fit the graph
-SATURATING_METHODS = frozenset({"qat", "mse"})
 # an entry's `method` when the scheme, not a calibration method, decided it: a range the scheme's kernels fix
 # (TFLite's softmax output, [0, 255/256]: what it clips is the kernel's doing) or one an output keeps from its input
 SCHEME_DECIDED = frozenset({"fixed", "input"})

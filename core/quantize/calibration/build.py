@@ -19,7 +19,7 @@ import numpy as np
 from core.quantize.table import CalibrationError, CalibrationTable, TensorEntry
 from core.quantize.calibration.bias_correction import bias_correction, channel_response
 from core.quantize.calibration.histogram import TensorStatistics
-from core.quantize.calibration.methods import CalibrationSettings, get_method, method_for
+from core.quantize.calibration.methods import METHODS, CalibrationSettings, get_method, method_for, takes_model_ranges
 from core.quantize.scheme import ActivationChoice, Pow2Symmetric, QuantScheme, clip_limit, clipped_fraction, pow2_range
 from core.frontend.fake_quant import QuantRange
 from core.frontend.layers import Layer, LayerGraph, QKind
@@ -120,23 +120,26 @@ def _input_entry(tensor: str, method: str, target: TargetSpec, settings: Calibra
     return entry
 
 
+FALLBACK_METHOD = "minmax"  # a tensor a model-range method finds no range for: the data's whole range
+
+
 def _activation_entry(tensor, layer, method, target, settings, stats, ranges) -> TensorEntry:
     warnings: list[str] = []
-    if method == "qat" and tensor not in ranges:
-        # tfmot leaves some outputs unquantized (a final Softmax): the data decides their range
+    chosen = get_method(method)
+    tensor_settings = chosen.settings_for(tensor, settings, ranges)
+    if tensor_settings is None:
+        # the model left this tensor without a range of its own (tfmot: a final Softmax): the data decides it
         if stats is None:
-            raise CalibrationError(f"calib.method=qat: tensor {tensor} (layer {layer}) has no FakeQuant in the graph; "
-                                   "calibrate this model with minmax, kl, percentile or mse")
-        method = "minmax"
-        warnings.append("no FakeQuant of its own in the QAT graph: calibrated by minmax over the calibration images")
-    if method == "qat":
-        settings = dataclasses.replace(settings, fake_quant_range=(ranges[tensor].min, ranges[tensor].max))
-    elif stats is None:
+            raise CalibrationError(f"calib.method={method}: tensor {tensor} (layer {layer}) has no {chosen.model_ranges} in the graph; "
+                                   f"calibrate this model with {', '.join(sorted(name for name, kind in METHODS.items() if not kind.range_from_model))}")
+        warnings.append(f"no {chosen.model_ranges} of its own in the graph: calibrated by {FALLBACK_METHOD} over the calibration images")
+        chosen, tensor_settings = get_method(FALLBACK_METHOD), settings
+    elif stats is None and not chosen.range_from_model:
         raise CalibrationError(f"tensor {tensor} (layer {layer}) was not observed during calibration")
-    threshold = get_method(method).threshold(stats, settings)
-    own_exponent = target.scheme.power_of_two and method != "qat"
-    choice = ActivationChoice(tensor, layer, method, threshold, stats, qat_range=ranges[tensor] if method == "qat" else None,
-                              pow2_exponent=get_method(method).pow2_exponent(stats, settings) if own_exponent else None)
+    threshold = chosen.threshold(stats, tensor_settings)
+    own_exponent = target.scheme.power_of_two and not chosen.range_from_model
+    choice = ActivationChoice(tensor, layer, chosen.name, threshold, stats, qat_range=ranges[tensor] if chosen.range_from_model else None,
+                              pow2_exponent=chosen.pow2_exponent(stats, tensor_settings) if own_exponent else None)
     entry = target.scheme.activation_entry(choice)
     entry.layer, entry.warnings = layer, warnings + entry.warnings
     entry.absmax, entry.clipped_fraction = _absmax(stats), clipped_fraction(stats, clip_limit(entry))
@@ -147,7 +150,7 @@ def _weight_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpe
                   input_mean_square: np.ndarray | None = None) -> TensorEntry:
     weight = layer_graph.graph.constants[layer.weight]
     key = f"{layer.weight}:0"
-    if method == "qat" and key in ranges:
+    if takes_model_ranges(method) and key in ranges:
         channels = int(np.prod([weight.shape[axis] for axis in layer.rule.weight_channel_axes])) if layer.rule.weight_channel_axes else 0
         return _qat_constant_entry("weight", key, layer.name, ranges[key], target, channels)
     weigh = np.mean if input_mean_square is None else (lambda squared: float(channel_response(layer, squared, input_mean_square).sum()))
@@ -168,7 +171,7 @@ def _uncorrected_bias_entry(layer_graph: LayerGraph, layer, method, target, rang
     if correction is not None:
         bias = bias.astype(np.float64) + correction
     key = f"{layer.bias}:0"
-    if method == "qat" and key in ranges:
+    if takes_model_ranges(method) and key in ranges:
         return _qat_constant_entry("bias", key, layer.name, ranges[key], target)
     input_entry, weight_entry = tensors[layer_graph.scale_source(layer.inputs[0])], tensors[f"{layer.weight}:0"]
     return target.scheme.bias_entry(layer.name, bias, input_entry, weight_entry)

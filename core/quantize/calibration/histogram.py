@@ -23,7 +23,9 @@ half-normal, exponential, or slowly growing data), the mean displacement of a va
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any, Optional
 
 import numba
@@ -263,3 +265,20 @@ class TensorStatistics:
     def __repr__(self) -> str:
         return (f"TensorStatistics(count={self.count}, min={self.min:g}, max={self.max:g}, "
                 f"absmax={self.absmax:g}, num_bins={self.num_bins})")
+
+
+def load_histograms(directory: Path) -> dict[str, TensorStatistics]:
+    """What save_histograms wrote: the statistics of each tensor, exactly (float64 counts, JSON-exact scalars)."""
+    index = json.loads((directory / "index.json").read_text())
+    return {tensor: TensorStatistics.from_dict(entry, np.load(directory / entry["file"], allow_pickle=False))
+            for tensor, entry in index.items()}
+
+
+def save_histograms(stats: dict[str, TensorStatistics], directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    index = {}
+    for number, (tensor, tensor_stats) in enumerate(sorted(stats.items())):
+        file_name = f"{number:04d}.npy"
+        np.save(directory / file_name, tensor_stats.counts)
+        index[tensor] = {"file": file_name, **tensor_stats.to_dict()}
+    (directory / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")

@@ -11,7 +11,8 @@ from core.ir.activations import activation_named
 from core.ir.op import IrContext
 from core.ir.records import IrError
 from core.quantize.integers import fake_quant_ints
-from core.quantize.table import SATURATING_METHODS, corrected
+from core.quantize.calibration.methods import clipping_is_deliberate
+from core.quantize.table import corrected
 
 
 def same_padding(size: int, kernel: int, stride: int, dilation: int) -> tuple[int, int, int]:
@@ -170,7 +171,7 @@ def conv_params(layer: Layer, ctx: IrContext) -> dict:
         entry = ctx.table.entry(key)
         log2scale = int(ctx.log2scale(key))
         ints, saturated = fake_quant_ints(corrected(entry, ctx.graph.constants[const]), log2scale)
-        if saturated and entry.method not in SATURATING_METHODS:
+        if saturated and not clipping_is_deliberate(entry.method):  # qat's trained range, weight_method=mse
             raise IrError(f"layer {layer.ir_name}: {kind} {const} exceeds the int8 range of {kind}_log2scale {log2scale} "
                           f"(|{kind}| max {float(np.abs(ctx.graph.constants[const]).max())}); a calibrated {kind} is never "
                           f"saturated: the calibration table does not fit this graph")

@@ -2,47 +2,82 @@
 
 A method turns one tensor's statistics into a clipping threshold T >= 0 for |x| (symmetric
 quantization: values are clipped to [-T, T]). Adding a method is one file in this package:
-a `ThresholdMethod` subclass with a `name`, decorated with `@register_method`; the package
-imports every module in it, so the name becomes a valid choice.
+a `ThresholdMethod` subclass with a `name`, a one-line `summary` and its own `settings`, decorated with
+`@register_method`; the package imports every module in it, so the name becomes a choice of `calib.method`
+(pipeline/params.py), its settings keys of `calib` (pipeline/config.py: `calib.<setting>`, with their
+defaults and checks), and its summary a line of `run.py --help`.
 """
 
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
-from typing import ClassVar, Optional
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Mapping, Optional
 
 from ..histogram import TensorStatistics
+
+
+# what a setting's `check` allows (pipeline/config.py checks the config's keys by the same names before any stage runs)
+CHECKS = {"positive": (lambda value: value > 0, "a positive number"),
+          "fraction": (lambda value: 0.0 < value <= 1.0, "a fraction in (0, 1]"),
+          "percent": (lambda value: 0.0 < value <= 100.0, "a percentage in (0, 100]")}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A method's own setting, `calib.<name>` in the config: its default, what it means and its check (CHECKS)."""
+
+    name: str
+    default: Any
+    help: str
+    check: Optional[str] = None
+
+    def validate(self, value: Any) -> None:
+        if self.check is not None and not CHECKS[self.check][0](value):
+            raise ValueError(f"{self.name} must be {CHECKS[self.check][1]}, got {value}")
 
 
 @dataclass(frozen=True)
 class CalibrationSettings:
     """What the methods need besides the statistics.
 
-    percentile: the percentile of |x| the `percentile` method clips at.
+    options: the methods' own settings by name (`Setting`s; those not given take their defaults).
     num_quant_levels: positive quantization levels, 2**(bits-1) = 128 for symmetric int8
         (the KL target distribution has this many bins; the mse step is T / num_quant_levels).
-    fake_quant_range: the tensor's FakeQuant (min, max), for the `qat` method only. Ranges are
-        per tensor, so the caller passes them per tensor:
-        `dataclasses.replace(settings, fake_quant_range=ranges[name])`.
+    fake_quant_range: the tensor's own (min, max), for a method whose range is the model's (`range_from_model`):
+        `ThresholdMethod.settings_for` puts it here per tensor.
     """
 
-    percentile: float = 99.99
+    options: Mapping[str, Any] = field(default_factory=dict)
     num_quant_levels: int = 128
     weight_method: str = "minmax"  # how weights get their threshold: core/quantize/calibration/weights.py
     fake_quant_range: Optional[tuple[float, float]] = None
 
     def __post_init__(self):
-        if not 0.0 < self.percentile <= 100.0:
-            raise ValueError(f"percentile must be in (0, 100], got {self.percentile}")
+        declared = {setting.name: setting for method in METHODS.values() for setting in method.settings}
+        for name, value in self.options.items():
+            if name not in declared:
+                raise ValueError(f"no calibration method has a setting {name!r}; the settings: {', '.join(sorted(declared))}")
+            declared[name].validate(value)
         if self.num_quant_levels < 1:
             raise ValueError(f"num_quant_levels must be >= 1, got {self.num_quant_levels}")
+
+    def option(self, setting: Setting) -> Any:
+        return self.options.get(setting.name, setting.default)
+
+
+def options_of(source: Any) -> dict[str, Any]:
+    """Every method's settings as `source` (the config's `calib`) holds them, by name."""
+    return {setting.name: getattr(source, setting.name) for method in METHODS.values() for setting in method.settings}
 
 
 class ThresholdMethod(abc.ABC):
     """One way of choosing the clipping threshold of a tensor. Stateless."""
 
     name: ClassVar[str]
+    summary: ClassVar[str] = ""  # one line: what it chooses (run.py --help)
+    settings: ClassVar[tuple[Setting, ...]] = ()  # its own settings, calib.<name> in the config
     # the tensors the method's argument holds for: "all", or "weight_inputs", the tensors a conv, depthwise conv
     # or dense layer reads (where seed 003 computes KL thresholds); any other tensor, a network's end points
     # included, takes the threshold of the method named by `fallback`
@@ -53,7 +88,19 @@ class ThresholdMethod(abc.ABC):
     weighs_clipping: ClassVar[bool] = False
     # whether the range is the model's own (a quantization-aware graph's FakeQuant, a pre-quantized .tflite's
     # scale and zero point): what falls outside it is clipped by the model as trained, not by calibration
+    # Such a method keeps the trained graph (no equalization, no bias correction) and needs the model's ranges:
+    # `model_ranges` names the nodes that hold them ("FakeQuant"), for the refusal when a model has none.
     range_from_model: ClassVar[bool] = False
+    model_ranges: ClassVar[str] = ""
+
+    def settings_for(self, tensor: str, settings: CalibrationSettings, ranges: Mapping[str, Any]) -> Optional[CalibrationSettings]:
+        """The settings it chooses `tensor`'s threshold with, or None when it has nothing to go on for that
+        tensor (a model-range method and a tensor the model left without a range: the caller falls back)."""
+        if not self.range_from_model:
+            return settings
+        if tensor not in ranges:
+            return None
+        return dataclasses.replace(settings, fake_quant_range=(ranges[tensor].min, ranges[tensor].max))
 
     @abc.abstractmethod
     def threshold(self, stats: TensorStatistics, settings: CalibrationSettings) -> float:
@@ -96,6 +143,12 @@ def method_for(name: str, weight_input: bool) -> str:
     fallback."""
     method = METHODS[name]
     return name if method.scope == "all" or weight_input else method.fallback
+
+
+def takes_model_ranges(name: str) -> bool:
+    """Whether calib.method=`name` takes the model's own ranges (qat): it keeps the trained graph and needs the ranges
+    (auto, a search over the methods, does not)."""
+    return name in METHODS and METHODS[name].range_from_model
 
 
 def clipping_is_deliberate(name: str) -> bool:

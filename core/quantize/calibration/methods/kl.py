@@ -148,6 +148,7 @@ class EntropyKL(ThresholdMethod):
     sits at the range's end)."""
 
     name = "kl"
+    summary = "closest int8 distribution in KL divergence (TensorRT, ncnn) on what weight layers read; elsewhere minmax"
     scope = "weight_inputs"
     fallback = "minmax"
 

@@ -7,6 +7,7 @@ from .base import CalibrationSettings, ThresholdMethod, register_method, require
 @register_method
 class MinMax(ThresholdMethod):
     name = "minmax"
+    summary = "the largest |x| seen (clips nothing)"
 
     def threshold(self, stats: TensorStatistics, settings: CalibrationSettings) -> float:
         require_observed(stats, self.name)

@@ -69,6 +69,7 @@ def mse_threshold(counts: np.ndarray, bin_width: float, num_quant_levels: int) -
 @register_method
 class MinSquaredError(ThresholdMethod):
     name = "mse"
+    summary = "the range of least expected squared error (the default)"
     weighs_clipping = True
 
     def threshold(self, stats: TensorStatistics, settings: CalibrationSettings) -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..histogram import TensorStatistics
-from .base import CalibrationSettings, ThresholdMethod, register_method, require_observed
+from .base import CalibrationSettings, Setting, ThresholdMethod, register_method, require_observed
 
 
 def percentile_from_histogram(counts: np.ndarray, bin_width: float, percentile: float) -> float:
@@ -33,7 +33,10 @@ def percentile_from_histogram(counts: np.ndarray, bin_width: float, percentile: 
 @register_method
 class Percentile(ThresholdMethod):
     name = "percentile"
+    summary = "clips |x| at a percentile of what it saw"
+    PERCENTILE = Setting("percentile", 99.99, "that percentile", check="percent")
+    settings = (PERCENTILE,)
 
     def threshold(self, stats: TensorStatistics, settings: CalibrationSettings) -> float:
         require_observed(stats, self.name)
-        return percentile_from_histogram(stats.counts, stats.bin_width, settings.percentile)
+        return percentile_from_histogram(stats.counts, stats.bin_width, settings.option(self.PERCENTILE))

@@ -17,7 +17,9 @@ class MissingFakeQuantRange(ValueError):
 @register_method
 class QatRanges(ThresholdMethod):
     name = "qat"
+    summary = "the ranges trained into a quantization-aware graph's FakeQuant nodes"
     range_from_model = True
+    model_ranges = "FakeQuant"
 
     def threshold(self, stats: TensorStatistics, settings: CalibrationSettings) -> float:
         if settings.fake_quant_range is None:
