@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -19,6 +21,7 @@ from core.backends.accel.target import Accelerator, AcceleratorError, accelerato
 from core.ir.io import read_ir, validate_ir
 from core.ir.network import Ir
 from core.ir.op import END_POINT, NETWORK_INPUT
+from core.backends.accel.lowering import LoweringError
 from core.backends.accel.partition import ACCEL, ACCEL_LAYOUT, HOST, partition
 from pipeline.main import run_pipeline
 from stages.partition import PICTURE_FILE, PLAN_FILE, run as run_stage, target_accelerator
@@ -113,7 +116,7 @@ def test_a_host_reshape_between_two_functions_is_unpacked_before_and_packed_afte
     c2 = conv("c2", "r1", kernel=1)
     c2["input_size"] = c2["output_size"] = {"height": 16, "width": 4}
     plan = partition(ir_of(first_conv(), reshape("r1", "c0", [8, 8, 16], [16, 4, 16]), c2), BIG)
-    assert plan.group("r1").target == HOST and plan.group("r1").reason == "reshape is unsupported by accel (always on the host)"
+    assert plan.group("r1").target == HOST and plan.group("r1").reason == "no pattern of accel names reshape: a change of shape across the blocked layout is a host copy (seed 004 [0055])"
     assert [(r.layers, r.pack, r.unpack) for r in plan.regions] == [(["c0"], True, True), (["c2"], True, True)]
     assert points(plan.packs) == [(NETWORK_INPUT, ["c0"]), ("r1", ["c2"])]
     assert points(plan.unpacks) == [("c0", ["r1"]), ("c2", [END_POINT])]
@@ -128,7 +131,7 @@ def residual_block(end="c3"):
 def test_functions_joined_only_by_an_elementwise_host_add_need_no_pack_or_unpack():
     plan = partition(ir_of(*residual_block()), SMALL)  # accel_small has no add
     a3 = plan.group("a3")
-    assert (a3.target, a3.layout, a3.reason) == (HOST, ACCEL_LAYOUT, "no pattern of accel_small covers add")
+    assert (a3.target, a3.layout, a3.reason) == (HOST, ACCEL_LAYOUT, "no pattern of accel_small names add")
     assert [(r.name, r.layers, r.inputs, r.outputs) for r in plan.regions] == [
         ("accel_small_func_0", ["c0", "c1", "c2"], [NETWORK_INPUT], ["c0", "c2"]), ("accel_small_func_1", ["c3"], ["a3"], ["c3"])]
     assert [(r.pack, r.unpack) for r in plan.regions] == [(True, False), (False, True)]  # seed 004 [0056]'s pack list
@@ -238,13 +241,27 @@ def _mutated(change):
     (lambda a: a["patterns"][0].update(operations=["conv2d"]), r"accelerator\.patterns\[0\]\.operations\[0\]: 'conv2d' is not one of add, avg_pool, concat2, conv, dwconv"),
     (lambda a: a["patterns"][2].update(max_kernel={"height": 3, "width": 3}), r"accelerator\.patterns\[2\]\.max_kernel: does not apply to add"),
     (lambda a: a["patterns"][0]["max_kernel"].pop("width"), r"accelerator\.patterns\[0\]\.max_kernel\.width: missing"),
-    (lambda a: a["unsupported"].append("add"), r"accelerator\.unsupported\[3\]: add is unsupported yet pattern add_requantize_relu6 runs it"),
+    (lambda a: a.update(unsupported=["reshape"]), r"accelerator\.unsupported: unknown key"),  # a pattern names what runs there
     (lambda a: a["cycles"].pop("gemm"), r"accelerator\.cycles\.gemm: missing"),
     (lambda a: a.update(shift_range={"min": 9, "max": 3}), r"accelerator\.shift_range: min 9 > max 3"),
 ])
 def test_a_bad_accelerator_description_is_refused_naming_the_key(change, message):
     with pytest.raises(AcceleratorError, match=r"^accel\.yaml: " + message):
         accelerator_of(_mutated(change), origin="accel.yaml")
+
+
+def test_what_runs_on_the_host_is_declared_once_a_pattern_naming_a_host_only_operation_is_refused(tmp_path):
+    """An operation no pattern names runs on the host; one the lowerings declare host-only can be named by no
+    pattern: partition refuses such a target, and run.py does before any stage."""
+    accelerator = accelerator_of(_mutated(lambda a: a["patterns"].append({"name": "copy", "operations": ["reshape"]})))
+    index = len(accelerator.patterns) - 1
+    with pytest.raises(LoweringError, match=rf"patterns\[{index}\] \(copy\): reshape cannot run on the accelerator "
+                                            r"\(a change of shape across the blocked layout is a host copy"):
+        partition(ir_of(first_conv()), accelerator)
+    completed = subprocess.run([sys.executable, "run.py", "target=accel", "target.accelerator.patterns=[{name: copy, operations: [reshape]}]",
+                                f"store.url={tmp_path / 'store'}"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 2 and "reshape cannot run on the accelerator" in completed.stderr, completed.stderr[-2000:]
+    assert not (tmp_path / "store").exists()
 
 
 def test_a_target_with_an_accelerator_needs_a_scheme_its_lowerings_cover_and_patterns_its_records_can_meet():
@@ -303,7 +320,7 @@ def test_ssd_keeps_its_reshapes_on_the_host_and_nearly_all_macs_on_the_accelerat
     assert {(g["operation"], g["target"]) for g in plan["groups"]} == {("conv", ACCEL), ("dwconv", ACCEL), ("add", ACCEL), ("reshape", HOST)}
     assert all(len(p["readers"]) == 1 and p["readers"][0].startswith("BoxPredictor_") for p in plan["unpack"])
     report = json.loads((tmp_path / "accel" / "report.json").read_text())
-    assert {entry["reason"] for entry in report["host_layers"]} == {"reshape is unsupported by accel (always on the host)"}
+    assert {entry["reason"] for entry in report["host_layers"]} == {"no pattern of accel names reshape: a change of shape across the blocked layout is a host copy (seed 004 [0055])"}
     # the small accelerator has no add: its 11 residual adds run on the host on packed data, and
     # split the network into 12 functions with not one pack or unpack more
     small = _stage(real_irs["ssd"], SMALL_TARGET, tmp_path / "small")

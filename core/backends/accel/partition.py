@@ -31,7 +31,8 @@ from typing import Any
 
 import networkx as nx
 
-from core.backends.accel.ops import HOST_ONLY, lowering_of
+from core.backends.accel.lowering import LoweringError
+from core.backends.accel.ops import HOST_ONLY, host_only_errors, lowering_of
 from core.backends.accel.target import Accelerator, Pattern
 from core.ir.fixedpoint import INT32_MAX
 from core.ir.network import Ir
@@ -155,16 +156,10 @@ def match_layer(layer: IrLayer, accelerator: Accelerator | None, target: str, pa
     operation, key = layer.operation, key_of(layer)
     if accelerator is None:
         return None, f"target {target} has no accelerator"
-    if operation in accelerator.unsupported:
-        return None, f"{operation} is unsupported by {target} (always on the host)"
-    if key in HOST_ONLY:
-        return None, f"{operation} runs on the host: {HOST_ONLY[key]}"
     patterns = accelerator.patterns_for(operation)
-    if not patterns:
-        return None, f"no pattern of {target} covers {operation}"
+    if not patterns:  # the one way a layer is declared to the host (a host-only operation is in no pattern)
+        return None, f"no pattern of {target} names {operation}" + (f": {HOST_ONLY[key]}" if key in HOST_ONLY else "")
     lowering = lowering_of(key)
-    if lowering is None:
-        return None, f"{operation} has no accelerator lowering (host only)"
     failures = []
     common = shift_violations(layer, accelerator) + tile_violations(layer, accelerator, lowering.tile_needs(layer, accelerator))
     common += accumulator_violations(layer, params or {}) + lowering.refusals(layer, params or {})
@@ -256,6 +251,8 @@ class _Edges:
 def partition(ir: Ir, accelerator: Accelerator | None, target: str | None = None) -> PartitionPlan:
     """The plan for running `ir` on `accelerator` (None: all on the host) of the target named `target`."""
     target = target or (accelerator.name if accelerator is not None else "host")
+    if accelerator is not None and host_only_errors(accelerator):
+        raise LoweringError(f"target {target}: " + "; ".join(host_only_errors(accelerator)))
     edges = _Edges.of(ir)
     matches = {layer.name: match_layer(layer, accelerator, target, ir.params.get(layer.name, {})) for layer in ir.layers}
     on_accel = {name for name, (pattern, _) in matches.items() if pattern is not None}

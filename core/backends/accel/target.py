@@ -86,7 +86,6 @@ class AcceleratorSpec:
     layout: list[str]
     shift_range: ShiftRangeSpec
     cycles: dict[str, int]
-    unsupported: list[str] = field(default_factory=list)
     dma_bytes_per_cycle: float = 8.0
     bias_in_accumulators: bool = True
 
@@ -168,8 +167,9 @@ class Buffers:
 @dataclass(frozen=True)
 class Accelerator:
     name: str  # the target's name: accelerator functions are called <name>_func_<k>
+    # what runs on the accelerator, the one declaration (as PyTorch's BackendConfig): an operation no pattern names runs
+    # on the host; a pattern never names one the lowerings declare host-only (core/backends/accel/ops: host_only_errors)
     patterns: tuple[Pattern, ...]
-    unsupported: tuple[str, ...]  # IR operations always on the host
     gemm_block: GemmBlock
     buffers: Buffers
     layout: tuple[str, ...]  # the blocked activation layout, e.g. ("H", "W", "C/16", "16")
@@ -179,6 +179,7 @@ class Accelerator:
     # seed 004 Fig. 4: (b) true: a tile's accumulators start as its biases (a DMA, no reset, no ALU ADD);
     # (a) false: a GEMM RESET, then the biases added by the vector ALU after the GEMMs
     bias_in_accumulators: bool = True
+    dialect: str = "tf2ir"  # the IR dialect whose operations its patterns name
 
     @property
     def channel_block(self) -> int:
@@ -196,7 +197,6 @@ class Accelerator:
     def to_dict(self) -> dict[str, Any]:
         return {
             "patterns": [{"name": p.name, "operations": list(p.operations), **_plain_constraints(p)} for p in self.patterns],
-            "unsupported": list(self.unsupported),
             "gemm_block": {"batch": self.gemm_block.batch, "block_in": self.gemm_block.block_in, "block_out": self.gemm_block.block_out},
             "buffers": {"input": self.buffers.input, "weight": self.buffers.weight, "accumulator": self.buffers.accumulator},
             "layout": list(self.layout),
@@ -213,7 +213,7 @@ class Accelerator:
         it came from in error messages."""
         read = _Reader(origin, dialect)
         section = read.mapping(data, SECTION, required=("patterns", "gemm_block", "buffers", "layout", "shift_range", "cycles",
-                                                        "dma_bytes_per_cycle"), optional=("unsupported", "bias_in_accumulators"))
+                                                        "dma_bytes_per_cycle"), optional=("bias_in_accumulators",))
         operations = ir_operations(dialect)
         patterns = tuple(read.pattern(item, f"{SECTION}.patterns[{i}]", operations)
                          for i, item in enumerate(read.sequence(section["patterns"], f"{SECTION}.patterns", minimum=1)))
@@ -221,12 +221,6 @@ class Accelerator:
         for i, pattern_name in enumerate(names):
             if pattern_name in names[:i]:
                 raise read.error(f"{SECTION}.patterns[{i}].name", f"{pattern_name!r} names two patterns")
-        unsupported = tuple(read.names(section.get("unsupported") or [], f"{SECTION}.unsupported", operations))
-        for i, operation in enumerate(unsupported):
-            covering = [p.name for p in patterns if operation in p.operations]
-            if covering:
-                raise read.error(f"{SECTION}.unsupported[{i}]", f"{operation} is unsupported yet pattern {covering[0]} runs it; "
-                                                                 f"remove it from one of the two")
         block = read.mapping(section["gemm_block"], f"{SECTION}.gemm_block", required=("batch", "block_in", "block_out"))
         gemm_block = GemmBlock(*(read.integer(block[k], f"{SECTION}.gemm_block.{k}", minimum=1) for k in ("batch", "block_in", "block_out")))
         if gemm_block.block_out != gemm_block.block_in:
@@ -251,7 +245,7 @@ class Accelerator:
         if isinstance(dma, bool) or not isinstance(dma, (int, float)) or not dma > 0:
             raise read.error(f"{SECTION}.dma_bytes_per_cycle", f"{dma!r} is not a positive number")
         bias_in_accumulators = read.boolean(section.get("bias_in_accumulators", True), f"{SECTION}.bias_in_accumulators")
-        return cls(name, patterns, unsupported, gemm_block, buffers, layout, shift_range, cycles, float(dma), bias_in_accumulators)
+        return cls(name, patterns, gemm_block, buffers, layout, shift_range, cycles, float(dma), bias_in_accumulators, dialect)
 
 
 def _plain_constraints(pattern: Pattern) -> dict[str, Any]:

@@ -6,9 +6,20 @@ import importlib
 import pkgutil
 
 from core.backends.accel.lowering import HOST_ONLY, LOWERINGS, LoweringError, OpLowering
+from core.ir.op import dialect_key
 
 for _module in sorted(module.name for module in pkgutil.iter_modules(__path__)):
     importlib.import_module(f"{__name__}.{_module}")
+
+
+def host_only_errors(accelerator) -> list[str]:
+    """The patterns of `accelerator` that name an operation its dialect's lowerings declare host-only: each an error
+    (what runs where is declared once: an operation no pattern names is on the host, and the host-only ones can
+    be named by none)."""
+    return [f"accelerator.patterns[{index}] ({pattern.name}): {operation} cannot run on the accelerator "
+            f"({HOST_ONLY[dialect_key(operation, accelerator.dialect)]}); remove it from the pattern"
+            for index, pattern in enumerate(accelerator.patterns) for operation in pattern.operations
+            if dialect_key(operation, accelerator.dialect) in HOST_ONLY]
 
 
 def lowering_of(operation: str) -> OpLowering | None:
@@ -21,4 +32,4 @@ def lowering_of(operation: str) -> OpLowering | None:
                         f"(core/backends/accel/ops/)")
 
 
-__all__ = ["HOST_ONLY", "LOWERINGS", "lowering_of"]
+__all__ = ["HOST_ONLY", "LOWERINGS", "host_only_errors", "lowering_of"]
