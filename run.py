@@ -36,7 +36,7 @@ def main(cfg: DictConfig) -> None:
         # marked FAILED with the stages that did run); the other jobs still run
         console.print(f"[yellow]this sweep job failed; the sweep goes on (sweep {sweep.id}; the table at the end lists every job)[/yellow]")
         return
-    report_run(summary, cfg, console, output_dir=Path(HydraConfig.get().runtime.output_dir))
+    report_run(summary, cfg, console, output_dir=Path(HydraConfig.get().runtime.output_dir), sweep=sweep)
 
 
 if __name__ == "__main__":

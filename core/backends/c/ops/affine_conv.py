@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from core.backends.c.emitter import PackedConstant, emits, packs
-from core.backends.c.ops.conv import SIMD_A_BIAS, SIMD_BLOCK, SIMD_PATHS, c_geometry, conv_simd, padded_size
+from core.backends.c.geometry import Clamp, WindowGeometry
+from core.backends.c.ops.conv import SIMD_A_BIAS, SIMD_BLOCK, SIMD_PATHS, conv_simd
 from core.ir.ops.conv.affine_record import ConvAffineLayer
 
 _REQUANTIZE = {"double": "qt_mbqm", "single": "qt_mbqm_single"}
@@ -32,10 +33,10 @@ def conv_affine_emit_c(record: ConvAffineLayer, symbol: str) -> str:
     portable = _portable(record, symbol)
     if not simd_applies(record):
         return portable
-    g = c_geometry(record)
-    hp, wp = padded_size(g)
-    g = {**g, "HP": hp, "WP": wp, "K": g["KH"] * g["KW"] * g["CI"], "low": record.output_min, "high": record.output_max}
-    simd = conv_simd(symbol, g, pad_value=record.input_zero_point, requantize=f"{symbol}_requant, {record.output_zero_point}, 0")
+    geometry = WindowGeometry.of(record)
+    clamp = Clamp(0, record.output_min, record.output_max)  # no shift: TFLite's requantization is `requantize`'s
+    simd = conv_simd(symbol, geometry, clamp, pad_value=record.input_zero_point,
+                     requantize=f"{symbol}_requant, {record.output_zero_point}, 0")
     return f"""#if QT_INT8_SIMD /* qt_gemm.h's microkernels, the zero point folded into the offsets, TFLite's requantization */
 {simd}#else /* portable C99 */
 {portable}#endif
@@ -78,12 +79,12 @@ def _portable(record: ConvAffineLayer, symbol: str) -> str:
     at the first call), less the zero point x each channel's weight sum (seed 004's folding; the int32 sums
     cannot overflow: the IR bounds them), the bias, TFLite's requantization of the record's rounding, the
     output zero point, the clamp."""
-    g = c_geometry(record)
-    hp, wp = padded_size(g)
-    channels, outputs, s = g["CI"], g["CO"], symbol
-    reduction, weight_at, products = _portable_taps(record, s, g)
+    geometry = WindowGeometry.of(record)
+    hp, wp = geometry.padded_height, geometry.padded_width
+    channels, outputs, s = geometry.in_channels, geometry.out_channels, symbol
+    reduction, weight_at, products = _portable_taps(record, s, geometry)
     bias = f"{s}_bias[o]" if record.load_bias else "0"
-    return f"""/* {record.label()} {g['H']}x{g['W']}x{channels} -> {g['OH']}x{g['OW']}x{outputs} (tflite_int8, {record.rounding} rounding) */
+    return f"""/* {record.label()} {geometry.height}x{geometry.width}x{channels} -> {geometry.out_height}x{geometry.out_width}x{outputs} (tflite_int8, {record.rounding} rounding) */
 static int8_t {s}_padded[{hp * wp * channels}]; /* the input, padded with its zero point to {hp}x{wp} */
 static int16_t {s}_w16[{reduction * outputs}]; /* the weights as [tap][channel] */
 static int32_t {s}_zero_sum[{outputs}]; /* input zero point x the channel's weight sum */
@@ -111,16 +112,16 @@ static void {s}(const int8_t *restrict in0, int8_t *restrict out)
     int oy, ox, o, ky, kx, c;
     if (!{s}_ready)
         {s}_init();
-    for (oy = 0; oy < {g['H']}; oy++)
-        memcpy({s}_padded + ((oy + {g['PT']}) * {wp} + {g['PL']}) * {channels}, in0 + oy * {g['W'] * channels}, {g['W'] * channels});
-    for (oy = 0; oy < {g['OH']}; oy++)
-        for (ox = 0; ox < {g['OW']}; ox++) {{
-            int8_t *y = out + (oy * {g['OW']} + ox) * {outputs};
+    for (oy = 0; oy < {geometry.height}; oy++)
+        memcpy({s}_padded + ((oy + {geometry.pad_top}) * {wp} + {geometry.pad_left}) * {channels}, in0 + oy * {geometry.width * channels}, {geometry.width * channels});
+    for (oy = 0; oy < {geometry.out_height}; oy++)
+        for (ox = 0; ox < {geometry.out_width}; ox++) {{
+            int8_t *y = out + (oy * {geometry.out_width} + ox) * {outputs};
             for (o = 0; o < {outputs}; o++)
                 acc[o] = 0;
-            for (ky = 0; ky < {g['KH']}; ky++)
-                for (kx = 0; kx < {g['KW']}; kx++) {{
-                const int8_t *x = {s}_padded + ((oy * {g['SH']} + ky * {g['DH']}) * {wp} + ox * {g['SW']} + kx * {g['DW']}) * {channels};
+            for (ky = 0; ky < {geometry.kernel_h}; ky++)
+                for (kx = 0; kx < {geometry.kernel_w}; kx++) {{
+                const int8_t *x = {s}_padded + ((oy * {geometry.stride_h} + ky * {geometry.dilation_h}) * {wp} + ox * {geometry.stride_w} + kx * {geometry.dilation_w}) * {channels};
                 {products}
             }}
             for (o = 0; o < {outputs}; o++)
@@ -132,17 +133,17 @@ static void {s}(const int8_t *restrict in0, int8_t *restrict out)
 """
 
 
-def _portable_taps(record: ConvAffineLayer, s: str, g: dict) -> tuple[int, str, str]:
+def _portable_taps(record: ConvAffineLayer, s: str, geometry: WindowGeometry) -> tuple[int, str, str]:
     """(the products per output channel, the C of weight k of channel o in the IR's layout, the C adding one
     tap's products into the row of sums `acc`)."""
-    channels, outputs, taps = g["CI"], g["CO"], g["KH"] * g["KW"]
+    channels, outputs, taps = geometry.in_channels, geometry.out_channels, geometry.kernel_h * geometry.kernel_w
     if record.depthwise:
         multiplier = outputs // channels
         read = "x[o]" if multiplier == 1 else f"x[o / {multiplier}]"
-        return taps, f"{s}_weight[k * {outputs} + o]", f"""const int16_t *w = {s}_w16 + (ky * {g['KW']} + kx) * {outputs};
+        return taps, f"{s}_weight[k * {outputs} + o]", f"""const int16_t *w = {s}_w16 + (ky * {geometry.kernel_w} + kx) * {outputs};
                 for (o = 0; o < {outputs}; o++)
                     acc[o] += {read} * w[o];"""  # 1HWC: tap-major, channels contiguous
-    return taps * channels, f"{s}_weight[o * {taps * channels} + k]", f"""const int16_t *w = {s}_w16 + (ky * {g['KW']} + kx) * {channels * outputs};
+    return taps * channels, f"{s}_weight[o * {taps * channels} + k]", f"""const int16_t *w = {s}_w16 + (ky * {geometry.kernel_w} + kx) * {channels * outputs};
                 for (c = 0; c < {channels}; c++) {{
                     const int16_t v = x[c];
                     for (o = 0; o < {outputs}; o++)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.backends.c.emitter import CodegenError, PackedConstant, emits, packs
+from core.backends.c.geometry import Clamp, WindowGeometry
 from core.ir.fixedpoint import INT32_MAX
 from core.ir.ops.conv.record import ConvLayer
 
@@ -41,8 +42,8 @@ SIMD_PATHS = {"vnni": "QT_INT8_SIMD == 2", "avx2": "QT_INT8_SIMD == 1"}  # path 
 SIMD_A_BIAS = {"vnni": 128, "avx2": 0}  # what qt_gemm.h's `a` adds to each activation (QT_A_BIAS)
 
 
-def _c_requantize_plan(record: ConvLayer, what: str) -> tuple[int, int, int, int]:
-    """(output_shift, bias_shift, low, high) as the kernel's requantize uses them."""
+def _c_requantize_plan(record: ConvLayer, what: str) -> tuple[Clamp, int]:
+    """(the output shift and clamp, bias_shift) as the kernel's requantize uses them."""
     shift = int(record.output_shift)
     bias_shift = int(record.bias_shift) if record.load_bias else 0
     if not 0 <= shift <= 31:
@@ -50,15 +51,7 @@ def _c_requantize_plan(record: ConvLayer, what: str) -> tuple[int, int, int, int
     if not 0 <= bias_shift <= 40:
         raise CodegenError(f"{what}: bias_shift {bias_shift} outside [0, 40]")
     low, high = record.clamp()
-    return shift, bias_shift, low, high
-
-
-def c_geometry(record: ConvLayer) -> dict:
-    window = record.window
-    return {"H": window.height, "W": window.width, "CI": record.input_channel_num, "OH": window.out_height,
-            "OW": window.out_width, "CO": record.output_channel_num, "KH": window.kernel[0], "KW": window.kernel[1],
-            "SH": window.stride[0], "SW": window.stride[1], "DH": window.dilation[0], "DW": window.dilation[1],
-            "PT": window.pad_top, "PL": window.pad_left}
+    return Clamp(shift, low, high), bias_shift
 
 
 def _c_offset(record: ConvLayer, symbol: str, index: str, bias_shift: int, shift: int) -> str:
@@ -69,9 +62,9 @@ def _c_offset(record: ConvLayer, symbol: str, index: str, bias_shift: int, shift
     return " + ".join(terms) or "0"
 
 
-def _c_comment(kind: str, record: ConvLayer, g: dict, shift: int) -> str:
-    return (f"/* {kind} {g['H']}x{g['W']}x{g['CI']} -> {g['OH']}x{g['OW']}x{g['CO']}, kernel {g['KH']}x{g['KW']}, "
-            f"stride {g['SH']}x{g['SW']}, dilation {g['DH']}x{g['DW']}, pad top {g['PT']} left {g['PL']}; "
+def _c_comment(kind: str, record: ConvLayer, geometry: WindowGeometry, shift: int) -> str:
+    return (f"/* {kind} {geometry.height}x{geometry.width}x{geometry.in_channels} -> {geometry.out_height}x{geometry.out_width}x{geometry.out_channels}, kernel {geometry.kernel_h}x{geometry.kernel_w}, "
+            f"stride {geometry.stride_h}x{geometry.stride_w}, dilation {geometry.dilation_h}x{geometry.dilation_w}, pad top {geometry.pad_top} left {geometry.pad_left}; "
             f"{record.activation_type}, >> {shift} */")
 
 
@@ -80,35 +73,34 @@ def conv_emit_c(record: ConvLayer, symbol: str) -> str:
     """conv as C: `conv_kernel` (core/ir/ops/conv/kernel.py) for one HWC image (the notes above), then requantize exactly as
     `requantize`: + bias << bias_shift, + 2^(output_shift - 1), floor shift (qt_floor_shift32),
     clamp to the Relu6/int8 range."""
-    g = c_geometry(record)
-    shift, bias_shift, low, high = _c_requantize_plan(record, f"conv {symbol}")
-    k = g["KH"] * g["KW"] * g["CI"]
+    geometry = WindowGeometry.of(record)
+    clamp, bias_shift = _c_requantize_plan(record, f"conv {symbol}")
+    shift, k = clamp.shift, geometry.taps
     if record.accumulator_bound() > INT32_MAX:
-        return _conv_emit_c_int64(record, symbol, g, shift, bias_shift, low, high)
+        return _conv_emit_c_int64(record, symbol, geometry, clamp, bias_shift)
     s = symbol
-    hp, wp = padded_size(g)  # the zero-padded input, unless no window leaves the input
-    if (hp, wp) != (g["H"], g["W"]) or g["PT"] or g["PL"]:
-        scratch = f"static int8_t {s}_padded[{hp * wp * g['CI']}]; /* the input, zero-padded to {hp}x{wp} */\n"
-        fill = f"""    for (p = 0; p < {g['H']}; p++) /* the padding stays zero */
-        memcpy({s}_padded + ((p + {g['PT']}) * {wp} + {g['PL']}) * {g['CI']}, in0 + p * {g['W'] * g['CI']}, {g['W'] * g['CI']});
+    hp, wp = geometry.padded_height, geometry.padded_width  # the zero-padded input, unless no window leaves the input
+    if geometry.needs_padding:
+        scratch = f"static int8_t {s}_padded[{hp * wp * geometry.in_channels}]; /* the input, zero-padded to {hp}x{wp} */\n"
+        fill = f"""    for (p = 0; p < {geometry.height}; p++) /* the padding stays zero */
+        memcpy({s}_padded + ((p + {geometry.pad_top}) * {wp} + {geometry.pad_left}) * {geometry.in_channels}, in0 + p * {geometry.width * geometry.in_channels}, {geometry.width * geometry.in_channels});
 """
         padded = f"{s}_padded"
     else:
-        wp, scratch, fill, padded = g["W"], "", "", "in0"
-    g = {**g, "WP": wp, "K": k, "shift": shift, "low": low, "high": high}
+        scratch, fill, padded = "", "", "in0"
     form = _conv_dot if k >= C_DOT_MIN_K else _conv_broadcast
-    declarations, weight_index, body = form(record, s, g)
-    return f"""{_c_comment("conv", record, g, shift)}
+    declarations, weight_index, body = form(record, s, geometry, clamp)
+    return f"""{_c_comment("conv", record, geometry, shift)}
 #if QT_INT8_SIMD /* qt_gemm.h's microkernels on the weights packed at codegen time */
-{conv_simd(s, {**g, "HP": hp})}#else /* portable C99 */
+{conv_simd(s, geometry, clamp)}#else /* portable C99 */
 {declarations}{scratch}static int {s}_ready;
 
 static void {s}_init(void)
 {{
     int co, k;
-    for (co = 0; co < {g['CO']}; co++) {{
+    for (co = 0; co < {geometry.out_channels}; co++) {{
         for (k = 0; k < {k}; k++)
-            {s}_w16[{weight_index}] = {s}_weight[k * {g['CO']} + co];
+            {s}_w16[{weight_index}] = {s}_weight[k * {geometry.out_channels} + co];
         {s}_offset[co] = (int32_t)({_c_offset(record, s, "co", bias_shift, shift)});
     }}
     {s}_ready = 1;
@@ -126,76 +118,70 @@ QT_SIMD static void {s}(const int8_t *restrict in0, int8_t *restrict out)
 """
 
 
-def padded_size(g: dict) -> tuple[int, int]:
-    """(rows, columns) of the padded input: every row and column a window reads."""
-    return (max(g["H"] + g["PT"], (g["OH"] - 1) * g["SH"] + (g["KH"] - 1) * g["DH"] + 1),
-            max(g["W"] + g["PL"], (g["OW"] - 1) * g["SW"] + (g["KW"] - 1) * g["DW"] + 1))
-
-
-def _c_window(g: dict, pixel: str) -> str:
+def _c_window(geometry: WindowGeometry, pixel: str) -> str:
     """C: the padded input at the top left of output pixel `pixel`'s window."""
-    return f"padded + (({pixel}) / {g['OW']} * {g['SH'] * g['WP']} + ({pixel}) % {g['OW']} * {g['SW']}) * {g['CI']}"
+    return f"padded + (({pixel}) / {geometry.out_width} * {geometry.stride_h * geometry.padded_width} + ({pixel}) % {geometry.out_width} * {geometry.stride_w}) * {geometry.in_channels}"
 
 
-def _c_finish(g: dict, acc: str) -> str:
-    return f"(int8_t)qt_clamp32(qt_floor_shift32({acc}, {g['shift']}), {g['low']}, {g['high']})"
+def _c_finish(clamp: Clamp, acc: str) -> str:
+    return f"(int8_t)qt_clamp32(qt_floor_shift32({acc}, {clamp.shift}), {clamp.low}, {clamp.high})"
 
 
-def _conv_im2col(s: str, g: dict, kp: int, chunk: int) -> str:
+def _conv_im2col(s: str, geometry: WindowGeometry, kp: int, chunk: int) -> str:
     """C: the im2col rows (int16; a row past the last pixel zero) of output pixels
     [p, p + rows) into `<symbol>_cols`, `kp` elements apart."""
-    if g["DW"] == 1:  # a kernel row's taps are KW * Ci consecutive elements
-        row = f"""                const int8_t *src = window + kh * {g['DH'] * g['WP'] * g['CI']};
-                int16_t *dst = col + kh * {g['KW'] * g['CI']};
-                for (i = 0; i < {g['KW'] * g['CI']}; i++)
+    if geometry.dilation_w == 1:  # a kernel row's taps are KW * Ci consecutive elements
+        row = f"""                const int8_t *src = window + kh * {geometry.dilation_h * geometry.padded_width * geometry.in_channels};
+                int16_t *dst = col + kh * {geometry.kernel_w * geometry.in_channels};
+                for (i = 0; i < {geometry.kernel_w * geometry.in_channels}; i++)
                     dst[i] = src[i];"""
     else:
         row = f"""                int kw;
-                for (kw = 0; kw < {g['KW']}; kw++) {{
-                    const int8_t *src = window + (kh * {g['DH'] * g['WP']} + kw * {g['DW']}) * {g['CI']};
-                    int16_t *dst = col + (kh * {g['KW']} + kw) * {g['CI']};
-                    for (i = 0; i < {g['CI']}; i++)
+                for (kw = 0; kw < {geometry.kernel_w}; kw++) {{
+                    const int8_t *src = window + (kh * {geometry.dilation_h * geometry.padded_width} + kw * {geometry.dilation_w}) * {geometry.in_channels};
+                    int16_t *dst = col + (kh * {geometry.kernel_w} + kw) * {geometry.in_channels};
+                    for (i = 0; i < {geometry.in_channels}; i++)
                         dst[i] = src[i];
                 }}"""
     return f"""        for (r = 0; r < rows; r++) {{ /* im2col */
             int16_t *col = {s}_cols + r * {kp};
             int kh, i;
             const int8_t *window;
-            if (p + r >= {g['OH'] * g['OW']}) {{
-                memset(col, 0, sizeof(int16_t) * {g['K']});
+            if (p + r >= {geometry.out_height * geometry.out_width}) {{
+                memset(col, 0, sizeof(int16_t) * {geometry.taps});
                 continue;
             }}
-            window = {_c_window(g, "p + r")};
-            for (kh = 0; kh < {g['KH']}; kh++) {{
+            window = {_c_window(geometry, "p + r")};
+            for (kh = 0; kh < {geometry.kernel_h}; kh++) {{
 {row}
             }}
         }}"""
 
 
-def _conv_chunks(g: dict, kp: int) -> tuple[int, str]:
+def _conv_chunks(geometry: WindowGeometry, kp: int) -> tuple[int, str]:
     """(pixels per chunk, the C loop header over chunks declaring r, co and rows)."""
-    pixels = g["OH"] * g["OW"]
+    pixels = geometry.out_height * geometry.out_width
     chunk = min(-(-pixels // 4) * 4, max(4, C_CHUNK_BYTES // (2 * kp) // 4 * 4))
     return chunk, f"""    for (p = 0; p < {pixels}; p += {chunk}) {{
         int r, co, rows = {pixels} - p < {chunk} ? ({pixels} - p + 3) / 4 * 4 : {chunk};"""
 
 
-def _conv_dot(record: ConvLayer, s: str, g: dict) -> tuple[str, str, str]:
+def _conv_dot(record: ConvLayer, s: str, geometry: WindowGeometry, clamp: Clamp) -> tuple[str, str, str]:
     """The dot form: im2col rows (int16, zero-padded to kp) of a chunk of pixels times the
     weights [Co][kp], 4 x 4 dot products per pass."""
-    k, co, pixels = g["K"], g["CO"], g["OH"] * g["OW"]
+    k, co, pixels = geometry.taps, geometry.out_channels, geometry.out_height * geometry.out_width
     kp, cop = -(-k // C_K_ALIGN) * C_K_ALIGN, -(-co // 4) * 4
-    chunk, loop = _conv_chunks(g, kp)
+    chunk, loop = _conv_chunks(geometry, kp)
     sums = ", ".join(f"s{i}{j} = 0" for i in range(4) for j in range(4))
     products = "\n".join(f"                    s{i}{j} += x{i}[k] * w{j}[k];" for i in range(4) for j in range(4))
     stores = "\n".join(f"                if (q + {i} < {pixels} && co + {j} < {co}) out[(q + {i}) * {co} + co + {j}] = "
-                       + _c_finish(g, f"s{i}{j} + {s}_offset[co + {j}]") + ";" for i in range(4) for j in range(4))
+                       + _c_finish(clamp, f"s{i}{j} + {s}_offset[co + {j}]") + ";" for i in range(4) for j in range(4))
     declarations = f"""static int16_t {s}_w16[{cop * kp}]; /* the weights as [Co {cop}][K {kp}], int16, zero-padded */
 static int32_t {s}_offset[{cop}]; /* bias << bias_shift + rounding, per output channel */
 static int16_t {s}_cols[{chunk * kp}]; /* im2col rows of one chunk of output pixels */
 """
     body = f"""{loop}
-{_conv_im2col(s, g, kp, chunk)}
+{_conv_im2col(s, geometry, kp, chunk)}
         for (co = 0; co < {cop}; co += 4) {{ /* 4 pixels x 4 output channels of dot products */
             const int16_t *w0 = {s}_w16 + co * {kp}, *w1 = w0 + {kp}, *w2 = w1 + {kp}, *w3 = w2 + {kp};
             for (r = 0; r < rows; r += 4) {{
@@ -212,20 +198,20 @@ static int16_t {s}_cols[{chunk * kp}]; /* im2col rows of one chunk of output pix
     return declarations, f"co * {kp} + k", body
 
 
-def _conv_broadcast(record: ConvLayer, s: str, g: dict) -> tuple[str, str, str]:
+def _conv_broadcast(record: ConvLayer, s: str, geometry: WindowGeometry, clamp: Clamp) -> tuple[str, str, str]:
     """The broadcast form: im2col rows (int16) of a chunk of pixels; for 4 pixels at a time,
     each element times the row of the weights [K][Co'] (Co' = Co rounded up to C_CO_ALIGN),
     summed per output channel."""
-    k, co, pixels = g["K"], g["CO"], g["OH"] * g["OW"]
+    k, co, pixels = geometry.taps, geometry.out_channels, geometry.out_height * geometry.out_width
     cop = -(-co // C_CO_ALIGN) * C_CO_ALIGN
-    chunk, loop = _conv_chunks(g, k)
+    chunk, loop = _conv_chunks(geometry, k)
     declarations = f"""static int16_t {s}_w16[{k * cop}]; /* the weights as [K {k}][Co {cop}], int16, zero-padded */
 static int32_t {s}_offset[{cop}]; /* bias << bias_shift + rounding, per output channel */
 static int16_t {s}_cols[{chunk * k}]; /* im2col rows of one chunk of output pixels */
 static int32_t {s}_acc[{4 * cop}]; /* the sums of 4 pixels */
 """
     body = f"""{loop}
-{_conv_im2col(s, g, k, chunk)}
+{_conv_im2col(s, geometry, k, chunk)}
         for (r = 0; r < rows; r += 4) {{ /* 4 pixels, each element against a row of output channels */
             int32_t *a0 = {s}_acc, *a1 = a0 + {cop}, *a2 = a1 + {cop}, *a3 = a2 + {cop};
             const int16_t *x = {s}_cols + r * {k};
@@ -246,60 +232,60 @@ static int32_t {s}_acc[{4 * cop}]; /* the sums of 4 pixels */
                 const int32_t *a = a0 + i * {cop};
                 int8_t *o = out + (p + r + i) * {co};
                 for (co = 0; co < {co}; co++)
-                    o[co] = {_c_finish(g, "a[co]")};
+                    o[co] = {_c_finish(clamp, "a[co]")};
             }}
         }}
     }}"""
     return declarations, f"k * {cop} + co", body
 
 
-def _conv_emit_c_int64(record: ConvLayer, symbol: str, g: dict, shift: int, bias_shift: int, low: int, high: int) -> str:
+def _conv_emit_c_int64(record: ConvLayer, symbol: str, geometry: WindowGeometry, clamp: Clamp, bias_shift: int) -> str:
     """A direct convolution with int64 sums, for layers whose sums could leave int32."""
-    s = symbol
-    return f"""{_c_comment("conv", record, g, shift)} /* int64 sums */
+    s, shift, low, high = symbol, clamp.shift, clamp.low, clamp.high
+    return f"""{_c_comment("conv", record, geometry, shift)} /* int64 sums */
 static void {s}(const int8_t *restrict in0, int8_t *restrict out)
 {{
     int oh, ow, co, kh, kw, ci;
-    for (oh = 0; oh < {g['OH']}; oh++)
-        for (ow = 0; ow < {g['OW']}; ow++)
-            for (co = 0; co < {g['CO']}; co++) {{
+    for (oh = 0; oh < {geometry.out_height}; oh++)
+        for (ow = 0; ow < {geometry.out_width}; ow++)
+            for (co = 0; co < {geometry.out_channels}; co++) {{
                 int64_t acc = {_c_offset(record, s, "co", bias_shift, shift)};
-                for (kh = 0; kh < {g['KH']}; kh++) {{
-                    int ih = oh * {g['SH']} - {g['PT']} + kh * {g['DH']};
-                    if (ih < 0 || ih >= {g['H']})
+                for (kh = 0; kh < {geometry.kernel_h}; kh++) {{
+                    int ih = oh * {geometry.stride_h} - {geometry.pad_top} + kh * {geometry.dilation_h};
+                    if (ih < 0 || ih >= {geometry.height})
                         continue;
-                    for (kw = 0; kw < {g['KW']}; kw++) {{
-                        int iw = ow * {g['SW']} - {g['PL']} + kw * {g['DW']};
-                        if (iw < 0 || iw >= {g['W']})
+                    for (kw = 0; kw < {geometry.kernel_w}; kw++) {{
+                        int iw = ow * {geometry.stride_w} - {geometry.pad_left} + kw * {geometry.dilation_w};
+                        if (iw < 0 || iw >= {geometry.width})
                             continue;
-                        for (ci = 0; ci < {g['CI']}; ci++)
-                            acc += (int64_t)in0[(ih * {g['W']} + iw) * {g['CI']} + ci] * {s}_weight[((kh * {g['KW']} + kw) * {g['CI']} + ci) * {g['CO']} + co];
+                        for (ci = 0; ci < {geometry.in_channels}; ci++)
+                            acc += (int64_t)in0[(ih * {geometry.width} + iw) * {geometry.in_channels} + ci] * {s}_weight[((kh * {geometry.kernel_w} + kw) * {geometry.in_channels} + ci) * {geometry.out_channels} + co];
                     }}
                 }}
-                out[(oh * {g['OW']} + ow) * {g['CO']} + co] = (int8_t)qt_clamp64(qt_floor_shift64(acc, {shift}), {low}, {high});
+                out[(oh * {geometry.out_width} + ow) * {geometry.out_channels} + co] = (int8_t)qt_clamp64(qt_floor_shift64(acc, {shift}), {low}, {high});
             }}
 }}
 """
 
 
-def _dwconv_taps(s: str, g: dict, wp: int, acc_type: str) -> tuple[str, str, str]:
+def _dwconv_taps(s: str, geometry: WindowGeometry, wp: int, acc_type: str) -> tuple[str, str, str]:
     """(declaration, initialisation, C of one tap over an output row): at stride 1 a tap's inputs
     for the whole row are one contiguous run, against the tap's weights tiled along the row."""
-    c, ow = g["CI"], g["OW"]
+    c, ow = geometry.in_channels, geometry.out_width
     row = ow * c
-    if g["SW"] == 1:
-        tiled = f"static int8_t {s}_tiled[{g['KH'] * g['KW'] * row}]; /* each tap's weights repeated along the output row */\n"
-        tile = f"""    for (int t = 0; t < {g['KH'] * g['KW']}; t++)
+    if geometry.stride_w == 1:
+        tiled = f"static int8_t {s}_tiled[{geometry.kernel_h * geometry.kernel_w * row}]; /* each tap's weights repeated along the output row */\n"
+        tile = f"""    for (int t = 0; t < {geometry.kernel_h * geometry.kernel_w}; t++)
         for (i = 0; i < {row}; i++)
             {s}_tiled[t * {row} + i] = {s}_weight[t * {c} + i % {c}];
 """
-        taps = f"""                    const int8_t *x = {s}_padded + (ih * {wp} + kw * {g['DW']}) * {c}, *w = {s}_tiled + (kh * {g['KW']} + kw) * {row};
+        taps = f"""                    const int8_t *x = {s}_padded + (ih * {wp} + kw * {geometry.dilation_w}) * {c}, *w = {s}_tiled + (kh * {geometry.kernel_w} + kw) * {row};
                     for (i = 0; i < {row}; i++)
                         acc[i] += (int16_t)(x[i] * w[i]);"""
         return tiled, tile, taps
-    taps = f"""                    const int8_t *w = {s}_weight + (kh * {g['KW']} + kw) * {c};
+    taps = f"""                    const int8_t *w = {s}_weight + (kh * {geometry.kernel_w} + kw) * {c};
                     for (j = 0; j < {ow}; j++) {{
-                        const int8_t *x = {s}_padded + (ih * {wp} + j * {g['SW']} + kw * {g['DW']}) * {c};
+                        const int8_t *x = {s}_padded + (ih * {wp} + j * {geometry.stride_w} + kw * {geometry.dilation_w}) * {c};
                         {acc_type} *a = acc + j * {c};
                         for (i = 0; i < {c}; i++)
                             a[i] += (int16_t)(x[i] * w[i]);
@@ -311,15 +297,16 @@ def _dwconv_taps(s: str, g: dict, wp: int, acc_type: str) -> tuple[str, str, str
 def dwconv_emit_c(record: ConvLayer, symbol: str) -> str:
     """dwconv as C: `dwconv_kernel` for one HWC image (the notes above): sums in int32 when
     the record's accumulator_bound allows (else int64), then requantize as conv."""
-    g = c_geometry(record)
-    shift, bias_shift, low, high = _c_requantize_plan(record, f"dwconv {symbol}")
+    geometry = WindowGeometry.of(record)
+    clamp, bias_shift = _c_requantize_plan(record, f"dwconv {symbol}")
+    shift, low, high = clamp.shift, clamp.low, clamp.high
     wide = record.accumulator_bound() > INT32_MAX
     acc_type, bits = ("int64_t", 64) if wide else ("int32_t", 32)
-    c, s, ow = g["CI"], symbol, g["OW"]
-    hp, wp = padded_size(g)
+    c, s, ow = geometry.in_channels, symbol, geometry.out_width
+    hp, wp = geometry.padded_height, geometry.padded_width
     row = ow * c
-    tiled, tile, taps = _dwconv_taps(s, g, wp, acc_type)
-    return f"""{_c_comment("dwconv", record, g, shift)}
+    tiled, tile, taps = _dwconv_taps(s, geometry, wp, acc_type)
+    return f"""{_c_comment("dwconv", record, geometry, shift)}
 static {acc_type} {s}_offset[{c}]; /* bias << {bias_shift} + rounding, per channel */
 static int8_t {s}_padded[{hp * wp * c}]; /* the input, zero-padded to {hp}x{wp} */
 static {acc_type} {s}_acc[{row}]; /* one output row of sums */
@@ -339,16 +326,16 @@ QT_SIMD static void {s}(const int8_t *restrict in0, int8_t *restrict out)
     int oh, kh, kw, i, j;
     if (!{s}_ready)
         {s}_init();
-    for (i = 0; i < {g['H']}; i++) /* the padding stays zero */
-        memcpy({s}_padded + ((i + {g['PT']}) * {wp} + {g['PL']}) * {c}, in0 + i * {g['W'] * c}, {g['W'] * c});
-    for (oh = 0; oh < {g['OH']}; oh++) {{
+    for (i = 0; i < {geometry.height}; i++) /* the padding stays zero */
+        memcpy({s}_padded + ((i + {geometry.pad_top}) * {wp} + {geometry.pad_left}) * {c}, in0 + i * {geometry.width * c}, {geometry.width * c});
+    for (oh = 0; oh < {geometry.out_height}; oh++) {{
         int8_t *o = out + oh * {row};
         for (j = 0; j < {ow}; j++)
             for (i = 0; i < {c}; i++)
                 acc[j * {c} + i] = {s}_offset[i];
-        for (kh = 0; kh < {g['KH']}; kh++) {{
-            int ih = oh * {g['SH']} + kh * {g['DH']};
-            for (kw = 0; kw < {g['KW']}; kw++) {{
+        for (kh = 0; kh < {geometry.kernel_h}; kh++) {{
+            int ih = oh * {geometry.stride_h} + kh * {geometry.dilation_h};
+            for (kw = 0; kw < {geometry.kernel_w}; kw++) {{
 {taps}
             }}
         }}
@@ -367,39 +354,39 @@ def simd_reduction(record: ConvLayer) -> tuple[int, int]:
     return k, -(-k // 4) * 4
 
 
-def conv_simd(s: str, g: dict, pad_value: int = 0, requantize: str | None = None) -> str:
+def conv_simd(s: str, geometry: WindowGeometry, clamp: Clamp, pad_value: int = 0, requantize: str | None = None) -> str:
     """C: conv through qt_gemm_s8. The activations are copied once, biased (QT_A_BIAS) into a
     buffer padded with `pad_value` (TF2IR: 0, the bias of 0; TFLite: the input's zero point, whose
     products the offsets take back out); a 1x1 stride-1 layer with Ci % 4 == 0 multiplies
     that buffer as is (no im2col), any other gathers its im2col rows (K padded to kp) chunk by chunk.
     `requantize`: qt_gemm_s8's `tflite, zero_point, shift` arguments (default TF2IR's: NULL, 0, the shift)."""
-    k, kp = g["K"], -(-g["K"] // 4) * 4
-    pixels, blocks = g["OH"] * g["OW"], -(-g["CO"] // SIMD_BLOCK)
+    k, kp = geometry.taps, -(-geometry.taps // 4) * 4
+    pixels, blocks = geometry.out_height * geometry.out_width, -(-geometry.out_channels // SIMD_BLOCK)
     tile_rows = lambda rows: -(-rows // 4) * 4  # noqa: E731  (qt_gemm.h reads whole tiles of QT_GEMM_ROWS = 4)
-    requantize = requantize or f"NULL, 0, {g['shift']}"
-    gemm = f"{s}_packed, {blocks}, {s}_offset, {requantize}, {g['low']}, {g['high']}"
-    fill = _c_fill(s, g)
-    direct = (g["KH"], g["KW"], g["SH"], g["SW"]) == (1, 1, 1, 1) and g["CI"] % 4 == 0 and g["WP"] == g["W"] \
-        and g["HP"] == g["H"] and not (g["PT"] or g["PL"])
+    requantize = requantize or f"NULL, 0, {clamp.shift}"
+    gemm = f"{s}_packed, {blocks}, {s}_offset, {requantize}, {clamp.low}, {clamp.high}"
+    fill = _c_fill(s, geometry)
+    direct = (geometry.kernel_h, geometry.kernel_w, geometry.stride_h, geometry.stride_w) == (1, 1, 1, 1) and geometry.in_channels % 4 == 0 and geometry.padded_width == geometry.width \
+        and geometry.padded_height == geometry.height and not (geometry.pad_top or geometry.pad_left)
     if direct:
-        return f"""static qt_a_t {s}_x[{max(g['HP'] * g['WP'] * g['CI'], tile_rows(pixels) * kp)}]; /* the input as QT_A */
+        return f"""static qt_a_t {s}_x[{max(geometry.padded_height * geometry.padded_width * geometry.in_channels, tile_rows(pixels) * kp)}]; /* the input as QT_A */
 
 static void {s}(const int8_t *restrict in0, int8_t *restrict out)
 {{
     int p, i;
-{fill}    qt_gemm_s8({s}_x, {pixels}, {kp}, {gemm}, out, {g['CO']});
+{fill}    qt_gemm_s8({s}_x, {pixels}, {kp}, {gemm}, out, {geometry.out_channels});
 }}
 """
     chunk = min(tile_rows(pixels), max(4, C_CHUNK_BYTES // kp // 4 * 4))
-    if g["DW"] == 1:  # a kernel row's taps are KW * Ci consecutive bytes
-        gather = f"""            for (kh = 0; kh < {g['KH']}; kh++)
-                memcpy(row + kh * {g['KW'] * g['CI']}, window + kh * {g['DH'] * g['WP'] * g['CI']}, sizeof(qt_a_t) * {g['KW'] * g['CI']});"""
+    if geometry.dilation_w == 1:  # a kernel row's taps are KW * Ci consecutive bytes
+        gather = f"""            for (kh = 0; kh < {geometry.kernel_h}; kh++)
+                memcpy(row + kh * {geometry.kernel_w * geometry.in_channels}, window + kh * {geometry.dilation_h * geometry.padded_width * geometry.in_channels}, sizeof(qt_a_t) * {geometry.kernel_w * geometry.in_channels});"""
     else:
-        gather = f"""            for (kh = 0; kh < {g['KH']}; kh++)
-                for (kw = 0; kw < {g['KW']}; kw++)
-                    memcpy(row + (kh * {g['KW']} + kw) * {g['CI']}, window + (kh * {g['DH'] * g['WP']} + kw * {g['DW']}) * {g['CI']}, sizeof(qt_a_t) * {g['CI']});"""
-    window = _c_window(g, "p + r").replace("padded + ", f"{s}_x + ")
-    return f"""static qt_a_t {s}_x[{g['HP'] * g['WP'] * g['CI']}]; /* the input as QT_A, padded */
+        gather = f"""            for (kh = 0; kh < {geometry.kernel_h}; kh++)
+                for (kw = 0; kw < {geometry.kernel_w}; kw++)
+                    memcpy(row + (kh * {geometry.kernel_w} + kw) * {geometry.in_channels}, window + (kh * {geometry.dilation_h * geometry.padded_width} + kw * {geometry.dilation_w}) * {geometry.in_channels}, sizeof(qt_a_t) * {geometry.in_channels});"""
+    window = _c_window(geometry, "p + r").replace("padded + ", f"{s}_x + ")
+    return f"""static qt_a_t {s}_x[{geometry.padded_height * geometry.padded_width * geometry.in_channels}]; /* the input as QT_A, padded */
 static qt_a_t {s}_rows[{chunk * kp}]; /* im2col rows of one chunk of output pixels, K padded to {kp} */
 static int {s}_ready; /* the padding and the rows' K..kp are written once: no call writes over them */
 
@@ -419,18 +406,18 @@ static void {s}(const int8_t *restrict in0, int8_t *restrict out)
             const qt_a_t *window = {window};
 {gather}
         }}
-        qt_gemm_s8({s}_rows, rows, {kp}, {gemm}, out + p * {g['CO']}, {g['CO']});
+        qt_gemm_s8({s}_rows, rows, {kp}, {gemm}, out + p * {geometry.out_channels}, {geometry.out_channels});
     }}
 }}
 """
 
 
-def _c_fill(s: str, g: dict) -> str:
+def _c_fill(s: str, geometry: WindowGeometry) -> str:
     """C: the input copied into the padded buffer `<symbol>_x` as QT_A."""
-    return f"""    for (p = 0; p < {g['H']}; p++) {{
-        const int8_t *src = in0 + p * {g['W'] * g['CI']};
-        qt_a_t *dst = {s}_x + ((p + {g['PT']}) * {g['WP']} + {g['PL']}) * {g['CI']};
-        for (i = 0; i < {g['W'] * g['CI']}; i++)
+    return f"""    for (p = 0; p < {geometry.height}; p++) {{
+        const int8_t *src = in0 + p * {geometry.width * geometry.in_channels};
+        qt_a_t *dst = {s}_x + ((p + {geometry.pad_top}) * {geometry.padded_width} + {geometry.pad_left}) * {geometry.in_channels};
+        for (i = 0; i < {geometry.width * geometry.in_channels}; i++)
             dst[i] = QT_A(src[i]);
     }}
 """
@@ -451,7 +438,8 @@ def conv_pack_c(record: ConvLayer, params: dict[str, np.ndarray]) -> list[Packed
     layer that sums in int64."""
     if record.accumulator_bound() > INT32_MAX:
         return []
-    shift, bias_shift, _, _ = _c_requantize_plan(record, f"conv {record.name}")
+    clamp, bias_shift = _c_requantize_plan(record, f"conv {record.name}")
+    shift = clamp.shift
     k, kp = simd_reduction(record)
     co = record.output_channel_num
     blocks = -(-co // SIMD_BLOCK)
