@@ -20,8 +20,7 @@ from pipeline.quality import QUALITY_EXIT, QualityFailed
 from pipeline.resources import ResourceError
 from pipeline.runner import RunSummary, StageFailed
 from pipeline.store import StoreError
-from pipeline.sweep import SUMMARY_METRICS
-from pipeline.tracking import Sweep, TrackingError, run_name, ui_hint
+from pipeline.tracking import HEADLINE_METRICS, Sweep, TrackingError, run_name, ui_hint
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +112,7 @@ def job_line(summary: RunSummary, cfg: DictConfig, sweep: Sweep) -> str:
     """A sweep job in one line: its run, how many stages ran, its time and the sweep's summary figures."""
     ran = sum(1 for result in summary.results if not result.reused)
     seconds = sum(result.wall_s for result in summary.results)
-    figures = [f"{label} {figure(name, summary.metrics[name])}" for name, label in SUMMARY_METRICS.items() if name in summary.metrics]
+    figures = [f"{label} {figure(name, summary.metrics[name])}" for name, label in HEADLINE_METRICS.items() if name in summary.metrics]
     quality = " QUALITY: " + "; ".join(str(finding) for finding in summary.quality) if summary.quality else ""
     return (f"job {sweep.job} {run_name(cfg)}: {ran} ran, {len(summary.results) - ran} reused, {seconds:.1f} s; "
             + ", ".join(figures) + quality)

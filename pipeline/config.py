@@ -27,7 +27,7 @@ from core.data.datasets import SPLITS as DATA_SPLITS
 from core.limits import MEBIBYTE, human_bytes
 from core.quantize.auto import AUTO
 from core.quantize.calibration.histogram import histogram_bytes
-from core.quantize.calibration.methods import CHECKS, METHODS, takes_model_ranges
+from core.quantize.calibration.methods import CHECKS, METHODS, methods_from_data
 from pipeline.params import DataKind, ModelFormat, Pow2Rounding, Relu6Equalization, Resize, Scheme, Task, WeightMethod, to_plain
 from pipeline.stages import STAGE_NAMES
 
@@ -317,7 +317,7 @@ def validate(cfg: DictConfig) -> Config:
 
 def _check_auto(typed: Config) -> None:
     searched = typed.calib.auto.methods
-    searchable = [name for name in sorted(METHODS) if not takes_model_ranges(name)]  # auto scores tables computed from data
+    searchable = methods_from_data()  # auto scores tables computed from data
     unsearchable = [method.value for method in searched if method.value not in searchable]
     if not searched or unsearchable:
         raise ConfigError(f"calib.auto.methods={[method.value for method in searched]}: list the threshold methods auto chooses "

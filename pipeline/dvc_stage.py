@@ -11,7 +11,8 @@ What a stage leaves for DVC:
 - `plots/<stage>/<series>.json`: its per-layer series, git-tracked, drawn by `dvc plots show/diff` against the
   layer names (`.dvc/plots/layers.json`); a series this configuration does not give is one row whose name says
   why (the chart says "no data: ..." instead of vanishing);
-- `pictures/<stage>/`: the PNGs it drew (hard links, cached by DVC), shown as image plots.
+- `pictures/<stage>/`: copies of the PNGs it drew (cached by DVC), shown as image plots; a picture this
+  configuration does not draw is a small card that says why.
 Whether the store served the stage is bookkeeping, not a metric: `dvc_artifacts/status/<stage>.json`.
 
 `dvc exp run --temp` and queued experiments run in a copy of the repository that DVC throws away:

@@ -122,9 +122,9 @@ def _check_remote_store(url: str, fs, root: str) -> None:
         fs.pipe_file(probe, b"")
         fs.rm_file(probe)
     except FileNotFoundError:
-        bucket = root.split("/", 1)[0]
-        raise StoreError(f"store.url={url}: the bucket {bucket!r} does not exist at this endpoint; create it (e.g. `aws s3 mb "
-                         f"s3://{bucket}`, with store.options' endpoint_url) or point store.url at one that exists") from None
+        bucket, protocol = root.split("/", 1)[0], url.split("://", 1)[0]
+        raise StoreError(f"store.url={url}: the bucket {bucket!r} does not exist at this endpoint; create it (s3: `aws s3 mb "
+                         f"{protocol}://{bucket}`, with store.options' endpoint_url) or point store.url at one that exists") from None
     except PermissionError as error:
         raise StoreError(f"store.url={url}: this user may not write there ({error}); check the credentials in the environment "
                          "(AWS_ACCESS_KEY_ID, ...) and the bucket's policy") from None

@@ -27,8 +27,6 @@ from pipeline.tracking import HEADLINE_METRICS, MAX_PARAM_LENGTH, SWEEP_ROLE_TAG
 
 SUMMARY_FILE = "summary.md"
 JOB_LOG = "run.log"  # Hydra's per-job log (conf/config.yaml's job_logging): the stages' lines and the error
-# the figures a sweep is read by; each job's full set is in its MLflow run
-SUMMARY_METRICS = HEADLINE_METRICS
 
 
 def sweep_of(directory: str, job: int | None = None) -> Sweep:
@@ -92,12 +90,12 @@ def summary_rows(jobs: list[Any], job_dirs: list[Path]) -> list[list[str]]:
         metrics = run.data.metrics
         quality = run.data.tags.get("quality")  # a limit the job's figures broke (pipeline/quality.py)
         rows.append([run.data.tags.get("sweep_job", "?"), run.info.run_name, f"{run.info.status}{' QUALITY' if quality else ''}",
-                     *(f"{metrics[name]:.4g}" if name in metrics else "" for name in SUMMARY_METRICS),
+                     *(f"{metrics[name]:.4g}" if name in metrics else "" for name in HEADLINE_METRICS),
                      run.data.tags.get("error", "") or (f"quality (not enforced): {quality}" if quality else "")])
     tracked = {run.data.tags.get("sweep_job") for run in jobs}
     for directory in job_dirs:  # a job refused before its run began (a bad value, a missing input)
         if directory.name not in tracked:
-            rows.append([directory.name, "", "FAILED", *("" for _ in SUMMARY_METRICS), f"before any stage ran; its log: {directory / JOB_LOG}"])
+            rows.append([directory.name, "", "FAILED", *("" for _ in HEADLINE_METRICS), f"before any stage ran; its log: {directory / JOB_LOG}"])
     return sorted(rows, key=lambda row: int(row[0]) if row[0].isdigit() else -1)
 
 
@@ -106,7 +104,7 @@ def summary_table(rows: list[list[str]], tracked: int) -> Table:
     table = Table(title=f"sweep: {len(rows)} job(s), {tracked} tracked in MLflow", title_justify="left", box=box.SIMPLE_HEAD,
                   pad_edge=False)
     # the figures never wrap or shorten (a terminal of 80 columns, CI's log); a long run name folds instead
-    for name in ["job", "run", "status", *SUMMARY_METRICS.values()]:
+    for name in ["job", "run", "status", *HEADLINE_METRICS.values()]:
         table.add_column(name, overflow="fold", ratio=1) if name == "run" else table.add_column(name, no_wrap=True, min_width=len(name))
     for row in rows:
         table.add_row(*row[:-1])
@@ -143,7 +141,7 @@ def log_parent_figures(client: Any, parent_run_id: str, jobs: list[Any]) -> None
 
 
 def summary_markdown(rows: list[list[str]]) -> str:
-    header = ["job", "run", "status", *SUMMARY_METRICS, "why it failed"]
+    header = ["job", "run", "status", *HEADLINE_METRICS, "why it failed"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell.replace("|", "/").replace("\n", " ") for cell in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"

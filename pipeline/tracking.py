@@ -292,7 +292,7 @@ def dvc_experiment_tags() -> dict[str, str]:
 
 def experiment_page(experiment_id: str) -> str:
     """The experiment's runs table (not MLflow 3's GenAI overview, which a browser opens on by default) in
-    the headline view: the columns HEADLINE_COLUMNS, as a path under the UI's address."""
+    the headline view (headline_view's columns), as a path under the UI's address."""
     return f"#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={HEADLINE_VIEW}"
 
 

@@ -36,7 +36,8 @@ from core.quantize.auto import AUTO, SearchSetup, search
 from core.quantize.calibration.build import (CalibrationError, TargetSpec, build_calibration_table, correct_biases,
                                              qat_range_changes)
 from core.quantize.calibration.histogram import TensorStatistics, histogram_bytes, load_histograms, save_histograms
-from core.quantize.calibration.methods import METHODS, CalibrationSettings, clipping_is_deliberate, options_of, takes_model_ranges
+from core.quantize.calibration.methods import (METHODS, CalibrationSettings, clipping_is_deliberate, methods_from_data, options_of,
+                                              takes_model_ranges)
 from core.quantize.equalize import clamped_layer_inputs, equalize
 from core.quantize.scheme import scheme_of
 from core.quantize.evaluation import end_point_difference
@@ -107,7 +108,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     if takes_model_ranges(method) and not ranges:
         raise CalibrationError(
             f"calib.method={method} reads the ranges of the graph's own {METHODS[method].model_ranges} nodes, and this graph has none "
-            f"(a float model); choose one of {', '.join(sorted(name for name in METHODS if not takes_model_ranges(name)))}"
+            f"(a float model); choose one of {', '.join(methods_from_data())}"
         )
     layer_graph = group_layers(float_graph)
     dataset, batch = _calibration_data(params, float_graph, len(layer_graph.quantized_tensors()), ctx)

@@ -60,10 +60,10 @@ def plot_histograms(stats: dict[str, TensorStatistics], table: CalibrationTable,
     data behind histograms/*.npy, small multiples in the table's order."""
     tensors = [tensor for tensor in table.tensors if tensor in stats]
     rows = max(1, -(-len(tensors) // GRID_COLUMNS))
-    height = PANEL_INCHES[1] * rows + 0.8
+    height = PANEL_INCHES[1] * rows + 1.0
     figure = new_figure(PANEL_INCHES[0] * GRID_COLUMNS, height, constrained=False)  # fixed margins: constrained layout took
     axes = figure.subplots(rows, GRID_COLUMNS, squeeze=False)                       # seconds per dozen axes
-    figure.subplots_adjust(left=0.07, right=0.99, bottom=0.45 / height, top=1 - 0.75 / height, wspace=0.3, hspace=0.75)
+    figure.subplots_adjust(left=0.07, right=0.99, bottom=0.45 / height, top=1 - 0.95 / height, wspace=0.3, hspace=0.75)
     for index, (axis, tensor) in enumerate(zip(axes.flat, tensors)):
         tensor_stats, entry = stats[tensor], table.tensors[tensor]
         draw_histogram(axis, tensor_stats, color="0.55")
@@ -80,5 +80,5 @@ def plot_histograms(stats: dict[str, TensorStatistics], table: CalibrationTable,
     for axis in list(axes.flat)[len(tensors):]:
         axis.set_visible(False)
     figure.suptitle(f"|x| histograms of {len(tensors)} calibrated tensors ({table.method}, {table.target}); "
-                    "red line: the range used", fontsize=11)
+                    "red line: the range used", fontsize=11, y=1 - 0.15 / height, va="top")  # in inches: clear of the panels' titles
     return save(figure, path, dpi=HISTOGRAM_DPI)

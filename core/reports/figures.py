@@ -33,9 +33,10 @@ def axes_text(figure: Figure) -> list[dict[str, str]]:
 def plot_absent(path: str | Path, title: str, reason: str) -> Path:
     """A picture this configuration does not draw, as a small card that says why (an image plot that
     vanished would look like a tool that forgot it)."""
-    figure = new_figure(6.0, 1.6)
+    width = 6.0
+    figure = new_figure(width, 1.6)
     figure.suptitle(title, fontsize=12)
-    figure.text(0.5, 0.4, f"no picture: {reason}", ha="center", va="center", fontsize=10, wrap=True)
+    figure.text(0.5, 0.4, wrapped_title(f"no picture: {reason}", width, fontsize=10), ha="center", va="center", fontsize=10)
     return save(figure, path, dpi=100)
 
 

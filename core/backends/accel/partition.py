@@ -251,8 +251,9 @@ class _Edges:
 def partition(ir: Ir, accelerator: Accelerator | None, target: str | None = None) -> PartitionPlan:
     """The plan for running `ir` on `accelerator` (None: all on the host) of the target named `target`."""
     target = target or (accelerator.name if accelerator is not None else "host")
-    if accelerator is not None and host_only_errors(accelerator):
-        raise LoweringError(f"target {target}: " + "; ".join(host_only_errors(accelerator)))
+    misdeclared = host_only_errors(accelerator) if accelerator is not None else []
+    if misdeclared:
+        raise LoweringError(f"target {target}: " + "; ".join(misdeclared))
     edges = _Edges.of(ir)
     matches = {layer.name: match_layer(layer, accelerator, target, ir.params.get(layer.name, {})) for layer in ir.layers}
     on_accel = {name for name, (pattern, _) in matches.items() if pattern is not None}

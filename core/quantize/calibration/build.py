@@ -19,7 +19,7 @@ import numpy as np
 from core.quantize.table import CalibrationError, CalibrationTable, TensorEntry
 from core.quantize.calibration.bias_correction import bias_correction, channel_response
 from core.quantize.calibration.histogram import TensorStatistics
-from core.quantize.calibration.methods import METHODS, CalibrationSettings, get_method, method_for, takes_model_ranges
+from core.quantize.calibration.methods import CalibrationSettings, get_method, method_for, methods_from_data, takes_model_ranges
 from core.quantize.scheme import ActivationChoice, Pow2Symmetric, QuantScheme, clip_limit, clipped_fraction, pow2_range
 from core.frontend.fake_quant import QuantRange
 from core.frontend.layers import Layer, LayerGraph, QKind
@@ -131,7 +131,7 @@ def _activation_entry(tensor, layer, method, target, settings, stats, ranges) ->
         # the model left this tensor without a range of its own (tfmot: a final Softmax): the data decides it
         if stats is None:
             raise CalibrationError(f"calib.method={method}: tensor {tensor} (layer {layer}) has no {chosen.model_ranges} in the graph; "
-                                   f"calibrate this model with {', '.join(sorted(name for name, kind in METHODS.items() if not kind.range_from_model))}")
+                                   f"calibrate this model with {', '.join(methods_from_data())}")
         warnings.append(f"no {chosen.model_ranges} of its own in the graph: calibrated by {FALLBACK_METHOD} over the calibration images")
         chosen, tensor_settings = get_method(FALLBACK_METHOD), settings
     elif stats is None and not chosen.range_from_model:

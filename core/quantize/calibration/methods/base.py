@@ -145,6 +145,11 @@ def method_for(name: str, weight_input: bool) -> str:
     return name if method.scope == "all" or weight_input else method.fallback
 
 
+def methods_from_data() -> list[str]:
+    """The methods that compute a range from the calibration data (all but the model-range ones), by name."""
+    return sorted(name for name, method in METHODS.items() if not method.range_from_model)
+
+
 def takes_model_ranges(name: str) -> bool:
     """Whether calib.method=`name` takes the model's own ranges (qat): it keeps the trained graph and needs the ranges
     (auto, a search over the methods, does not)."""
