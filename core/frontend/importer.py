@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from core.frontend.graph import Graph, GraphError, canonical_tensor, tensor_index, tensor_node
+from core.frontend.keras2 import compatible_layers, keyword_refusal
 from core.frontend.tflite import TfliteError, read_tflite
 from core.frontend.tflite_graph import tflite_graph_def
 from core.limits import BudgetError, MemoryBudget, elements, human_bytes
@@ -57,7 +58,7 @@ class LoadedModel:
 _FORMAT_WORDS = {
     "frozen_graph": "binary frozen TensorFlow GraphDef (.pb)",
     "saved_model": "SavedModel directory (containing saved_model.pb)",
-    "keras": "Keras model file (.keras)",
+    "keras": "Keras model file (.keras, or a Keras 2 .h5)",
     "tflite": "TensorFlow Lite flatbuffer (.tflite), int8 or float",
 }
 
@@ -155,13 +156,12 @@ def _load_keras(path: Path) -> LoadedModel:
     import keras
     import tensorflow as tf
 
-    try:
-        model = keras.models.load_model(str(path), compile=False, safe_mode=True)  # no Lambda bytecode from the file
+    try:  # safe_mode: no Lambda bytecode from the file; a Keras 2 .h5's known keywords read as Keras 3 takes them
+        model = keras.models.load_model(str(path), compile=False, safe_mode=True, custom_objects=compatible_layers(keras.layers))
     except Exception as error:  # keras raises ValueError, OSError, zip errors...: all mean "not loadable"
-        raise ModelImportError(
-            f"{path}: the Keras model does not load ({error}); expected a {_FORMAT_WORDS['keras']} "
-            "saved with model.save('model.keras'). Custom layers must be importable"
-        ) from error
+        why = keyword_refusal(error) or (f"the Keras model does not load ({error}); expected a {_FORMAT_WORDS['keras']} saved "
+                                         "with model.save('model.keras'). Custom layers must be importable")
+        raise ModelImportError(f"{path}: {why}") from error
     spec = _keras_input_spec(path, model)
     function = tf.function(lambda x: model(x, training=False), input_signature=[spec])
     loaded = _freeze(function.get_concrete_function(), path)
