@@ -28,7 +28,9 @@ from core.limits import MEBIBYTE, human_bytes
 from core.quantize.auto import AUTO
 from core.quantize.calibration.histogram import histogram_bytes
 from core.quantize.calibration.methods import CHECKS, METHODS, methods_from_data
-from pipeline.params import DataKind, ModelFormat, Pow2Rounding, Relu6Equalization, Resize, Scheme, Task, WeightMethod, to_plain
+from core.quantize.runtimes import runtime_of
+from pipeline.params import (DataKind, ModelFormat, Pow2Rounding, Relu6Equalization, Resize, RuntimeName, Scheme, Task, WeightMethod,
+                             to_plain)
 from pipeline.stages import STAGE_NAMES
 
 __all__ = ["CalibMethod", "Config", "ConfigError", "DataKind", "FileRef", "ModelFormat", "Pow2Rounding", "Relu6Equalization", "Resize", "Task", "WeightMethod",
@@ -157,6 +159,10 @@ class TargetConfig:
     # how integers mean reals: pow2_symmetric (TF2IR: symmetric, power-of-two, per tensor) | tflite_int8
     # (affine activations, per-channel symmetric weights, int32 biases): core/quantize/scheme.py
     scheme: Scheme = Scheme.pow2_symmetric
+    # whose bytes the simulator, the host C and the accelerator compute (core/quantize/runtimes.py): tflite_int8 runs on
+    # litert_reference (LiteRT's reference kernels, its default) or tflm (TensorFlow Lite for Microcontrollers);
+    # pow2_symmetric on tf2ir. None: the scheme's default
+    runtime: Optional[RuntimeName] = None
     # the network input's log2scale on a power-of-two target; None (default): chosen from the preprocessed
     # calibration data by calib.method, like every other activation
     input_log2scale: Optional[int] = None
@@ -297,6 +303,10 @@ def validate(cfg: DictConfig) -> Config:
     for applies, message in TARGET_RULES:
         if applies(target):
             raise ConfigError(message.format(t=target))
+    try:
+        runtime_of(target)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     if not TARGET_NAME.fullmatch(target.name):
         raise ConfigError(f"target.name={target.name!r}: must start with a letter and hold only letters, digits, '_', '-' and '.' "
                           "(at most 64): it names files and C functions")

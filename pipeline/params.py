@@ -58,6 +58,15 @@ class Scheme(Enum):
     tflite_int8 = "tflite_int8"
 
 
+class RuntimeName(Enum):
+    """The runtimes a target's integers may be made exact against: core/quantize/runtimes.py's RUNTIMES (a test keeps
+    the two equal; not imported here, for the same reason as Scheme)."""
+
+    tf2ir = "tf2ir"
+    litert_reference = "litert_reference"
+    tflm = "tflm"
+
+
 class Pow2Rounding(Enum):
     ceil = "ceil"
     nearest = "nearest"

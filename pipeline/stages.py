@@ -107,7 +107,7 @@ STAGES: tuple[Stage, ...] = (
         name="emit_ir",
         entry="stages.emit_ir:run",
         inputs=("calibrate",),
-        params=(*_TARGET_FORMAT, "target.min_shift", "target.max_shift", "model.test_image", "model.preprocess", "data"),
+        params=(*_TARGET_FORMAT, "target.runtime", "target.min_shift", "target.max_shift", "model.test_image", "model.preprocess", "data"),
         description=("write the TF2IR layer IR (net_def.json + params/*.npy) with a test image's integer tensors "
                      "(tflite_int8: read from the model.tflite it writes beside it)"),
         headline=("layers", "constant_bytes"),
@@ -116,9 +116,9 @@ STAGES: tuple[Stage, ...] = (
         name="simulate",
         entry="stages.simulate:run",
         inputs=("emit_ir", "fold_check", "calibrate", "annotate"),
-        params=("data", "model.preprocess", "model.task", "model.num_classes", "limits"),
+        params=("data", "model.preprocess", "model.task", "model.num_classes", "limits", "target.scheme", "target.runtime"),
         description=("run the IR in integer arithmetic and compare it with the float graph and, per layer, its reference path "
-                     "(the annotated graph; tflite_int8: TFLite's reference kernels)"),
+                     "(the annotated graph; tflite_int8: the interpreter of target.runtime, LiteRT's reference kernels or TFLM)"),
         headline=("reference_agreement", "end_point_agreement", "layer_agreement_min", "layer_max_lsb_difference", "top1", "sqnr_db_min"),
         series=(Series("layer_agreement", "layer_index", ("agreement",),
                        "integer simulator == its reference path (annotated graph; tflite_int8: TFLite's kernels), per layer",
@@ -141,7 +141,7 @@ STAGES: tuple[Stage, ...] = (
         params=("data", "model.preprocess", "target.name", "codegen"),
         description="C99 for the host and instruction streams for the accelerator, compiled with the ISA simulator, "
                     "bit-exact against the integer simulator",
-        headline=("bitexact", "constant_bytes", "arena_bytes", "accel_cycles", "accel_instructions"),
+        headline=("bitexact", "constant_bytes", "arena_bytes", "scratch_bytes", "accel_cycles", "accel_instructions"),
         series=(Series("cycles", "layer_index", ("cycles",), "accelerator cycles per layer (the target's cost model)", "cycles",
                        absent_because="no accelerator on this target (target=accel, accel_small, accel_tflite have one)"),),
         pictures=("cycles",),

@@ -159,7 +159,7 @@ HEADLINE_VIEW = "headline"
 HEADLINE_PARAMS = ("calib.method", "target.name")
 # the figures a run is read by: the runs table's columns, a sweep's summary and each sweep job's line
 HEADLINE_METRICS = {"annotate.top1": "top-1", "annotate.sqnr_db_min": "SQNR dB",
-                    "simulate.end_point_agreement": "int==ann", "codegen.bitexact": "C exact"}
+                    "simulate.end_point_agreement": "int==ref", "codegen.bitexact": "C exact"}
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from core.data.datasets import load_split
 from core.frontend.fake_quant import QuantRange, bypass_fake_quant
 from core.frontend.graph import Graph, check_input_shape
 from core.frontend.layers import LayerGraph
+from core.frontend.tflite import TfliteError
 from core.ir.layers import group_layers
 from core.limits import BUDGET_KEY, MemoryBudget, check_activations
 from core.ir.emit import build_ir
@@ -47,6 +48,7 @@ from core.reports.calibration import plot_clipping, plot_histograms
 from core.reports.series import series_rows, write_series
 from core.reports.warnings import summarize
 from pipeline.params import StoredPart, to_plain
+from stages.emit_ir import emitted_ir
 
 HISTOGRAM_DIR = "histograms"
 MOMENTS_DIR = "moments"
@@ -118,6 +120,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
                                    weight_method=calib.weight_method.value)
     calibrated = _table(TableSetup(params, target, settings, ranges, dataset.images, batch), observation, ctx)
     table, layer_graph, stats = calibrated.table, observation.layer_graph, observation.stats
+    check_emittable(params, layer_graph, table)
     report = {**({"equalization": observation.equalization} if observation.equalization is not None else {}), **calibrated.report}
     table.save(out_dir)
     observation.float_graph.save(out_dir)
@@ -151,6 +154,15 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         "zero_range_tensors": sum(1 for entry in activations.values() if entry.threshold == 0.0),
         **({"input_levels": span["levels"]} if span else {}),
     }
+
+
+def check_emittable(params, layer_graph, table) -> None:
+    """The IR's representability checks (shift ranges, int8 constants, int32 biases and sums), made on the table here
+    rather than by emit_ir after annotate: a table the IR cannot hold is refused before any later stage runs."""
+    try:
+        emitted_ir(params, layer_graph, table, runtime=None)
+    except (IrError, TfliteError) as error:
+        raise CalibrationError(f"the calibration table cannot be emitted as the target's IR: {error}") from None
 
 
 def input_span(table, stats) -> dict | None:

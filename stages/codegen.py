@@ -69,7 +69,8 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     if (ir_dir / TFLITE_FILE).is_file():  # the .tflite a tflite_int8 IR was read from ships beside its C
         shutil.copyfile(ir_dir / TFLITE_FILE, out_dir / TFLITE_FILE)
     ctx.log(f"{PROGRAM_FILE}: {program.source_bytes} bytes of C, {program.constant_bytes} bytes of constants, "
-            f"{program.arena_bytes} bytes of activation arena")
+            f"{program.arena_bytes} bytes of tensor arena (the input and end points included), at most {program.scratch_bytes} bytes "
+            "of the layers' own scratch")
     accel_metrics = accelerator_metrics(program, plan, out_dir, ctx) if plan.accelerator is not None else {}
     test_input = ir_test_input(ir, ir_dir)
     data = params.data
@@ -91,6 +92,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         "c_source_bytes": program.source_bytes,
         "constant_bytes": program.constant_bytes,
         "arena_bytes": program.arena_bytes,
+        "scratch_bytes": program.scratch_bytes,
         "target": plan.target,
         "accelerator": None if plan.accelerator is None else {
             "functions": [{"name": f.name, "layers": f.layers, "instructions": len(f.instructions), "binary": f"{f.name}.bin",
@@ -103,7 +105,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
             f"{checked.latency_ms:.3f} ms per image")
     return {"bitexact": checked.bitexact, "images": len(images), "latency_ms_per_image": checked.latency_ms,
             "c_source_bytes": program.source_bytes, "constant_bytes": program.constant_bytes, "arena_bytes": program.arena_bytes,
-            "compile_s": checked.compile_s, "int8_simd": checked.int8_simd, **accel_metrics}
+            "scratch_bytes": program.scratch_bytes, "compile_s": checked.compile_s, "int8_simd": checked.int8_simd, **accel_metrics}
 
 
 CYCLE_COLUMNS = ("cycles", "cycles_load", "cycles_gemm", "cycles_alu", "cycles_store")

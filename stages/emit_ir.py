@@ -4,8 +4,8 @@ tensors are the integer simulator's, i.e. what the hardware must produce.
 
 A table of the tflite_int8 scheme is written first as the int8 .tflite it defines (model.tflite, in the
 artifact: TFLite's reference kernels run it in simulate, and codegen ships it), and the IR, in the
-tflite_int8 dialect, is read from that file (core/ir/tflite_ir.py): the IR and the file compute the same
-integers by construction, which simulate checks against TFLite's kernels."""
+tflite_int8 dialect, is read from that file (core/ir/tflite_ir.py) as `target.runtime` computes it: the IR and the
+file compute the same integers on that runtime by construction, which simulate checks against its interpreter."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from core.backends.tflite.export import export_tflite
 from core.data.datasets import Preprocess, load_image, load_split, preprocess
 from core.frontend.graph import Graph, canonical_tensor
 from core.frontend.layers import LayerGraph
-from core.frontend.tflite import read_tflite
+from core.frontend.tflite import parse_tflite
 from core.ir.emit import build_ir
 from core.ir.io import validate_ir, write_ir
 from core.ir.layers import group_layers
@@ -26,6 +26,7 @@ from core.ir.network import Ir
 from core.ir.op import NETWORK_INPUT, operation_of
 from core.ir.simulator import IntegerSimulator
 from core.ir.tflite_ir import ir_of_tflite, layer_name
+from core.quantize.runtimes import DEFAULT_TFLITE_RUNTIME, Runtime, runtime_of
 from core.quantize.scheme import scheme_of
 from core.quantize.table import CalibrationTable
 from pipeline.params import to_plain
@@ -33,15 +34,15 @@ from pipeline.params import to_plain
 TFLITE_FILE = "model.tflite"
 
 
-def tf2ir_ir(params, layer_graph: LayerGraph, table: CalibrationTable, out_dir: Path) -> Ir:
-    return build_ir(layer_graph, table, params.target.min_shift, params.target.max_shift)
+def tf2ir_ir(params, layer_graph: LayerGraph, table: CalibrationTable, runtime: Runtime | None) -> tuple[Ir, bytes | None]:
+    return build_ir(layer_graph, table, params.target.min_shift, params.target.max_shift), None
 
 
-def tflite_int8_ir(params, layer_graph: LayerGraph, table: CalibrationTable, out_dir: Path) -> Ir:
-    """The IR of the .tflite the table defines, written beside it; each layer named as the graph's."""
-    path = out_dir / TFLITE_FILE
-    path.write_bytes(export_tflite(layer_graph, table))
-    model = read_tflite(path)
+def tflite_int8_ir(params, layer_graph: LayerGraph, table: CalibrationTable, runtime: Runtime | None) -> tuple[Ir, bytes | None]:
+    """The IR of the .tflite the table defines, as `runtime` computes it (None: the scheme's default), and the file's
+    bytes; each layer named as the graph's."""
+    data = export_tflite(layer_graph, table)
+    model = parse_tflite(data, TFLITE_FILE)
     producers = {canonical_tensor(layer.output): layer.ir_name for layer in layer_graph.layers}
     producers[canonical_tensor(layer_graph.graph.input_tensor)] = NETWORK_INPUT
 
@@ -49,19 +50,30 @@ def tflite_int8_ir(params, layer_graph: LayerGraph, table: CalibrationTable, out
         name = model.tensor(index).name
         return producers[name] if name in producers else layer_name(model, index)
 
-    return ir_of_tflite(model, name_of)
+    return ir_of_tflite(model, name_of, runtime or DEFAULT_TFLITE_RUNTIME), data
 
 
-# how a table becomes the IR, per dialect (a scheme's `ir_dialect`)
+# how a table becomes the IR, per dialect (a scheme's `ir_dialect`): (the IR, the file it was read from, if any)
 EMITTERS = {"tf2ir": tf2ir_ir, "tflite_int8": tflite_int8_ir}
+
+
+def emitted_ir(params, layer_graph: LayerGraph, table: CalibrationTable, runtime: Runtime | None) -> tuple[Ir, bytes | None]:
+    """The IR `table` defines for the target's scheme as `runtime` computes it (and the .tflite it is read from, on
+    tflite_int8), every representability check of the IR made: calibrate runs it on the table it builds (with the
+    scheme's default runtime: what an IR can hold does not depend on the runtime), so that a table the IR cannot hold
+    is refused there, before annotate."""
+    ir, data = EMITTERS[scheme_of(params.target).ir_dialect](params, layer_graph, table, runtime)
+    validate_ir(ir.to_json(), origin="emitted IR")
+    return ir, data
 
 
 def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]:
     table = CalibrationTable.load(inputs["calibrate"])
     float_graph = Graph.load(inputs["calibrate"])  # the graph the table is for (equalized with calib.equalize)
     layer_graph = group_layers(float_graph)
-    ir = EMITTERS[scheme_of(params.target).ir_dialect](params, layer_graph, table, out_dir)
-    validate_ir(ir.to_json(), origin="emitted IR")
+    ir, tflite_bytes = emitted_ir(params, layer_graph, table, runtime_of(params.target))
+    if tflite_bytes is not None:  # tflite_int8: the file the IR was read from ships beside it
+        (out_dir / TFLITE_FILE).write_bytes(tflite_bytes)
 
     image, image_source = test_image(params)
     values = IntegerSimulator(ir).run(image[np.newaxis], keep_all=True)

@@ -1,10 +1,15 @@
 """simulate: the emitted IR run in integer arithmetic on the evaluation data, against the float graph
 (accuracy, SQNR) and, layer by layer, against the reference path of its dialect: a TF2IR IR against the
 annotated graph (fed the same integer inputs, the fake-quant value must be the integer one); a
-tflite_int8 IR against TensorFlow Lite's reference kernels running the .tflite emit_ir wrote, every
-tensor (`reference_agreement`: the fraction of end-point values equal to TFLite's; any layer that
-differs stops the stage, naming the first). The float and annotated end points are annotate's, kept
-in its artifact, when it kept them."""
+tflite_int8 IR against the interpreter of its runtime (target.runtime: LiteRT's reference kernels or
+TensorFlow Lite for Microcontrollers) running the .tflite emit_ir wrote, every operator's output (any
+layer that differs stops the stage, naming the first).
+
+`end_point_agreement` means one thing on every target: the fraction of the integer end-point values equal to
+the reference path's (on tflite_int8 also reported as `reference_agreement`). `fake_quant_end_point_agreement`
+is the fraction equal to the fake-quantized graph's (annotate's): on tf2ir the same figure; on tflite_int8
+a measure of how closely float fake-quantization models the runtime's integers, not a fault. The float and
+annotated end points are annotate's, kept in its artifact, when it kept them."""
 
 from __future__ import annotations
 
@@ -28,7 +33,8 @@ from core.limits import MemoryBudget, check_activations
 from core.ir.op import NETWORK_INPUT
 from core.ir.simulator import IntegerSimulator, shared_pool
 from core.quantize.evaluation import ErrorSums, KeptEndPoints, class_labels, grid_agreement
-from core.quantize.tflite_reference import ReferenceRunner
+from core.quantize.runtimes import Runtime, runtime_of
+from core.quantize.tflite_reference import runner_of
 from core.reports.layers import plot_layer_sqnr
 from core.reports.series import series_rows, write_series
 from pipeline.params import Task, to_plain
@@ -54,7 +60,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         ctx.log(why_not)
     producers = {layer.output: layer.ir_name for layer in layer_graph.layers}
     end_layers = [producers[tensor] for tensor in float_graph.end_points]
-    probe = PROBES[ir.dialect](annotated, layer_graph, ir, Path(inputs["emit_ir"]))
+    probe = PROBES[ir.dialect](annotated, layer_graph, ir, Path(inputs["emit_ir"]), runtime_of(params.target))
     simulator = IntegerSimulator(ir)
     tally = Tally(end_layers, probe.layers)
     kept = KeptEndPoints.load(Path(inputs["annotate"]), len(evaluation.images), evaluation.images.content, len(float_graph.end_points))
@@ -99,9 +105,8 @@ class LayerProbe:
     model's) then gives what the annotated layer computes from exactly the integer inputs,
     in one graph execution per batch."""
 
-    reference = "the annotated graph (fake-quant)"
-
-    def __init__(self, annotated: Graph, layer_graph, ir, ir_dir: Path):
+    def __init__(self, annotated: Graph, layer_graph, ir, ir_dir: Path, runtime: Runtime):
+        self.reference = runtime.reference
         quantized = annotated.source.get("annotation", {}).get("activations", {})
         by_name = annotated.by_name()
         self.feeds = {tensor: fake_quant for tensor, fake_quant in quantized.items()}
@@ -141,7 +146,9 @@ class LayerProbe:
         return list(shared_pool().map(lambda pair: self._agreement(pair[0], pair[1], integer), zip(self.layers, probes)))
 
     def finish(self, tally: "Tally", end_layers: list[str]) -> dict[str, float]:
-        return {}  # the annotated graph is checked layer by layer: layer_agreement_min
+        """The annotated graph is the reference path: end_point_agreement is the fake-quant one (every layer is checked by
+        layer_agreement_min)."""
+        return {"end_point_agreement": tally.fake_quant_agreement()}
 
     def check(self, tally: "Tally") -> None:
         pass  # a layer below 1 is a finding of layer_agreement_min (pipeline/quality.py), not a crash
@@ -173,20 +180,18 @@ class ComparedLayer:
 
 
 class TfliteReferenceProbe:
-    """Every layer of a tflite_int8 IR against the tensor TFLite's reference kernels compute for the same
-    operator of the .tflite emit_ir wrote (the IR's layers are its operators, in order), on the same int8
-    inputs."""
+    """Every layer of a tflite_int8 IR against the tensor the runtime's interpreter computes for the same operator of
+    the .tflite emit_ir wrote (the IR's layers are its operators, in order), on the same int8 inputs."""
 
-    reference = "TFLite's reference kernels"
-
-    def __init__(self, annotated: Graph, layer_graph, ir, ir_dir: Path):
+    def __init__(self, annotated: Graph, layer_graph, ir, ir_dir: Path, runtime: Runtime):
         self.model_path = ir_dir / TFLITE_FILE
         model = read_tflite(self.model_path)
         if len(model.operators) != len(ir.layers):
             raise IrError(f"{self.model_path}: {len(model.operators)} operators for the IR's {len(ir.layers)} layers; run emit_ir again")
         self.layers = [ComparedLayer(layer.name) for layer in ir.layers]
         self.tensors = [operator.outputs[0] for operator in model.operators]
-        self.runner = ReferenceRunner(self.model_path)
+        self.runtime, self.reference = runtime.name, runtime.reference
+        self.runner = runner_of(runtime.name, self.model_path)
 
     def compare(self, runner: GraphRunner, integer: dict[str, np.ndarray]) -> list[tuple[int, int, int]]:
         reference = self.runner.tensors(integer[NETWORK_INPUT])
@@ -198,22 +203,24 @@ class TfliteReferenceProbe:
         return counts
 
     def finish(self, tally: "Tally", end_layers: list[str]) -> dict[str, float]:
-        """reference_agreement: the fraction of end-point values equal to TFLite's."""
+        """end_point_agreement (and reference_agreement, the same figure): the fraction of end-point values equal to the
+        runtime's."""
         names = [layer.ir_name for layer in self.layers]
         positions = [names.index(name) for name in end_layers]
         equal, total = sum(tally.layer_equal[i] for i in positions), sum(tally.layer_total[i] for i in positions)
-        return {"reference_agreement": equal / max(total, 1)}
+        return {"reference_agreement": equal / max(total, 1), "end_point_agreement": equal / max(total, 1)}
 
     def check(self, tally: "Tally") -> None:
-        """Any layer that differs from TFLite's stops the stage, naming the first (the report is written)."""
+        """Any layer that differs from the runtime's stops the stage, naming the first (the report is written)."""
         agreement = dict(tally.layer_agreement())
         differing = [name for name, value in agreement.items() if value < 1.0]
         if differing:
             index = [layer.ir_name for layer in self.layers].index(differing[0])
             raise SimulationMismatch(
-                f"layer {differing[0]} (operator {index} of {self.model_path}) differs from TFLite's reference kernels on "
+                f"layer {differing[0]} (operator {index} of {self.model_path}) differs from {self.reference} (target.runtime="
+                f"{self.runtime}) on "
                 f"{1 - agreement[differing[0]]:.2%} of its values (up to {tally.layer_max_lsb[index]} LSB) over {tally.images} images; "
-                f"{len(differing)} layer(s) differ in all. The simulator must compute TFLite's integers: report this with the model")
+                f"{len(differing)} layer(s) differ in all. The simulator must compute the runtime's integers: report this with the model")
 
 
 # each dialect's reference path, layer by layer
@@ -256,6 +263,10 @@ class Tally:
             self.layer_total[index] += total
             self.layer_max_lsb[index] = max(self.layer_max_lsb[index], max_lsb)
 
+    def fake_quant_agreement(self) -> float:
+        """The fraction of the integer end-point values equal to the fake-quantized graph's."""
+        return self.end_equal / max(self.end_total, 1)
+
     def layer_agreement(self) -> list[tuple[str, float]]:
         return [(layer.ir_name, self.layer_equal[i] / max(self.layer_total[i], 1)) for i, layer in enumerate(self.layers)]
 
@@ -263,7 +274,7 @@ class Tally:
         return {
             "images": self.images,
             "end_points": [{"layer": name, "sqnr_db": sums.sqnr_db(), "cosine": sums.cosine()} for name, sums in zip(self.end_layers, self.end_sums)],
-            "end_point_agreement": self.end_equal / max(self.end_total, 1),
+            "fake_quant_end_point_agreement": self.fake_quant_agreement(),
             "layer_agreement": self.layer_agreement(),
             "layer_max_lsb_difference": [(layer.ir_name, value) for layer, value in zip(self.layers, self.layer_max_lsb)],
             "top1": self._top1(),
@@ -281,7 +292,7 @@ class Tally:
             "images": self.images,
             "sqnr_db_min": min(sums.sqnr_db() for sums in self.end_sums),
             "cosine_min": min(sums.cosine() for sums in self.end_sums),
-            "end_point_agreement": self.end_equal / max(self.end_total, 1),
+            "fake_quant_end_point_agreement": self.fake_quant_agreement(),
             "layer_agreement_min": min(agreement) if agreement else 1.0,
             "layer_max_lsb_difference": max(self.layer_max_lsb, default=0),
         }

@@ -58,9 +58,11 @@ def test_saturating_methods_clip_no_wider_than_minmax(digits_tables):
         for tensor, entry in table.tensors.items():
             if entry.kind == "activation":
                 assert entry.threshold <= minmax.tensors[tensor].threshold * (1 + 1e-9)
+    # KL clips somewhere: a threshold below the whole range (whether it moves a power-of-two scale depends on the
+    # trained model's values to the last bit, which differ between CPUs)
     assert any(
-        digits_tables["kl"][0].tensors[t].log2scale > minmax.tensors[t].log2scale for t in minmax.tensors
-    ), "KL never chose a finer scale than minmax on any tensor"
+        digits_tables["kl"][0].tensors[t].threshold < minmax.tensors[t].threshold * (1 - 1e-3) for t in minmax.tensors
+    ), "KL never chose a threshold below minmax's on any tensor"
 
 
 def _observation(summary) -> str:

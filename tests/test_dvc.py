@@ -210,18 +210,18 @@ def test_experiments_compare_by_their_headline_metrics_and_plots(fresh_clone):
         assert {"annotate.top1", "annotate.sqnr_db_min", "simulate.end_point_agreement", "codegen.bitexact"} <= set(metrics), name
         assert metrics["codegen.bitexact"] == 1.0 and metrics["simulate.end_point_agreement"] == 1.0
     assert [rows[name]["params"]["calib"]["method"] for name in (baseline, "kl", "minmax")] == ["mse", "kl", "minmax"]
-    # minmax's threshold is the largest |x| seen: it clips nothing; KL clips the tail it finds cheaper to lose
+    # minmax's threshold is the largest |x| seen: it clips nothing; mse clips the tail it finds cheaper to lose (kl's
+    # power-of-two thresholds may round up past the largest |x| on this small model: no assertion on it)
     assert rows["minmax"]["metrics"]["calibrate.clipped_fraction_max"] == 0.0
-    assert rows["kl"]["metrics"]["calibrate.clipped_fraction_max"] > 0.0
+    assert rows[baseline]["metrics"]["calibrate.clipped_fraction_max"] > 0.0
 
     # the README's compact view: what differs, without the code and output hash columns
     compact = _dvc(fresh_clone, "exp", "show", "--only-changed", "--drop", ".*/.*", "--csv")
     header = compact.stdout.splitlines()[0].split(",")
     assert {"calib.method", "annotate.sqnr_db_min", "calibrate.clipped_fraction_max"} <= set(header), header
     assert not any("/" in column for column in header) and len(header) < 20, header
-    # minmax clips nothing and kl something (asserted above): their calibrate metrics differ on any machine (mse's and
-    # kl's largest clipped share can both be the input's)
-    diff = _dvc_json(fresh_clone, "metrics", "diff", "minmax", "kl")
+    # minmax clips nothing and mse something (asserted above): their calibrate metrics differ on any machine
+    diff = _dvc_json(fresh_clone, "metrics", "diff", "minmax", baseline)
     assert "calibrate.clipped_fraction_max" in diff["metrics/calibrate.json"]
     plots = _dvc_json(fresh_clone, "plots", "diff", baseline, "kl", "minmax")
     for plot in ("annotate.layer_sqnr", "calibrate.clipping", "simulate.layer_agreement"):

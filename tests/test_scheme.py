@@ -41,9 +41,9 @@ def test_relu_ranges_use_every_level_and_symmetric_ones_keep_zero_in_the_middle(
 
 def test_a_target_config_chooses_its_scheme_with_its_settings():
     class Target:
-        name, bits, scheme, min_log2scale, max_log2scale, input_log2scale = "t", 8, "pow2_symmetric", -4, 12, None
+        name, bits, scheme, min_log2scale, max_log2scale, input_log2scale, max_shift = "t", 8, "pow2_symmetric", -4, 12, None, 20
     scheme = scheme_of(Target, "nearest")
-    assert scheme == Pow2Symmetric(min_log2scale=-4, max_log2scale=12, pow2_rounding="nearest", target="t")
+    assert scheme == Pow2Symmetric(min_log2scale=-4, max_log2scale=12, pow2_rounding="nearest", target="t", max_shift=20)
     Target.scheme = "tflite_int8"
     assert scheme_of(Target) == TfliteInt8()
     Target.scheme = "int4"

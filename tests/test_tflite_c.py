@@ -64,12 +64,14 @@ def _quantization(input_zero, output_zero, input_scale=0.05, output_scale=0.1) -
     return {"input_scale": input_scale, "input_zero_point": input_zero, "output_scale": output_scale, "output_zero_point": output_zero}
 
 
-def _conv_case(rng, depthwise: bool, rounding: str, zero_points, pointwise: bool = False):
+def _conv_case(rng, depthwise: bool, rounding: str, zero_points, pointwise: bool = False, dense: bool = False):
     """A 3x3 conv (stride 2 x 1, one-sided padding, K = 27 off the SIMD path's multiple of 4), a 1x1 one of 20
-    outputs (qt_gemm.h's direct path, two blocks of 16 channels, the second partial), a depthwise or a dense one."""
-    height, width, channels = (1, 1, 40) if rounding == "single" else (5, 4, 8) if pointwise else (7, 6, 3)
+    outputs (qt_gemm.h's direct path, two blocks of 16 channels, the second partial), a depthwise or a dense one (rounding
+    once, as LiteRT's FULLY_CONNECTED, or twice, as TFLite Micro's)."""
+    dense = dense or rounding == "single"
+    height, width, channels = (1, 1, 40) if dense else (5, 4, 8) if pointwise else (7, 6, 3)
     outputs = channels * 2 if depthwise else 20 if pointwise else 6
-    kernel, stride, padding = (((1, 1), (1, 1), (0, 0, 0, 0)) if rounding == "single" or pointwise
+    kernel, stride, padding = (((1, 1), (1, 1), (0, 0, 0, 0)) if dense or pointwise
                                else ((3, 3), (2, 1), (1, 0, 1, 1)))
     out_h = (height + padding[0] + padding[1] - kernel[0]) // stride[0] + 1
     out_w = (width + padding[2] + padding[3] - kernel[1]) // stride[1] + 1
@@ -115,8 +117,11 @@ def _elementwise_cases(rng) -> dict:
                                     "output_scale": 0.1, "output_zero_point": -7}, {}, [images([4, 2, 3]), images([4, 5, 3])])
     cases["reshape"] = ({"operation": "reshape", **SCHEME, "input_shape": shape, "output_shape": [60], "output_scale": 0.1,
                          "output_zero_point": 3}, {}, [images(shape)])
-    cases["softmax"] = ({"operation": "softmax", **SCHEME, "shape": [2, 10], **_quantization(127, -128, 0.3, 1 / 256), "beta": 1.0}, {},
-                        [images([2, 10])])
+    # softmax's fixed point at scales whose multiplier is capped (large), ordinary, and where diff_min skips most of a
+    # row; ResNet-8's under minmax (0.1803, zero point 19), where a float table was 1 LSB off
+    for input_scale, zero_point, beta in ((0.3, 127, 1.0), (0.18032637, 19, 1.0), (0.004, -128, 2.0), (40.0, 0, 1.0)):
+        cases[f"softmax {input_scale}"] = ({"operation": "softmax", **SCHEME, "shape": [3, 10], **_quantization(zero_point, -128, input_scale, 1 / 256),
+                                            "beta": beta}, {}, [images([3, 10])])
     return cases
 
 
@@ -150,6 +155,7 @@ def _cases() -> dict:
             cases[f"{'dwconv' if depthwise else 'conv'} {rounding} {zero_points}"] = _conv_case(rng, depthwise, rounding, zero_points)
     for zero_points in ((-128, 127), (127, -128), (3, -5)):
         cases[f"conv 1x1 double {zero_points}"] = _conv_case(rng, False, "double", zero_points, pointwise=True)
+        cases[f"dense double {zero_points}"] = _conv_case(rng, False, "double", zero_points, dense=True)
     return {**cases, **_elementwise_cases(rng), **_window_cases(rng)}
 
 
@@ -170,7 +176,7 @@ def layer_kernel(ir):
     return operation_of(ir.layers[0]).kernel
 
 
-SIMD_CASES = [name for name in CASES if name.startswith("conv") and "double" in name]
+SIMD_CASES = [name for name in CASES if name.startswith(("conv", "dense")) and "double" in name]
 
 
 @pytest.mark.parametrize("name", SIMD_CASES)

@@ -200,19 +200,21 @@ class _ProgramBuilder:
         return self.accelerator.packed_bytes(shape) if layout == ACCEL_LAYOUT else math.prod(shape)
 
     def _plan_arena(self) -> None:
-        """The arena is the accelerator's DATA segment: every value but the input and the end points."""
-        external = {_value(NETWORK_INPUT, HOST_LAYOUT), *(_value(name, HOST_LAYOUT) for name in self.end_points)}
-        values = {value for step in self.steps for value in step.writes} - external
+        """The arena is the accelerator's DATA segment and every tensor of the network, the input and the end points
+        among them, as TensorFlow Lite Micro's arena holds them: the input lives from before the first layer (run_network
+        copies the image there) to its last reader, each end point from its layer to the end (run_network copies it
+        out), every other value from its writer to its last reader."""
+        first, last = ([self._input], []), ([], [_value(name, HOST_LAYOUT) for name in self.end_points])
+        values = {self._input, *(value for step in self.steps for value in step.writes)}
         align = ARENA_ALIGN if self.accelerator is None else math.lcm(ARENA_ALIGN, self.accelerator.channel_block)
-        self.offsets, self.arena = plan_buffers([(step.writes, step.reads) for step in self.steps],
+        self.offsets, self.arena = plan_buffers([first, *[(step.writes, step.reads) for step in self.steps], last],
                                                 {value: self._size(value) for value in values}, align=align)
 
+    @property
+    def _input(self) -> str:
+        return _value(NETWORK_INPUT, HOST_LAYOUT)
+
     def _buffer(self, value: str) -> str:
-        tensor, layout = value.rsplit("@", 1)
-        if value == _value(NETWORK_INPUT, HOST_LAYOUT):
-            return "input"
-        if layout == HOST_LAYOUT and tensor in self.end_points:
-            return f"end_points[{self.end_points.index(tensor)}]"
         return f"qt_arena + {self.offsets[value]}"
 
     def _packed(self, tensor: str) -> PackedTensor:
@@ -276,7 +278,7 @@ class _ProgramBuilder:
         return f"    QT_DUMP({dump_offsets[name]}, {self._buffer(value)}, {math.prod(self.shapes[name])});"
 
     def _statements(self, functions: dict[str, AccelFunction], dump_offsets: dict[str, int]) -> list[str]:
-        statements, index = [], 0
+        statements, index = [f"    memcpy({self._buffer(self._input)}, input, QT_INPUT_BYTES); /* the image into the arena */"], 0
         while index < len(self.steps):
             step = self.steps[index]
             if step.layer is None:  # a conversion
@@ -290,6 +292,8 @@ class _ProgramBuilder:
                 arguments = [*(self._buffer(value) for value in step.reads), self._buffer(step.writes[0])]
                 statements.append(f"    {self.symbols[step.layer]}({', '.join(arguments)});\n{self._dump(step.layer, dump_offsets)}")
                 index += 1
+        statements += [f"    memcpy(end_points[{k}], {self._buffer(_value(name, HOST_LAYOUT))}, {math.prod(self.shapes[name])}); /* end point {k} */"
+                       for k, name in enumerate(self.end_points)]
         return statements
 
     def _conversion(self, step: _Step) -> str:
@@ -324,8 +328,7 @@ class _ProgramBuilder:
     def _accelerator_parts(self, functions: list[AccelFunction], lowering: Lowering | None):
         """(the body's arena, DRAM segment and instruction streams; the extra headers; the extra
         files; the accelerator's statistics)."""
-        arena = f"static int8_t qt_arena[{self.arena}]; /* DRAM, DATA segment: every activation but the input and end points */\n" \
-            if self.arena else ""
+        arena = f"static int8_t qt_arena[{self.arena}]; /* DRAM, DATA segment: every tensor, the input and the end points among them */\n"
         if self.accelerator is None:
             return f"/* ---- the network ---- */\n\n{arena}\n", {}, {}, {}
         constants_segment = bytes(lowering.constants) or b"\0"

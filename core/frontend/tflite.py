@@ -114,7 +114,11 @@ def read_tflite(path: Path, budget: MemoryBudget | None = None) -> TfliteModel:
         raise TfliteError(f"{path}: no such file; expected a .tflite flatbuffer; fix model.file.path")
     if budget is not None:
         budget.check(f"model file {path}", path.stat().st_size)
-    data = path.read_bytes()
+    return parse_tflite(path.read_bytes(), path, budget)
+
+
+def parse_tflite(data: bytes, path: Path | str, budget: MemoryBudget | None = None) -> TfliteModel:
+    """The model a .tflite file's bytes hold, every part checked; `path` names it in messages."""
     if len(data) < 8 or data[4:8] != FILE_IDENTIFIER:
         raise TfliteError(f"{path}: not a TensorFlow Lite flatbuffer (no {FILE_IDENTIFIER.decode()} identifier at bytes 4-8); "
                           "expected a .tflite file from TFLite's converter")

@@ -99,6 +99,7 @@ FIELDS: dict[str, dict] = {
     'output_min': {'type': 'integer', 'minimum': -128, 'maximum': 127, 'description': "The fused activation's int8 clamp (low)."},
     'output_max': {'type': 'integer', 'minimum': -128, 'maximum': 127, 'description': "The fused activation's int8 clamp (high)."},
     'rounding': {'enum': ['double', 'single'],
-                 'description': "TFLite's requantization: double (SaturatingRoundingDoublingHighMul then RoundingDivideByPOT, "
-                                'convolutions) or single (one rounding of the 64-bit product, FULLY_CONNECTED).'},
+                 'description': "TFLite's requantization: double (SaturatingRoundingDoublingHighMul then RoundingDivideByPOT: "
+                                'convolutions, and FULLY_CONNECTED on TFLite Micro) or single (one rounding of the 64-bit product, '
+                                "cast to int32: FULLY_CONNECTED on LiteRT's reference kernels)."},
 }

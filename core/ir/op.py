@@ -201,7 +201,7 @@ def input_kind(input_kinds: tuple[str, ...], position: int, operands: int) -> st
 OPS: dict[str, IrOp] = {}
 
 
-Builder = Callable[[Any, Any], tuple[dict, dict]]
+Builder = Callable[[Any, Any, Any], tuple[dict, dict]]  # (model, operator, runtime) -> (fields, params)
 
 
 @dataclass(frozen=True)
@@ -209,12 +209,13 @@ class AffineOp:
     """One IR operation in the tflite_int8 dialect (TF2IR 1.2, docs/IR.md): its record, the kernel computing
     what TFLite's reference kernels compute, and per TFLite operator it stands for, the builder that reads
     an operator of a .tflite model (core/frontend/tflite.py) as the record's fields and constants, deriving
-    every integer parameter as TFLite's Prepare does (core/ir/tflite_ir.py runs them)."""
+    every integer parameter as TFLite's Prepare does, and computing as the runtime (core/quantize/runtimes.py)
+    computes where runtimes differ (core/ir/tflite_ir.py runs them)."""
 
     name: str
     record: type[IrLayer]
     kernel: Kernel
-    builders: dict[str, Builder]  # TFLite builtin operator -> builder(model, operator) -> (fields, params)
+    builders: dict[str, Builder]  # TFLite builtin operator -> builder(model, operator, runtime) -> (fields, params)
     param_kinds: tuple[str, ...] = ()
     input_kinds: tuple[str, ...] = ("input",)
 

@@ -17,33 +17,34 @@ from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
 from core.ir.simulator import WORKERS, shared_pool
 from core.ir.tflite_dialect import scale_and_zero_point
 from core.ir.tflite_ir import builders, run_operator
+from core.quantize.runtimes import DEFAULT_TFLITE_RUNTIME, Runtime
 from core.quantize.tflite_math import affine_quantize, dequantize
 
 Values = dict[int, np.ndarray]
 
 
-def _quantize(model, operator, values):
+def _quantize(model, operator, values, runtime: Runtime):
     """float32 -> int8 (a model that quantizes its own input), or int8 -> int8 at another scale (the converter's
     requantization before a concatenation: the IR's lut)."""
     if model.tensor(operator.inputs[0]).dtype != "FLOAT32":
-        return run_operator(model, operator, values)
+        return run_operator(model, operator, values, runtime)
     return affine_quantize(values[operator.inputs[0]], *scale_and_zero_point(model, operator.outputs[0]))
 
 
-def _dequantize(model, operator, values):
+def _dequantize(model, operator, values, runtime: Runtime):
     return dequantize(values[operator.inputs[0]], *scale_and_zero_point(model, operator.inputs[0]))
 
 
-KERNELS: dict[str, Callable[[TfliteModel, TfliteOperator, Values], np.ndarray]] = {
+KERNELS: dict[str, Callable[[TfliteModel, TfliteOperator, Values, Runtime], np.ndarray]] = {
     **{name: run_operator for name in builders()},  # every operator the tflite_int8 IR has a record for, as that record
     "QUANTIZE": _quantize,
     "DEQUANTIZE": _dequantize,
 }
 
 
-def run_int8(model: TfliteModel, inputs: np.ndarray) -> Values:
+def run_int8(model: TfliteModel, inputs: np.ndarray, runtime: Runtime = DEFAULT_TFLITE_RUNTIME) -> Values:
     """Every tensor (by index) after running `model` on `inputs` (a batch in the model's input type: int8,
-    or float32 for a model that quantizes its input itself). A batch of at least two images per core is
+    or float32 for a model that quantizes its input itself) as `runtime` computes it. A batch of at least two images per core is
     split among the cores, each share through every operator with single-threaded BLAS, as the
     simulator splits its batches (core/ir/simulator.py)."""
     missing = [f"{operator.name} (operator {operator.index})" for operator in model.operators if operator.name not in KERNELS]
@@ -53,14 +54,14 @@ def run_int8(model: TfliteModel, inputs: np.ndarray) -> Values:
     inputs = np.asarray(inputs, model.tensor(model.inputs[0]).numpy_dtype)
     workers = min(WORKERS, len(inputs) // 2)
     if workers < 2:
-        return _run_share(model, inputs)
+        return _run_share(model, inputs, runtime)
     with threadpool_limits(1, user_api="blas"):
-        shares = list(shared_pool().map(lambda share: _run_share(model, share), np.array_split(inputs, workers)))
+        shares = list(shared_pool().map(lambda share: _run_share(model, share, runtime), np.array_split(inputs, workers)))
     return {index: np.concatenate([share[index] for share in shares]) for index in shares[0]}
 
 
-def _run_share(model: TfliteModel, inputs: np.ndarray) -> Values:
+def _run_share(model: TfliteModel, inputs: np.ndarray, runtime: Runtime) -> Values:
     values: Values = {model.inputs[0]: inputs}
     for operator in model.operators:
-        values[operator.outputs[0]] = KERNELS[operator.name](model, operator, values)
+        values[operator.outputs[0]] = KERNELS[operator.name](model, operator, values, runtime)
     return values

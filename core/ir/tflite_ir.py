@@ -1,8 +1,9 @@
 """An int8 .tflite model (core/frontend/tflite.py) as an IR of the tflite_int8 dialect (core/ir/tflite_dialect.py):
 one layer per operator, its fields and constants read by its operation's builder (core/ir/ops/*/affine_record.py),
 every integer parameter derived as TFLite's Prepare derives it from the file's float32 scales. The IR computes
-what TFLite's reference kernels compute on the file, tensor for tensor (simulate checks it on the evaluation
-data). An operator no operation builds is refused naming it and its index."""
+what the chosen runtime's kernels compute on the file (core/quantize/runtimes.py: LiteRT's reference kernels by
+default, or TFLite Micro's), tensor for tensor (simulate checks it on the evaluation data). An operator no
+operation builds is refused naming it and its index."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from core.ir.op import AFFINE_OPS, END_POINT, NETWORK_INPUT, AffineOp
 from core.ir.ops import OPS  # noqa: F401  (every operation registered)
 from core.ir.records import IrLayer
 from core.ir.tflite_dialect import SCHEME
+from core.quantize.runtimes import DEFAULT_TFLITE_RUNTIME, Runtime
 
 
 def builders() -> dict[str, AffineOp]:
@@ -22,13 +24,14 @@ def builders() -> dict[str, AffineOp]:
     return {operator: op for op in AFFINE_OPS.values() for operator in op.builders}
 
 
-def affine_layer(model: TfliteModel, operator: TfliteOperator, name: str, previous: list[str], following: list[str]):
-    """(record, constants) of one operator."""
+def affine_layer(model: TfliteModel, operator: TfliteOperator, name: str, previous: list[str], following: list[str],
+                 runtime: Runtime = DEFAULT_TFLITE_RUNTIME):
+    """(record, constants) of one operator as `runtime` computes it."""
     op = builders().get(operator.name)
     if op is None:
         raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}) has no tflite_int8 IR operation yet; the IR "
                           f"covers {', '.join(sorted(builders()))}")
-    fields, params = op.builders[operator.name](model, operator)
+    fields, params = op.builders[operator.name](model, operator, runtime)
     record = op.record.from_json({"name": name, "operation": op.name, "scheme": SCHEME, **fields,
                                   "previous_layer": previous, "next_layer": following})
     return record, params
@@ -39,9 +42,9 @@ def operands(model: TfliteModel, operator: TfliteOperator) -> list[int]:
     return [index for index in operator.inputs if index >= 0 and model.tensor(index).data is None]
 
 
-def ir_of_tflite(model: TfliteModel, name_of: Callable[[int], str] | None = None) -> Ir:
-    """The IR of `model`; `name_of(tensor index)` names the layer producing a tensor (default: the tensor's
-    name with every character but letters, digits and _ made _)."""
+def ir_of_tflite(model: TfliteModel, name_of: Callable[[int], str] | None = None, runtime: Runtime = DEFAULT_TFLITE_RUNTIME) -> Ir:
+    """The IR of `model` as `runtime` computes it; `name_of(tensor index)` names the layer producing a tensor (default:
+    the tensor's name with every character but letters, digits and _ made _)."""
     name_of = name_of or (lambda index: layer_name(model, index))
     producers = {model.inputs[0]: NETWORK_INPUT}
     readers: dict[int, list[str]] = {}
@@ -53,7 +56,7 @@ def ir_of_tflite(model: TfliteModel, name_of: Callable[[int], str] | None = None
         output = operator.outputs[0]
         previous = [producers[index] for index in operands(model, operator)]
         following = [END_POINT] if output in model.outputs else readers.get(output, [])
-        record, params = affine_layer(model, operator, name_of(output), previous, following)
+        record, params = affine_layer(model, operator, name_of(output), previous, following, runtime)
         producers[output] = record.name
         ir.layers.append(record)
         if params:
@@ -65,11 +68,11 @@ def layer_name(model: TfliteModel, index: int) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", model.tensor(index).name) or f"tensor_{index}"
 
 
-def run_operator(model: TfliteModel, operator: TfliteOperator, values: dict[int, object]) -> object:
-    """One operator run by its IR operation's kernel on the computed tensors in `values` (by index), in the
-    shape of its output tensor."""
+def run_operator(model: TfliteModel, operator: TfliteOperator, values: dict[int, object], runtime: Runtime = DEFAULT_TFLITE_RUNTIME) -> object:
+    """One operator run by its IR operation's kernel, as `runtime` computes it, on the computed tensors in `values` (by
+    index), in the shape of its output tensor."""
     record, params = affine_layer(model, operator, f"operator_{operator.index}", [NETWORK_INPUT] * len(operands(model, operator)),
-                                  [END_POINT])
+                                  [END_POINT], runtime)
     result = kernel_of(record)(record, params, [as_read(values[index], record, position)
                                                 for position, index in enumerate(operands(model, operator))])
     return result.reshape(len(result), *model.tensor(operator.outputs[0]).shape[1:])

@@ -12,6 +12,7 @@ emission and the backends read what the entries say. Nothing else branches on th
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -114,12 +115,19 @@ class QuantScheme(ABC):
     def bias_entry(self, layer: str, bias: np.ndarray, input_entry: TensorEntry, weight_entry: TensorEntry) -> TensorEntry:
         """A bias's entry, given the entries of the layer's input and weight."""
 
+    def fit_weight_to_bias(self, layer: str, bias: np.ndarray, input_entry: TensorEntry, weight_entry: TensorEntry) -> TensorEntry:
+        """The weight's entry the bias can be represented with (the scheme's integer bias at a scale the input's and the
+        weight's decide): `weight_entry` itself unless the scheme widens it."""
+        return weight_entry
+
     # calib.method=auto's candidates: the entries `methods` give a tensor, each labelled by its method
     # ("kl", or "kl/ceil" where the scheme rounds a threshold several ways); auto keeps one per range
     def activation_candidates(self, tensor: str, stats: TensorStatistics, methods: list[str],
                               settings: CalibrationSettings) -> list[TensorEntry]:
         candidates = []
         for name in methods:
+            if get_method(name).does_not_apply(stats, settings):
+                continue  # its fallback is among the methods, or the tensor has no candidate of it
             threshold = get_method(name).threshold(stats, settings)
             entry = self.activation_entry(ActivationChoice(tensor, None, name, threshold, stats))
             entry.clipped_fraction = clipped_fraction(stats, clip_limit(entry))
@@ -158,6 +166,7 @@ class Pow2Symmetric(QuantScheme):
     input_log2scale: int | None = None  # an override: None lets the method choose it from the data
     pow2_rounding: str = "ceil"
     target: str = "tf2ir"  # named in messages
+    max_shift: int = 31  # the largest left shift the shifters align a bias into the accumulator with (target.max_shift)
 
     def activation_candidates(self, tensor, stats, methods, settings):
         """Each method's threshold under each rounding (ROUNDINGS); a method that picks its own power of
@@ -165,6 +174,8 @@ class Pow2Symmetric(QuantScheme):
         candidates = []
         for name in methods:
             method = get_method(name)
+            if method.does_not_apply(stats, settings):
+                continue  # its fallback is among the methods, or the tensor has no candidate of it
             exponent = method.pow2_exponent(stats, settings)
             if exponent is not None:
                 chosen = [(name, (self.bits - 1) - exponent, min(float(np.ldexp(1.0, exponent)), float(stats.absmax)))]
@@ -233,8 +244,17 @@ class Pow2Symmetric(QuantScheme):
         than the accumulator has nothing to land on, so it is rounded at the accumulator's scale."""
         absmax = _absmax_of(bias)
         warnings: list[str] = []
-        value = self.fit_log2scale(unsaturated_log2scale(absmax, self.bits), f"bias of layer {layer}", warnings)
-        value = min(value, input_entry.log2scale + weight_entry.log2scale)
+        channel = f"channel {int(np.argmax(np.abs(np.asarray(bias).reshape(-1))))}" if np.size(bias) else "its bias"
+        value = self.fit_log2scale(unsaturated_log2scale(absmax, self.bits), f"bias of layer {layer} ({channel}: |bias| {absmax:.3g})",
+                                   warnings)
+        accumulator = input_entry.log2scale + weight_entry.log2scale
+        value = min(value, accumulator)
+        if accumulator - value > self.max_shift:
+            raise CalibrationError(
+                f"bias of layer {layer}: {channel} (|bias| {absmax:.3g}) needs log2scale {value}, {accumulator - value} bits coarser than the "
+                f"layer's accumulator (input x weight, 2^-{accumulator}), and the target's shifters align at most {self.max_shift} "
+                f"(target.max_shift); widen target.max_shift, or calibrate the layer's input coarser (another calib.method or "
+                "calib.pow2_rounding)")
         return TensorEntry("bias", "absmax", absmax, pow2_range(value, self.bits), log2scale=value, absmax=absmax, layer=layer,
                            warnings=warnings)
 
@@ -335,6 +355,37 @@ class TfliteInt8(QuantScheme):
             entry.scale = None
         return entry
 
+    def fit_weight_to_bias(self, layer, bias, input_entry, weight_entry):
+        """Each channel whose |bias| is beyond half of int32 at input scale x weight scale gets the weight scale that puts it
+        there, 2 |bias| / (input scale x (2^31 - 1)), as TensorFlow Lite's converter does (AdjustWeightsForBiasScale in
+        tensorflow/lite/tools/optimize/quantization_utils.cc): a channel whose weights BatchNorm folding left near 0
+        (a dead channel: weights ~1e-30, bias ~0.3) has a weight scale of ~1e-32, and its bias no int32. The channel's
+        weights, ~0 at the wider scale too, lose nothing; the entry says which channels moved."""
+        magnitudes = np.abs(np.asarray(bias, np.float64).reshape(-1))
+        if weight_entry.channel_scales is None:  # per tensor: the largest bias decides (the converter's per-layer branch)
+            return self._widened(weight_entry, [weight_entry.scale], [float(magnitudes.max(initial=0.0))], input_entry.scale)
+        return self._widened(weight_entry, weight_entry.channel_scales, magnitudes.tolist(), input_entry.scale)
+
+    def _widened(self, weight_entry: TensorEntry, scales: list[float], biases: list[float], input_scale: float) -> TensorEntry:
+        """`weight_entry` with each channel's scale widened where its bias is beyond half of int32 (a relative 1e-9 over
+        it: a scale widened once is not widened again)."""
+        half = 0.5 * float(np.iinfo(np.int32).max)
+        moved = [(channel, scale, magnitude / (input_scale * half)) for channel, (scale, magnitude) in enumerate(zip(scales, biases))
+                 if magnitude > half * input_scale * scale * (1 + 1e-9)]
+        if not moved:
+            return weight_entry
+        widened = list(scales)
+        for channel, _, scale in moved:
+            widened[channel] = scale
+        shown = ", ".join(f"{channel} ({old:.3g} -> {new:.3g})" for channel, old, new in moved[:4]) + (" ..." if len(moved) > 4 else "")
+        warning = (f"weight scale widened on {len(moved)} channel(s) so that the bias fits int32 at input scale x weight scale, as "
+                   f"TFLite's converter does: {shown}")
+        warnings = [*weight_entry.warnings, warning]
+        if weight_entry.channel_scales is None:
+            return dataclasses.replace(weight_entry, scale=widened[0], range=self._narrow(widened[0]), warnings=warnings)
+        return dataclasses.replace(weight_entry, channel_scales=widened, channel_ranges=[self._narrow(value) for value in widened],
+                                   range=self._narrow(max(widened)), warnings=warnings)
+
     def bias_entry(self, layer, bias, input_entry, weight_entry):
         absmax = _absmax_of(bias)
         weight_scales = weight_entry.channel_scales or [weight_entry.scale]
@@ -368,5 +419,6 @@ def scheme_of(target, pow2_rounding: str = "ceil") -> QuantScheme:
         raise CalibrationError(f"target.scheme={name!r}: not a quantization scheme; choose one of {', '.join(SCHEMES)}")
     if SCHEMES[name] is Pow2Symmetric:
         return Pow2Symmetric(bits=target.bits, min_log2scale=target.min_log2scale, max_log2scale=target.max_log2scale,
-                             input_log2scale=target.input_log2scale, pow2_rounding=pow2_rounding, target=target.name)
+                             input_log2scale=target.input_log2scale, pow2_rounding=pow2_rounding, target=target.name,
+                             max_shift=target.max_shift)
     return SCHEMES[name](bits=target.bits)

@@ -47,10 +47,12 @@ class TensorEntry:
     # a bias's correction (calib.bias_correction), per channel: the quantized layer adds bias + correction
     correction: list[float] | None = None
     warnings: list[str] = field(default_factory=list)
+    # why the configured method did not choose it (its argument does not hold for this tensor) and `method` did
+    fallback_reason: str | None = None
 
 
 # written only when they say something: a power-of-two table is the same bytes as before they existed
-_OMITTED_WHEN_DEFAULT = {"zero_point": None, "narrow_range": False}
+_OMITTED_WHEN_DEFAULT = {"zero_point": None, "narrow_range": False, "fallback_reason": None}
 
 
 def _entry_json(entry: TensorEntry) -> dict:

@@ -85,10 +85,11 @@ def multiply_by_quantized_multiplier(x: np.ndarray, multiplier, shift) -> np.nda
 
 def multiply_by_quantized_multiplier_single_rounding(x: np.ndarray, multiplier, shift) -> np.ndarray:
     """x * multiplier * 2^(shift - 31) rounded once, half up, in 64 bits: (x * multiplier +
-    2^(30 - shift)) >> (31 - shift), TFLite's single-rounding MultiplyByQuantizedMultiplier (what its
-    reference FULLY_CONNECTED computes in TensorFlow 2.21; its convolutions round twice)."""
+    2^(30 - shift)) >> (31 - shift), cast to int32 (a result beyond it wraps, as static_cast does): TFLite's
+    single-rounding MultiplyByQuantizedMultiplier, what LiteRT's reference FULLY_CONNECTED computes (measured
+    against it; its convolutions round twice)."""
     total = 31 - np.asarray(shift, np.int64)
-    return (np.asarray(x, np.int64) * np.asarray(multiplier, np.int64) + (np.int64(1) << (total - 1))) >> total
+    return wrap_int32((np.asarray(x, np.int64) * np.asarray(multiplier, np.int64) + (np.int64(1) << (total - 1))) >> total)
 
 
 ROUNDINGS = {"double": multiply_by_quantized_multiplier, "single": multiply_by_quantized_multiplier_single_rounding}

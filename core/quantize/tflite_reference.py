@@ -1,15 +1,29 @@
-"""TensorFlow Lite's reference kernels as the reference path of the tflite_int8 scheme, the way
-TensorFlow is the float one: a `.tflite` model run by LiteRT's interpreter (ai-edge-litert, the package
-TensorFlow 2.21 deprecates tf.lite.Interpreter in favour of) with the BUILTIN_REF op resolver (TFLite's
-reference_ops / reference_integer_ops, not the optimized or XNNPACK kernels), every intermediate tensor
-kept, so the simulator and the generated C can be compared with it tensor by tensor."""
+"""The reference interpreters of the tflite_int8 scheme's runtimes (core/quantize/runtimes.py), the way TensorFlow
+is the float one: a `.tflite` model run by the runtime's own interpreter, every operator's output kept, so the
+simulator and the generated C can be compared with it tensor by tensor.
+
+- `litert_reference`: LiteRT's interpreter (ai-edge-litert, the package TensorFlow 2.21 deprecates
+  tf.lite.Interpreter in favour of) with the BUILTIN_REF op resolver (TFLite's reference_ops /
+  reference_integer_ops, not the optimized or XNNPACK kernels), a batch at a time.
+- `tflm`: TensorFlow Lite for Microcontrollers' interpreter (the tflite-micro package: TFLM's kernels compiled
+  for the host), one image at a time as a microcontroller runs it, every tensor preserved."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
+from tflite_micro.python.tflite_micro import runtime as tflm
+
+from core.frontend.tflite import TfliteModel, read_tflite
+
+# TFLM's arena for an interpreter that preserves every tensor: each computed tensor's bytes, aligned, plus room for
+# the kernels' scratch buffers and the interpreter's own structures (measured: under 64 KiB on the MLPerf Tiny
+# models); too small an arena makes tflite-micro's interpreter fail, or crash
+TFLM_ARENA_ALIGN = 16
+TFLM_ARENA_SLACK = 1 << 20
 
 
 def reference_interpreter(model: Path | bytes, batch: int) -> Interpreter:
@@ -31,7 +45,7 @@ def reference_tensors(model: Path | bytes, inputs: np.ndarray) -> dict[int, np.n
 
 
 class ReferenceRunner:
-    """The reference kernels on batch after batch of one model: the file read once, an interpreter kept while
+    """LiteRT's reference kernels on batch after batch of one model: the file read once, an interpreter kept while
     the batch size stays the same (simulate's batches: all but the last)."""
 
     def __init__(self, model: Path | bytes):
@@ -53,3 +67,44 @@ class ReferenceRunner:
             except ValueError:  # a tensor without data (an optional input left out)
                 continue
         return values
+
+
+class MicroRunner:
+    """TensorFlow Lite for Microcontrollers' interpreter on one model: each image of a batch run as a microcontroller
+    runs it (TFLM's models take one), the outputs of every operator kept (tflite-micro's kPreserveAllTensors)."""
+
+    def __init__(self, path: Path):
+        parsed = read_tflite(Path(path))
+        self.outputs = [operator.outputs[0] for operator in parsed.operators]
+        self.interpreter = tflm.Interpreter.from_bytes(Path(path).read_bytes(), arena_size=preserving_arena_bytes(parsed),
+                                                       intrepreter_config=tflm.InterpreterConfig.kPreserveAllTensors)
+
+    def tensors(self, inputs: np.ndarray) -> dict[int, np.ndarray]:
+        """Every operator's output (by tensor index) for the batch `inputs`, image by image."""
+        per_image = []
+        for image in inputs:
+            self.interpreter.set_input(image[np.newaxis], 0)
+            self.interpreter.invoke()
+            per_image.append({index: np.array(self.interpreter.GetTensor(index, 0)["tensor_data"]) for index in self.outputs})
+        return {index: np.concatenate([values[index].reshape(1, *values[index].shape[1:]) for values in per_image])
+                for index in self.outputs}
+
+
+def preserving_arena_bytes(model: TfliteModel) -> int:
+    """An arena that holds every computed tensor of `model` at once, with TFLM_ARENA_SLACK for the rest."""
+    computed = [tensor for tensor in model.tensors if tensor.data is None]
+    sizes = [-(-math.prod(max(1, v) for v in tensor.shape) * np.dtype(tensor.numpy_dtype).itemsize // TFLM_ARENA_ALIGN) * TFLM_ARENA_ALIGN
+             for tensor in computed]
+    return sum(sizes) + TFLM_ARENA_SLACK
+
+
+# each tflite_int8 runtime's reference interpreter (core/quantize/runtimes.py; a test keeps the two lists equal)
+RUNNERS = {"litert_reference": ReferenceRunner, "tflm": MicroRunner}
+
+
+def runner_of(runtime: str, path: Path):
+    """The reference interpreter of `runtime` on the model at `path`: its `tensors(inputs)` gives (at least) every
+    operator's output, by tensor index."""
+    if runtime not in RUNNERS:
+        raise ValueError(f"runtime {runtime!r} has no reference interpreter; the tflite_int8 runtimes are {', '.join(RUNNERS)}")
+    return RUNNERS[runtime](path)

@@ -32,6 +32,8 @@ DATA_FILES = ("core/backends/c/runtime",)  # the headers every program includes
 PROGRAM_FILE = "program.c"
 ARENA_ALIGN = 64
 VALUES_PER_LINE = 32
+# a static array the program writes: `static [QT_* ]<type> <name>[<count>];` (constants are `static const`)
+STATIC_BUFFER = re.compile(r"^static (?:QT_[A-Z_]+ )?(int8_t|int16_t|int32_t|int64_t|float) \w+\[(\d+)\];", re.M)
 
 
 @dataclass
@@ -53,6 +55,14 @@ class CProgram:
     @property
     def end_point_bytes(self) -> list[int]:
         return [math.prod(self.shapes[name]) for name in self.end_points]
+
+    @property
+    def scratch_bytes(self) -> int:
+        """The layers' own static RAM beside the arena (a convolution's input padded with its zero point, its weights
+        widened to int16, its row of sums): every array the program text declares static and not const, the arena's
+        aside; of a layer's SIMD and portable paths a build keeps one, so a build needs at most this."""
+        sizes = {"int8_t": 1, "int16_t": 2, "int32_t": 4, "int64_t": 8, "float": 4}
+        return sum(sizes[kind] * int(count) for kind, count in STATIC_BUFFER.findall(self.source)) - self.arena_bytes
 
     @property
     def source_bytes(self) -> int:
@@ -135,32 +145,34 @@ def _c_initialized(declaration: str, values: list[str]) -> str:
 
 
 def plan_buffers(steps: list[tuple[list[str], list[str]]], sizes: dict[str, int], align: int = ARENA_ALIGN) -> tuple[dict[str, int], int]:
-    """Offsets in one arena for the buffers `sizes` names, by liveness over `steps` (each the
-    buffers it writes and those it reads, in execution order): a buffer lives from its first
-    write to its last read, inclusive (so no step writes over its own inputs); first fit,
-    deterministic (step order, lowest offset). Buffers not in `sizes` are not placed."""
-    last_read: dict[str, int] = {}
-    for position, (_, reads) in enumerate(steps):
-        for name in reads:
-            last_read[name] = position
-    live: list[tuple[int, int, str]] = []  # (offset, size, buffer)
-    offsets: dict[str, int] = {}
-    arena = 0
-    for position, (writes, _) in enumerate(steps):
-        live = [entry for entry in live if last_read.get(entry[2], -1) >= position]
+    """Offsets in one arena for the buffers `sizes` names, by liveness over `steps` (each the buffers it writes and
+    those it reads, in execution order): a buffer lives from its first write to its last read, inclusive (so no step
+    writes over its own inputs). Placed as TensorFlow Lite Micro's GreedyMemoryPlanner places them: largest first (ties:
+    the earlier first written, then by name), each at the lowest offset clear of every placed buffer alive at the same
+    time; deterministic. Buffers not in `sizes` are not placed."""
+    first: dict[str, int] = {}
+    last: dict[str, int] = {}
+    for position, (writes, reads) in enumerate(steps):
         for name in writes:
-            if name not in sizes or name in offsets:
-                continue
-            size = -(-sizes[name] // align) * align
-            offset = 0
-            for start, length, _ in sorted(live):
-                if offset + size <= start:
-                    break
-                offset = max(offset, start + length)
-            live.append((offset, size, name))
-            offsets[name] = offset
-            arena = max(arena, offset + size)
-    return offsets, arena
+            first.setdefault(name, position)
+        for name in reads:
+            last[name] = position
+    lifetimes = {name: (first[name], max(first[name], last.get(name, first[name]))) for name in sizes if name in first}
+    aligned = {name: -(-sizes[name] // align) * align for name in lifetimes}
+    placed: list[tuple[int, int, int, int]] = []  # (offset, size, first step, last step)
+    offsets: dict[str, int] = {}
+    for name in sorted(lifetimes, key=lambda name: (-aligned[name], lifetimes[name][0], name)):
+        start, end = lifetimes[name]
+        offset = 0
+        for other_offset, other_size, other_start, other_end in sorted(placed):
+            if other_start > end or start > other_end:
+                continue  # not alive at the same time
+            if offset + aligned[name] <= other_offset:
+                break
+            offset = max(offset, other_offset + other_size)
+        placed.append((offset, aligned[name], start, end))
+        offsets[name] = offset
+    return offsets, max((offset + size for offset, size, _, _ in placed), default=0)
 
 
 def layer_c(ir: Ir, record: IrLayer, symbol: str, note: str = "") -> tuple[str, str, int]:

@@ -56,14 +56,15 @@ def build_calibration_table(
     weight_inputs = {layer_graph.scale_source(layer.inputs[0]) for layer in layer_graph.layers if layer.rule.weight and layer.weight}
     for tensor in layer_graph.quantized_tensors():
         tensor_stats = (stats or {}).get(tensor)
-        tensor_method = method_for(method, tensor in weight_inputs and tensor != input_tensor)
+        tensor_method, fallback_reason = method_for(method, tensor in weight_inputs and tensor != input_tensor, tensor_stats, settings)
         if tensor == input_tensor:
             entry = _input_entry(tensor, tensor_method, target, settings, tensor_stats, ranges)
-            if entry is not None:
-                tensors[tensor] = entry
-            continue
-        layer = layer_graph.producer_of(tensor)
-        tensors[tensor] = _activation_entry(tensor, layer.name if layer else None, tensor_method, target, settings, tensor_stats, ranges)
+        else:
+            layer = layer_graph.producer_of(tensor)
+            entry = _activation_entry(tensor, layer.name if layer else None, tensor_method, target, settings, tensor_stats, ranges)
+        if entry is not None:
+            entry.fallback_reason = fallback_reason if entry.method == tensor_method else None
+            tensors[tensor] = entry
     tensors.update(scheme_output_entries(layer_graph, target.scheme, tensors, stats))
     for layer in layer_graph.layers:
         rule = layer.rule
@@ -167,13 +168,17 @@ def _bias_entry(layer_graph: LayerGraph, layer, method: str, target: TargetSpec,
 
 
 def _uncorrected_bias_entry(layer_graph: LayerGraph, layer, method, target, ranges, tensors, correction) -> TensorEntry:
+    """The bias's entry; the weight's entry in `tensors` becomes the one the scheme fits to the bias (TFLite widens a
+    channel's weight scale whose bias int32 cannot hold at input scale x weight scale)."""
     bias = layer_graph.graph.constants[layer.bias]
     if correction is not None:
         bias = bias.astype(np.float64) + correction
     key = f"{layer.bias}:0"
     if takes_model_ranges(method) and key in ranges:
         return _qat_constant_entry("bias", key, layer.name, ranges[key], target)
-    input_entry, weight_entry = tensors[layer_graph.scale_source(layer.inputs[0])], tensors[f"{layer.weight}:0"]
+    weight_key = f"{layer.weight}:0"
+    input_entry = tensors[layer_graph.scale_source(layer.inputs[0])]
+    weight_entry = tensors[weight_key] = target.scheme.fit_weight_to_bias(layer.name, bias, input_entry, tensors[weight_key])
     return target.scheme.bias_entry(layer.name, bias, input_entry, weight_entry)
 
 

@@ -56,7 +56,16 @@ def affine_conv_refusals(record: ConvAffineLayer, params: dict) -> list[str]:
                         "(31 - shift, 1..62)")
     if "weight" in params and raw_accumulator_bound(record, params) > INT32_MAX:
         problems.append("its sums on the raw input with the folded bias could exceed int32")
+    if record.rounding == "single" and "weight" in params and _single_rounding_may_wrap(record, params):
+        problems.append("single rounding whose result could leave int32: the runtime's kernel wraps it, the RMUL saturates")
     return problems
+
+
+def _single_rounding_may_wrap(record: ConvAffineLayer, params: dict) -> bool:
+    """Whether some channel's |sum| x multiplier x 2^(shift - 31), rounded, could reach 2^31."""
+    bound = record.accumulator_bound(params)
+    multipliers, shifts = (np.asarray(params[kind], np.float64) for kind in ("multiplier", "shift"))
+    return bool(np.any(bound * multipliers * np.exp2(shifts - 31) + 1 >= 2.0**31))
 
 
 def affine_conv_tile_needs(record: ConvAffineLayer, accelerator: Accelerator) -> dict[str, int]:

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from core.backends.c.emitter import emits
 from core.ir.ops.add.affine_record import AddAffineLayer
 from core.ir.ops.mul.affine_record import MulAffineLayer
 from core.ir.ops.reshape.affine_record import ReshapeAffineLayer
-from core.ir.ops.softmax.affine import softmax_table
-from core.ir.ops.softmax.affine_record import SoftmaxAffineLayer
+from core.ir.ops.softmax.affine import ACCUMULATION_INTEGER_BITS
+from core.ir.ops.softmax.affine_record import SoftmaxAffineLayer, softmax_exp_table
 
 
 @emits("add@tflite_int8")
@@ -47,34 +45,36 @@ static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
 
 @emits("softmax@tflite_int8")
 def softmax_affine_emit_c(record: SoftmaxAffineLayer, symbol: str) -> str:
-    """TFLite's int8 SOFTMAX per row in float32 (built with -ffp-contract=off, as every program is): the
-    table of expf values (baked in, computed by the C library's expf as TFLite's Prepare does), their sum
-    in order, one reciprocal of sum x output scale, each probability (non-negative) rounded half away from
-    zero, plus the output zero point, saturated."""
-    table = ", ".join(f"{float(v).hex()}f" for v in softmax_table(record.input_scale, record.beta))
+    """TFLite's int8 SOFTMAX per row in gemmlowp fixed point (core/ir/ops/softmax/affine.py): the exp of each
+    difference from the row's maximum from the layer's table (-1: below diff_min, not counted), the sum of the
+    exps / 2^12 rounded (int32, wrapping as the reference's FixedPoint adds), its reciprocal (qt_reciprocal), each
+    output the reciprocal times its exp, rounded by 2^-(bits over one + 23), less 128, saturated."""
+    table = ", ".join(str(int(v)) for v in softmax_exp_table(record.input_scale, record.beta))
     classes = int(record.shape[-1])
     rows = math.prod(record.shape[:-1])
-    scale = float(np.float32(record.output_scale)).hex()
-    return f"""/* softmax over {classes} values, {rows} row(s) (tflite_int8) */
-static const float {symbol}_table[256] = {{{table}}};
+    return f"""/* softmax over {classes} values, {rows} row(s) (tflite_int8, fixed point) */
+static const int32_t {symbol}_exp[256] = {{{table}}};
 
 static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
 {{
-    int row, i;
+    int row, i, bits_over_unit;
     for (row = 0; row < {rows}; row++) {{
         const int8_t *x = in0 + row * {classes};
         int8_t *y = out + row * {classes};
         int largest = x[0];
-        float total = 0.0f, inverse;
+        int64_t total = 0, reciprocal;
         for (i = 1; i < {classes}; i++)
             if (x[i] > largest)
                 largest = x[i];
-        for (i = 0; i < {classes}; i++)
-            total += {symbol}_table[255 - largest + x[i]];
-        inverse = 1.0f / (total * {scale}f);
         for (i = 0; i < {classes}; i++) {{
-            float probability = {symbol}_table[255 - largest + x[i]] * inverse;
-            y[i] = (int8_t)qt_clamp64((int64_t)((double)probability + 0.5) + ({record.output_zero_point}), -128, 127);
+            int32_t e = {symbol}_exp[largest - x[i]];
+            if (e >= 0)
+                total = qt_wrap32(total + qt_rdbpot(e, {ACCUMULATION_INTEGER_BITS}));
+        }}
+        reciprocal = qt_reciprocal(total, {ACCUMULATION_INTEGER_BITS}, &bits_over_unit);
+        for (i = 0; i < {classes}; i++) {{
+            int32_t e = {symbol}_exp[largest - x[i]];
+            y[i] = e < 0 ? -128 : (int8_t)qt_clamp64(qt_rdbpot(qt_srdhm(reciprocal, e), bits_over_unit + 23) - 128, -128, 127);
         }}
     }}
 }}

@@ -37,12 +37,48 @@ static inline int64_t qt_mbqm(int64_t x, int64_t multiplier, int shift)
     return qt_rdbpot(qt_srdhm(scaled, multiplier), shift < 0 ? -shift : 0);
 }
 
-/* MultiplyByQuantizedMultiplier rounding once (TFLite 2.21's reference FULLY_CONNECTED):
- * (x * multiplier + 2^(30 - shift)) >> (31 - shift) in 64 bits */
+/* MultiplyByQuantizedMultiplier rounding once (LiteRT's reference FULLY_CONNECTED):
+ * (x * multiplier + 2^(30 - shift)) >> (31 - shift) in 64 bits, cast to int32 (wrapping, as static_cast does) */
 static inline int64_t qt_mbqm_single(int64_t x, int64_t multiplier, int shift)
 {
     int total = 31 - shift;
-    return qt_floor_shift64(x * multiplier + (INT64_C(1) << (total - 1)), total);
+    return qt_wrap32(qt_floor_shift64(x * multiplier + (INT64_C(1) << (total - 1)), total));
+}
+
+/* gemmlowp's SaturatingRoundingMultiplyByPOT<e> for 0 < e < 31: x * 2^e, saturated to int32 */
+static inline int64_t qt_sat_shl32(int64_t x, int e)
+{
+    int64_t threshold = (INT64_C(1) << (31 - e)) - 1;
+    return x > threshold ? INT32_MAX : x < -threshold ? INT32_MIN : qt_shl64(x, e);
+}
+
+/* gemmlowp's one_over_one_plus_x_for_x_in_0_1 (Q0 in and out): three Newton-Raphson steps from 48/17 - 32/17 d on
+ * the half denominator d = (1 + a) / 2 rounded half away from zero (RoundingHalfSum; C99 division truncates) */
+static inline int64_t qt_one_over_one_plus_x(int64_t a)
+{
+    int64_t sum = a + INT32_MAX, x;
+    int64_t half_denominator = (sum + (sum >= 0 ? 1 : -1)) / 2;
+    int step;
+    x = qt_wrap32(INT64_C(1515870810) + qt_srdhm(half_denominator, INT64_C(-1010580540)));
+    for (step = 0; step < 3; step++) {
+        int64_t one_minus = qt_wrap32((INT64_C(1) << 29) - qt_srdhm(half_denominator, x));
+        x = qt_wrap32(x + qt_sat_shl32(qt_srdhm(x, one_minus), 2));
+    }
+    return qt_sat_shl32(x, 1);
+}
+
+/* TFLite's GetReciprocal of a positive x with `integer_digits` integer bits: 1 / x shifted into [1, 2) as Q0, and
+ * the bits x was above one */
+static inline int64_t qt_reciprocal(int64_t x, int integer_digits, int *bits_over_unit)
+{
+    uint32_t value = (uint32_t)(x & INT64_C(0xFFFFFFFF));
+    int headroom_plus_one = 0;
+    while (headroom_plus_one < 32 && !(value & UINT32_C(0x80000000))) {
+        value <<= 1;
+        headroom_plus_one++;
+    }
+    *bits_over_unit = integer_digits - headroom_plus_one;
+    return qt_one_over_one_plus_x(qt_wrap32((int64_t)value - (INT64_C(1) << 31)));
 }
 
 #endif /* QT_TFLITE_H */

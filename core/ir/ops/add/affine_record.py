@@ -9,6 +9,7 @@ from typing import ClassVar
 import numpy as np
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
+from core.quantize.runtimes import Runtime
 from core.ir.ops.add.affine import LEFT_SHIFT, add_affine, add_requantization
 from core.ir.fields import shape_array
 from core.ir.records import OpSchema
@@ -64,7 +65,7 @@ class AddAffineLayer(AffineInputGrids, AffineLayer):
         return ["add", "requantize", "clamp"]
 
 
-def add_from_tflite(model: TfliteModel, operator: TfliteOperator) -> tuple[dict, dict]:
+def add_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
     shapes = [tuple(model.tensor(index).shape[1:]) for index in (*operator.inputs, operator.outputs[0])]
     if len(set(shapes)) != 1 or any(model.tensor(index).data is not None for index in operator.inputs):
         raise TfliteError(f"{model.path}: operator {operator.index} (ADD) of shapes {[list(shape) for shape in shapes]}; the tflite_int8 "

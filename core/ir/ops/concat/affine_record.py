@@ -10,6 +10,7 @@ from typing import ClassVar
 import numpy as np
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
+from core.quantize.runtimes import Runtime
 from core.ir.ops.concat.affine import concat_affine
 from core.ir.fields import shape_array
 from core.ir.records import OpSchema
@@ -52,7 +53,7 @@ class ConcatAffineLayer(OutputGrid, AffineLayer):
         return ["concat"]
 
 
-def concat_from_tflite(model: TfliteModel, operator: TfliteOperator) -> tuple[dict, dict]:
+def concat_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
     output = scale_and_zero_point(model, operator.outputs[0])
     rescaled = [index for index in operator.inputs if scale_and_zero_point(model, index) != output]
     if rescaled or operator.activation != "NONE" or any(model.tensor(index).data is not None for index in operator.inputs):

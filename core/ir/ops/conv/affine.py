@@ -95,12 +95,12 @@ def _conv_sums(inputs, input_zero_point, weight, stride, dilation, pads, depthwi
 
 
 def fully_connected_affine(inputs: np.ndarray, input_zero_point: int, weight: np.ndarray, bias: np.ndarray | None, multipliers,
-                           shifts, output_zero_point: int, activation_range: tuple[int, int]) -> np.ndarray:
-    """int8 [N, K] -> int8 [N, O]; weight [O, K] (zero point 0, TFLite's symmetric weights)."""
+                           shifts, output_zero_point: int, activation_range: tuple[int, int], rounding: str) -> np.ndarray:
+    """int8 [N, K] -> int8 [N, O]; weight [O, K] (zero point 0, TFLite's symmetric weights); `rounding`: the runtime's
+    (core/quantize/runtimes.py: LiteRT's reference FULLY_CONNECTED rounds once, TFLite Micro's twice)."""
     centered = inputs.reshape(len(inputs), -1).astype(np.float64) - input_zero_point
     accumulator = centered @ weight.astype(np.float64).T
-    # TensorFlow 2.21's reference FULLY_CONNECTED rounds once (its convolutions twice): measured against it
-    return _requantized(accumulator, bias, multipliers, shifts, output_zero_point, activation_range, rounding="single")
+    return _requantized(accumulator, bias, multipliers, shifts, output_zero_point, activation_range, rounding=rounding)
 
 
 def _requantized(accumulator, bias, multipliers, shifts, output_zero_point, activation_range, rounding: str = "double") -> np.ndarray:

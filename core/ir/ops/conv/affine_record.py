@@ -12,6 +12,7 @@ from typing import ClassVar
 import numpy as np
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
+from core.quantize.runtimes import DOUBLE_ROUNDING, Runtime
 from core.ir.ops.conv.affine import fully_connected_affine, requantization, sum_bounds
 from core.ir.ops.conv.affine_fast import conv_affine_fast
 from core.ir.ops.conv.record import ConvWindow
@@ -20,7 +21,6 @@ from core.ir.tflite_dialect import AffineGrids, AffineLayer, clamp_fields, input
 
 INT32_MAX = 2**31 - 1
 PARAM_KINDS = ("weight", "bias", "multiplier", "shift")
-ROUNDINGS = {"CONV_2D": "double", "DEPTHWISE_CONV_2D": "double", "FULLY_CONNECTED": "single"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,8 +59,14 @@ class ConvAffineLayer(AffineGrids, ConvWindow, OneInputOneOutput, AffineLayer):
         bias = np.abs(params["bias"].astype(np.int64)) if self.load_bias else 0
         return int((sum_bounds(params["weight"], self.depthwise) + bias).max())
 
+    @property
+    def dense(self) -> bool:
+        """A fully connected layer: a 1x1 convolution of a 1x1 image."""
+        return (not self.depthwise and (self.input_size.height, self.input_size.width) == (1, 1)
+                and (self.kernel_size.height, self.kernel_size.width) == (1, 1))
+
     def fused_operators(self) -> list[str]:
-        core = "depthwise_conv2d" if self.depthwise else ("fully_connected" if self.rounding == "single" else "conv2d")
+        core = "depthwise_conv2d" if self.depthwise else ("fully_connected" if self.dense else "conv2d")
         return [core, *(["bias_add"] if self.load_bias else []), "requantize", "clamp"]
 
 
@@ -76,8 +82,9 @@ class DwconvAffineLayer(ConvAffineLayer):
     )
 
 
-def conv_from_tflite(model: TfliteModel, operator: TfliteOperator) -> tuple[dict, dict]:
-    """The fields and constants of a CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED operator."""
+def conv_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
+    """The fields and constants of a CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED operator; the runtime says how
+    FULLY_CONNECTED rounds its requantization (the convolutions round twice on every runtime)."""
     weight = model.tensor(operator.inputs[1])
     if weight.data is None or weight.quantization is None:
         raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}): its weight {weight.name} is not a quantized constant")
@@ -88,7 +95,7 @@ def conv_from_tflite(model: TfliteModel, operator: TfliteOperator) -> tuple[dict
     weights = weight.data.reshape(len(weight.data), 1, 1, -1) if dense else weight.data
     fields = {**input_output(model, operator), **clamp_fields(model, operator),
               **window_fields(operator, input_shape, output_shape, weights.shape[1:3]),
-              "rounding": ROUNDINGS[operator.name], "load_bias": len(operator.inputs) > 2 and operator.inputs[2] >= 0}
+              "rounding": runtime.fully_connected_rounding if dense else DOUBLE_ROUNDING, "load_bias": len(operator.inputs) > 2 and operator.inputs[2] >= 0}
     multipliers, shifts = requantization(fields["input_scale"], weight.quantization.scale, fields["output_scale"])
     channels = output_shape[3]
     params = {"weight": np.ascontiguousarray(weights, np.int8),
@@ -108,9 +115,10 @@ def conv_affine_kernel(layer: ConvAffineLayer, params: dict, inputs: list) -> np
     (values,) = inputs
     bias, clamp = params.get("bias"), (layer.output_min, layer.output_max)
     multipliers, shifts = params["multiplier"].astype(np.int64), params["shift"].astype(np.int64)
-    if layer.rounding == "single":
+    if layer.dense:
         weight = params["weight"].reshape(layer.output_channel_num, -1)
-        result = fully_connected_affine(values, layer.input_zero_point, weight, bias, multipliers, shifts, layer.output_zero_point, clamp)
+        result = fully_connected_affine(values, layer.input_zero_point, weight, bias, multipliers, shifts, layer.output_zero_point, clamp,
+                                        layer.rounding)
         return result.reshape(len(values), *layer.shape_of_output())
     padding = layer.padding
     return conv_affine_fast(values, layer.input_zero_point, params["weight"], bias, multipliers, shifts, layer.output_zero_point,

@@ -1,7 +1,10 @@
 """Element-wise functions on the tflite_int8 scheme as TFLite's reference kernels compute them for int8.
-LOGISTIC and TANH (PopulateLookupTable): a 256-entry table, each entry the C library's float32 function
-(expf, tanhf, called as the kernels call them) of input_scale x (q - input zero point), times
-1 / output_scale, rounded half away from zero, plus the output zero point, saturated. HARD_SWISH
+LOGISTIC and TANH, two ways (the runtime says which, core/quantize/runtimes.py): LiteRT's PopulateLookupTable,
+a 256-entry table, each entry the C library's float32 function (expf, tanhf, called as the kernels call them)
+of input_scale x (q - input zero point), times 1 / output_scale, rounded half away from zero, plus the output
+zero point, saturated; or TFLite Micro's reference_integer_ops::Logistic / Tanh, in gemmlowp fixed point: the
+input less its zero point rescaled onto Q4.27 by a multiplier from frexp (inputs beyond the radius that Q4 holds
+saturate), gemmlowp's logistic or tanh in Q0, rounded down to the output's 1/256 (zero point -128) or 1/128. HARD_SWISH
 (reference_ops::HardSwish) in 16-bit fixed point: the input on a scale 2^7 finer, a rounding doubling high
 multiply onto the output scale, a "relu-ish" factor in [0, 1] from the input rescaled so that 3.0 is 2^15,
 the two multiplied by the truncating doubling high multiply, then a rounding right shift. LEAKY_RELU
@@ -12,6 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+import math
+
+from core.quantize import gemmlowp
 from core.quantize.tflite_math import (libm, multiply_by_quantized_multiplier, quantize_multiplier, round_half_away,
                                        rounding_divide_by_pot)
 
@@ -37,6 +43,27 @@ def lookup_table(function: str, input_scale: float, input_zero_point: int, outpu
         rounded = np.float32(round_half_away(scaled))
         table.append(int(np.float32(rounded + np.float32(output_zero_point))))
     return np.clip(table, -128, 127).astype(np.int8)
+
+
+INPUT_INTEGER_BITS = 4  # Q4.27: the fixed-point functions' input
+# (output bits below Q0's 31, output zero point) of the fixed-point kernels, which assume TFLite's fixed output
+FIXED_POINT_OUTPUTS = {"LOGISTIC": (31 - 8, -128), "TANH": (31 - 7, 0)}
+FIXED_POINT_FUNCTIONS = {"LOGISTIC": gemmlowp.logistic, "TANH": gemmlowp.tanh}
+
+
+def fixed_point_table(function: str, input_scale: float, input_zero_point: int) -> np.ndarray:
+    """int8 table indexed by q + 128 of reference_integer_ops::Logistic or Tanh (TFLite Micro's LogisticPrepare /
+    TanhPrepare: input_scale x 2^27 as frexp's mantissa rounded to 31 bits and its exponent, the left shift; the
+    radius CalculateInputRadius(4, shift))."""
+    mantissa, left_shift = math.frexp(float(np.float32(input_scale)) * (1 << (31 - INPUT_INTEGER_BITS)))
+    multiplier = int(round_half_away(mantissa * (1 << 31)))
+    radius = math.floor(((1 << INPUT_INTEGER_BITS) - 1) * (1 << (31 - INPUT_INTEGER_BITS)) * 2.0 ** -left_shift)
+    centred = np.arange(-128, 128, dtype=np.int64) - input_zero_point
+    inside = np.clip(centred, -radius + 1, radius - 1)  # beyond the radius the kernel saturates without multiplying
+    fixed = FIXED_POINT_FUNCTIONS[function](multiply_by_quantized_multiplier(inside, multiplier, left_shift), INPUT_INTEGER_BITS)
+    bits, zero_point = FIXED_POINT_OUTPUTS[function]
+    outputs = np.clip(rounding_divide_by_pot(fixed, bits) + zero_point, -128, 127)
+    return np.where(centred <= -radius, -128, np.where(centred >= radius, 127, outputs)).astype(np.int8)
 
 
 def lut_affine(inputs: np.ndarray, table: np.ndarray) -> np.ndarray:

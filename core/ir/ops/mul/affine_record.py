@@ -10,6 +10,7 @@ from typing import ClassVar
 import numpy as np
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
+from core.quantize.runtimes import Runtime
 from core.ir.ops.mul.affine import mul_affine, mul_requantization
 from core.ir.fields import shape_array
 from core.ir.records import OpSchema
@@ -64,7 +65,7 @@ class MulAffineLayer(AffineInputGrids, AffineLayer):
         return ["mul", "requantize", "clamp"]
 
 
-def mul_from_tflite(model: TfliteModel, operator: TfliteOperator) -> tuple[dict, dict]:
+def mul_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
     inputs = sorted(operator.inputs, key=lambda index: model.tensor(index).data is not None)  # a constant second
     constant = model.tensor(inputs[1]).data
     if model.tensor(inputs[0]).data is not None:

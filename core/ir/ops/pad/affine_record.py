@@ -9,6 +9,7 @@ from typing import ClassVar
 import numpy as np
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
+from core.quantize.runtimes import Runtime
 from core.ir.records import OneInputOneOutput, OpSchema, Padding, Size
 from core.ir.tflite_dialect import AffineLayer, OutputGrid, constant, nhwc, scale_and_zero_point, size
 
@@ -38,7 +39,7 @@ class PadAffineLayer(OutputGrid, OneInputOneOutput, AffineLayer):
         return ["pad"]
 
 
-def pad_from_tflite(model: TfliteModel, operator: TfliteOperator) -> tuple[dict, dict]:
+def pad_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
     quantization = scale_and_zero_point(model, operator.inputs[0])
     paddings = np.asarray(constant(model, operator, 1), np.int64).reshape(-1, 2)
     input_shape, output_shape = nhwc(model, operator.inputs[0]), nhwc(model, operator.outputs[0])

@@ -11,6 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
+from core.quantize.runtimes import Runtime
 from core.ir.ops.pool.affine import average_pool_affine, max_pool_affine, mean_affine
 from core.ir.records import OneInputOneOutput, OpSchema, Padding, Size, omitted_when
 from core.ir.window import Window
@@ -88,7 +89,7 @@ class MaxPoolAffineLayer(PoolAffineLayer):
         return ["max_pool", "clamp"]
 
 
-def pool_from_tflite(model: TfliteModel, operator: TfliteOperator) -> tuple[dict, dict]:
+def pool_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
     kernel = (operator.option("filterHeight"), operator.option("filterWidth"))
     fields = {**input_output(model, operator), **clamp_fields(model, operator),
               **window_fields(operator, nhwc(model, operator.inputs[0]), nhwc(model, operator.outputs[0]), kernel)}
@@ -99,7 +100,7 @@ def pool_from_tflite(model: TfliteModel, operator: TfliteOperator) -> tuple[dict
     return fields, {}
 
 
-def mean_from_tflite(model: TfliteModel, operator: TfliteOperator) -> tuple[dict, dict]:
+def mean_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
     input_shape = nhwc(model, operator.inputs[0])
     axes = sorted(int(axis) % len(input_shape) for axis in np.atleast_1d(constant(model, operator, 1)))
     if axes != [1, 2] or len(input_shape) != 4:

@@ -9,6 +9,7 @@ from typing import ClassVar
 import numpy as np
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
+from core.quantize.runtimes import Runtime
 from core.ir.fields import shape_array
 from core.ir.records import OpSchema
 from core.ir.tflite_dialect import AffineLayer, OutputGrid, scale_and_zero_point
@@ -45,7 +46,7 @@ class ReshapeAffineLayer(OutputGrid, AffineLayer):
         return ["reshape"]
 
 
-def reshape_from_tflite(model: TfliteModel, operator: TfliteOperator) -> tuple[dict, dict]:
+def reshape_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
     source, result = (model.tensor(index) for index in (operator.inputs[0], operator.outputs[0]))
     quantization = scale_and_zero_point(model, source.index)
     if quantization != scale_and_zero_point(model, result.index):

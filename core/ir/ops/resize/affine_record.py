@@ -10,6 +10,7 @@ from typing import ClassVar
 import numpy as np
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
+from core.quantize.runtimes import Runtime
 from core.ir.ops.resize.affine import resize_bilinear_affine, resize_nearest_affine
 from core.ir.records import OneInputOneOutput, OpSchema, Size
 from core.ir.tflite_dialect import AffineLayer, OutputGrid, constant, nhwc, scale_and_zero_point, size
@@ -56,7 +57,7 @@ class ResizeBilinearAffineLayer(ResizeAffineLayer):
     )
 
 
-def resize_from_tflite(model: TfliteModel, operator: TfliteOperator) -> tuple[dict, dict]:
+def resize_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
     quantization = scale_and_zero_point(model, operator.inputs[0])
     if quantization != scale_and_zero_point(model, operator.outputs[0]):
         raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}): its input and output are quantized differently; "

@@ -102,6 +102,11 @@ class ThresholdMethod(abc.ABC):
             return None
         return dataclasses.replace(settings, fake_quant_range=(ranges[tensor].min, ranges[tensor].max))
 
+    def does_not_apply(self, stats: TensorStatistics | None, settings: CalibrationSettings) -> Optional[str]:
+        """Why the method's argument does not hold for a tensor with these statistics (its fallback then chooses), or
+        None: it applies."""
+        return None
+
     @abc.abstractmethod
     def threshold(self, stats: TensorStatistics, settings: CalibrationSettings) -> float:
         """The clipping threshold T >= 0 for |x|; 0 for an all-zero tensor."""
@@ -137,12 +142,16 @@ def get_method(name: str) -> ThresholdMethod:
                          f"{', '.join(sorted(METHODS))}") from None
 
 
-def method_for(name: str, weight_input: bool) -> str:
-    """The method that chooses a tensor's threshold under calib.method=`name`: `name` itself where its
-    argument holds (`weight_input`: a weight layer reads the tensor, and the network computes it), else its
-    fallback."""
+def method_for(name: str, weight_input: bool, stats: TensorStatistics | None = None,
+               settings: CalibrationSettings | None = None) -> tuple[str, Optional[str]]:
+    """(the method that chooses a tensor's threshold under calib.method=`name`, why it is not `name` or None): `name`
+    itself where its argument holds (its scope: `weight_input`, a weight layer reads the tensor and the network computes
+    it; and the tensor's statistics, `does_not_apply`), else its fallback."""
     method = METHODS[name]
-    return name if method.scope == "all" or weight_input else method.fallback
+    if method.scope != "all" and not weight_input:
+        return method.fallback, f"{name} ranges what conv, depthwise conv and dense layers read (seed 003); {method.fallback} here"
+    why = method().does_not_apply(stats, settings or CalibrationSettings()) if stats is not None else None
+    return (name, None) if why is None else (method.fallback, f"{why}; {method.fallback} here")
 
 
 def methods_from_data() -> list[str]:

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..histogram import TensorStatistics
-from .base import CalibrationSettings, ThresholdMethod, register_method, require_observed
+from .base import CalibrationSettings, Setting, ThresholdMethod, register_method, require_observed
 
 TIE_RTOL = 1e-9
 TIE_ATOL = 1e-12
@@ -138,19 +138,40 @@ def kl_threshold_bin(counts: np.ndarray, num_levels: int = 128) -> int:
     return select_candidate(kl_divergences(counts, num_levels), num_levels)
 
 
+MIN_VALUES_PER_BIN = Setting(
+    "kl_min_values_per_bin", 5,
+    "calibration values per histogram bin a tensor needs for the entropy search (fewer: minmax)", check="positive")
+
+
 @register_method
 class EntropyKL(ThresholdMethod):
     """Where the entropy argument holds: the activations conv, depthwise conv and dense layers read (seed 003's
-    ncnn2table calibrates exactly those), whose int8 values are what the layer multiplies. Any other tensor
-    keeps its whole range (minmax): a network's outputs, what feeds an add, a pool or a softmax only (on
-    ssd_mbv2 KL clipped the class logits to 0.8 dB end-point SQNR), and the network input, which is the data
-    as given, not a learned distribution with a tail (KL clipped 92% of the digits' pixels, whose background
-    sits at the range's end)."""
+    ncnn2table calibrates exactly those), whose int8 values are what the layer multiplies, and whose calibration
+    values are enough for a histogram of calib.num_bins bins to stand for a distribution rather than sampling noise:
+    at least calib.kl_min_values_per_bin per bin on average, by default 5 (10240 values at 2048 bins), the classical
+    rule for a histogram compared with a distribution (a chi-square test's: at least 5 expected values per cell,
+    Cochran 1954). TensorRT's calibrator is run on about 500 images (seed 002: "for ImageNet networks, around 500
+    calibration images is adequate") and ncnn's on hundreds: even their smallest weight-layer inputs, the 7x7 maps
+    of an ImageNet network, give thousands of values per bin. A 1x1 map of 16 channels on two images is 32 values,
+    of which the search clipped 62.5% (ssd_mbv2 on two photos, 0.82 dB at the end points).
+
+    Any other tensor keeps its whole range (minmax, the entry says why): a network's outputs, what feeds an add, a
+    pool or a softmax only (on ssd_mbv2 KL clipped the class logits to 0.8 dB end-point SQNR), the network input,
+    which is the data as given, not a learned distribution with a tail (KL clipped 92% of the digits' pixels, whose
+    background sits at the range's end), and a tensor with too few calibration values."""
 
     name = "kl"
-    summary = "closest int8 distribution in KL divergence (TensorRT, ncnn) on what weight layers read; elsewhere minmax"
+    summary = "closest int8 distribution in KL divergence (TensorRT, ncnn) on what weight layers read, given enough values; elsewhere minmax"
     scope = "weight_inputs"
     fallback = "minmax"
+    settings = (MIN_VALUES_PER_BIN,)
+
+    def does_not_apply(self, stats: TensorStatistics | None, settings: CalibrationSettings) -> str | None:
+        needed = settings.option(MIN_VALUES_PER_BIN) * stats.num_bins
+        if stats.count < needed:
+            return (f"kl: {stats.count} calibration values, fewer than calib.kl_min_values_per_bin="
+                    f"{settings.option(MIN_VALUES_PER_BIN)} x {stats.num_bins} bins = {needed} (more calibration images, or minmax)")
+        return None
 
     def threshold(self, stats: TensorStatistics, settings: CalibrationSettings) -> float:
         require_observed(stats, self.name)

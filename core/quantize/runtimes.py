@@ -1,0 +1,82 @@
+"""The deployment runtimes whose bytes a scheme's integers are made exact against (`target.runtime`).
+
+The tflite_int8 scheme is one specification that the runtimes users deploy compute with slightly different
+integer arithmetic: a user who deploys the same `.tflite` with TensorFlow Lite for Microcontrollers gets other
+bytes than LiteRT's reference kernels give, 1 LSB apart where a rounding differs. A runtime is declared here
+as data, by the arithmetic of each operator where the runtimes differ (read from their kernels' source:
+tensorflow/lite/kernels/internal/reference/ in LiteRT and in tflite-micro); the IR reads a `.tflite` under
+it (core/ir/tflite_ir.py), so the simulator, the host C and the accelerator compute its bytes, and simulate
+checks every layer against that runtime's own interpreter (core/quantize/tflite_reference.py).
+
+Where they agree (convolutions, add, mul, pools, mean, softmax, hard-swish, leaky ReLU, resizes, quantize),
+both run TFLite's shared reference kernels; the property tests of tests/test_runtimes.py drive each operator
+to its arithmetic's extremes against both interpreters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# FULLY_CONNECTED's requantization of its int32 sums (the convolutions' is "double" on every runtime)
+SINGLE_ROUNDING = "single"  # one rounding of the 64-bit product x multiplier (TFLITE_SINGLE_ROUNDING's formula)
+DOUBLE_ROUNDING = "double"  # gemmlowp's SaturatingRoundingDoublingHighMul, then RoundingDivideByPOT
+
+# LOGISTIC and TANH
+FLOAT_TABLE = "float_table"  # PopulateLookupTable: the C library's expf / tanhf of each of the 256 inputs
+FIXED_POINT = "fixed_point"  # reference_integer_ops::Logistic / Tanh: gemmlowp's fixed-point logistic and tanh
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """One runtime of a scheme: its name (a `target.runtime` choice), what it is, where its kernels come from, and
+    the arithmetic of each operator where runtimes differ."""
+
+    name: str
+    scheme: str
+    summary: str
+    reference: str  # what simulate checks every layer against, named in its messages
+    fully_connected_rounding: str = DOUBLE_ROUNDING
+    logistic_tanh: str = FLOAT_TABLE
+
+
+RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in (
+    Runtime("tf2ir", "pow2_symmetric",
+            "TF2IR's integer arithmetic (seed 000): the accelerator's and the annotated graph's, power-of-two shifts",
+            "the annotated graph (fake-quant)"),
+    Runtime("litert_reference", "tflite_int8",
+            "LiteRT's reference kernels (ai-edge-litert's BUILTIN_REF resolver, TensorFlow Lite's reference_ops): "
+            "FULLY_CONNECTED rounds its requantization once, LOGISTIC and TANH are float tables",
+            "LiteRT's reference kernels", fully_connected_rounding=SINGLE_ROUNDING, logistic_tanh=FLOAT_TABLE),
+    Runtime("tflm", "tflite_int8",
+            "TensorFlow Lite for Microcontrollers (the tflite-micro interpreter's kernels): FULLY_CONNECTED rounds twice "
+            "(gemmlowp), as its convolutions do; LOGISTIC and TANH in gemmlowp fixed point",
+            "TensorFlow Lite for Microcontrollers' interpreter", fully_connected_rounding=DOUBLE_ROUNDING, logistic_tanh=FIXED_POINT),
+)}
+
+DEFAULT_TFLITE_RUNTIME = RUNTIMES["litert_reference"]
+
+
+def runtimes_of(scheme: str) -> list[str]:
+    """The runtimes a scheme's integers can be made exact against, its default first."""
+    return [name for name, runtime in RUNTIMES.items() if runtime.scheme == scheme]
+
+
+def runtime_named(name: str | None, scheme: str) -> Runtime:
+    """`name` (None: the scheme's default) checked against the scheme; a ValueError naming the choices otherwise."""
+    choices = runtimes_of(scheme)
+    if name is None:
+        return RUNTIMES[choices[0]]
+    if name not in choices:
+        raise ValueError(f"target.runtime={name}: the {scheme} scheme's integers are made exact against "
+                         f"{' or '.join(choices)} (target.runtime={choices[0]} is its default)"
+                         + ("; the tflite_int8 scheme (target=tflite_int8, accel_tflite) runs on litert_reference or tflm"
+                            if scheme != "tflite_int8" else ""))
+    return RUNTIMES[name]
+
+
+def runtime_of(target) -> Runtime:
+    """The runtime a target config (conf/target/*.yaml, typed or plain) chooses: `target.runtime`, else its scheme's
+    default."""
+    def plain(value):
+        return getattr(value, "value", value)
+
+    return runtime_named(plain(target.runtime), plain(target.scheme))
