@@ -5,9 +5,9 @@ VENV := .venv
 INSTALLED := $(VENV)/.installed
 ARGS ?=
 
-EXTRAS := s3 slurm
+EXTRAS := s3 slurm peers
 
-.PHONY: setup setup-s3 setup-slurm setup-tfmot run test lock clean-store params repro
+.PHONY: setup setup-s3 setup-slurm setup-peers setup-tfmot run test lock clean-store params repro
 
 setup: $(INSTALLED)
 
@@ -16,8 +16,9 @@ $(INSTALLED): requirements.lock
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.lock
 	touch $(INSTALLED)
 
-# Optional extras: `make setup-s3` (a store on S3: s3fs), `make setup-slurm` (Hydra's submitit launchers).
-setup-s3 setup-slurm: setup-%: setup requirements-%.lock
+# Optional extras: `make setup-s3` (a store on S3: s3fs), `make setup-slurm` (Hydra's submitit launchers),
+# `make setup-peers` (the tools bench/ptq_vs_peers.py measures our PTQ against: ai-edge-quantizer).
+setup-s3 setup-slurm setup-peers: setup-%: setup requirements-%.lock
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.lock -r requirements-$*.lock
 
 # tfmot (tensorflow-model-optimization) needs tf_keras, which cannot share the lock with Keras 3: an environment of its
