@@ -33,11 +33,9 @@ DEFAULT_RUN = {("ad", "tflite_int8"), ("resnet8", "accel_tflite")}
 IMAGES = 96  # evaluation images (or seeded inputs) per model
 
 
-def _cases():
-    for model in FILES:
-        for target in TARGETS:
-            marks = [] if (model, target) in DEFAULT_RUN else [pytest.mark.slow]
-            yield pytest.param(model, target, marks=marks, id=f"{model}-{target}")
+def _cases() -> list:
+    return [pytest.param(model, target, marks=[] if (model, target) in DEFAULT_RUN else [pytest.mark.slow], id=f"{model}-{target}")
+            for model in FILES for target in TARGETS]
 
 
 def _int8_inputs(model: str, path) -> np.ndarray:

@@ -264,10 +264,14 @@ def test_parallel_sweep_shares_store_and_mlflow(tmp_path, model_cache):
     # the parent run is a row like its jobs: the params they share, what varied, the best job's figures
     parent = client.get_run(parents[0].info.run_id)
     assert parent.data.params["calib.method"] == "minmax | kl | qat" and parent.data.params["target.name"] == "tf2ir"
-    best = max((run for run in jobs if run.info.status == "FINISHED"),
-               key=lambda run: (run.data.metrics["annotate.top1"], run.data.metrics["annotate.sqnr_db_min"]))
-    assert parent.data.metrics["annotate.top1"] == best.data.metrics["annotate.top1"]
-    assert parent.data.metrics["codegen.bitexact"] == 1.0 and best.info.run_name in parent.data.tags["best_job"]
+    def figures(run):
+        return run.data.metrics["annotate.top1"], run.data.metrics["annotate.sqnr_db_min"]
+
+    best = max(figures(run) for run in jobs if run.info.status == "FINISHED")
+    # the job the tag names has the best figures (kl's table can equal minmax's on some CPUs: either is the best then)
+    named = next(run for run in jobs if f"({run.info.run_name})" in parent.data.tags["best_job"])
+    assert parent.data.metrics["annotate.top1"] == best[0] and figures(named) == best
+    assert parent.data.metrics["codegen.bitexact"] == 1.0
 
 
 def test_runs_that_differ_only_in_another_key_are_named_apart(tmp_path, model_cache):
