@@ -49,10 +49,6 @@ def _fraction(default: Any) -> Any:
     return field(default=default, metadata={"check": "fraction"})
 
 
-def _percent(default: Any) -> Any:
-    return field(default=default, metadata={"check": "percent"})
-
-
 @dataclass
 class FileRef:
     """A file the product needs: a local `path`, or a `url` whose `sha256` pins its content."""

@@ -22,9 +22,8 @@ from core.quantize.calibration.methods.kl_reference import (expand, kl_divergenc
 from core.quantize.calibration.methods.mse import expected_squared_error
 from core.quantize.calibration.methods.percentile import percentile_from_histogram
 from core.quantize.calibration.methods.qat import MissingFakeQuantRange
-from core.quantize.calibration.scales import (ShiftRangeError, check_shift_range, float_scale, log2scale,
-                                     per_channel_absmax, per_channel_float_scales, qat_log2scale,
-                                     weight_threshold, zero_tensor_log2scale)
+from core.quantize.calibration.scales import (float_scale, log2scale, per_channel_absmax, qat_log2scale,
+                                     zero_tensor_log2scale)
 
 SETTINGS = CalibrationSettings()
 slow = settings(deadline=None, max_examples=30, suppress_health_check=[HealthCheck.too_slow])
@@ -488,24 +487,16 @@ def test_qat_log2scale_rejects_non_power_of_two_ranges(fq_min, fq_max):
         qat_log2scale(fq_min, fq_max)
 
 
-def test_check_shift_range_names_value_and_range():
-    assert check_shift_range(7, 0, 31) == 7
-    with pytest.raises(ShiftRangeError, match=r"output_shift -2 is outside the target's range \[0, 31\]"):
-        check_shift_range(-2, 0, 31, name="output_shift")
-
-
 def test_float_scales_and_weight_thresholds():
     assert float_scale(127.0) == 1.0 and float_scale(2.54) == pytest.approx(0.02)
     assert float_scale(1.0, bits=4) == pytest.approx(1 / 7)
     kernel = np.zeros((3, 3, 2, 4))  # HWIO
     kernel[..., 0] = -0.5
     kernel[1, 1, 0, 2] = 2.0
-    assert weight_threshold(kernel) == 2.0
     np.testing.assert_array_equal(per_channel_absmax(kernel, axis=-1), [0.5, 0.0, 2.0, 0.0])
-    np.testing.assert_allclose(per_channel_float_scales(kernel, axis=3), [0.5 / 127, 1.0, 2 / 127, 1.0])
     kernel[0, 0, 1, 1] = np.nan
     with pytest.raises(CalibrationDataError, match="weights"):
-        weight_threshold(kernel)
+        per_channel_absmax(kernel, axis=-1)
 
 
 def test_kl_ignores_the_zero_spike_of_a_relu6_output():

@@ -264,12 +264,6 @@ def _child_main(settings_json: str, scratch: str) -> None:
 BUILTIN_MODELS: dict[str, Callable[..., BuiltModel]] = {"digits": build_digits_model}
 
 
-def default_settings(name: str) -> dict[str, Any]:
-    if name != "digits":
-        raise BuiltinModelError(f"no built-in model {name!r}; built-in models: {sorted(BUILTIN_MODELS)}")
-    return asdict(DigitsModelSettings())
-
-
 def build_builtin_model(settings: Mapping[str, Any], progress: Progress | None = None) -> BuiltModel:
     """`settings` is the config's model.builtin: its `name` picks the builder, the rest are its settings."""
     settings = dict(settings)

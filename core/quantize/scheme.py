@@ -34,10 +34,6 @@ def pow2_range(log2scale_value: int, bits: int) -> list[float]:
     return [-(2 ** (bits - 1)) * step, (2 ** (bits - 1) - 1) * step]
 
 
-def scaled_range(scale: float, bits: int) -> list[float]:
-    return [-(2 ** (bits - 1)) * scale, (2 ** (bits - 1) - 1) * scale]
-
-
 def clip_limit(entry: TensorEntry) -> float:
     """The |x| beyond which an entry's grid clips a value rather than rounds it: the range's larger magnitude;
     on an affine grid plus half a step (a value within half a step past the range's end rounds to it, as the

@@ -26,10 +26,6 @@ class Log2Scale(NamedTuple):
     warning: Optional[str] = None
 
 
-class ShiftRangeError(ValueError):
-    """A shift or log2scale the target cannot encode."""
-
-
 def zero_tensor_log2scale(bits: int = 8) -> int:
     """The log2scale of an all-zero tensor: any value represents it exactly; bits - 1, the range
     [-1, 1), is the one the network input uses (target.input_log2scale), so shifts computed from
@@ -105,13 +101,6 @@ def qat_log2scale(fq_min: float, fq_max: float, bits: int = 8) -> int:
     return (bits - 1) - exponent
 
 
-def check_shift_range(value: int, min_shift: int, max_shift: int, name: str = "shift") -> int:
-    """`value` if min_shift <= value <= max_shift, else ShiftRangeError naming both."""
-    if not min_shift <= value <= max_shift:
-        raise ShiftRangeError(f"{name} {value} is outside the target's range [{min_shift}, {max_shift}]")
-    return value
-
-
 def float_scale(threshold: float, bits: int = 8) -> float:
     """Symmetric scale T / (2^(bits-1) - 1) (TFLite, TensorRT). T = 0 gives 1.0: zeros are exact
     under any scale, and 1.0 keeps x / scale finite."""
@@ -129,11 +118,6 @@ def _finite_weights(weights: np.ndarray) -> np.ndarray:
     return weights
 
 
-def weight_threshold(weights: np.ndarray) -> float:
-    """Per-tensor weight threshold: absmax (weights are never saturated)."""
-    return float(np.max(np.abs(_finite_weights(weights))))
-
-
 def per_channel_absmax(weights: np.ndarray, axis: int) -> np.ndarray:
     """absmax of each channel along `axis` (e.g. -1 for HWIO conv kernels' output channels)."""
     weights = _finite_weights(weights)
@@ -141,8 +125,3 @@ def per_channel_absmax(weights: np.ndarray, axis: int) -> np.ndarray:
     others = tuple(a for a in range(weights.ndim) if a != axis)
     return np.max(np.abs(weights), axis=others).astype(np.float64)
 
-
-def per_channel_float_scales(weights: np.ndarray, axis: int, bits: int = 8) -> np.ndarray:
-    """float_scale of each channel's absmax; all-zero channels get 1.0 like float_scale(0)."""
-    absmax = per_channel_absmax(weights, axis)
-    return np.where(absmax > 0, absmax / (2 ** (bits - 1) - 1), 1.0)

@@ -66,10 +66,6 @@ def fixed_point_table(function: str, input_scale: float, input_zero_point: int) 
     return np.where(centred <= -radius, -128, np.where(centred >= radius, 127, outputs)).astype(np.int8)
 
 
-def lut_affine(inputs: np.ndarray, table: np.ndarray) -> np.ndarray:
-    return table[inputs.astype(np.int64) + 128]
-
-
 
 INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
 
