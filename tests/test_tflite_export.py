@@ -97,7 +97,7 @@ def _every_writer_model() -> tf.keras.Model:
 
 
 def _elementwise_writer_model() -> tf.keras.Model:
-    """The element-wise writers: a squeeze-excitation gate (sigmoid, a broadcasting mul), tanh and leaky ReLU, a
+    """The element-wise writers: a squeeze-excitation gate (sigmoid, a broadcasting mul), tanh, leaky ReLU and hard swish, a
     concatenation of inputs at three quantizations (QUANTIZE before it), a bilinear resize."""
     tf.keras.utils.set_random_seed(19)
     layers = tf.keras.layers
@@ -105,7 +105,7 @@ def _elementwise_writer_model() -> tf.keras.Model:
     x = layers.Conv2D(8, 3, padding="same", activation="relu")(inputs)
     gate = layers.Conv2D(8, 1, activation="sigmoid")(layers.GlobalAveragePooling2D(keepdims=True)(x))
     x = layers.Multiply()([x, gate])
-    x = layers.Concatenate()([layers.Activation("tanh")(x), layers.LeakyReLU(0.2)(x), x])
+    x = layers.Concatenate()([layers.Activation("tanh")(x), layers.LeakyReLU(0.2)(x), layers.Activation("hard_swish")(x), x])
     x = layers.Conv2D(4, 3, strides=2, padding="same")(layers.UpSampling2D(2, interpolation="bilinear")(x))
     return tf.keras.Model(inputs, layers.Softmax()(layers.Dense(5)(layers.Flatten()(x))))
 
@@ -115,7 +115,7 @@ def test_the_elementwise_writers_give_a_file_tflites_reference_kernels_run_as_ou
     path = tmp_path / "elementwise.tflite"
     path.write_bytes(export_tflite(layer_graph, table))
     names = {operator.name for operator in read_tflite(path).operators}
-    assert {"LOGISTIC", "MUL", "TANH", "LEAKY_RELU", "QUANTIZE", "CONCATENATION", "RESIZE_BILINEAR"} <= names, names
+    assert {"LOGISTIC", "MUL", "TANH", "LEAKY_RELU", "HARD_SWISH", "QUANTIZE", "CONCATENATION", "RESIZE_BILINEAR"} <= names, names
     _assert_every_tensor_equal(path, np.random.default_rng(10).integers(-128, 128, (16, 6, 6, 3)).astype(np.int8))
     _assert_close_to_the_float_graph(path, layer_graph, np.random.default_rng(11).normal(0, 1, (32, 6, 6, 3)).astype(np.float32))
 

@@ -108,7 +108,7 @@ def _pool(name: str):
     def write(writer: TfliteWriter, layer: Layer) -> None:
         attrs = layer.attrs
         source = writer.activation(layer.inputs[0])
-        if writer.tf_op(layer) == "Mean":  # a global average with an output scale of its own: MEAN
+        if attrs.spatial_mean:  # a global average with an output scale of its own: MEAN
             axes = writer.add_tensor(f"{layer.name}/axes", [2], writer.schema.TensorType.INT32, data=np.array([1, 2], np.int32))
             writer.operator("MEAN", [source, axes], [writer.activation(layer.output)], *writer.options("ReducerOptions", keepDims=True))
             return
@@ -149,23 +149,19 @@ def _mul(writer: TfliteWriter, layer: Layer) -> None:
     writer.operator("MUL", inputs, [writer.activation(layer.output)], *writer.options("MulOptions", fusedActivationFunction=writer.fused(layer)))
 
 
-# a lookup table's function (its region of element-wise ops, as the lut pattern describes it) -> the TFLite operator
-_LUT_OPERATORS = {"t0 = Sigmoid(x)": "LOGISTIC", "t0 = Tanh(x)": "TANH",
-                  # x * relu6(x + 3) / 6, as Keras' hard_swish and the .tflite reader's HARD_SWISH write it
-                  "t0 = AddV2(x, 3); t1 = Relu6(t0); t2 = RealDiv(t1, 6); t3 = Mul(x, t2)": "HARD_SWISH"}
+# a lookup table's known function (core/ir/ops/lut/pattern.py: NAMED_FUNCTIONS) -> the TFLite operator and its options
+_LUT_OPERATORS = {"sigmoid": ("LOGISTIC", None), "tanh": ("TANH", None), "hard_swish": ("HARD_SWISH", None),
+                  "leaky_relu": ("LEAKY_RELU", "LeakyReluOptions")}
 
 
 def _lut(writer: TfliteWriter, layer: Layer) -> None:
-    function = layer.attrs.function
-    source, output = writer.activation(layer.inputs[0]), writer.activation(layer.output)
-    if function.startswith("t0 = LeakyRelu(x, alpha=") and ";" not in function:
-        alpha = float(function[len("t0 = LeakyRelu(x, alpha="):-1])
-        writer.operator("LEAKY_RELU", [source], [output], *writer.options("LeakyReluOptions", alpha=alpha))
-        return
-    if function not in _LUT_OPERATORS:
-        raise ExportError(f"layer {layer.ir_name} (lut): the function {function!r} has no TFLite int8 operator the writer "
+    named = layer.attrs.named
+    if named is None or named.name not in _LUT_OPERATORS:
+        raise ExportError(f"layer {layer.ir_name} (lut): the function {layer.attrs.function!r} has no TFLite int8 operator the writer "
                           "knows; it writes sigmoid, tanh, hard swish and leaky ReLU")
-    writer.operator(_LUT_OPERATORS[function], [source], [output])
+    operator, options = _LUT_OPERATORS[named.name]
+    arguments = writer.options(options, alpha=named.alpha) if options else ()
+    writer.operator(operator, [writer.activation(layer.inputs[0])], [writer.activation(layer.output)], *arguments)
 
 
 def _requantized(writer: TfliteWriter, tensor: str, output_entry, name: str) -> int:

@@ -8,7 +8,6 @@ does. Written with TensorFlow's flatbuffer bindings (the object API of TFLite's 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import numpy as np
 
@@ -38,14 +37,6 @@ class TfliteWriter:
 
     def __post_init__(self):
         self.buffers.append(self.schema.BufferT())  # buffer 0: the empty one every activation points to
-
-    @cached_property
-    def _nodes(self) -> dict:
-        return self.layer_graph.graph.by_name()
-
-    def tf_op(self, layer: Layer) -> str:
-        """The TensorFlow op the layer is named after (a global average: Mean)."""
-        return self._nodes[layer.name].op
 
     def entry(self, tensor: str) -> TensorEntry:
         entry = self.table.entry(self.layer_graph.scale_source(tensor))

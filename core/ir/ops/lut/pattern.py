@@ -18,10 +18,31 @@ UNARY_OPS = ("Relu", "Relu6", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh", "So
 BINARY_OPS = ("Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum")
 
 
+@dataclass(frozen=True)
+class NamedFunction:
+    """A region that is one of the functions other formats have an operator for (a .tflite writer's LOGISTIC):
+    `name` of NAMED_FUNCTIONS, and its parameter where it has one (a leaky ReLU's alpha)."""
+
+    name: str
+    alpha: float | None = None
+
+
 @dataclass
 class LutAttrs:
     source: str  # the tensor x the region is a function of
     function: str  # the region's ops, in order (what the table stands for)
+    named: NamedFunction | None = None  # the function's name when it is a known one
+
+
+# the known functions by their steps on x, in the region's order: each step's op and operands, x or an earlier
+# step's index or a scalar constant (Keras' hard_swish and the .tflite reader's HARD_SWISH: x * relu6(x + 3) / 6)
+NAMED_FUNCTIONS: dict[str, tuple[tuple[str, tuple], ...]] = {
+    "sigmoid": (("Sigmoid", ("x",)),),
+    "tanh": (("Tanh", ("x",)),),
+    "leaky_relu": (("LeakyRelu", ("x",)),),
+    "hard_swish": (("AddV2", ("x", 3.0)), ("Relu6", (0,)), ("RealDiv", (1, 6.0)), ("Mul", ("x", 2))),
+}
+NAMED_PARAMETERS = {"leaky_relu": "alpha"}  # a known function's parameter: its one node's attribute
 
 
 def _operands(node: Node, index: GraphIndex) -> list[str] | None:
@@ -85,7 +106,27 @@ def match_lut(graph: Graph, node: Node, index: GraphIndex) -> Layer:
     labels = {source: "x", **{f"{n.name}:0": f"t{k}" for k, n in enumerate(order)}}
     function = "; ".join(f"t{k} = {_describe(n, index, labels)}" for k, n in enumerate(order))
     return Layer(name=node.name, op="lut", inputs=[source], output=outputs[0], nodes=[n.name for n in order],
-                 attrs=LutAttrs(source=source, function=function))
+                 attrs=LutAttrs(source=source, function=function, named=_named(order, source, index)))
+
+
+def _steps(order: list[Node], source: str, index: GraphIndex) -> tuple[tuple[str, tuple], ...]:
+    """The region as NAMED_FUNCTIONS writes a function: operands x, an earlier step's index or a scalar."""
+    positions = {f"{n.name}:0": k for k, n in enumerate(order)}
+    def operand(tensor: str):
+        if index.is_const(tensor):
+            return float(np.asarray(index.const(tensor)).reshape(-1)[0])
+        tensor = canonical_tensor(tensor)
+        return "x" if tensor == source else positions[tensor]
+    return tuple((n.op, tuple(operand(tensor) for tensor in n.inputs)) for n in order)
+
+
+def _named(order: list[Node], source: str, index: GraphIndex) -> NamedFunction | None:
+    steps = _steps(order, source, index)
+    name = next((name for name, known in NAMED_FUNCTIONS.items() if known == steps), None)
+    if name is None:
+        return None
+    parameter = NAMED_PARAMETERS.get(name)
+    return NamedFunction(name, None if parameter is None else float(order[0].attr(parameter)))
 
 
 PATTERN = Pattern("lut", UNARY_OPS + BINARY_OPS, match_lut, applies=starts_lut)

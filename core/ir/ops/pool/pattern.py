@@ -15,6 +15,7 @@ class PoolAttrs:
     strides: list[int]
     padding: str  # TensorFlow's: SAME, VALID or EXPLICIT
     explicit_padding: list[int] | None = None  # [top, bottom, left, right]
+    spatial_mean: bool = False  # a Mean over height and width (Keras' global average), not a pooling window
 
 
 def match_pool(graph: Graph, node: Node, index: GraphIndex) -> Layer:
@@ -42,7 +43,7 @@ def match_mean(graph: Graph, node: Node, index: GraphIndex) -> Layer:
     if not node.attr("keep_dims", False):
         raise GraphError(f"{node.name}: Mean without keep_dims; the IR's avg_pool keeps H and W (use keepdims=True)")
     return Layer(name=node.name, op="avg_pool", inputs=[node.inputs[0]], output=f"{node.name}:0", nodes=[node.name],
-                 attrs=PoolAttrs(kernel=[shape[1], shape[2]], strides=[1, 1], padding="VALID"))
+                 attrs=PoolAttrs(kernel=[shape[1], shape[2]], strides=[1, 1], padding="VALID", spatial_mean=True))
 
 
 AVG_POOL = Pattern("avg_pool", ("AvgPool",), match_pool)
