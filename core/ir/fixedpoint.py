@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.quantize.grid import Pow2Grid
+
 INT8_MIN, INT8_MAX = -128, 127
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT8_PRODUCT_MAX = 128 * 128  # |int8 x int8| <= 2^14: (-128) x (-128)
@@ -56,12 +58,11 @@ def relu6_limit(log2scale: int) -> int:
 
 def quantize(values: np.ndarray, log2scale: int) -> np.ndarray:
     """real -> int8 at 2^-log2scale: round half up (as FakeQuant does), saturate."""
-    scaled = np.floor(np.asarray(values, dtype=np.float64) * 2.0**log2scale + 0.5)
-    return np.clip(scaled, INT8_MIN, INT8_MAX).astype(np.int8)
+    return Pow2Grid(log2scale).quantize(values)
 
 
 def dequantize(values: np.ndarray, log2scale: int) -> np.ndarray:
-    return values.astype(np.float32) * np.float32(2.0**-log2scale)
+    return Pow2Grid(log2scale).dequantize(values)
 
 
 def accumulator_bound(weight_magnitudes, bias, bias_shift: int, output_shift: int) -> int:

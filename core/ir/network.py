@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from core.ir.grid import AffineGrid, Pow2Grid
+from core.quantize.grid import AffineGrid, Pow2Grid
 from core.ir.op import DIALECT_KEY, DIALECTS, END_POINT, NETWORK_INPUT, dialect_of
 from core.ir.ops import OPS  # noqa: F401  (every operation registered)
 from core.ir.records import IrError, IrLayer

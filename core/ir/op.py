@@ -17,6 +17,7 @@ import numpy as np
 from core.frontend.graph import Graph, canonical_tensor
 from core.frontend.layers import AnnotateRule, Layer, LayerGraph, Pattern
 from core.ir.records import IrError, IrLayer
+from core.quantize.grid import Pow2Grid
 
 NETWORK_INPUT = "input"  # previous_layer's name for the network input (seed 000, 4.1)
 END_POINT = "endpoint"  # next_layer's name for "leaves the network"
@@ -105,7 +106,7 @@ class IrContext:
     def log2scale(self, tensor: str) -> int:
         """The log2scale of an activation tensor, or of a constant ('const:0')."""
         entry = self.table.entry(self.scale_source(tensor))
-        if entry.log2scale is None:
+        if not isinstance(entry.grid, Pow2Grid):
             raise IrError(f"tensor {tensor} has no power-of-two scale (target {self.table.target}); the IR needs target=tf2ir")
         return entry.log2scale
 

@@ -16,7 +16,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from core.ir.grid import AffineGrid, Pow2Grid
+from core.quantize.grid import AffineGrid, Pow2Grid
 
 
 class IrError(ValueError):

@@ -17,7 +17,7 @@ from typing import ClassVar
 import numpy as np
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
-from core.ir.grid import AffineGrid
+from core.quantize.grid import AffineGrid
 from core.ir.records import IrError, IrLayer, Shift
 from core.quantize.tflite_math import activation_range
 

@@ -38,7 +38,9 @@ from core.frontend.graph import Graph, GraphError, Node, canonical_tensor, tenso
 from core.frontend.fake_quant import FAKE_QUANT, FAKE_QUANT_PER_CHANNEL
 from core.frontend.layers import Layer, LayerGraph
 from core.frontend.rewrite import remove_dead_nodes
+from core.quantize.grid import ChannelGrid, Pow2Grid
 from core.quantize.integer_model import GraphModelBuilder
+
 BIAS_BITS = 32  # the hardware accumulates and adds biases in int32
 
 
@@ -128,12 +130,12 @@ def _annotate_activation(edit: _Insertions, tensor: str, entry: TensorEntry, is_
 def _integer_model(edit: _Insertions, layer: Layer | None, layer_graph: LayerGraph, table: CalibrationTable) -> str | None:
     """The output of the layer's integer model, added to the graph, when its rule has one and
     the table is power-of-two (the integers are the IR's); None otherwise."""
-    if layer is None or layer.rule.integer_model is None or table.tensors[layer.output].log2scale is None:
+    if layer is None or layer.rule.integer_model is None or not isinstance(table.tensors[layer.output].grid, Pow2Grid):
         return None
     inputs, log2scales = [], []
     for tensor in layer.inputs:
         entry = table.tensors.get(layer_graph.scale_source(tensor))
-        if entry is None or entry.log2scale is None:
+        if entry is None or not isinstance(entry.grid, Pow2Grid):
             raise AnnotateError(f"layer {layer.name} ({layer.op}): its input {tensor} has no power-of-two scale in the "
                                 f"calibration table ({table.method}); its integer model needs one")
         inputs.append(edit.everywhere.get(tensor, tensor))  # its FakeQuant, or an identity op's output
@@ -177,7 +179,7 @@ def _per_channel(edit: _Insertions, layer: Layer, reader: Node, tensor: str, ent
 def _grid_bias(edit: _Insertions, layer: Layer, tensor: str, entry: TensorEntry, scope: str) -> str:
     """The bias rounded to its int32 grid (float-scale target), as a new Const."""
     bias = corrected(entry, edit.graph.constants[tensor_node(tensor)]).astype(np.float64)
-    scales = np.asarray(entry.channel_scales if entry.channel_scales is not None else [entry.scale], np.float64)
+    scales = np.asarray(entry.grid.scales, np.float64)
     if scales.size not in (1, bias.size) or not np.all(scales > 0):
         raise AnnotateError(f"bias {tensor} of layer {layer.name}: {scales.size} scale(s) for {bias.size} channels, or a scale <= 0")
     limit = 2.0 ** (BIAS_BITS - 1)
@@ -200,7 +202,7 @@ def _annotate_constant(edit: _Insertions, layer: Layer, const: str, kind: str, t
         source = tensor if entry.correction is None else edit.add(
             const, *_const(f"{scope}/corrected", corrected(entry, edit.graph.constants[const])))
         quantized = _fake_quant(edit, const, scope, source, entry.range[0], entry.range[1], table.bits, entry.narrow_range)
-    elif kind == "bias" and (entry.scale is not None or entry.channel_scales is not None):
+    elif kind == "bias" and isinstance(entry.grid, ChannelGrid):
         quantized = _grid_bias(edit, layer, tensor, entry, scope)
     else:
         raise AnnotateError(f"{kind} {tensor} of layer {layer.name}: its table entry has neither a range nor scales")

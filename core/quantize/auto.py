@@ -153,9 +153,7 @@ def _grid(entry: TensorEntry) -> tuple:
 
 def _quantization(entry: TensorEntry):
     """How a move names a grid in the report: the log2scale, or (scale, zero point)."""
-    if entry.log2scale is not None:
-        return entry.log2scale
-    return entry.channel_scales or [entry.scale, entry.zero_point]
+    return entry.grid.named()
 
 
 def _trials(setup: SearchSetup, start: CalibrationTable, methods: list[str], images, batch_size: int) -> list[tuple[str, TensorEntry]]:

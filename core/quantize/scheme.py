@@ -39,8 +39,7 @@ def clip_limit(entry: TensorEntry) -> float:
     on an affine grid plus half a step (a value within half a step past the range's end rounds to it, as the
     converter's nudged zero point leaves the largest value of a minmax range). A power-of-two range's
     magnitude is its -min (see clipped_fraction)."""
-    limit = max(-entry.range[0], entry.range[1])
-    return limit + entry.scale / 2 if entry.zero_point is not None else limit
+    return max(-entry.range[0], entry.range[1]) + entry.grid.clip_margin
 
 
 def clipped_fraction(stats: TensorStatistics | None, limit: float) -> float | None:
@@ -384,7 +383,7 @@ class TfliteInt8(QuantScheme):
 
     def bias_entry(self, layer, bias, input_entry, weight_entry):
         absmax = _absmax_of(bias)
-        weight_scales = weight_entry.channel_scales or [weight_entry.scale]
+        weight_scales = weight_entry.grid.scales
         return TensorEntry("bias", "accumulator", absmax, [-absmax, absmax], absmax=absmax, layer=layer,
                            channel_scales=[input_entry.scale * s for s in weight_scales])
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from core.quantize.grid import AffineGrid, ChannelGrid, Grid, Pow2Grid
+
 TABLE_FILE = "calibration_table.json"
 # an entry's `method` when the scheme, not a calibration method, decided it: a range the scheme's kernels fix
 # (TFLite's softmax output, [0, 255/256]: what it clips is the kernel's doing) or one an output keeps from its input
@@ -49,6 +51,20 @@ class TensorEntry:
     warnings: list[str] = field(default_factory=list)
     # why the configured method did not choose it (its argument does not hold for this tensor) and `method` did
     fallback_reason: str | None = None
+
+    @property
+    def grid(self) -> Grid:
+        """What the entry's integers mean, typed (core/quantize/grid.py)."""
+        if self.log2scale is not None:
+            return Pow2Grid(self.log2scale)
+        if self.zero_point is not None:
+            return AffineGrid(self.scale, self.zero_point)
+        if self.channel_scales is not None:
+            return ChannelGrid(tuple(self.channel_scales))
+        if self.scale is not None:
+            return ChannelGrid((self.scale,))
+        raise CalibrationError(f"a {self.kind} entry ({self.method}) has no scale: neither a log2scale, a scale nor channel scales; "
+                               "re-run calibrate")
 
 
 # written only when they say something: a power-of-two table is the same bytes as before they existed

@@ -19,7 +19,7 @@ Writer = Callable[[TfliteWriter, Layer], None]
 def _quantized_weight(writer: TfliteWriter, layer: Layer, values: np.ndarray, channel_axis: int) -> tuple[np.ndarray, np.ndarray]:
     """(int8 weights in [-127, 127], per-channel scales) of float weights whose output channels lie along `channel_axis`."""
     entry = writer.table.entry(f"{layer.weight}:0")
-    scales = np.asarray(entry.channel_scales or [entry.scale] * values.shape[channel_axis], np.float32)
+    scales = np.broadcast_to(np.asarray(entry.grid.scales, np.float32), [values.shape[channel_axis]])
     shape = [1] * values.ndim
     shape[channel_axis] = -1
     quantized = np.clip(np.floor(values.astype(np.float64) / scales.astype(np.float64).reshape(shape) + 0.5), -127, 127)

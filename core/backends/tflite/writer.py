@@ -13,6 +13,7 @@ import numpy as np
 
 from core.frontend.layers import Layer, LayerGraph
 from core.ir.records import IrError
+from core.quantize.grid import AffineGrid
 from core.quantize.table import CalibrationTable, TensorEntry
 
 SCHEMA_VERSION = 3
@@ -40,7 +41,7 @@ class TfliteWriter:
 
     def entry(self, tensor: str) -> TensorEntry:
         entry = self.table.entry(self.layer_graph.scale_source(tensor))
-        if entry.zero_point is None:
+        if not isinstance(entry.grid, AffineGrid):
             raise ExportError(f"tensor {tensor}: its entry has no zero point (target {self.table.target}); the .tflite writer "
                               "takes a tflite_int8 table")
         return entry

@@ -17,22 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 from core.frontend.layers import Layer
-from core.quantize.calibration.weights import pow2_quantized
 from core.quantize.table import TensorEntry
 
 
 def dequantized(values: np.ndarray, entry: TensorEntry, bits: int) -> np.ndarray:
     """`values` as the table's entry quantizes them: a power-of-two step, a float scale, or one
     scale per output channel (the last axis, after merging the rule's channel axes)."""
-    values = np.asarray(values, dtype=np.float64)
-    if entry.log2scale is not None:
-        return pow2_quantized(values, entry.log2scale, bits)
-    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
-    if entry.channel_scales is not None:
-        scales = np.asarray(entry.channel_scales, dtype=np.float64)
-        flat = values.reshape(-1, scales.size)
-        return (np.clip(np.round(flat / scales), low, high) * scales).reshape(values.shape)
-    return np.clip(np.round(values / entry.scale), low, high) * entry.scale
+    return entry.grid.fake_quantized(values, bits)
 
 
 # output channel axes of a 4-D weight -> its response to one value per input channel: conv HWIO, dwconv HWCM (channel

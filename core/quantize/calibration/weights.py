@@ -19,6 +19,8 @@ from typing import Callable
 
 import numpy as np
 
+from core.quantize.grid import Pow2Grid
+
 Weigh = Callable[[np.ndarray], float]  # per-weight squared errors -> the error a choice minimizes
 
 MSE_EXTRA_BITS = 4
@@ -45,8 +47,7 @@ def unsaturated_log2scale(absmax: float, bits: int) -> int:
 
 def pow2_quantized(values: np.ndarray, log2scale: int, bits: int) -> np.ndarray:
     """`values` quantized at 2^-log2scale as FakeQuant does (round half up, saturate), in float64."""
-    step = 2.0 ** -log2scale
-    return np.clip(np.floor(np.asarray(values, np.float64) / step + 0.5), -_levels(bits) - 1, _levels(bits)) * step
+    return Pow2Grid(log2scale).fake_quantized(values, bits)
 
 
 def pow2_error(weights: np.ndarray, log2scale: int, bits: int, weigh: Weigh = np.mean) -> float:

@@ -1,0 +1,90 @@
+"""What the integers of a tensor mean in real units, typed: a calibration table entry's grid (TensorEntry.grid), and
+the grid an IR layer declares for what it reads and writes.
+
+- `Pow2Grid` (TF2IR): real = q x 2^-log2scale, rounded half up as FakeQuant rounds.
+- `AffineGrid` (TFLite's activations): real = scale x (q - zero point), TFLite's rounding.
+- `ChannelGrid` (TFLite's weights and biases): symmetric, zero point 0, one scale per output channel (one scale: per
+  tensor).
+
+Callers ask the grid, never which of an entry's optional fields are set."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.quantize import tflite_math
+
+INT8_MIN, INT8_MAX = -128, 127
+
+
+@dataclass(frozen=True)
+class Pow2Grid:
+    log2scale: int
+
+    def quantize(self, values: np.ndarray) -> np.ndarray:
+        """real -> int8: round half up (as FakeQuant does), saturate."""
+        scaled = np.floor(np.asarray(values, dtype=np.float64) * 2.0**self.log2scale + 0.5)
+        return np.clip(scaled, INT8_MIN, INT8_MAX).astype(np.int8)
+
+    def dequantize(self, values: np.ndarray) -> np.ndarray:
+        return values.astype(np.float32) * np.float32(2.0**-self.log2scale)
+
+    def fake_quantized(self, values: np.ndarray, bits: int) -> np.ndarray:
+        """`values` as a FakeQuant of the grid gives them (round half up, saturate at `bits`), in float64."""
+        step = 2.0 ** -self.log2scale
+        return np.clip(np.floor(np.asarray(values, np.float64) / step + 0.5), -(2 ** (bits - 1)), 2 ** (bits - 1) - 1) * step
+
+    @property
+    def clip_margin(self) -> float:
+        """How far past the range's end a value still rounds to its end: none (a power-of-two range's magnitude is its
+        -min; see core/quantize/scheme.py: clipped_fraction)."""
+        return 0.0
+
+    def named(self):
+        """How a report names the grid."""
+        return self.log2scale
+
+
+@dataclass(frozen=True)
+class AffineGrid:
+    scale: float
+    zero_point: int
+
+    def quantize(self, values: np.ndarray) -> np.ndarray:
+        return tflite_math.affine_quantize(values, self.scale, self.zero_point)
+
+    def dequantize(self, values: np.ndarray) -> np.ndarray:
+        return tflite_math.dequantize(values, self.scale, self.zero_point)
+
+    @property
+    def clip_margin(self) -> float:
+        """Half a step: a value within it past the range's end rounds to the end (as the converter's nudged zero point
+        leaves the largest value of a minmax range)."""
+        return self.scale / 2
+
+    def named(self):
+        return [self.scale, self.zero_point]
+
+
+@dataclass(frozen=True)
+class ChannelGrid:
+    scales: tuple[float, ...]  # per output channel, along the weight's last (merged) channel axis; one: per tensor
+
+    def fake_quantized(self, values: np.ndarray, bits: int) -> np.ndarray:
+        """`values` rounded to the nearest step of their channel's scale and saturated at `bits`, in float64."""
+        values = np.asarray(values, dtype=np.float64)
+        scales = np.asarray(self.scales, dtype=np.float64)
+        flat = values.reshape(-1, scales.size)
+        return (np.clip(np.round(flat / scales), -(2 ** (bits - 1)), 2 ** (bits - 1) - 1) * scales).reshape(values.shape)
+
+    @property
+    def clip_margin(self) -> float:
+        return 0.0
+
+    def named(self):
+        return list(self.scales)
+
+
+Grid = Pow2Grid | AffineGrid | ChannelGrid
