@@ -38,7 +38,6 @@ from core.ir.fixedpoint import INT32_MAX
 from core.ir.network import Ir
 from core.ir.op import END_POINT, NETWORK_INPUT, key_of
 from core.ir.records import IrLayer
-from core.ir.window import NO_DILATION
 
 ACCEL, HOST = "accel", "host"
 ACCEL_LAYOUT, HOST_LAYOUT = "accelerator", "host"
@@ -164,40 +163,11 @@ def match_layer(layer: IrLayer, accelerator: Accelerator | None, target: str, pa
     common = shift_violations(layer, accelerator) + tile_violations(layer, accelerator, lowering.tile_needs(layer, accelerator))
     common += accumulator_violations(layer, params or {}) + lowering.refusals(layer, params or {})
     for pattern in patterns:
-        problems = pattern_violations(pattern, layer) + common
+        problems = pattern.refusals(layer) + common
         if not problems:
             return pattern, f"matches pattern {pattern.name}"
         failures.append(f"pattern {pattern.name}: {'; '.join(problems)}")
     return None, " | ".join(failures)
-
-
-def pattern_violations(pattern: Pattern, layer: IrLayer) -> list[str]:
-    """What of the layer's record breaks the pattern's constraints (each constraint reads the
-    record fields it is stated for: core/backends/accel/target.py CONSTRAINT_READS)."""
-    problems = []
-    if pattern.activations is not None and getattr(layer, "activation_type", None) not in pattern.activations:
-        problems.append(f"activation {getattr(layer, 'activation_type', '(none: the layer clamps to output_min/output_max)')} "
-                        f"not in {list(pattern.activations)}")
-    if pattern.max_kernel is not None:
-        kernel = layer.kernel_size.pair()
-        if kernel[0] > pattern.max_kernel[0] or kernel[1] > pattern.max_kernel[1]:
-            problems.append(f"kernel {kernel[0]}x{kernel[1]} exceeds max_kernel {pattern.max_kernel[0]}x{pattern.max_kernel[1]}")
-    if pattern.strides is not None:
-        stride = layer.stride.pair()
-        # along an axis with one output position (a global pool) the stride is never applied
-        if any(s not in pattern.strides and out > 1 for s, out in zip(stride, layer.output_size.pair())):
-            problems.append(f"stride {stride[0]}x{stride[1]} not in strides {list(pattern.strides)}")
-    if pattern.padding is False and layer.padding.any():
-        problems.append(f"padding {layer.padding.as_list()} unsupported (padding: false)")
-    if pattern.dilation is False:
-        dilation = getattr(layer, "dilations", NO_DILATION).pair()
-        if dilation != (1, 1):
-            problems.append(f"dilation {dilation[0]}x{dilation[1]} unsupported (dilation: false)")
-    if pattern.pow2_window:
-        count = layer.window.taps
-        if count & (count - 1):
-            problems.append(f"window of {count} elements is not a power of two (pow2_window: the mean must be a shift)")
-    return problems
 
 
 def shift_violations(layer: IrLayer, accelerator: Accelerator) -> list[str]:

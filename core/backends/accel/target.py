@@ -12,18 +12,18 @@ for a whole target mapping (None when it has no accelerator: every layer then ru
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping
 
 import yaml
 
+from core.backends.accel.constraints import CONSTRAINTS, PatternSpec
 from core.backends.accel.isa import ALU_OPS
-from core.ir.activations import ACTIVATIONS
 from core.ir.schema import branches as schema_branches
 from core.ir.op import DIALECTS
 from core.ir.ops import OPS
@@ -34,26 +34,6 @@ REQUIRED_CYCLES = ("load", "store", "gemm", "alu")
 
 
 # --- the `accelerator:` section's schema (Hydra structured config) -------------------------------
-
-
-@dataclass
-class KernelLimitSpec:
-    height: int
-    width: int
-
-
-@dataclass
-class PatternSpec:
-    """One fused pattern an accelerator runs; a null constraint is no constraint."""
-
-    name: str
-    operations: list[str]
-    activations: Optional[list[str]] = None
-    max_kernel: Optional[KernelLimitSpec] = None
-    strides: Optional[list[int]] = None
-    padding: Optional[bool] = None
-    dilation: Optional[bool] = None
-    pow2_window: Optional[bool] = None
 
 
 @dataclass
@@ -102,47 +82,24 @@ def ir_operations(dialect: str = "tf2ir") -> tuple[str, ...]:
     return tuple(operation for operation in schema_branches() if operation in OPS) if dialect == "tf2ir" else tuple(DIALECTS[dialect])
 
 
-def ir_activations() -> tuple[str, ...]:
-    """The IR's activation_type values."""
-    return tuple(ACTIVATIONS)
-
-
-def _fields_of(record: type) -> set[str]:
-    return {spec.name for spec in dataclasses.fields(record)}
-
-
-# Which IR operations each pattern constraint can be stated for: those whose records carry what it reads.
-CONSTRAINT_READS: dict[str, Any] = {
-    "activations": lambda record: "activation_type" in _fields_of(record),
-    "max_kernel": lambda record: "kernel_size" in _fields_of(record),
-    "strides": lambda record: "stride" in _fields_of(record),
-    "padding": lambda record: "padding" in _fields_of(record),  # false = only unpadded windows
-    "dilation": lambda record: "dilations" in _fields_of(record),  # false = only dilation 1
-    # true = the window's element count is a power of two (the mean is a shift)
-    "pow2_window": lambda record: getattr(record, "averages", False),
-}
-
-
 def constraint_operations(constraint: str, dialect: str = "tf2ir") -> tuple[str, ...]:
-    return tuple(op for op in ir_operations(dialect) if CONSTRAINT_READS[constraint](DIALECTS[dialect][op].record))
+    """The operations of `dialect` whose records carry what `constraint` reads."""
+    return tuple(op for op in ir_operations(dialect) if CONSTRAINTS[constraint].applies_to(DIALECTS[dialect][op].record))
 
 
 @dataclass(frozen=True)
 class Pattern:
     """A fused group the accelerator runs: the IR operation(s) whose layers it matches and the
-    constraints a layer must meet (None: unconstrained)."""
+    constraints a layer must meet, by key of core/backends/accel/constraints.py's CONSTRAINTS (in their order)."""
 
     name: str
     operations: tuple[str, ...]
-    activations: tuple[str, ...] | None = None
-    max_kernel: tuple[int, int] | None = None  # (height, width)
-    strides: tuple[int, ...] | None = None  # allowed values of stride height and width
-    padding: bool | None = None
-    dilation: bool | None = None
-    pow2_window: bool | None = None
+    constraints: tuple[tuple[str, Any], ...] = ()
 
-    def constraints(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in CONSTRAINT_READS if getattr(self, key) is not None}
+    def refusals(self, layer) -> list[str]:
+        """Why the layer's record breaks the pattern's constraints: one text each."""
+        texts = (CONSTRAINTS[key].refusal(value, layer) for key, value in self.constraints)
+        return [text for text in texts if text is not None]
 
 
 @dataclass(frozen=True)
@@ -196,9 +153,10 @@ class Accelerator:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "patterns": [{"name": p.name, "operations": list(p.operations), **_plain_constraints(p)} for p in self.patterns],
-            "gemm_block": {"batch": self.gemm_block.batch, "block_in": self.gemm_block.block_in, "block_out": self.gemm_block.block_out},
-            "buffers": {"input": self.buffers.input, "weight": self.buffers.weight, "accumulator": self.buffers.accumulator},
+            "patterns": [{"name": p.name, "operations": list(p.operations),
+                          **{key: CONSTRAINTS[key].plain(value) for key, value in p.constraints}} for p in self.patterns],
+            "gemm_block": dataclasses.asdict(self.gemm_block),
+            "buffers": dataclasses.asdict(self.buffers),
             "layout": list(self.layout),
             "shift_range": {"min": self.shift_range[0], "max": self.shift_range[1]},
             "cycles": dict(self.cycles),
@@ -221,18 +179,14 @@ class Accelerator:
         for i, pattern_name in enumerate(names):
             if pattern_name in names[:i]:
                 raise read.error(f"{SECTION}.patterns[{i}].name", f"{pattern_name!r} names two patterns")
-        block = read.mapping(section["gemm_block"], f"{SECTION}.gemm_block", required=("batch", "block_in", "block_out"))
-        gemm_block = GemmBlock(*(read.integer(block[k], f"{SECTION}.gemm_block.{k}", minimum=1) for k in ("batch", "block_in", "block_out")))
+        gemm_block = GemmBlock(**read.integers(section["gemm_block"], f"{SECTION}.gemm_block", GemmBlock, minimum=1))
         if gemm_block.block_out != gemm_block.block_in:
             raise read.error(f"{SECTION}.gemm_block.block_out",
                              f"{gemm_block.block_out} differs from block_in {gemm_block.block_in}: a layer's packed output is the "
                              f"next layer's packed input, so both use one channel block")
-        buffers_data = read.mapping(section["buffers"], f"{SECTION}.buffers", required=("input", "weight", "accumulator"))
-        buffers = Buffers(*(read.integer(buffers_data[k], f"{SECTION}.buffers.{k}", minimum=1) for k in ("input", "weight", "accumulator")))
+        buffers = Buffers(**read.integers(section["buffers"], f"{SECTION}.buffers", Buffers, minimum=1))
         layout = read.layout(section["layout"], f"{SECTION}.layout", gemm_block.block_in)
-        shifts = read.mapping(section["shift_range"], f"{SECTION}.shift_range", required=("min", "max"))
-        shift_range = (read.integer(shifts["min"], f"{SECTION}.shift_range.min", minimum=0),
-                       read.integer(shifts["max"], f"{SECTION}.shift_range.max", minimum=0))
+        shift_range = tuple(read.integers(section["shift_range"], f"{SECTION}.shift_range", ShiftRangeSpec, minimum=0).values())
         if shift_range[0] > shift_range[1]:
             raise read.error(f"{SECTION}.shift_range", f"min {shift_range[0]} > max {shift_range[1]}")
         cycles_data = read.mapping(section["cycles"], f"{SECTION}.cycles", required=REQUIRED_CYCLES, open_ended=True)
@@ -246,16 +200,6 @@ class Accelerator:
             raise read.error(f"{SECTION}.dma_bytes_per_cycle", f"{dma!r} is not a positive number")
         bias_in_accumulators = read.boolean(section.get("bias_in_accumulators", True), f"{SECTION}.bias_in_accumulators")
         return cls(name, patterns, gemm_block, buffers, layout, shift_range, cycles, float(dma), bias_in_accumulators, dialect)
-
-
-def _plain_constraints(pattern: Pattern) -> dict[str, Any]:
-    """A pattern's constraints as the description writes them."""
-    plain: dict[str, Any] = {}
-    for key, value in pattern.constraints().items():
-        if key == "max_kernel":
-            value = {"height": value[0], "width": value[1]}
-        plain[key] = list(value) if isinstance(value, tuple) else value
-    return plain
 
 
 def accelerator_of(target: Mapping[str, Any], origin: str = "target") -> Accelerator | None:
@@ -316,6 +260,12 @@ class _Reader:
             raise self.error(key, f"{value} is below {minimum}")
         return value
 
+    def integers(self, value: Any, key: str, record: type, minimum: int | None = None) -> dict[str, int]:
+        """A mapping of exactly `record`'s fields (a dataclass), each an integer, in the record's order."""
+        names = tuple(spec.name for spec in dataclasses.fields(record))
+        data = self.mapping(value, key, required=names)
+        return {name: self.integer(data[name], f"{key}.{name}", minimum=minimum) for name in names}
+
     def boolean(self, value: Any, key: str) -> bool:
         if not isinstance(value, bool):
             raise self.error(key, f"expected true or false, got {value!r}")
@@ -329,32 +279,22 @@ class _Reader:
         return items
 
     def pattern(self, value: Any, key: str, operations: tuple[str, ...]) -> Pattern:
-        data = self.mapping(value, key, required=("name", "operations"), optional=tuple(CONSTRAINT_READS))
+        data = self.mapping(value, key, required=("name", "operations"), optional=tuple(CONSTRAINTS))
         if not isinstance(data["name"], str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", data["name"]):
             raise self.error(f"{key}.name", f"expected a name of letters, digits, '_', '.', '-', got {data['name']!r}")
         covered = tuple(self.names(data["operations"], f"{key}.operations", operations, minimum=1))
-        constraints: dict[str, Any] = {}
-        for constraint in CONSTRAINT_READS:
-            value = data.get(constraint)
+        constraints = []
+        for name, constraint in CONSTRAINTS.items():
+            value = data.get(name)
             if value is None:
                 continue
-            applicable = constraint_operations(constraint, self.dialect)
-            where = f"{key}.{constraint}"
+            applicable = constraint_operations(name, self.dialect)
+            where = f"{key}.{name}"
             misfits = [op for op in covered if op not in applicable]
             if misfits:
                 raise self.error(where, f"does not apply to {', '.join(misfits)} (only to {', '.join(applicable)})")
-            if constraint == "activations":
-                constraints[constraint] = tuple(self.names(value, where, ir_activations(), minimum=1))
-            elif constraint == "max_kernel":
-                kernel = self.mapping(value, where, required=("height", "width"))
-                constraints[constraint] = (self.integer(kernel["height"], f"{where}.height", minimum=1),
-                                           self.integer(kernel["width"], f"{where}.width", minimum=1))
-            elif constraint == "strides":
-                constraints[constraint] = tuple(self.integer(v, f"{where}[{i}]", minimum=1)
-                                                for i, v in enumerate(self.sequence(value, where, minimum=1)))
-            else:
-                constraints[constraint] = self.boolean(value, where)
-        return Pattern(name=data["name"], operations=covered, **constraints)
+            constraints.append((name, constraint.read(self, value, where)))
+        return Pattern(name=data["name"], operations=covered, constraints=tuple(constraints))
 
     def layout(self, value: Any, key: str, block: int) -> tuple[str, ...]:
         """Four dimensions: H, W, C/<block> in any order, then <block> (an NCHWc-style blocked
