@@ -29,6 +29,7 @@ from core.quantize.auto import AUTO
 from core.quantize.calibration.histogram import histogram_bytes
 from core.quantize.calibration.methods import CHECKS, METHODS, methods_from_data
 from core.quantize.runtimes import runtime_of
+from core.quantize.scheme import SCHEMES
 from pipeline.params import (DataKind, ModelFormat, Pow2Rounding, Relu6Equalization, Resize, RuntimeName, Scheme, Task, WeightMethod,
                              to_plain)
 from pipeline.stages import STAGE_NAMES
@@ -267,7 +268,7 @@ TARGET_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 TARGET_RULES: tuple[tuple[Any, str], ...] = (
     (lambda t: t.bits != 8, "target.bits={t.bits}: the calibration table, the IR, the integer kernels and the generated C "
                             "are int8; set target.bits=8"),
-    (lambda t: t.scheme is not Scheme.pow2_symmetric and t.input_log2scale is not None,
+    (lambda t: not SCHEMES[t.scheme.value].power_of_two and t.input_log2scale is not None,
      "target.input_log2scale={t.input_log2scale} with target.scheme={t.scheme.value}: only a power-of-two scheme has "
      "log2scales; unset it (target.input_log2scale=null), the input's scale is chosen from the data"),
 )

@@ -174,7 +174,7 @@ def input_span(table, stats) -> dict | None:
         return None
     tensor, entry = entries[0]
     observed = stats[tensor]
-    step = entry.scale if entry.scale is not None else 2.0 ** -entry.log2scale
+    step = entry.grid.step
     low, high = max(float(observed.min), entry.range[0]), min(float(observed.max), entry.range[1])
     return {"tensor": tensor, "levels": max(high - low, 0.0) / step, "data": [float(observed.min), float(observed.max)],
             "range": list(entry.range)}

@@ -31,6 +31,11 @@ class Pow2Grid:
     def dequantize(self, values: np.ndarray) -> np.ndarray:
         return values.astype(np.float32) * np.float32(2.0**-self.log2scale)
 
+    @property
+    def step(self) -> float:
+        """The real value of one integer step."""
+        return 2.0 ** -self.log2scale
+
     def fake_quantized(self, values: np.ndarray, bits: int) -> np.ndarray:
         """`values` as a FakeQuant of the grid gives them (round half up, saturate at `bits`), in float64."""
         step = 2.0 ** -self.log2scale
@@ -57,6 +62,10 @@ class AffineGrid:
 
     def dequantize(self, values: np.ndarray) -> np.ndarray:
         return tflite_math.dequantize(values, self.scale, self.zero_point)
+
+    @property
+    def step(self) -> float:
+        return self.scale
 
     @property
     def clip_margin(self) -> float:

@@ -80,6 +80,14 @@ class QuantScheme(ABC):
     power_of_two: ClassVar[bool] = False
     # the IR dialect emit_ir writes a table of this scheme in (core/ir/op.py: DIALECTS)
     ir_dialect: ClassVar[str]
+    # an accelerator target may choose it (the accelerator's lowerings cover its dialect: core/backends/accel/ops)
+    accelerated: ClassVar[bool] = False
+
+    @classmethod
+    def from_target(cls, target, pow2_rounding: str) -> "QuantScheme":
+        """The scheme a target config (conf/target/*.yaml, typed or plain) configures; calib.pow2_rounding says how a
+        power-of-two scheme rounds a threshold to its grid."""
+        return cls(bits=target.bits)
 
     @property
     def qmin(self) -> int:
@@ -156,12 +164,18 @@ class Pow2Symmetric(QuantScheme):
     name: ClassVar[str] = "pow2_symmetric"
     ir_dialect: ClassVar[str] = "tf2ir"
     power_of_two: ClassVar[bool] = True
+    accelerated: ClassVar[bool] = True
     min_log2scale: int = -8
     max_log2scale: int = 16
     input_log2scale: int | None = None  # an override: None lets the method choose it from the data
     pow2_rounding: str = "ceil"
     target: str = "tf2ir"  # named in messages
     max_shift: int = 31  # the largest left shift the shifters align a bias into the accumulator with (target.max_shift)
+
+    @classmethod
+    def from_target(cls, target, pow2_rounding):
+        return cls(bits=target.bits, min_log2scale=target.min_log2scale, max_log2scale=target.max_log2scale,
+                   input_log2scale=target.input_log2scale, pow2_rounding=pow2_rounding, target=target.name, max_shift=target.max_shift)
 
     def activation_candidates(self, tensor, stats, methods, settings):
         """Each method's threshold under each rounding (ROUNDINGS); a method that picks its own power of
@@ -292,6 +306,7 @@ class TfliteInt8(QuantScheme):
 
     name: ClassVar[str] = "tflite_int8"
     ir_dialect: ClassVar[str] = "tflite_int8"
+    accelerated: ClassVar[bool] = True
     bias_bits: ClassVar[int] = 32
     # TFLite's int8 operator specification: SOFTMAX and LOGISTIC output 1/256 with zero point -128, TANH 1/128
     # with 0 (their kernels check it); AVERAGE_POOL_2D, MAX_POOL_2D and the resizes keep their input's
@@ -391,6 +406,8 @@ class TfliteInt8(QuantScheme):
         return [-self.qmax * scale, self.qmax * scale]
 
 
+# every scheme, registered here once: the config's choices (pipeline/params.py's Scheme, kept equal by a test), the
+# accelerator's, emission's dialect and the target rules all ask these classes
 SCHEMES: dict[str, type[QuantScheme]] = {scheme.name: scheme for scheme in (Pow2Symmetric, TfliteInt8)}
 
 
@@ -410,10 +427,10 @@ def scheme_of(target, pow2_rounding: str = "ceil") -> QuantScheme:
     """The scheme a target config (conf/target/*.yaml, typed or plain) chooses with `target.scheme`;
     calib.pow2_rounding says how a power-of-two scheme rounds a threshold to its grid."""
     name = getattr(getattr(target, "scheme"), "value", getattr(target, "scheme"))
+    return scheme_class(name).from_target(target, pow2_rounding)
+
+
+def scheme_class(name: str) -> type[QuantScheme]:
     if name not in SCHEMES:
         raise CalibrationError(f"target.scheme={name!r}: not a quantization scheme; choose one of {', '.join(SCHEMES)}")
-    if SCHEMES[name] is Pow2Symmetric:
-        return Pow2Symmetric(bits=target.bits, min_log2scale=target.min_log2scale, max_log2scale=target.max_log2scale,
-                             input_log2scale=target.input_log2scale, pow2_rounding=pow2_rounding, target=target.name,
-                             max_shift=target.max_shift)
-    return SCHEMES[name](bits=target.bits)
+    return SCHEMES[name]

@@ -27,9 +27,10 @@ from core.backends.accel.isa import ALU_OPS
 from core.ir.schema import branches as schema_branches
 from core.ir.op import DIALECTS
 from core.ir.ops import OPS
+from core.quantize.scheme import SCHEMES
 
 SECTION = "accelerator"
-ACCELERATED_SCHEMES = ("pow2_symmetric", "tflite_int8")  # the dialects the lowerings (ops/) cover
+ACCELERATED_SCHEMES = tuple(name for name, scheme in SCHEMES.items() if scheme.accelerated)
 REQUIRED_CYCLES = ("load", "store", "gemm", "alu")
 
 
@@ -216,7 +217,7 @@ def accelerator_of(target: Mapping[str, Any], origin: str = "target") -> Acceler
     if "scheme" in target and target["scheme"] not in ACCELERATED_SCHEMES:
         raise AcceleratorError(f"{origin}: scheme={target['scheme']!r}: an accelerator runs {' or '.join(ACCELERATED_SCHEMES)}; "
                                f"set scheme to one of them")
-    dialect = "tflite_int8" if target.get("scheme") == "tflite_int8" else "tf2ir"
+    dialect = SCHEMES[target.get("scheme", "pow2_symmetric")].ir_dialect
     return Accelerator.from_mapping(section, name=str(target.get("name", "accel")), origin=origin, dialect=dialect)
 
 
