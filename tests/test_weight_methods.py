@@ -7,7 +7,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.quantize.calibration.weights import WEIGHT_METHODS, choose, pow2_error, threshold_error
+from core.quantize.calibration.methods import choose_weights as choose, weight_methods
+from core.quantize.calibration.weights import pow2_error, threshold_error
 
 
 @st.composite
@@ -46,7 +47,7 @@ def test_heavy_tails_are_saturated_when_that_lowers_the_error_and_a_lone_outlier
 def test_every_weight_method_is_a_config_choice():
     from pipeline.params import WeightMethod
 
-    assert {method.value for method in WeightMethod} == set(WEIGHT_METHODS)
+    assert {method.value for method in WeightMethod} == set(weight_methods())
 
 
 def test_mse_weighed_by_input_channel_power_minimizes_the_layer_output_error_it_measures():

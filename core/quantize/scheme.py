@@ -22,9 +22,9 @@ import numpy as np
 
 from core.frontend.fake_quant import QuantRange
 from core.quantize.calibration.histogram import TensorStatistics
-from core.quantize.calibration.methods import CalibrationSettings, get_method
+from core.quantize.calibration.methods import CalibrationSettings, choose_weights, get_method, weight_methods
 from core.quantize.calibration.scales import ROUNDINGS, float_scale, log2scale, qat_log2scale
-from core.quantize.calibration.weights import WEIGHT_METHODS, choose as choose_weights, unsaturated_log2scale
+from core.quantize.calibration.weights import unsaturated_log2scale
 from core.quantize.table import CalibrationError, TensorEntry
 from core.quantize.tflite_math import round_half_away
 
@@ -138,7 +138,7 @@ class QuantScheme(ABC):
         return candidates
 
     def weight_candidates(self, layer: str, weight: np.ndarray, channels: Callable[[], list[np.ndarray]]) -> list[TensorEntry]:
-        return [self.weight_entry(layer, weight, channels, name, np.mean) for name in WEIGHT_METHODS]
+        return [self.weight_entry(layer, weight, channels, name, np.mean) for name in weight_methods()]
 
     # what the scheme's kernels require of a layer's output, by the TensorFlow op the layer ends in: a
     # quantization they fix (scale, zero point), or the quantization of what the layer reads
@@ -201,7 +201,7 @@ class Pow2Symmetric(QuantScheme):
 
     def weight_candidates(self, layer, weight, channels):
         candidates = []
-        for name in WEIGHT_METHODS:
+        for name in weight_methods():
             chosen = choose_weights(name, weight, self.bits, pow2=True)
             if self.min_log2scale <= chosen.log2scale <= self.max_log2scale:
                 candidates.append(TensorEntry("weight", _weight_method_name(name), chosen.threshold, pow2_range(chosen.log2scale, self.bits),

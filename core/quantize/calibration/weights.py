@@ -92,18 +92,3 @@ def mse_threshold(weights: np.ndarray, bits: int, weigh: Weigh = np.mean) -> Wei
     best = min((absmax * fraction for fraction in MSE_FRACTIONS), key=lambda t: (threshold_error(weights, t, bits, weigh), -t))
     return WeightChoice(best, None, _saturated(weights, best))
 
-
-# method -> (power-of-two choice, float-threshold choice)
-WEIGHT_METHODS: dict[str, tuple[Callable[..., WeightChoice], Callable[..., WeightChoice]]] = {
-    "minmax": (minmax_pow2, minmax_threshold),
-    "mse": (mse_pow2, mse_threshold),
-}
-
-
-def choose(method: str, weights: np.ndarray, bits: int, pow2: bool, weigh: Weigh = np.mean) -> WeightChoice:
-    """`weigh` reduces the per-weight squared errors to the one mse minimizes: their mean by default,
-    or what they add to the layer's output (calibration/build.py weighs each by the second moment of
-    the input channel it multiplies)."""
-    if method not in WEIGHT_METHODS:
-        raise ValueError(f"calib.weight_method={method!r}: choose one of {', '.join(WEIGHT_METHODS)}")
-    return WEIGHT_METHODS[method][0 if pow2 else 1](np.asarray(weights, dtype=np.float64), bits, weigh)

@@ -13,9 +13,12 @@ from __future__ import annotations
 import abc
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping, Optional
+from typing import Any, Callable, ClassVar, Mapping, Optional
+
+import numpy as np
 
 from ..histogram import TensorStatistics
+from ..weights import Weigh, WeightChoice
 
 
 # what a setting's `check` allows (pipeline/config.py checks the config's keys by the same names before any stage runs)
@@ -92,6 +95,9 @@ class ThresholdMethod(abc.ABC):
     # `model_ranges` names the nodes that hold them ("FakeQuant"), for the refusal when a model has none.
     range_from_model: ClassVar[bool] = False
     model_ranges: ClassVar[str] = ""
+    # a weight method too (calib.weight_method): its (power-of-two, float-threshold) choice of a weight's range
+    # (core/quantize/calibration/weights.py); None: not one
+    weight_choices: ClassVar[Optional[tuple[Callable[..., WeightChoice], Callable[..., WeightChoice]]]] = None
 
     def settings_for(self, tensor: str, settings: CalibrationSettings, ranges: Mapping[str, Any]) -> Optional[CalibrationSettings]:
         """The settings it chooses `tensor`'s threshold with, or None when it has nothing to go on for that
@@ -152,6 +158,20 @@ def method_for(name: str, weight_input: bool, stats: TensorStatistics | None = N
         return method.fallback, f"{name} ranges what conv, depthwise conv and dense layers read (seed 003); {method.fallback} here"
     why = method().does_not_apply(stats, settings or CalibrationSettings()) if stats is not None else None
     return (name, None) if why is None else (method.fallback, f"{why}; {method.fallback} here")
+
+
+def weight_methods() -> list[str]:
+    """The methods calib.weight_method may name."""
+    return [name for name, method in METHODS.items() if method.weight_choices is not None]
+
+
+def choose_weights(method: str, weights: np.ndarray, bits: int, pow2: bool, weigh: Weigh = np.mean) -> WeightChoice:
+    """A weight's range by weight method `method`. `weigh` reduces the per-weight squared errors to the one mse
+    minimizes: their mean by default, or what they add to the layer's output (calibration/build.py weighs each by the
+    second moment of the input channel it multiplies)."""
+    if method not in weight_methods():
+        raise ValueError(f"calib.weight_method={method!r}: choose one of {', '.join(weight_methods())}")
+    return METHODS[method].weight_choices[0 if pow2 else 1](np.asarray(weights, dtype=np.float64), bits, weigh)
 
 
 def methods_from_data() -> list[str]:

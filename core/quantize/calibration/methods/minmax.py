@@ -1,6 +1,7 @@
 """minmax: no saturation, T = absmax (what weights always use, seed 002)."""
 
 from ..histogram import TensorStatistics
+from ..weights import minmax_pow2, minmax_threshold
 from .base import CalibrationSettings, ThresholdMethod, register_method, require_observed
 
 
@@ -8,6 +9,7 @@ from .base import CalibrationSettings, ThresholdMethod, register_method, require
 class MinMax(ThresholdMethod):
     name = "minmax"
     summary = "the largest |x| seen (clips nothing)"
+    weight_choices = (minmax_pow2, minmax_threshold)
 
     def threshold(self, stats: TensorStatistics, settings: CalibrationSettings) -> float:
         require_observed(stats, self.name)

@@ -27,6 +27,7 @@ import math
 import numpy as np
 
 from ..histogram import TensorStatistics
+from ..weights import mse_pow2, mse_threshold as mse_weight_threshold
 from .base import CalibrationSettings, ThresholdMethod, register_method, require_observed
 
 
@@ -70,6 +71,7 @@ def mse_threshold(counts: np.ndarray, bin_width: float, num_quant_levels: int) -
 class MinSquaredError(ThresholdMethod):
     name = "mse"
     summary = "the range of least expected squared error (the default)"
+    weight_choices = (mse_pow2, mse_weight_threshold)
     weighs_clipping = True
 
     def threshold(self, stats: TensorStatistics, settings: CalibrationSettings) -> float:
