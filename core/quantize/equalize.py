@@ -24,8 +24,8 @@ ReLU6 clamps at 6, which a per-channel scale would move. Two ways (`relu6`):
   move to 7.7 dB SQNR against the original, so it is a choice, not the default.
 The calibrate stage measures the change either way (max abs difference at the end points).
 
-Only what is provably safe is paired: conv or dwconv (channel multiplier 1) layers, not dense
-ones; the first's output read by the second alone and not an end point; each weight constant
+Only what is provably safe is paired: layers whose weight layout is one of EQUALIZED_LAYOUTS (conv, dwconv with
+channel multiplier 1), not dense ones; the first's output read by the second alone and not an end point; each weight constant
 read by that layer alone.
 """
 
@@ -40,7 +40,10 @@ from core.frontend.graph import Graph, canonical_tensor, tensor_node
 from core.frontend.layers import GraphIndex, Layer, LayerGraph
 from core.quantize.calibration.bias_correction import channel_response
 
-EQUALIZED_OPS = ("conv", "dwconv")
+# the weight layouts a pair can be equalized through, by the output channel axes the operation's rule declares: the
+# input channels on the second axis from the end (conv HWIO; dwconv HWCM with M = 1), each output channel one input
+# channel's of the next layer
+EQUALIZED_LAYOUTS = {(-1,): "HWIO", (-2, -1): "HWCM"}
 SCALE_EQUIVARIANT = ("None", "Relu")
 CLAMPED = {"Relu6": "Relu"}  # activation -> what it becomes in an equalized pair
 DEFAULT_TOLERANCE = 1e-3
@@ -71,14 +74,25 @@ class Equalization:
                 "converged": self.converged, "activations_replaced": self.activations_replaced}
 
 
+def _output_axes(layer: Layer, weight: np.ndarray) -> tuple[int, ...]:
+    return tuple(axis % weight.ndim for axis in layer.rule.weight_channel_axes)
+
+
 def output_channel_ranges(layer: Layer, weight: np.ndarray) -> np.ndarray:
-    """max |w| per output channel: conv HWIO over H, W, I; dwconv HWC1 over H, W."""
-    return np.abs(weight).max(axis=(0, 1, 2)) if layer.op == "conv" else np.abs(weight[..., 0]).max(axis=(0, 1))
+    """max |w| per output channel, over every other axis (conv HWIO over H, W, I; dwconv HWC1 over H, W)."""
+    axes = _output_axes(layer, weight)
+    return np.abs(weight).max(axis=tuple(axis for axis in range(weight.ndim) if axis not in axes)).reshape(-1)
 
 
 def input_channel_ranges(layer: Layer, weight: np.ndarray) -> np.ndarray:
-    """max |w| per input channel: conv HWIO over H, W, O; dwconv HWC1 over H, W."""
-    return np.abs(weight).max(axis=(0, 1, 3)) if layer.op == "conv" else np.abs(weight[..., 0]).max(axis=(0, 1))
+    """max |w| per input channel, the second axis from the end in every EQUALIZED_LAYOUTS (HWIO, HWC1)."""
+    return np.abs(weight).max(axis=tuple(axis for axis in range(weight.ndim) if axis != weight.ndim - 2))
+
+
+def _per_output_channel(layer: Layer, weight: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """`scales` (one per output channel) shaped to broadcast against the weight."""
+    axes = _output_axes(layer, weight)
+    return scales.reshape([weight.shape[axis] if axis in axes else 1 for axis in range(weight.ndim)])
 
 
 def equalizable_pairs(layer_graph: LayerGraph) -> list[tuple[Layer, Layer]]:
@@ -92,10 +106,12 @@ def equalizable_pairs(layer_graph: LayerGraph) -> list[tuple[Layer, Layer]]:
     end_points = {canonical_tensor(tensor) for tensor in graph.end_points}
 
     def eligible(layer: Layer) -> bool:
-        if layer.op not in EQUALIZED_OPS or layer.weight is None or getattr(layer.attrs, "dense", False):
+        if tuple(layer.rule.weight_channel_axes) not in EQUALIZED_LAYOUTS or layer.weight is None or getattr(layer.attrs, "dense", False):
             return False
         weight = graph.constants[layer.weight]
-        if weight.ndim != 4 or (layer.op == "dwconv" and weight.shape[3] != 1):
+        axes = _output_axes(layer, weight) if weight.ndim == 4 else ()
+        # the output channels are one axis's (a depthwise multiplier of 1): each one input channel's of the next layer
+        if weight.ndim != 4 or int(np.prod([weight.shape[axis] for axis in axes])) != weight.shape[axes[0]]:
             return False
         return all(len(readers.get(f"{const}:0", [])) == 1 for const in (layer.weight, layer.bias) if const)
 
@@ -222,10 +238,7 @@ def _pair_scales(first: Layer, second: Layer, constants: dict[str, np.ndarray]) 
 
 
 def _apply(first: Layer, second: Layer, scales: np.ndarray, constants: dict[str, np.ndarray]) -> None:
-    if first.op == "conv":
-        constants[first.weight] = constants[first.weight] / scales
-    else:
-        constants[first.weight] = constants[first.weight] / scales[:, np.newaxis]
+    constants[first.weight] = constants[first.weight] / _per_output_channel(first, constants[first.weight], scales)
     if first.bias:
         constants[first.bias] = constants[first.bias] / scales
     # conv HWIO and dwconv HWC1 alike: the input channel is the second axis from the end
