@@ -27,10 +27,10 @@ from core.data.datasets import SPLITS as DATA_SPLITS
 from core.limits import MEBIBYTE, human_bytes
 from core.quantize.auto import AUTO
 from core.quantize.calibration.histogram import histogram_bytes
-from core.quantize.calibration.methods import CHECKS, METHODS, methods_from_data
+from core.quantize.calibration.methods import CHECKS, METHODS, methods_from_data, weight_methods
 from core.quantize.runtimes import runtime_of
 from core.quantize.scheme import SCHEMES
-from pipeline.params import (DataKind, ModelFormat, Pow2Rounding, Relu6Equalization, Resize, RuntimeName, Scheme, Task, WeightMethod,
+from pipeline.params import (DataKind, ModelFormat, Pow2Rounding, Relu6Equalization, Resize, RuntimeName, Scheme, Task,
                              to_plain)
 from pipeline.stages import STAGE_NAMES
 
@@ -126,6 +126,8 @@ class AutoConfig:
 # calib.method's choices: every registered threshold method (core/quantize/calibration/methods/, one file each) and
 # auto, the per-tensor search over them (core/quantize/auto.py)
 CalibMethod = Enum("CalibMethod", {name: name for name in [*sorted(METHODS), AUTO]})
+# calib.weight_method's: the registered methods that also choose weights' ranges
+WeightMethod = Enum("WeightMethod", {name: name for name in weight_methods()})
 
 
 @dataclass

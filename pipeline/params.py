@@ -39,11 +39,6 @@ class DataKind(Enum):
     arrays = "arrays"  # an .npz of the model's inputs as they are (core/data/datasets.py: ARRAY_EXPECTED)
 
 
-class WeightMethod(Enum):
-    minmax = "minmax"
-    mse = "mse"
-
-
 class Relu6Equalization(Enum):
     keep = "keep"
     relu = "relu"

@@ -45,9 +45,9 @@ def test_heavy_tails_are_saturated_when_that_lowers_the_error_and_a_lone_outlier
 
 
 def test_every_weight_method_is_a_config_choice():
-    from pipeline.params import WeightMethod
+    from pipeline.config import WeightMethod
 
-    assert {method.value for method in WeightMethod} == set(weight_methods())
+    assert {method.value for method in WeightMethod} == set(weight_methods()) == {"minmax", "mse"}
 
 
 def test_mse_weighed_by_input_channel_power_minimizes_the_layer_output_error_it_measures():
