@@ -41,7 +41,8 @@ class IntegerModelBuilder(Protocol):
     integers holds them exactly (every value an int8 model reaches is far below 2^24), and
     int32/int64 tensors (via Cast) compute what needs more."""
 
-    graph: Graph  # the float graph
+    graph: Graph  # the float graph (None where the model is computed on arrays: core/ir/integer_kernel.py)
+    activation: str  # the layer's fused activation ("None", "Relu", ...)
     layer: "Layer"
     inputs: list[str]  # the layer's quantized inputs, in its inputs' order
     input_log2scales: list[int]

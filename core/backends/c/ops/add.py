@@ -8,7 +8,7 @@ from core.ir.ops.add.record import AddLayer
 
 @emits("add")
 def add_emit_c(record: AddLayer, symbol: str) -> str:
-    """`add_kernel` for one image, element by element in int64 (the kernel's arithmetic: align
+    """`add_model` (core/ir/ops/add/kernel.py) for one image, element by element in int64 (the kernel's arithmetic: align
     the finer operand with qt_round_shift64, sum, shift by output_shift_bit -- left exactly,
     right rounded half up --, the activation's clamp, saturate)."""
     count = 1

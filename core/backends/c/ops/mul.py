@@ -8,7 +8,7 @@ from core.ir.ops.mul.record import MulLayer
 
 @emits("mul")
 def mul_emit_c(record: MulLayer, symbol: str) -> str:
-    """`mul_kernel` for one image: one loop per output axis, each input advancing by its
+    """`mul_model` (core/ir/ops/mul/kernel.py) for one image: one loop per output axis, each input advancing by its
     broadcast stride (0 along an axis it is broadcast over); the product in int32
     (|p| <= 2^14), qt_round_shift64 by output_shift, the activation's clamp."""
     shape = record.shape_of_output()

@@ -8,7 +8,7 @@ from core.ir.ops.softmax.record import SoftmaxLayer, exp_table
 
 @emits("softmax")
 def softmax_emit_c(record: SoftmaxLayer, symbol: str) -> str:
-    """`softmax_kernel` for one image, row by row: d = max - x, e = exp_table[d] (baked in, it
+    """`softmax_model` (core/ir/ops/softmax/kernel.py) for one image, row by row: d = max - x, e = exp_table[d] (baked in, it
     depends on input_log2scale only), the int64 sum, and (e * 2^(output_log2scale + 1) + sum) /
     (2 sum) -- non-negative, so C's division is the floor --, saturated to 127."""
     classes, rows = record.classes, record.rows()

@@ -1,22 +1,18 @@
-"""The mul layer's integer kernel."""
+"""The mul layer's integer arithmetic, defined once: its integer model, which the annotated graph computes as graph ops
+and the simulator as its kernel (core/ir/integer_kernel.py)."""
 
 from __future__ import annotations
 
-import numpy as np
-
-from core.ir.fixedpoint import round_shift, saturate
-from core.ir.ops.mul.record import MulLayer
+from core.frontend.layers import IntegerModelBuilder
+from core.ir.activations import activation_named
 
 
-def mul_kernel(record: MulLayer, params: dict, inputs: list) -> np.ndarray:
-    """int8 x int8 -> int8: the product (|p| <= 2^14) of the broadcast inputs, shifted by
-    output_shift (right with round-half-up, or left), the activation's clamp, saturated.
-    One rounding: bit-identical to TF's float Mul followed by FakeQuant."""
-    operands = []
-    for position, x in enumerate(inputs):
-        x = np.asarray(x, dtype=np.int64)
-        if tuple(x.shape[1:]) != record.shape_of_input(position):
-            raise ValueError(f"input{position} of shape {x.shape}; the layer takes [N, *{list(record.shape_of_input(position))}]")
-        operands.append(record.broadcast(position, x))
-    result = round_shift(operands[0] * operands[1], record.output_shift)
-    return saturate(np.clip(result, *record.clamp()))
+def mul_model(model: IntegerModelBuilder):
+    """int8 x int8 -> int8: the product (|p| <= 2^14) of the broadcast inputs, shifted by output_shift (right with
+    round-half-up, or left), the activation's clamp, saturated. One rounding: bit-identical to TF's float Mul followed
+    by FakeQuant."""
+    ints = [model.to_ints(tensor, scale) for tensor, scale in zip(model.inputs, model.input_log2scales)]
+    shift = sum(model.input_log2scales) - model.output_log2scale
+    product = model.round_shift(model.op("Mul", ints), shift)
+    low, high = activation_named(model.activation).clamp(model.output_log2scale)
+    return model.from_ints(model.clamp(product, low, high), model.output_log2scale)

@@ -1,0 +1,87 @@
+"""An operation's integer model (its annotate rule's `integer_model`, core/frontend/layers.IntegerModelBuilder) computed
+on integer arrays: the integer simulator's kernel of an operation whose arithmetic its model defines. The annotated
+graph (core/quantize/integer_model.py: GraphModelBuilder) and the simulator then run one definition of it, so they
+agree bit for bit by construction; the C emitters and the accelerator lowerings are tested against it."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from core.ir.fixedpoint import round_shift, saturate
+from core.ir.records import IrLayer
+
+
+def _reduce(function):
+    def reduce(tensor: np.ndarray, axis: np.ndarray, keep_dims: bool | None = None) -> np.ndarray:
+        return function(tensor, axis=int(axis), keepdims=bool(keep_dims))
+    return reduce
+
+
+class ArrayModelBuilder:
+    """The same integer model computed on integer arrays: the integer simulator's kernel of an operation that has one
+    (integer_model_kernel), so that the annotated graph and the simulator run one definition of its
+    arithmetic. Tensors are int64 arrays holding the integers: `to_ints` and `from_ints` are the identity (the inputs
+    are the integers), a Cast keeps them exact, and each graph op is its NumPy function (ARRAY_OPS)."""
+
+    graph = None  # an array model has no float graph (a model that reads it, lut's, has its own kernel)
+    layer = None
+
+    def __init__(self, inputs: list[np.ndarray], input_log2scales: list[int], output_log2scale: int, activation: str):
+        self.inputs = [np.asarray(tensor, np.int64) for tensor in inputs]
+        self.input_log2scales, self.output_log2scale, self.activation = input_log2scales, output_log2scale, activation
+
+    def const(self, label: str, value: Any, dtype: str = "float32") -> np.ndarray:
+        return np.asarray(value, np.int64 if np.issubdtype(np.asarray(value).dtype, np.integer) else np.float64)
+
+    def op(self, op: str, inputs: list[np.ndarray], *, cast_to: str | None = None, keep_dims: bool | None = None) -> np.ndarray:
+        if op not in ARRAY_OPS:
+            raise NotImplementedError(f"graph op {op} has no array form (core/ir/integer_kernel.py: ARRAY_OPS)")
+        return ARRAY_OPS[op](*inputs, **({"keep_dims": keep_dims} if keep_dims is not None else {}))
+
+    def to_ints(self, tensor: np.ndarray, log2scale: int) -> np.ndarray:
+        return tensor
+
+    def round_shift(self, tensor: np.ndarray, shift: int) -> np.ndarray:
+        return round_shift(tensor, shift)
+
+    def clamp(self, tensor: np.ndarray, low: int, high: int) -> np.ndarray:
+        return np.clip(tensor, low, high)
+
+    def from_ints(self, tensor: np.ndarray, log2scale: int) -> np.ndarray:
+        return tensor
+
+
+# each graph op an integer model may use, as NumPy computes it on integers (exact: TensorFlow's integer ops, and its
+# float32 ops on the integers an int8 model reaches, give the same values)
+ARRAY_OPS = {
+    "AddV2": np.add,
+    "Sub": np.subtract,
+    "Mul": np.multiply,
+    "FloorDiv": np.floor_divide,
+    "Maximum": np.maximum,
+    "Minimum": np.minimum,
+    "Cast": lambda tensor: tensor,
+    "Max": _reduce(np.max),
+    "Sum": _reduce(np.sum),
+    "GatherV2": lambda params, indices, axis: np.take(params, indices, axis=int(axis)),
+}
+
+
+def integer_model_kernel(integer_model: Callable) -> Callable[[IrLayer, dict, list], np.ndarray]:
+    """The kernel (record, params, inputs) -> int8 of an operation whose integer model is its arithmetic: the model on
+    the inputs' integers, each input aligned to the output's rank (NumPy broadcasting, as TensorFlow's), saturated."""
+    def kernel(record: IrLayer, params: dict, inputs: list) -> np.ndarray:
+        output_rank = len(record.shape_of_output())
+        aligned = []
+        for position, batch in enumerate(inputs):
+            shape = tuple(record.shape_of_input(position))
+            if tuple(np.shape(batch)[1:]) != shape or len(batch) != len(inputs[0]):
+                raise ValueError(f"layer {record.name}: input {position} of shape {list(np.shape(batch))}; the layer takes "
+                                 f"[{len(inputs[0])}, {', '.join(map(str, shape))}]")
+            aligned.append(np.asarray(batch).reshape(len(batch), *(1,) * (output_rank - len(shape)), *shape))
+        builder = ArrayModelBuilder(aligned, [record.log2scale_of_input(position) for position in range(len(inputs))],
+                                    record.log2scale_of_output(), getattr(record, "activation_type", "None"))
+        return saturate(integer_model(builder))
+    return kernel

@@ -1,0 +1,62 @@
+"""An operation's integer arithmetic is defined once, as its integer model, and rendered twice: as graph ops in the
+annotated graph and on integer arrays as the simulator's kernel (core/ir/integer_kernel.py). Here the array rendering
+of each model against the seed's arithmetic written independently, in exact rationals, over every int8 operand."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from core.ir.activations import activation_named
+from core.ir.fixedpoint import saturate
+from core.ir.integer_kernel import ArrayModelBuilder
+from core.ir.ops.add.kernel import add_model
+from core.ir.ops.mul.kernel import mul_model
+
+INT8 = np.arange(-128, 128, dtype=np.int64)
+
+
+def half_up(value: Fraction) -> int:
+    return math.floor(value + Fraction(1, 2))
+
+
+def shifted(value: int, shift: int) -> int:
+    """value * 2^-shift, rounded half up: the seed's rounding shift, as a rational."""
+    return half_up(Fraction(value) / Fraction(2) ** shift)
+
+
+@pytest.mark.parametrize("pl_scale, add_scale, output_scale, activation", [
+    (5, 5, 5, "None"), (7, 4, 4, "Relu"), (3, 6, 2, "None"), (4, 6, 7, "Relu6"), (6, 2, 6, "None")])
+def test_add_as_the_simulator_runs_it_is_the_seeds_two_roundings_over_every_int8_pair(pl_scale, add_scale, output_scale, activation):
+    pl, add = np.meshgrid(INT8, INT8, indexing="ij")
+    builder = ArrayModelBuilder([pl, add], [pl_scale, add_scale], output_scale, activation)
+    got = saturate(add_model(builder))
+    coarse = min(pl_scale, add_scale)
+    low, high = activation_named(activation).clamp(output_scale)
+    for a, b in [(int(a), int(b)) for a in INT8[::7] for b in INT8[::5]]:
+        total = shifted(a, pl_scale - coarse) + shifted(b, add_scale - coarse)
+        expected = min(max(shifted(total, coarse - output_scale), low), high)
+        assert got[a + 128, b + 128] == max(-128, min(127, expected)), (a, b)
+
+
+@pytest.mark.parametrize("scales, output_scale, activation", [((7, 7), 7, "None"), ((6, 7), 5, "Relu"), ((2, 3), 9, "None")])
+def test_mul_as_the_simulator_runs_it_is_one_rounding_of_the_exact_product_with_broadcasting(scales, output_scale, activation):
+    rng = np.random.default_rng(3)
+    gate = rng.integers(-128, 128, (2, 1, 1, 5))
+    feature = rng.integers(-128, 128, (2, 3, 4, 5))
+    got = saturate(mul_model(ArrayModelBuilder([feature, gate], list(scales), output_scale, activation)))
+    assert got.shape == feature.shape
+    low, high = activation_named(activation).clamp(output_scale)
+    for index in np.ndindex(*feature.shape):
+        product = int(feature[index]) * int(gate[index[0], 0, 0, index[3]])
+        expected = min(max(shifted(product, sum(scales) - output_scale), low), high)
+        assert got[index] == max(-128, min(127, expected)), index
+
+
+def test_a_graph_op_without_an_array_form_is_refused_naming_it():
+    builder = ArrayModelBuilder([INT8], [7], 7, "None")
+    with pytest.raises(NotImplementedError, match="graph op Tanh has no array form"):
+        builder.op("Tanh", [INT8])
