@@ -5,11 +5,15 @@ of each model against the seed's arithmetic written independently, in exact rati
 from __future__ import annotations
 
 import math
+import subprocess
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from core.backends.c.emitter import CodegenError
+from core.backends.c.integer_model import CModelBuilder, model_expression
 from core.ir.activations import activation_named
 from core.ir.fixedpoint import saturate
 from core.ir.integer_kernel import ArrayModelBuilder
@@ -17,6 +21,7 @@ from core.ir.ops.add.kernel import add_model
 from core.ir.ops.mul.kernel import mul_model
 
 INT8 = np.arange(-128, 128, dtype=np.int64)
+RUNTIME = Path(__file__).resolve().parents[1] / "core" / "backends" / "c" / "runtime"
 
 
 def half_up(value: Fraction) -> int:
@@ -60,3 +65,37 @@ def test_a_graph_op_without_an_array_form_is_refused_naming_it():
     builder = ArrayModelBuilder([INT8], [7], 7, "None")
     with pytest.raises(NotImplementedError, match="graph op Tanh has no array form"):
         builder.op("Tanh", [INT8])
+
+
+@pytest.mark.parametrize("model, scales, output_scale, activation", [
+    (add_model, (7, 4), 4, "Relu"), (add_model, (3, 6), 2, "Relu6"), (add_model, (4, 6), 7, "None"),
+    (mul_model, (6, 7), 5, "Relu"), (mul_model, (2, 3), 9, "None")])
+def test_the_c_rendering_of_a_model_is_its_array_rendering_over_every_int8_pair(tmp_path, model, scales, output_scale, activation):
+    """The C the program runs for add and mul (their emitters render the model per element) against the simulator's
+    kernel, compiled by the system C compiler with the program's runtime header, on all 65,536 operand pairs."""
+    expression = model_expression(model, ["a", "b"], list(scales), output_scale, activation)
+    source = tmp_path / "pairs.c"
+    source.write_text(f"""#include <stdio.h>
+#include "qt_runtime.h"
+int main(void)
+{{
+    int x, y;
+    for (x = -128; x < 128; x++)
+        for (y = -128; y < 128; y++) {{
+            const int8_t a = (int8_t)x, b = (int8_t)y;
+            printf("%d\\n", (int){expression});
+        }}
+    return 0;
+}}
+""")
+    binary = tmp_path / "pairs"
+    subprocess.run(["cc", "-std=c99", "-Wall", "-Werror", "-O1", f"-I{RUNTIME}", str(source), "-o", str(binary)], check=True)
+    in_c = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(), np.int64)
+    first, second = np.meshgrid(INT8, INT8, indexing="ij")
+    on_arrays = saturate(model(ArrayModelBuilder([first, second], list(scales), output_scale, activation)))
+    np.testing.assert_array_equal(in_c, on_arrays.reshape(-1).astype(np.int64))
+
+
+def test_a_graph_op_without_a_c_form_is_refused_naming_it():
+    with pytest.raises(CodegenError, match="graph op FloorDiv has no C form"):
+        CModelBuilder(["a"], [7], 7, "None").op("FloorDiv", ["a", "b"])

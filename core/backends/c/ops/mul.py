@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from core.backends.c.emitter import emits
+from core.backends.c.integer_model import element_expression
+from core.ir.ops.mul.kernel import mul_model
 from core.ir.ops.mul.record import MulLayer
 
 
 @emits("mul")
 def mul_emit_c(record: MulLayer, symbol: str) -> str:
-    """`mul_model` (core/ir/ops/mul/kernel.py) for one image: one loop per output axis, each input advancing by its
-    broadcast stride (0 along an axis it is broadcast over); the product in int32
-    (|p| <= 2^14), qt_round_shift64 by output_shift, the activation's clamp."""
+    """`mul_model` (core/ir/ops/mul/kernel.py) for one image, rendered per element: one loop per output axis, each input
+    advancing by its broadcast stride (0 along an axis it is broadcast over)."""
     shape = record.shape_of_output()
     strides = [record.strides(0), record.strides(1)]
-    low, high = record.clamp()
     loops, closing = [], []
     indent = "    "
     offsets = ["0", "0", "0"]  # input0, input1, output offsets at the current depth
@@ -35,8 +35,7 @@ static void {symbol}(const int8_t *restrict in0, const int8_t *restrict in1, int
 {{
     int {declarations};
 {chr(10).join(loops)}
-{body}int32_t product = (int32_t)in0[{offsets[0]}] * in1[{offsets[1]}];
-{body}out[{offsets[2]}] = (int8_t)qt_clamp64(qt_round_shift64(product, {record.output_shift}), {low}, {high});
+{body}out[{offsets[2]}] = {element_expression(mul_model, record, [f"in0[{offsets[0]}]", f"in1[{offsets[1]}]"])};
 {chr(10).join(reversed(closing))}
 }}
 """
