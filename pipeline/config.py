@@ -28,9 +28,9 @@ from core.limits import MEBIBYTE, human_bytes
 from core.quantize.auto import AUTO
 from core.quantize.calibration.histogram import histogram_bytes
 from core.quantize.calibration.methods import CHECKS, METHODS, methods_from_data, weight_methods
-from core.quantize.runtimes import runtime_of
+from core.quantize.runtimes import RUNTIMES, runtime_of
 from core.quantize.scheme import SCHEMES
-from pipeline.params import (DataKind, ModelFormat, Pow2Rounding, Relu6Equalization, Resize, RuntimeName, Scheme, Task,
+from pipeline.params import (DataKind, ModelFormat, Pow2Rounding, Relu6Equalization, Resize, Task,
                              to_plain)
 from pipeline.stages import STAGE_NAMES
 
@@ -128,6 +128,9 @@ class AutoConfig:
 CalibMethod = Enum("CalibMethod", {name: name for name in [*sorted(METHODS), AUTO]})
 # calib.weight_method's: the registered methods that also choose weights' ranges
 WeightMethod = Enum("WeightMethod", {name: name for name in weight_methods()})
+# target.scheme's and target.runtime's: the registered schemes (core/quantize/scheme.py) and runtimes (runtimes.py)
+Scheme = Enum("Scheme", {name: name for name in SCHEMES})
+RuntimeName = Enum("RuntimeName", {name: name for name in RUNTIMES})
 
 
 @dataclass

@@ -44,24 +44,6 @@ class Relu6Equalization(Enum):
     relu = "relu"
 
 
-class Scheme(Enum):
-    """The quantization schemes a target may choose: the names of core/quantize/scheme.py's SCHEMES
-    (a test keeps the two equal; not imported here, so that every stage's code version does not take in
-    the calibration code)."""
-
-    pow2_symmetric = "pow2_symmetric"
-    tflite_int8 = "tflite_int8"
-
-
-class RuntimeName(Enum):
-    """The runtimes a target's integers may be made exact against: core/quantize/runtimes.py's RUNTIMES (a test keeps
-    the two equal; not imported here, for the same reason as Scheme)."""
-
-    tf2ir = "tf2ir"
-    litert_reference = "litert_reference"
-    tflm = "tflm"
-
-
 class Pow2Rounding(Enum):
     ceil = "ceil"
     nearest = "nearest"

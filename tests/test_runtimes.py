@@ -18,7 +18,7 @@ from core.ir.tflite_dialect import padding
 from core.ir.tflite_interpreter import run_int8
 from core.quantize.runtimes import RUNTIMES, runtime_named, runtimes_of
 from core.quantize.tflite_reference import RUNNERS, runner_of
-from pipeline.params import RuntimeName
+from pipeline.config import RuntimeName
 from tflite_builder import Tensor, model_bytes, one_operator_model
 
 TFLITE_RUNTIMES = runtimes_of("tflite_int8")

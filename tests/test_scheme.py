@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from core.quantize.scheme import SCHEMES, Pow2Symmetric, TfliteInt8, scheme_of
-from pipeline.params import Scheme
+from pipeline.config import Scheme
 
 
 def test_the_configs_choices_are_the_registered_schemes():

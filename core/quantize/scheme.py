@@ -406,7 +406,7 @@ class TfliteInt8(QuantScheme):
         return [-self.qmax * scale, self.qmax * scale]
 
 
-# every scheme, registered here once: the config's choices (pipeline/params.py's Scheme, kept equal by a test), the
+# every scheme, registered here once: the config's choices (pipeline/config.py's Scheme is made from it), the
 # accelerator's, emission's dialect and the target rules all ask these classes
 SCHEMES: dict[str, type[QuantScheme]] = {scheme.name: scheme for scheme in (Pow2Symmetric, TfliteInt8)}
 
