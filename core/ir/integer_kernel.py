@@ -44,7 +44,7 @@ class ArrayModelBuilder:
         return tensor
 
     def round_shift(self, tensor: np.ndarray, shift: int) -> np.ndarray:
-        return round_shift(tensor, shift)
+        return tensor if shift == 0 else round_shift(tensor, shift)  # no shift: no copy of a large batch
 
     def clamp(self, tensor: np.ndarray, low: int, high: int) -> np.ndarray:
         return np.clip(tensor, low, high)
