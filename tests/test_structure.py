@@ -23,10 +23,10 @@ from core.backends.accel.ops import lowering_of
 from core.backends.c.ops import C_EMITTERS
 from core.ir.activations import ACTIVATIONS
 from core.backends.c.program import RUNTIME_HEADERS
-from core.ir.op import DIALECTS, dialect_key
+from core.ir.op import DIALECTS, dialect_key, schema_key
 from core.ir.schema import SCHEMA_FILE, branches as schema_branches, schema_text
 from core.ir.ops import OPS
-from core.ir.records import IrLayer
+from core.ir.records import DIALECT_KEY, IrLayer, json_fields
 from pipeline.code_version import closure_deps, code_version, declared_data_files, import_closure, imported_modules, module_file
 from pipeline.dvcgen import DVC_ENTRY_CODE
 from pipeline.stages import STAGES
@@ -164,14 +164,16 @@ def test_the_schema_is_the_registry():
     """Every operation has one schema branch whose keys are its record's fields (required:
     exactly those without a default), and activation_type lists the registered activations."""
     branches = schema_branches()
-    keys = {dialect_key(name, dialect): op for dialect, ops in DIALECTS.items() for name, op in ops.items()}
+    keys = {schema_key(name, dialect): (dialect, op) for dialect, ops in DIALECTS.items() for name, op in ops.items()}
     assert set(branches) == set(keys) and {name for name in OPS} <= set(branches)
-    for name, op in keys.items():
+    for name, (dialect, op) in keys.items():
         branch = branches[name]
-        fields = {spec.name: spec for spec in dataclasses.fields(op.record)}
-        assert set(branch["properties"]) == set(fields) | {"operation"}, name
+        fields = {spec.name: spec for spec in json_fields(op.record, dialect) if "grid" not in spec.metadata}
+        grid_keys = {key for spec in json_fields(op.record, dialect) if "grid" in spec.metadata for key in spec.metadata["grid"].keys(dialect)}
+        tagged = {DIALECT_KEY} if len(op.record.dialects) > 1 and dialect != "tf2ir" else set()
+        assert set(branch["properties"]) == set(fields) | grid_keys | tagged | {"operation"}, name
         required = {key for key, spec in fields.items() if spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING}
-        assert required | {"operation"} <= set(branch["required"]), (name, required - set(branch["required"]))
+        assert required | grid_keys | tagged | {"operation"} <= set(branch["required"]), (name, required - set(branch["required"]))
         if "activation_type" in fields:
             assert set(branch["properties"]["activation_type"]["enum"]) == set(ACTIVATIONS), name
 

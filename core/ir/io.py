@@ -17,7 +17,7 @@ import numpy as np
 
 from core.ir.network import Ir
 from core.limits import human_bytes, npy_header
-from core.ir.op import DIALECT_KEY, DIALECTS, NETWORK_INPUT, dialect_key, dialect_of
+from core.ir.op import DIALECT_KEY, DIALECTS, NETWORK_INPUT, dialect_of, schema_key
 from core.ir import schema
 from core.ir.records import IrError
 
@@ -98,7 +98,7 @@ def validate_ir(layers: list[dict[str, Any]], origin: str = "IR") -> None:
     for position, layer in enumerate(layers):
         name = layer.get("name", f"#{position}") if isinstance(layer, dict) else f"#{position}"
         operation = layer.get("operation") if isinstance(layer, dict) else None
-        key = dialect_key(operation, dialect_of(layer))
+        key = schema_key(operation, dialect_of(layer))
         if key not in branches:
             raise IrError(f"{origin}: layer {name}: operation {operation!r} ({DIALECT_KEY} {dialect_of(layer)!r}) is not one of "
                           f"{', '.join(branches)}")

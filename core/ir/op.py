@@ -1,14 +1,17 @@
 """The IR operation interface and its registry.
 
-An `IrOp` is everything the toolchain knows of one TF2IR operation: the graph patterns that
+An `IrOp` is everything the toolchain knows of one operation: the graph patterns that
 start its layers, its annotate rule (seed 001), its typed record (core/ir/records.py), how a
-matched layer becomes that record under a calibration table (`fields`, `params`), and the
-integer kernel the simulator runs. Each operation's folder in core/ir/ops/ builds and
-registers its IrOps; backends keep their own registries of how they emit each operation.
+matched layer becomes that record under a calibration table (`fields`, `params`), how an
+operator of a .tflite model does (`builders`), and the integer kernel the simulator runs. An
+operation whose record is of both dialects (records.AnyDialect) is registered once, for both.
+Each operation's folder in core/ir/ops/ builds and registers its IrOps; backends keep their own
+registries of how they emit each operation, under its `dialect_key`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -16,7 +19,7 @@ import numpy as np
 
 from core.frontend.graph import Graph, canonical_tensor
 from core.frontend.layers import AnnotateRule, Layer, LayerGraph, Pattern
-from core.ir.records import IrError, IrLayer
+from core.ir.records import DIALECT_KEY, IrError, IrLayer
 from core.quantize.grid import Pow2Grid
 
 NETWORK_INPUT = "input"  # previous_layer's name for the network input (seed 000, 4.1)
@@ -141,6 +144,7 @@ class IrContext:
 Fields = Callable[[Layer, IrContext], dict]
 Params = Callable[[Layer, IrContext], dict]
 Kernel = Callable[[Any, dict, list], np.ndarray]
+Builder = Callable[[Any, Any, Any], tuple[dict, dict]]  # (model, operator, runtime) -> (fields, params)
 
 
 def no_params(layer: Layer, ctx: IrContext) -> dict:
@@ -162,7 +166,9 @@ class IrOp:
         Tests compare the two on every operation and on real models.
     input_kinds: the .npy names of its inputs in the IR's test tensors (input_kind).
     float_variant: the operation a layer of this one becomes when calibration keeps it in float
-        (calib.keep_float: the table's float_layers), or None if it cannot be kept in float."""
+        (calib.keep_float: the table's float_layers), or None if it cannot be kept in float.
+    builders: per TFLite builtin operator, how an operator of a .tflite model (core/frontend/tflite.py)
+        becomes the record's fields and constants in the tflite_int8 dialect (see AffineOp)."""
 
     name: str
     record: type[IrLayer]
@@ -175,6 +181,7 @@ class IrOp:
     param_kinds: tuple[str, ...] = ()  # the kinds `params` returns: params/<layer>_<kind>.npy
     float_variant: str | None = None
     fast_kernel: Kernel | None = None
+    builders: dict[str, Builder] = dataclasses.field(default_factory=dict)
 
     @property
     def simulator_kernel(self) -> Kernel:
@@ -200,9 +207,6 @@ def input_kind(input_kinds: tuple[str, ...], position: int, operands: int) -> st
 
 
 OPS: dict[str, IrOp] = {}
-
-
-Builder = Callable[[Any, Any, Any], tuple[dict, dict]]  # (model, operator, runtime) -> (fields, params)
 
 
 @dataclass(frozen=True)
@@ -231,7 +235,6 @@ class AffineOp:
 AFFINE_OPS: dict[str, AffineOp] = {}
 # each dialect's operations; a record's `dialect` says which it is looked up in
 DIALECTS: dict[str, dict[str, IrOp | AffineOp]] = {"tf2ir": OPS, "tflite_int8": AFFINE_OPS}
-DIALECT_KEY = "scheme"  # the JSON key naming a layer's dialect; absent: TF2IR's own
 
 
 def dialect_of(data: dict) -> str:
@@ -239,10 +242,17 @@ def dialect_of(data: dict) -> str:
     return data.get(DIALECT_KEY, "tf2ir") if isinstance(data, dict) else "tf2ir"
 
 
-def dialect_key(operation: str, dialect: str) -> str:
-    """The name of an operation across dialects (schema branches, backend registries): TF2IR's own by its
-    name, a scheme's dialect's as `operation@dialect`."""
+def schema_key(operation: str, dialect: str) -> str:
+    """The name of an operation's branch of the IR's JSON Schema: TF2IR's by its name, another dialect's as
+    `operation@dialect` (one record of both dialects has a branch in each)."""
     return operation if dialect == "tf2ir" else f"{operation}@{dialect}"
+
+
+def dialect_key(operation: str, dialect: str) -> str:
+    """The name of an operation in the backends' registries: its name where one record serves every dialect,
+    else a scheme's dialect's as `operation@dialect`."""
+    shared = operation in OPS and DIALECTS[dialect].get(operation) is OPS[operation]
+    return operation if shared else schema_key(operation, dialect)
 
 
 def key_of(record: IrLayer) -> str:
@@ -277,11 +287,15 @@ def op_of(layer: Layer, float_layers) -> IrOp:
 
 
 def register_op(op: IrOp) -> IrOp:
-    if op.name in OPS:
+    """Register `op` in every dialect its record is of."""
+    if any(op.name in DIALECTS[dialect] for dialect in op.record.dialects):
         raise ValueError(f"IR operation {op.name!r} registered twice")
     if op.record.operation != op.name:
         raise ValueError(f"IR operation {op.name!r}: its record is for {op.record.operation!r}")
     if any(pattern.op != op.name for pattern in op.patterns):
         raise ValueError(f"IR operation {op.name!r}: a pattern builds another operation's layers")
-    OPS[op.name] = op
+    if bool(op.builders) != ("tflite_int8" in op.record.dialects):
+        raise ValueError(f"IR operation {op.name!r}: builders from .tflite operators go with a record of the tflite_int8 dialect")
+    for dialect in op.record.dialects:
+        DIALECTS[dialect][op.name] = op
     return op

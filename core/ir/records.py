@@ -102,8 +102,8 @@ class SameShapeInput:
 
 
 class ScaleSharingCopy:
-    """A layer that moves values without arithmetic (reshape, pad, crop): one `log2scale` for its input and
-    output, no multiply-accumulates, no shifts, no accumulator."""
+    """A layer that moves values without arithmetic (crop): one `log2scale` for its input and output, no
+    multiply-accumulates, no shifts, no accumulator."""
 
     def log2scale_of_input(self, position: int) -> int:
         return self.log2scale
@@ -121,6 +121,99 @@ class ScaleSharingCopy:
         return None  # a copy
 
 
+DIALECT_KEY = "scheme"  # the JSON key naming a layer's dialect; absent: TF2IR's own
+# the dialect a layer is of, by the grid its values are on
+GRID_DIALECTS: dict[type, str] = {Pow2Grid: "tf2ir", AffineGrid: "tflite_int8"}
+
+
+@dataclass(frozen=True)
+class GridKeys:
+    """How a record's grid field is written: in TF2IR's JSON as a log2scale, in the tflite_int8 dialect's as a scale
+    and a zero point (the layer then says `"scheme": "tflite_int8"`)."""
+
+    log2scale: str = "log2scale"
+    scale: str = "output_scale"
+    zero_point: str = "output_zero_point"
+
+    def keys(self, dialect: str) -> tuple[str, ...]:
+        return (self.log2scale,) if dialect == "tf2ir" else (self.scale, self.zero_point)
+
+    def write(self, grid: Pow2Grid | AffineGrid) -> dict[str, Any]:
+        if isinstance(grid, Pow2Grid):
+            return {self.log2scale: grid.log2scale}
+        return {self.scale: grid.scale, self.zero_point: grid.zero_point}
+
+    def read(self, data: dict[str, Any], dialect: str) -> Pow2Grid | AffineGrid:
+        if dialect == "tf2ir":
+            return Pow2Grid(int(data[self.log2scale]))
+        return AffineGrid(float(data[self.scale]), int(data[self.zero_point]))
+
+
+def grid_field(keys: GridKeys = GridKeys()):
+    """A record's grid: the dialect of the layer is the grid's (GRID_DIALECTS), its JSON keys `keys`'."""
+    return dataclasses.field(metadata={"grid": keys})
+
+
+def written_in(dialect: str, default: Any):
+    """A field one dialect's JSON has and the others' do not (reading theirs, it is `default`)."""
+    return dataclasses.field(default=default, metadata={"written_in": dialect})
+
+
+class AnyDialect:
+    """A record of an operation both dialects share: one class, the dialect its output grid's (GRID_DIALECTS)."""
+
+    dialects: ClassVar[tuple[str, ...]] = tuple(GRID_DIALECTS.values())
+
+    @property
+    def dialect(self) -> str:
+        return GRID_DIALECTS[type(self.grid_of_output())]
+
+    def log2scale_of_input(self, position: int) -> int:
+        return self._log2scale(self.grid_of_input(position))
+
+    def log2scale_of_output(self) -> int:
+        return self._log2scale(self.grid_of_output())
+
+    def _log2scale(self, grid: Pow2Grid | AffineGrid) -> int:
+        if not isinstance(grid, Pow2Grid):
+            raise IrError(f"layer {self.name}: a {self.dialect} layer has a scale and a zero point, no log2scale (grid_of_input, "
+                          "grid_of_output)")
+        return grid.log2scale
+
+
+class SharedGrid(AnyDialect):
+    """One `grid` for the input and the output: a layer that moves values without arithmetic (reshape, pad,
+    resize_nearest): no multiply-accumulates, no shifts, no accumulator."""
+
+    def grid_of_input(self, position: int) -> Pow2Grid | AffineGrid:
+        return self.grid
+
+    def grid_of_output(self) -> Pow2Grid | AffineGrid:
+        return self.grid
+
+    def macs(self) -> int:
+        return 0
+
+    def shifts(self) -> list[Shift]:
+        return []
+
+    def accumulator_bound(self, params: dict | None = None) -> None:
+        return None  # a copy
+
+
+class InputOutputGrids(AnyDialect):
+    """One input on `input_grid`, the output on `output_grid`."""
+
+    def grid_of_input(self, position: int) -> Pow2Grid | AffineGrid:
+        return self.input_grid
+
+    def grid_of_output(self) -> Pow2Grid | AffineGrid:
+        return self.output_grid
+
+
+INPUT_GRID, OUTPUT_GRID = GridKeys("input_log2scale", "input_scale", "input_zero_point"), GridKeys("output_log2scale")
+
+
 def omitted_when(default: Any):
     """A field the JSON carries only when it differs from `default` (absent means default)."""
     return dataclasses.field(default=default, metadata={"omit_default": True})
@@ -135,11 +228,21 @@ def optional(default: Any):
 class OpSchema:
     """What an operation's record says of itself in the IR's JSON Schema (core/ir/schema.py builds
     it): its description, the TF2IR version that added it (None: seed 000's own), and the
-    definitions of the fields only it has or means otherwise (the others: core/ir/fields.py)."""
+    definitions of the fields only it has or means otherwise (the others: core/ir/fields.py).
+    An AnyDialect record's description and version may differ by dialect: a dict by dialect; so may a
+    field's definition (`fields_in`: dialect -> field -> definition, before `fields`)."""
 
-    doc: str
-    since: str | None = None
+    doc: str | dict[str, str]
+    since: str | None | dict[str, str | None] = None
     fields: dict[str, dict] = dataclasses.field(default_factory=dict)
+    fields_in: dict[str, dict[str, dict]] = dataclasses.field(default_factory=dict)
+
+    def definition(self, key: str, dialect: str) -> dict | None:
+        return self.fields_in.get(dialect, {}).get(key, self.fields.get(key))
+
+    def in_dialect(self, attribute: str, dialect: str):
+        value = getattr(self, attribute)
+        return value[dialect] if isinstance(value, dict) else value
 
 
 _NESTED = (Size, Padding)
@@ -151,8 +254,10 @@ class IrLayer:
 
     operation: ClassVar[str]
     schema: ClassVar[OpSchema]
-    # the dialect the record belongs to: TF2IR's own, or a scheme's extension (core/ir/op.py: DIALECTS)
+    # the dialect the record belongs to: TF2IR's own, or a scheme's extension (core/ir/op.py: DIALECTS); an
+    # AnyDialect record's is its grid's
     dialect: ClassVar[str] = "tf2ir"
+    dialects: ClassVar[tuple[str, ...]] = ("tf2ir",)
     label_prefix: ClassVar[str] = ""  # a short name for pictures ("conv", "dw", ...)
     # computes the same thing on any data layout (every output element from the input
     # elements at its position): may run on packed data (seed 004 [0048])
@@ -165,11 +270,14 @@ class IrLayer:
     # --- JSON ---------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"operation": self.operation}
-        for spec in dataclasses.fields(self):
+        if len(self.dialects) > 1 and self.dialect != "tf2ir":
+            data[DIALECT_KEY] = self.dialect
+        for spec in json_fields(type(self), self.dialect):
             value = getattr(self, spec.name)
-            if spec.metadata.get("omit_default") and value == spec.default:
-                continue
-            data[spec.name] = _plain(value)
+            if "grid" in spec.metadata:
+                data.update(spec.metadata["grid"].write(value))
+            elif not (spec.metadata.get("omit_default") and value == spec.default):
+                data[spec.name] = _plain(value)
         return data
 
     @classmethod
@@ -177,14 +285,21 @@ class IrLayer:
         name = data.get("name", "?")
         if data.get("operation") != cls.operation:
             raise IrError(f"layer {name}: operation {data.get('operation')!r}, expected {cls.operation!r}")
-        values = {}
-        for spec, kind in _field_types(cls):
-            if spec.name not in data:
-                if spec.default is dataclasses.MISSING:
-                    raise IrError(f"layer {name} ({cls.operation}): missing {spec.name}")
-                continue
-            values[spec.name] = _typed(data[spec.name], kind, f"layer {name}: {spec.name}")
-        unknown = sorted(set(data) - {spec.name for spec in dataclasses.fields(cls)} - {"operation"})
+        dialect = data.get(DIALECT_KEY, "tf2ir") if len(cls.dialects) > 1 else cls.dialects[0]
+        if dialect not in cls.dialects:
+            raise IrError(f"layer {name}: {DIALECT_KEY} {dialect!r}; {cls.operation} is of {', '.join(cls.dialects)}")
+        values, known = {}, {"operation", *([DIALECT_KEY] if len(cls.dialects) > 1 else [])}
+        for spec in json_fields(cls, dialect):
+            keys = spec.metadata["grid"].keys(dialect) if "grid" in spec.metadata else (spec.name,)
+            known.update(keys)
+            missing = [key for key in keys if key not in data]
+            if missing and (spec.default is dataclasses.MISSING or "grid" in spec.metadata):
+                raise IrError(f"layer {name} ({cls.operation}): missing {missing[0]}")
+            if "grid" in spec.metadata:
+                values[spec.name] = spec.metadata["grid"].read(data, dialect)
+            elif not missing:
+                values[spec.name] = _typed(data[spec.name], _field_types(cls)[spec.name], f"layer {name}: {spec.name}")
+        unknown = sorted(set(data) - known)
         if unknown:
             raise IrError(f"layer {name} ({cls.operation}): unknown key {unknown[0]!r}")
         return cls(**values)
@@ -247,10 +362,15 @@ class IrLayer:
         return self.label_prefix or self.operation
 
 
+def json_fields(record: type, dialect: str) -> list[dataclasses.Field]:
+    """The record's fields a layer of `dialect` writes in its JSON."""
+    return [spec for spec in dataclasses.fields(record) if spec.metadata.get("written_in", dialect) == dialect]
+
+
 @functools.lru_cache(maxsize=None)
-def _field_types(cls: type) -> tuple[tuple[dataclasses.Field, Any], ...]:
+def _field_types(cls: type) -> dict[str, Any]:
     hints = typing.get_type_hints(cls)
-    return tuple((spec, hints[spec.name]) for spec in dataclasses.fields(cls))
+    return {spec.name: hints[spec.name] for spec in dataclasses.fields(cls)}
 
 
 def _plain(value: Any) -> Any:

@@ -15,9 +15,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from core.ir.fields import FIELDS
-from core.ir.op import DIALECTS, dialect_key
+from core.ir.op import DIALECTS, schema_key
 from core.ir.ops import OPS  # noqa: F401  (every operation registered)
-from core.ir.records import IrError, IrLayer
+from core.ir.records import DIALECT_KEY, IrError, IrLayer, json_fields
 
 VERSION = "1.2"
 # written here from the records (python -m core.ir.schema), never read: a test keeps it their image
@@ -43,22 +43,27 @@ _HEADER = {
 }
 
 
-def layer_schema(record: type[IrLayer]) -> dict:
-    """The JSON Schema of one layer of `record`'s operation."""
+def layer_schema(record: type[IrLayer], dialect: str) -> dict:
+    """The JSON Schema of one layer of `record`'s operation in `dialect`."""
     op_schema = record.schema
     properties: dict[str, dict] = {"operation": {"const": record.operation}}
-    for spec in dataclasses.fields(record):
-        definition = op_schema.fields.get(spec.name, FIELDS.get(spec.name))
-        if definition is None:
-            raise IrError(f"operation {record.operation}: field {spec.name} has no definition: give it one in "
-                          f"{record.__name__}.schema.fields, or in core/ir/fields.py when other operations share it")
-        properties[spec.name] = definition
-    required = [spec.name for spec in dataclasses.fields(record)
-                if not (spec.metadata.get("omit_default") or spec.metadata.get("optional"))]
-    branch = {"type": "object", "description": op_schema.doc, "required": ["operation", *required],
+    required = ["operation"]
+    if len(record.dialects) > 1 and dialect != "tf2ir":
+        properties[DIALECT_KEY], required = {**FIELDS[DIALECT_KEY], "const": dialect}, [*required, DIALECT_KEY]
+    for spec in json_fields(record, dialect):
+        keys = spec.metadata["grid"].keys(dialect) if "grid" in spec.metadata else (spec.name,)
+        for key in keys:
+            definition = op_schema.definition(key, dialect) or FIELDS.get(key)
+            if definition is None:
+                raise IrError(f"operation {record.operation}: field {key} has no definition: give it one in "
+                              f"{record.__name__}.schema.fields, or in core/ir/fields.py when other operations share it")
+            properties[key] = definition
+        if "grid" in spec.metadata or not (spec.metadata.get("omit_default") or spec.metadata.get("optional")):
+            required.extend(keys)
+    branch = {"type": "object", "description": op_schema.in_dialect("doc", dialect), "required": required,
               "properties": properties, "additionalProperties": False}
-    if op_schema.since is not None:
-        branch["x-since"] = op_schema.since
+    if op_schema.in_dialect("since", dialect) is not None:
+        branch["x-since"] = op_schema.in_dialect("since", dialect)
     return branch
 
 
@@ -66,9 +71,9 @@ def layer_schema(record: type[IrLayer]) -> dict:
 def branches() -> dict[str, dict]:
     """One branch per operation of each dialect (validating a layer against its own gives messages that name
     the field): seed 000's operations first, then each version's additions, by name within each."""
-    ordered = sorted(((dialect_key(name, dialect), op) for dialect, ops in DIALECTS.items() for name, op in ops.items()),
-                     key=lambda item: (item[1].record.schema.since or "1.0", item[0]))
-    return {key: layer_schema(op.record) for key, op in ordered}
+    ordered = sorted(((schema_key(name, dialect), dialect, op) for dialect, ops in DIALECTS.items() for name, op in ops.items()),
+                     key=lambda item: (item[2].record.schema.in_dialect("since", item[1]) or "1.0", item[0]))
+    return {key: layer_schema(op.record, dialect) for key, dialect, op in ordered}
 
 
 def ir_schema() -> dict:

@@ -65,6 +65,7 @@ class OutputGrid(NoLog2scales):
 @dataclass(frozen=True, kw_only=True)
 class AffineLayer(IrLayer):
     dialect: ClassVar[str] = SCHEME
+    dialects: ClassVar[tuple[str, ...]] = (SCHEME,)
 
     scheme: str = SCHEME
     output_scale: float

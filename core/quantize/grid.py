@@ -36,9 +36,14 @@ class Pow2Grid:
         """The real value of one integer step."""
         return 2.0 ** -self.log2scale
 
+    @property
+    def zero_point(self) -> int:
+        """The integer of real 0: symmetric."""
+        return 0
+
     def fake_quantized(self, values: np.ndarray, bits: int) -> np.ndarray:
         """`values` as a FakeQuant of the grid gives them (round half up, saturate at `bits`), in float64."""
-        step = 2.0 ** -self.log2scale
+        step = self.step
         return np.clip(np.floor(np.asarray(values, np.float64) / step + 0.5), -(2 ** (bits - 1)), 2 ** (bits - 1) - 1) * step
 
     @property

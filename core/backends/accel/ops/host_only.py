@@ -20,6 +20,5 @@ HOST_ONLY_REASONS = {
 }
 
 for _operation, _reason in HOST_ONLY_REASONS.items():
-    for _dialect, _operations in DIALECTS.items():
-        if _operation in _operations:
-            host_only(dialect_key(_operation, _dialect), _reason)
+    for _key in dict.fromkeys(dialect_key(_operation, _dialect) for _dialect, _operations in DIALECTS.items() if _operation in _operations):
+        host_only(_key, _reason)

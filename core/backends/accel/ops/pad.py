@@ -1,14 +1,12 @@
 """pad on the accelerator (both dialects): the DMA pads as it loads (seed 004's conv2d_zp padding): per tile of
 output rows, one LOAD of the input rows into the accumulators (int8, sign-extended) with the padding rows and
-columns filled with the padding value (0; the tflite_int8 dialect's zero point), then one STORE of the box. A
+columns filled with the grid's zero (TF2IR's 0, the tflite_int8 dialect's zero point), then one STORE of the box. A
 pad is the 1x1 window of stride 1 over its padded input."""
 
 from __future__ import annotations
 
 from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, load_rows, lowers, most_rows, spans
 from core.backends.accel.target import Accelerator
-from core.ir.op import dialect_key
-from core.ir.tflite_dialect import SCHEME
 from core.ir.window import Window
 
 MAX_PAD = 255  # LOAD's 8-bit pad fields
@@ -30,12 +28,7 @@ def pad_refusals(record, params: dict) -> list[str]:
     return [f"padding {amounts}: a LOAD pads by at most {MAX_PAD}"] if max(amounts) > MAX_PAD else []
 
 
-def _fill(record) -> int:
-    return getattr(record, "output_zero_point", 0)
-
-
 @lowers("pad", pad_tile_needs, pad_refusals)
-@lowers(dialect_key("pad", SCHEME), pad_tile_needs, pad_refusals)
 def pad_lower(record, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
     (x,) = inputs
     window = _window(record)
@@ -51,5 +44,5 @@ def pad_lower(record, params: dict, inputs: list[PackedTensor], output: PackedTe
     for r0, r1 in spans(window.out_height, rows):
         for b0, b1 in spans(blocks, block_tile):
             what = f"{record.name} rows {r0}-{r1 - 1} blocks {b0}-{b1 - 1}"
-            low.emit(load_rows(window, "ACC8", 0, x, (r0, r1), (b0, b1), _fill(record), f"{what}: input, padded"))
+            low.emit(load_rows(window, "ACC8", 0, x, (r0, r1), (b0, b1), record.grid.zero_point, f"{what}: input, padded"))
             low.store(0, (r0, r1), output, (b0, b1), f"{what}: store")

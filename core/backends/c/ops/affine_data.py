@@ -1,4 +1,4 @@
-"""concat, pad, resize_nearest, resize_bilinear and lut of the tflite_int8 dialect as C99 (the contract:
+"""concat and resize_bilinear of the tflite_int8 dialect as C99 (the contract:
 core/backends/c/emitter.py): moves of bytes, and TFLite's integer interpolation. Index and weight tables
 that depend on the shapes only are computed here by the kernels' own functions and baked in."""
 
@@ -7,12 +7,9 @@ from __future__ import annotations
 import math
 
 from core.backends.c.emitter import emits
-from core.backends.c.ops.pad import pad_c
 from core.ir.ops.concat.affine_record import ConcatAffineLayer
-from core.ir.ops.lut.affine_record import LutAffineLayer
-from core.ir.ops.pad.affine_record import PadAffineLayer
-from core.ir.ops.resize.affine import interpolation, nearest_indices
-from core.ir.ops.resize.affine_record import ResizeAffineLayer
+from core.ir.ops.resize.affine import interpolation
+from core.ir.ops.resize.affine_record import ResizeBilinearAffineLayer
 
 
 def _ints(values) -> str:
@@ -42,24 +39,7 @@ static void {symbol}({pointers}, int8_t *restrict out)
 """
 
 
-@emits("pad@tflite_int8")
-def pad_affine_emit_c(record: PadAffineLayer, symbol: str) -> str:
-    return pad_c(record, symbol, record.output_zero_point, f"the zero point {record.output_zero_point} (tflite_int8)")
-
-
-@emits("lut@tflite_int8")
-def lut_affine_emit_c(record: LutAffineLayer, symbol: str) -> str:
-    return f"""/* {record.function} of {list(record.shape)} as a lookup in <symbol>_table (tflite_int8) */
-static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
-{{
-    long i;
-    for (i = 0; i < {math.prod(record.shape)}L; i++)
-        out[i] = {symbol}_table[in0[i] + 128];
-}}
-"""
-
-
-def _resize(record: ResizeAffineLayer, symbol: str, tables: str, value: str) -> str:
+def _resize(record: ResizeBilinearAffineLayer, symbol: str, tables: str, value: str) -> str:
     height, width = record.input_size.pair()
     out_height, out_width = record.output_size.pair()
     channels = record.input_channel_num
@@ -80,18 +60,8 @@ def _at(width: int, channels: int, row: str, column: str) -> str:
     return f"(int64_t)in0[({row} * {width} + {column}) * {channels} + c]"
 
 
-@emits("resize_nearest@tflite_int8")
-def resize_nearest_affine_emit_c(record: ResizeAffineLayer, symbol: str) -> str:
-    (height, width), (out_height, out_width) = record.input_size.pair(), record.output_size.pair()
-    rows = nearest_indices(out_height, height, record.align_corners, record.half_pixel_centers)
-    columns = nearest_indices(out_width, width, record.align_corners, record.half_pixel_centers)
-    tables = (f"static const int32_t {symbol}_rows[{out_height}] = {{{_ints(rows)}}};\n"
-              f"static const int32_t {symbol}_columns[{out_width}] = {{{_ints(columns)}}};")
-    return _resize(record, symbol, tables, f"in0[({symbol}_rows[oy] * {width} + {symbol}_columns[ox]) * {record.input_channel_num} + c]")
-
-
 @emits("resize_bilinear@tflite_int8")
-def resize_bilinear_affine_emit_c(record: ResizeAffineLayer, symbol: str) -> str:
+def resize_bilinear_affine_emit_c(record: ResizeBilinearAffineLayer, symbol: str) -> str:
     """reference_ops::ResizeBilinearInteger: the four taps weighted in 2^-20 units, rounded half away from zero
     (C's division truncates, as TFLite's does)."""
     (height, width), (out_height, out_width), channels = record.input_size.pair(), record.output_size.pair(), record.input_channel_num

@@ -1,4 +1,4 @@
-"""add, mul, reshape and softmax of the tflite_int8 dialect as C99 (the contract: core/backends/c/emitter.py;
+"""add, mul and softmax of the tflite_int8 dialect as C99 (the contract: core/backends/c/emitter.py;
 the arithmetic: runtime/qt_tflite.h)."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ import math
 from core.backends.c.emitter import emits
 from core.ir.ops.add.affine_record import AddAffineLayer
 from core.ir.ops.mul.affine_record import MulAffineLayer
-from core.ir.ops.reshape.affine_record import ReshapeAffineLayer
 from core.ir.ops.softmax.affine import ACCUMULATION_INTEGER_BITS
 from core.ir.ops.softmax.affine_record import SoftmaxAffineLayer, softmax_exp_table
 
@@ -29,16 +28,6 @@ static void {symbol}(const int8_t *restrict in0, const int8_t *restrict in1, int
         out[i] = (int8_t)qt_clamp64(qt_mbqm(a + b, INT64_C({record.output_multiplier}), {record.output_shift}) + ({record.output_zero_point}),
                                     {record.output_min}, {record.output_max});
     }}
-}}
-"""
-
-
-@emits("reshape@tflite_int8")
-def reshape_affine_emit_c(record: ReshapeAffineLayer, symbol: str) -> str:
-    return f"""/* reshape {list(record.input_shape)} -> {list(record.output_shape)} (tflite_int8): a copy */
-static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
-{{
-    memcpy(out, in0, {math.prod(record.input_shape)});
 }}
 """
 

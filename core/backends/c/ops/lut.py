@@ -12,7 +12,8 @@ from core.ir.ops.lut.record import TABLE_SIZE, LutLayer
 def lut_emit_c(record: LutLayer, symbol: str) -> str:
     """`lut_kernel` for one image: out[i] = table[in[i] + 128], the table being the layer's params."""
     count = math.prod(record.shape)
-    return f"""/* lut over {count} elements: {record.function} */
+    function = record.function.replace("*/", "* /")  # an IR's free text: never the comment's end
+    return f"""/* lut over {count} elements: {function} ({record.dialect}) */
 QT_SIMD static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
 {{
     int i;

@@ -12,7 +12,7 @@ from core.ir.ops.reshape.record import ReshapeLayer
 def reshape_emit_c(record: ReshapeLayer, symbol: str) -> str:
     """The image's bytes copied unchanged (`reshape_kernel`: C order in, C order out)."""
     count = math.prod(int(d) for d in record.input_shape)
-    return f"""/* reshape {list(record.input_shape)} -> {list(record.output_shape)}: a copy */
+    return f"""/* reshape {list(record.input_shape)} -> {list(record.output_shape)} ({record.dialect}): a copy */
 static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
 {{
     memcpy(out, in0, {count});

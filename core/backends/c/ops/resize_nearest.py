@@ -17,7 +17,7 @@ def resize_nearest_emit_c(record: ResizeNearestLayer, symbol: str) -> str:
     def table(name: str, values) -> str:
         return f"static const int32_t {symbol}_{name}[{len(values)}] = {{{', '.join(str(int(v)) for v in values)}}};"
 
-    return f"""/* resize_nearest {h}x{w}x{c} -> {oh}x{ow}, align_corners {int(record.align_corners)}, half_pixel_centers {int(record.half_pixel_centers)} */
+    return f"""/* resize_nearest {h}x{w}x{c} -> {oh}x{ow}, align_corners {int(record.align_corners)}, half_pixel_centers {int(record.half_pixel_centers)} ({record.dialect}) */
 {table("rows", rows)}
 {table("columns", columns)}
 

@@ -1,15 +1,17 @@
 """lut (a TF2IR extension): any element-wise int8 -> int8 function of one activation as a
 256-entry table -- LeakyRelu, Sigmoid, Tanh, hard-swish, swish and whatever else Keras writes as
 element-wise ops with scalar constants (pattern.py). On a power-of-two target the annotated
-graph reads the same table (its integer model), so it agrees with the IR bit for bit."""
+graph reads the same table (its integer model), so it agrees with the IR bit for bit. In the tflite_int8 dialect
+(tflite.py): a .tflite's LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU or int8 -> int8 QUANTIZE as the table of what the
+runtime's kernel gives for each input."""
 
 from core.frontend.layers import AnnotateRule, IntegerModelBuilder, QKind
-from core.ir.op import AffineOp, IrOp, register_affine_op, register_op
-from core.ir.ops.lut.affine_record import TABLES, LutAffineLayer, lut_affine_kernel, lut_from_tflite
+from core.ir.op import IrOp, register_op
 from core.ir.ops.lut.emit import lut_fields, lut_params
 from core.ir.ops.lut.kernel import lut_kernel
 from core.ir.ops.lut.pattern import PATTERN
-from core.ir.ops.lut.record import TABLE_SIZE, LutLayer
+from core.ir.ops.lut.record import TABLE_SIZE, TFLITE_FUNCTIONS, LutLayer
+from core.ir.ops.lut.tflite import TABLES, lut_from_tflite
 from core.quantize.integers import lookup_table
 
 
@@ -24,7 +26,8 @@ def lut_model(model: IntegerModelBuilder) -> str:
     return model.from_ints(values, model.output_log2scale)
 
 
+if set(TABLES) != set(TFLITE_FUNCTIONS):
+    raise ValueError(f"lut: the TFLite operators with a table ({sorted(TABLES)}) are not the record's functions ({TFLITE_FUNCTIONS})")
 LUT = register_op(IrOp("lut", LutLayer, AnnotateRule(inputs=(QKind.INPUT,), output=QKind.ACTIVATION, integer_model=lut_model),
-                       (PATTERN,), lut_fields, lut_kernel, lut_params, param_kinds=("table",)))
-
-LUT_AFFINE = register_affine_op(AffineOp("lut", LutAffineLayer, lut_affine_kernel, {name: lut_from_tflite for name in TABLES}, ("table",)))
+                       (PATTERN,), lut_fields, lut_kernel, lut_params, param_kinds=("table",),
+                       builders={name: lut_from_tflite for name in TABLES}))

@@ -1,5 +1,7 @@
-"""The lut IR record (a TF2IR extension): y = table[x + 128] element by element, the table being
-the region's float function evaluated at every int8 input and rounded to the output scale."""
+"""The lut IR record, of both dialects: y = table[x + 128] element by element (params/<name>_table.npy, int8 [256]).
+TF2IR's (an extension, 1.1): the region's float function evaluated at every int8 input and rounded to the output
+scale. The tflite_int8 dialect's (1.2): each entry what TFLite's reference kernel of `function` gives for that
+input at the layer's scales and zero points."""
 
 from __future__ import annotations
 
@@ -7,35 +9,46 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-from core.ir.records import IrLayer, OpSchema, SameShapeInput, Shift
+from core.ir.fields import shape_array
+from core.ir.records import INPUT_GRID, OUTPUT_GRID, InputOutputGrids, IrLayer, OpSchema, SameShapeInput, Shift, grid_field, written_in
+from core.quantize.grid import AffineGrid, Pow2Grid
 
 TABLE_SIZE = 256  # one entry per int8 input, x = -128 .. 127 at index x + 128
+TFLITE_FUNCTIONS = ("LOGISTIC", "TANH", "HARD_SWISH", "LEAKY_RELU", "QUANTIZE")
 
 
 @dataclass(frozen=True, kw_only=True)
-class LutLayer(SameShapeInput, IrLayer):
+class LutLayer(InputOutputGrids, SameShapeInput, IrLayer):
     operation: ClassVar[str] = "lut"
     schema: ClassVar[OpSchema] = OpSchema(
-        doc=('An element-wise int8 -> int8 function as a 256-entry table (an extension): y = table[x + 128], the '
-             'table in params/<name>_table.npy (int8[256]). table[q + 128] is the function of q * 2^-input_log2scale '
-             "(TensorFlow's float32 ops, `function`) rounded half up at 2^-output_log2scale and saturated, as "
-             'FakeQuantWithMinMaxVars rounds. No other rounding.'),
-        since='1.1',
-        fields={'function': {'type': 'string',
-                             'description': "The graph's element-wise ops the table stands for (x: the input)."},
-                'shape': {'type': 'array',
+        doc={"tf2ir": ('An element-wise int8 -> int8 function as a 256-entry table (an extension): y = table[x + 128], the '
+                       'table in params/<name>_table.npy (int8[256]). table[q + 128] is the function of q * 2^-input_log2scale '
+                       "(TensorFlow's float32 ops, `function`) rounded half up at 2^-output_log2scale and saturated, as "
+                       'FakeQuantWithMinMaxVars rounds. No other rounding.'),
+             "tflite_int8": ('An element-wise int8 -> int8 function on the tflite_int8 scheme as a lookup: out = table[in + 128] '
+                             '(params/<name>_table.npy, int8 [256]), each entry what TFLite\'s reference kernel of `function` gives '
+                             'for that input at the layer\'s scales and zero points.')},
+        since={"tf2ir": "1.1", "tflite_int8": "1.2"},
+        fields={'shape': {'type': 'array',
                           'items': {'type': 'integer', 'minimum': 1},
                           'minItems': 1,
-                          'description': "One image's input and output shape."}},
+                          'description': "One image's input and output shape."},
+                'function': {'type': 'string',
+                             'description': "The graph's element-wise ops the table stands for (x: the input)."}},
+        fields_in={"tflite_int8": {
+            "shape": shape_array("One image's input and output shape."),
+            "function": {"enum": list(TFLITE_FUNCTIONS),
+                         "description": "The TFLite operator the table computes (QUANTIZE: an int8 requantization)."}}},
     )
     label_prefix: ClassVar[str] = "lut"
     elementwise: ClassVar[bool] = True
 
-    function: str  # the graph's element-wise ops the table stands for, x being the input
+    # TF2IR's: the graph's element-wise ops the table stands for, x being the input; tflite_int8's: the TFLite operator
+    function: str
     shape: tuple[int, ...]  # one image's input (and output) shape
-    input_log2scale: int
-    output_log2scale: int
-    dtype: str = "int8"
+    input_grid: Pow2Grid | AffineGrid = grid_field(INPUT_GRID)
+    output_grid: Pow2Grid | AffineGrid = grid_field(OUTPUT_GRID)
+    dtype: str = written_in("tf2ir", "int8")
 
     def macs(self) -> int:
         return 0
@@ -47,7 +60,7 @@ class LutLayer(SameShapeInput, IrLayer):
         return None  # no arithmetic: a table read
 
     def fused_operators(self) -> list[str]:
-        return ["lookup_table"]
+        return ["lookup_table"] if self.dialect == "tf2ir" else [self.function.lower()]
 
     def with_lanes(self, channels: int) -> "LutLayer":
         return dataclasses.replace(self, shape=(*self.shape[:-1], channels))

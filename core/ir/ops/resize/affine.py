@@ -1,6 +1,5 @@
-"""Nearest and bilinear resizes on the tflite_int8 scheme as TFLite's reference kernels compute them for
-int8 (input and output share their scale and zero point): nearest (reference_ops::ResizeNearestNeighbor)
-picks floor((i + offset) x scale) in float32 (rounded when align_corners); bilinear
+"""The bilinear resize on the tflite_int8 scheme as TFLite's reference kernel computes it for int8 (input and
+output share their scale and zero point; the nearest one is record.py's, one for both dialects): bilinear
 (reference_ops::ResizeBilinearInteger) works in 10-bit fixed point: scale_10 = round(2^10 x in / out),
 each output a weighted sum of four inputs in 2^-20 units rounded half away from zero."""
 
@@ -9,21 +8,6 @@ from __future__ import annotations
 import numpy as np
 
 from core.quantize.tflite_math import round_half_away
-
-
-def nearest_indices(output_size: int, input_size: int, align_corners: bool, half_pixel_centers: bool) -> np.ndarray:
-    scale = (np.float32(input_size - 1) / np.float32(output_size - 1) if align_corners and output_size > 1
-             else np.float32(input_size) / np.float32(output_size))
-    position = (np.arange(output_size, dtype=np.float32) + np.float32(0.5 if half_pixel_centers else 0.0)) * scale
-    index = (round_half_away(position) if align_corners else np.floor(position)).astype(np.int64)
-    index = np.minimum(index, input_size - 1)
-    return np.maximum(index, 0) if half_pixel_centers else index
-
-
-def resize_nearest_affine(inputs: np.ndarray, size: tuple[int, int], align_corners: bool, half_pixel_centers: bool) -> np.ndarray:
-    rows = nearest_indices(size[0], inputs.shape[1], align_corners, half_pixel_centers)
-    columns = nearest_indices(size[1], inputs.shape[2], align_corners, half_pixel_centers)
-    return inputs[:, rows][:, :, columns]
 
 
 def _scale_10(output_size: int, input_size: int, align_corners: bool) -> int:

@@ -1,6 +1,6 @@
-"""resize_nearest and resize_bilinear in the tflite_int8 dialect (TF2IR 1.2): a .tflite's
-RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR, input and output quantized alike (TFLite's int8 resizes keep the
-input's), and their kernels (affine.py)."""
+"""resize_nearest and resize_bilinear from a .tflite (TF2IR 1.2): RESIZE_NEAREST_NEIGHBOR and RESIZE_BILINEAR, input
+and output quantized alike (TFLite's int8 resizes keep the input's); the tflite_int8 dialect's resize_bilinear
+record and kernel (affine.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,21 @@ import numpy as np
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
 from core.quantize.runtimes import Runtime
-from core.ir.ops.resize.affine import resize_bilinear_affine, resize_nearest_affine
+from core.ir.ops.resize.affine import resize_bilinear_affine
 from core.ir.records import OneInputOneOutput, OpSchema, Size
 from core.ir.tflite_dialect import AffineLayer, OutputGrid, constant, nhwc, scale_and_zero_point, size
 
 
 @dataclass(frozen=True, kw_only=True)
-class ResizeAffineLayer(OutputGrid, OneInputOneOutput, AffineLayer):
+class ResizeBilinearAffineLayer(OutputGrid, OneInputOneOutput, AffineLayer):
+    operation: ClassVar[str] = "resize_bilinear"
+    label_prefix: ClassVar[str] = "rsz"
+    schema: ClassVar[OpSchema] = OpSchema(
+        doc=('Bilinear resize on the tflite_int8 scheme (reference_ops::ResizeBilinearInteger): positions in 2^-10 '
+             'units, each output the weighted sum of four inputs in 2^-20 units, rounded half away from zero.'),
+        since="1.2",
+    )
+
     input_size: Size
     input_channel_num: int
     output_size: Size
@@ -29,32 +37,10 @@ class ResizeAffineLayer(OutputGrid, OneInputOneOutput, AffineLayer):
         return 0
 
     def accumulator_bound(self, params: dict | None = None) -> int:
-        return 128 << 20  # bilinear: four taps x 2^20 of weight; nearest: none needed
+        return 128 << 20  # four taps x 2^20 of weight
 
     def fused_operators(self) -> list[str]:
         return [self.operation]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ResizeNearestAffineLayer(ResizeAffineLayer):
-    operation: ClassVar[str] = "resize_nearest"
-    label_prefix: ClassVar[str] = "rsz"
-    schema: ClassVar[OpSchema] = OpSchema(
-        doc=('Nearest-neighbour resize on the tflite_int8 scheme (reference_ops::ResizeNearestNeighbor): each output '
-             'pixel the input pixel at floor((i + offset) x scale) in float32 (rounded with align_corners).'),
-        since="1.2",
-    )
-
-
-@dataclass(frozen=True, kw_only=True)
-class ResizeBilinearAffineLayer(ResizeAffineLayer):
-    operation: ClassVar[str] = "resize_bilinear"
-    label_prefix: ClassVar[str] = "rsz"
-    schema: ClassVar[OpSchema] = OpSchema(
-        doc=('Bilinear resize on the tflite_int8 scheme (reference_ops::ResizeBilinearInteger): positions in 2^-10 '
-             'units, each output the weighted sum of four inputs in 2^-20 units, rounded half away from zero.'),
-        since="1.2",
-    )
 
 
 def resize_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
@@ -71,8 +57,6 @@ def resize_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Ru
             "output_zero_point": quantization[1]}, {}
 
 
-def resize_affine_kernel(kernel):
-    def run(layer: ResizeAffineLayer, params: dict, inputs: list) -> np.ndarray:
-        (values,) = inputs
-        return kernel(values, layer.output_size.pair(), layer.align_corners, layer.half_pixel_centers)
-    return run
+def resize_bilinear_affine_kernel(layer: ResizeBilinearAffineLayer, params: dict, inputs: list) -> np.ndarray:
+    (values,) = inputs
+    return resize_bilinear_affine(values, layer.output_size.pair(), layer.align_corners, layer.half_pixel_centers)

@@ -1,6 +1,6 @@
 """The resize records: resize_bilinear (seed 000 ResizeBilinear) with its fixed-point source
-coordinates, and resize_nearest (a TF2IR extension) with TensorFlow's nearest source indices;
-the kernels and every backend share them."""
+coordinates, and resize_nearest (a TF2IR extension, of both dialects) with TensorFlow's and TFLite's
+nearest source indices; the kernels and every backend share them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from core.ir.records import IrLayer, OneInputOneOutput, OpSchema, Shift, Size, omitted_when
+from core.ir.records import IrLayer, OneInputOneOutput, OpSchema, SharedGrid, Shift, Size, grid_field, omitted_when, written_in
+from core.quantize.grid import AffineGrid, Pow2Grid
+from core.quantize.tflite_math import round_half_away
 
 # fractional bits of the source coordinates, and so of the interpolation weights
 RESIZE_FRAC_BITS = 10
@@ -82,53 +84,46 @@ def source_coordinates(in_size: int, out_size: int, align_corners: bool, half_pi
 
 
 def nearest_indices(in_size: int, out_size: int, align_corners: bool, half_pixel_centers: bool) -> np.ndarray:
-    """The source index of each output index along one axis, as TensorFlow's
-    ResizeNearestNeighbor computes it, in float32: scale = (in - 1) / (out - 1) with
-    align_corners (and out > 1), else in / out; src = (i + 1/2) * scale with half_pixel_centers,
-    else i * scale; rounded (align_corners, half away from zero) or floored; at most in - 1
-    (and, with half_pixel_centers, at least 0)."""
+    """The source index of each output index along one axis, as TensorFlow's ResizeNearestNeighbor and TFLite's
+    reference_ops::ResizeNearestNeighbor compute it, in float32: scale = (in - 1) / (out - 1) with align_corners
+    (and out > 1), else in / out; src = (i + 1/2) * scale with half_pixel_centers, else i * scale; rounded (align_corners,
+    half away from zero, as roundf) or floored; at most in - 1 (and, with half_pixel_centers, at least 0)."""
     if align_corners and out_size > 1:
         scale = np.float32(in_size - 1) / np.float32(out_size - 1)
     else:
         scale = np.float32(in_size) / np.float32(out_size)
-    i = np.arange(out_size, dtype=np.float32)
-    source = ((i + np.float32(0.5)) if half_pixel_centers else i) * scale
-    index = (np.sign(source) * np.floor(np.abs(source) + np.float32(0.5))) if align_corners else np.floor(source)
-    index = np.minimum(index.astype(np.int64), in_size - 1)
+    source = (np.arange(out_size, dtype=np.float32) + np.float32(0.5 if half_pixel_centers else 0.0)) * scale
+    index = (round_half_away(source) if align_corners else np.floor(source)).astype(np.int64)
+    index = np.minimum(index, in_size - 1)
     return np.maximum(index, 0) if half_pixel_centers else index
 
 
 @dataclass(frozen=True, kw_only=True)
-class ResizeNearestLayer(OneInputOneOutput, IrLayer):
-    """Each output pixel a copy of one input pixel: the same int8 values at the same scale."""
+class ResizeNearestLayer(SharedGrid, OneInputOneOutput, IrLayer):
+    """Each output pixel a copy of one input pixel: the same integers on the same grid (both dialects)."""
 
     operation: ClassVar[str] = "resize_nearest"
     schema: ClassVar[OpSchema] = OpSchema(
-        doc=("Nearest-neighbour resize (an extension), a copy at the input's scale: out[y][x] = in[sy][sx] with "
-             "TensorFlow's ResizeNearestNeighbor source indices computed in float32: scale = (in - 1) / (out - 1) "
-             'with align_corners (out > 1), else in / out; src = (i + 0.5) * scale with half_pixel_centers, else i * '
-             'scale; rounded half away from zero with align_corners, else floored; at most in - 1 (at least 0 with '
-             'half_pixel_centers).'),
-        since='1.1',
+        doc={"tf2ir": ("Nearest-neighbour resize (an extension), a copy at the input's scale: out[y][x] = in[sy][sx] with "
+                       "TensorFlow's ResizeNearestNeighbor source indices computed in float32: scale = (in - 1) / (out - 1) "
+                       'with align_corners (out > 1), else in / out; src = (i + 0.5) * scale with half_pixel_centers, else i * '
+                       'scale; rounded half away from zero with align_corners, else floored; at most in - 1 (at least 0 with '
+                       'half_pixel_centers).'),
+             "tflite_int8": ('Nearest-neighbour resize on the tflite_int8 scheme (reference_ops::ResizeNearestNeighbor): each output '
+                             'pixel the input pixel at floor((i + offset) x scale) in float32 (rounded with align_corners).')},
+        since={"tf2ir": "1.1", "tflite_int8": "1.2"},
         fields={'log2scale': {'type': 'integer', 'description': 'Shared by input and output: a copy moves no value.'}},
     )
     label_prefix: ClassVar[str] = "near"
 
-    dtype: str = "int8"
+    dtype: str = written_in("tf2ir", "int8")
     align_corners: bool
     half_pixel_centers: bool
-    log2scale: int
+    grid: Pow2Grid | AffineGrid = grid_field()  # the input's and the output's: a copy moves no value
     input_channel_num: int
     input_size: Size
     output_size: Size
-
-    @property
-    def input_log2scale(self) -> int:
-        return self.log2scale
-
-    @property
-    def output_log2scale(self) -> int:
-        return self.log2scale
+    output_channel_num: int | None = written_in("tflite_int8", None)  # the input's: a copy of pixels
 
     def shape_of_output(self) -> tuple[int, ...]:
         return self.output_size.height, self.output_size.width, self.input_channel_num
@@ -138,15 +133,6 @@ class ResizeNearestLayer(OneInputOneOutput, IrLayer):
         size = 0 if axis == "y" else 1
         return nearest_indices(self.input_size.pair()[size], self.output_size.pair()[size], self.align_corners,
                                self.half_pixel_centers)
-
-    def macs(self) -> int:
-        return 0
-
-    def shifts(self) -> list[Shift]:
-        return []  # a copy at the same scale
-
-    def accumulator_bound(self, params: dict | None = None) -> None:
-        return None  # no arithmetic
 
     def fused_operators(self) -> list[str]:
         return ["resize_nearest"]

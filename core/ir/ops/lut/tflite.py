@@ -1,12 +1,11 @@
-"""lut in the tflite_int8 dialect (TF2IR 1.2): an element-wise int8 -> int8 function as a 256-entry table,
+"""A lut layer of the tflite_int8 dialect (TF2IR 1.2): an element-wise int8 -> int8 function as a 256-entry table,
 read from a .tflite's LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU or int8 -> int8 QUANTIZE (a requantization):
 each table entry is what the runtime's kernel gives for that input value (affine.py computes them), so the
 lookup computes that runtime's integers whatever the function. Constant: `table` int8 [256], indexed by q + 128."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import Callable
 
 import numpy as np
 
@@ -14,42 +13,11 @@ from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
 from core.quantize.runtimes import FIXED_POINT, Runtime
 from core.ir.ops.lut.affine import (FIXED_POINT_OUTPUTS, fixed_point_table, hard_swish_affine, hard_swish_parameters, leaky_relu_affine,
                                    leaky_relu_parameters, lookup_table)
-from core.ir.fields import shape_array
-from core.ir.records import OpSchema, SameShapeInput
-from core.ir.tflite_dialect import AffineGrids, AffineLayer, input_output
+from core.ir.ops.lut.record import TABLE_SIZE
+from core.ir.tflite_dialect import input_output
 from core.quantize.tflite_math import quantize_multiplier, requantize
 
 INPUTS = np.arange(-128, 128, dtype=np.int64).astype(np.int8)  # every int8 value, in table order
-
-
-@dataclass(frozen=True, kw_only=True)
-class LutAffineLayer(AffineGrids, SameShapeInput, AffineLayer):
-    operation: ClassVar[str] = "lut"
-    label_prefix: ClassVar[str] = "lut"
-    elementwise: ClassVar[bool] = True
-    schema: ClassVar[OpSchema] = OpSchema(
-        doc=('An element-wise int8 -> int8 function on the tflite_int8 scheme as a lookup: out = table[in + 128] '
-             '(params/<name>_table.npy, int8 [256]), each entry what TFLite\'s reference kernel of `function` gives '
-             'for that input at the layer\'s scales and zero points.'),
-        since="1.2",
-        fields={"shape": shape_array("One image's input and output shape."),
-                "function": {"enum": ["LOGISTIC", "TANH", "HARD_SWISH", "LEAKY_RELU", "QUANTIZE"],
-                             "description": "The TFLite operator the table computes (QUANTIZE: an int8 requantization)."}},
-    )
-
-    shape: tuple[int, ...]
-    function: str
-    input_scale: float
-    input_zero_point: int
-
-    def macs(self) -> int:
-        return 0
-
-    def accumulator_bound(self, params: dict | None = None) -> None:
-        return None  # a lookup
-
-    def fused_operators(self) -> list[str]:
-        return [self.function.lower()]
 
 
 def _logistic_or_tanh(model, operator, q, runtime: Runtime) -> np.ndarray:
@@ -93,10 +61,6 @@ TABLES: dict[str, Callable] = {"LOGISTIC": _logistic_or_tanh, "TANH": _logistic_
 
 def lut_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
     quantization = input_output(model, operator)
-    table = np.asarray(TABLES[operator.name](model, operator, quantization, runtime), np.int8).reshape(256)
+    table = np.asarray(TABLES[operator.name](model, operator, quantization, runtime), np.int8).reshape(TABLE_SIZE)
     return {"shape": [int(v) for v in model.tensor(operator.inputs[0]).shape[1:]], "function": operator.name, **quantization}, {"table": table}
 
-
-def lut_affine_kernel(layer: LutAffineLayer, params: dict, inputs: list) -> np.ndarray:
-    (values,) = inputs
-    return params["table"][values.astype(np.intp) + 128]
