@@ -154,9 +154,10 @@ def grid_field(keys: GridKeys = GridKeys()):
     return dataclasses.field(metadata={"grid": keys})
 
 
-def written_in(dialect: str, default: Any):
-    """A field one dialect's JSON has and the others' do not (reading theirs, it is `default`)."""
-    return dataclasses.field(default=default, metadata={"written_in": dialect})
+def written_in(dialect: str, default: Any, omit_default: bool = False, optional: bool = False):
+    """A field one dialect's JSON has and the others' do not (reading theirs, it is `default`); `omit_default`,
+    `optional`: in that dialect's JSON, as omitted_when(default) and optional(default)."""
+    return dataclasses.field(default=default, metadata={"written_in": dialect, "omit_default": omit_default, "optional": optional})
 
 
 class AnyDialect:

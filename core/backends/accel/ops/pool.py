@@ -1,19 +1,21 @@
-"""avg_pool and max_pool on the accelerator, as ALU instructions. A tile (output rows x all
+"""avg_pool and max_pool, of both dialects, on the accelerator, as ALU instructions. A tile (output rows x all
 columns x channel blocks) LOADs its padded input box into ACC (int8 sign-extended; max_pool pads
 with -128, which no window's maximum can be below), then per window tap one ALU op over the tile
-(MOV for the first, ADD or MAX after), then: avg_pool SHL input_pre_ls and RSHR log2(window)
-(a power-of-two window without padding: the mean rounded half up is that shift); max_pool the
-shift from input to output scale; MAX/MIN to int8; STORE."""
+(MOV for the first, ADD or MAX after), then: avg_pool's mean as its averaging says (ACCEL_MEANS: a window
+mean of an unpadded power-of-two window is a shift, RSHR rounding half up as TF2IR does, RSHRA half away as
+TFLite's AVERAGE_POOL_2D; MEAN a requantization); max_pool the shift from input to output grid; MAX/MIN to the
+output's range; STORE."""
 
 from __future__ import annotations
 
 from typing import Callable
 
 from core.backends.accel.isa import Alu, Index, Loop
-from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, load_rows, lowers, most_rows, spans
+from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, Rescale, load_rows, lowers, most_rows, spans
 from core.backends.accel.target import Accelerator
-from core.ir.fixedpoint import INT8_MAX, INT8_MIN
-from core.ir.ops.pool.record import PoolLayer
+from core.ir.fixedpoint import INT8_MIN
+from core.ir.ops.pool.affine import mean_requantization
+from core.ir.ops.pool.record import AvgPoolLayer, MaxPoolLayer, PoolLayer, RescaledMean, WindowMean
 
 
 def pool_tile_needs(record, accelerator: Accelerator) -> dict[str, int]:
@@ -40,27 +42,63 @@ def _choose_tile(record, blocks: int, low: Lowering) -> tuple[int, int]:
     return rows, block_tile
 
 
-def _requantize_shift(record: PoolLayer) -> int:
-    """avg_pool: log2 of the window (the mean of a power-of-two window is a rounding shift);
-    max_pool: input to output scale."""
-    return record.window.taps.bit_length() - 1 if record.averages else record.rescale
+def mean_refusals(record: AvgPoolLayer, params: dict) -> list[str]:
+    count = record.window.taps
+    if isinstance(record.averaging, WindowMean) and (record.padding.any() or count & (count - 1)):
+        return [f"the mean of a {record.kernel_size.height}x{record.kernel_size.width} window with padding "
+                f"{record.padding.as_list()}: a division the ALU has not (an unpadded power-of-two window is a shift)"]
+    return []
 
 
-@lowers("avg_pool", pool_tile_needs)
-@lowers("max_pool", pool_tile_needs)
-def pool_lower(record: PoolLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
-    window, average = record.window, record.averages
-    count = window.taps
-    if average and (record.padding.any() or count & (count - 1)):
-        raise LoweringError(f"layer {record.name}: an avg_pool on the accelerator needs an unpadded power-of-two window "
-                            f"(got {window.kernel[0]}x{window.kernel[1]}, padding {record.padding.as_list()})")
+@lowers("avg_pool", pool_tile_needs, mean_refusals)
+def avg_pool_lower(record: AvgPoolLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
+    problems = mean_refusals(record, params)
+    if problems:
+        raise LoweringError(f"layer {record.name}: {'; '.join(problems)}")
+    averaging = record.averaging
 
     def finish(low: Lowering, base: int, shape: tuple[int, int, int], what: str) -> None:
-        if record.averages and record.input_pre_ls:
-            low.alu_over("SHL", base, shape, record.input_pre_ls, f"{what}: << input_pre_ls {record.input_pre_ls}")
-        low.requantize(base, shape, _requantize_shift(record), INT8_MIN, INT8_MAX, what)
+        ACCEL_MEANS[type(averaging)](low, base, shape, averaging, record.window.taps, what)
+        _clamp(low, base, shape, record, what)
 
-    lower_pool(record, inputs, output, low, 0 if average else INT8_MIN, finish)
+    lower_pool(record, inputs, output, low, record.input_grid.zero_point, finish)
+
+
+def _window_mean(low: Lowering, base: int, shape: tuple[int, int, int], averaging: WindowMean, count: int, what: str) -> None:
+    """<< pre_shift (SHL), then the division by the power-of-two count: RSHR rounds half up, RSHRA half away."""
+    if averaging.pre_shift:
+        low.alu_over("SHL", base, shape, averaging.pre_shift, f"{what}: << input_pre_ls {averaging.pre_shift}")
+    bits = count.bit_length() - 1
+    if bits and averaging.rounding == "half_up":
+        low.alu_over("RSHR", base, shape, bits, f"{what}: requantize >> {bits}")
+    elif bits:
+        low.alu_over("RSHRA", base, shape, bits, f"{what}: mean, rounded half away from zero")
+
+
+def _rescaled_mean(low: Lowering, base: int, shape: tuple[int, int, int], averaging: RescaledMean, count: int, what: str) -> None:
+    """MEAN: ADD of -zp_in x count, TFLite's requantization by the multiplier with 1 / count folded in, ADD of the
+    output zero point."""
+    multiplier, shift = mean_requantization(count, averaging.multiplier, averaging.shift)
+    low.alu_over("ADD", base, shape, -averaging.input_zero_point * count, f"{what}: - input zero point x {count}")
+    low.rescale(base, shape, Rescale((multiplier,), (shift,)), f"{what}: mean")
+    low.alu_over("ADD", base, shape, averaging.output_zero_point, f"{what}: + output zero point")
+
+
+# how each kind of averaging (core/ir/ops/pool/record.py) runs on the ALU, before the clamp
+ACCEL_MEANS = {WindowMean: _window_mean, RescaledMean: _rescaled_mean}
+
+
+@lowers("max_pool", pool_tile_needs)
+def max_pool_lower(record: MaxPoolLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
+    """The window's maximum (padded with -128, which no window's maximum is below), moved to the output grid
+    (RSHR / SHL), clamped."""
+    lower_pool(record, inputs, output, low, INT8_MIN,
+               lambda low, base, shape, what: low.requantize(base, shape, record.rescale, record.output_min, record.output_max, what))
+
+
+def _clamp(low: Lowering, base: int, shape: tuple[int, int, int], record: PoolLayer, what: str) -> None:
+    low.alu_over("MAX", base, shape, record.output_min, f"{what}: clamp low")
+    low.alu_over("MIN", base, shape, record.output_max, f"{what}: clamp high")
 
 
 def lower_pool(record, inputs: list[PackedTensor], output: PackedTensor, low: Lowering, pad_value: int,

@@ -1,10 +1,12 @@
-"""avg_pool and max_pool as C99 (the contract: core/backends/c/emitter.py)."""
+"""avg_pool and max_pool, of both dialects, as C99 (the contract: core/backends/c/emitter.py; MEAN's arithmetic:
+runtime/qt_tflite.h)."""
 
 from __future__ import annotations
 
 from core.backends.c.emitter import CodegenError, emits
 from core.backends.c.geometry import WindowGeometry
-from core.ir.ops.pool.record import AvgPoolLayer, MaxPoolLayer, PoolLayer
+from core.ir.ops.pool.affine import mean_requantization
+from core.ir.ops.pool.record import AvgPoolLayer, MaxPoolLayer, RescaledMean, WindowMean
 
 
 def _c_pool(symbol: str, geometry: WindowGeometry, note: str, scratch: str, start: str, step: str, result: str) -> str:
@@ -50,20 +52,42 @@ QT_SIMD static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
 @emits("avg_pool")
 def avg_pool_emit_c(record: AvgPoolLayer, symbol: str) -> str:
     """`avg_pool_kernel` for one image. Per channel the int32 sum of the window's in-range
-    elements (|sum| <= 128 * window), then, in int64, out = floor((2 * (sum << input_pre_ls) + n)
-    / (2 * n)) with qt_floor_div64 (C's `/` truncates; floor matters for negative sums), n the
-    in-range element count; saturate."""
-    pre_ls = int(record.input_pre_ls)
-    if not 0 <= pre_ls <= 31:
-        raise CodegenError(f"avg_pool {symbol}: input_pre_ls {pre_ls} outside [0, 31]")
-    return _c_pool(symbol, WindowGeometry.of(record), f"avg_pool << {pre_ls}", "int32_t", "0", "scratch[c] + x[c]",
-                   f"qt_sat8(qt_floor_div64(2 * qt_shl64(scratch[c], {pre_ls}) + n, 2 * n))")
+    elements (|sum| <= 255 * window), n the in-range element count, then in int64 the mean as the record's
+    averaging rounds it (C_MEANS), clamped to [output_min, output_max]."""
+    averaging = record.averaging
+    mean, note = C_MEANS[type(averaging)](averaging, record)
+    return _c_pool(symbol, WindowGeometry.of(record), f"avg_pool {note} ({record.dialect})", "int32_t", "0", "scratch[c] + x[c]",
+                   f"(int8_t)qt_clamp64({mean}, {record.output_min}, {record.output_max})")
+
+
+def _window_mean(averaging: WindowMean, record: AvgPoolLayer) -> tuple[str, str]:
+    """half_up: floor((2 * (sum << pre_shift) + n) / (2 * n)) with qt_floor_div64 (C's `/` truncates; floor
+    matters for negative sums); half_away: C's truncating division of sum +- n / 2."""
+    pre_shift = averaging.pre_shift
+    if not 0 <= pre_shift <= 31:
+        raise CodegenError(f"avg_pool {record.name}: input_pre_ls {pre_shift} outside [0, 31]")
+    if averaging.rounding == "half_up":
+        return f"qt_floor_div64(2 * qt_shl64(scratch[c], {pre_shift}) + n, 2 * n)", f"<< {pre_shift}"
+    return "(scratch[c] > 0 ? scratch[c] + n / 2 : scratch[c] - n / 2) / n", "rounded half away"
+
+
+def _rescaled_mean(averaging: RescaledMean, record: AvgPoolLayer) -> tuple[str, str]:
+    """MEAN: the sum less the zero point x n, requantized with 1 / count folded into the multiplier
+    (mean_requantization), plus the output zero point."""
+    multiplier, shift = mean_requantization(record.window.taps, averaging.multiplier, averaging.shift)
+    return (f"qt_mbqm(scratch[c] - ({averaging.input_zero_point}) * n, INT64_C({multiplier}), {shift}) + "
+            f"({averaging.output_zero_point})", "mean")
+
+
+# how each kind of averaging (core/ir/ops/pool/record.py) is computed in C: (the mean, a note)
+C_MEANS = {WindowMean: _window_mean, RescaledMean: _rescaled_mean}
 
 
 @emits("max_pool")
 def max_pool_emit_c(record: MaxPoolLayer, symbol: str) -> str:
     """`max_pool_kernel` for one image: the max of the window's in-range elements (padding never
-    wins; the IR has no window without one), moved to the output scale with qt_round_shift64
-    (right: rounded half up; left: exact), saturated."""
-    return _c_pool(symbol, WindowGeometry.of(record), f"max_pool shift {record.rescale}", "int8_t", "-128",
-                   "x[c] > scratch[c] ? x[c] : scratch[c]", f"qt_sat8(qt_round_shift64(scratch[c], {record.rescale}))")
+    wins; the IR has no window without one), moved to the output grid with qt_round_shift64
+    (right: rounded half up; left: exact), clamped to [output_min, output_max]."""
+    return _c_pool(symbol, WindowGeometry.of(record), f"max_pool shift {record.rescale} ({record.dialect})", "int8_t", "-128",
+                   "x[c] > scratch[c] ? x[c] : scratch[c]",
+                   f"(int8_t)qt_clamp64(qt_round_shift64(scratch[c], {record.rescale}), {record.output_min}, {record.output_max})")

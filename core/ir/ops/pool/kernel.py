@@ -6,8 +6,10 @@ import functools
 
 import numpy as np
 
-from core.ir.fixedpoint import round_shift, saturate
-from core.ir.ops.pool.record import AvgPoolLayer, MaxPoolLayer, PoolLayer
+from core.ir.fixedpoint import round_shift
+from core.ir.ops.pool.affine import mean_requantization
+from core.ir.ops.pool.record import AvgPoolLayer, MaxPoolLayer, PoolLayer, RescaledMean, WindowMean
+from core.quantize.tflite_math import multiply_by_quantized_multiplier
 
 
 def _windows(record: PoolLayer, x: np.ndarray, fill: int):
@@ -30,22 +32,36 @@ def _check_input(record: PoolLayer, x: np.ndarray) -> None:
 def avg_pool_kernel(record: AvgPoolLayer, params: dict, inputs: list) -> np.ndarray:
     """int8 NHWC -> int8 NHWC average pool.
 
-    1. Each input element is shifted left by input_pre_ls (>= 0; exact).
-    2. sum = the int32 sum of the shifted elements inside the window; padding contributes nothing.
-    3. n = the number of window elements inside the input (padding excluded from the count, as
-       TF's AvgPool with SAME padding does; with VALID padding n = kernel height * width).
-    4. out = floor((2 * sum + n) / (2 * n)): sum / n rounded half up (towards +inf; -2.5 -> -2),
-       which is the round-half-up of the exact mean * 2^input_pre_ls at the output scale.
-    5. Saturate to [-128, 127].
-    Bit-identical to TF's float AvgPool followed by FakeQuant's round-half-up."""
+    1. sum = the sum of the window's elements inside the input (padding contributes nothing); n = their number
+       (padding excluded from the count, as TF's AvgPool with SAME padding and TFLite's AveragePool do).
+    2. The mean, as the record's `averaging` says (mean_of).
+    3. Clamped to [output_min, output_max] (TF2IR's: saturation to [-128, 127]).
+    On TF2IR, bit-identical to TF's float AvgPool followed by FakeQuant's round-half-up; on the tflite_int8
+    dialect, to TFLite's reference AveragePool and MEAN."""
     x = np.asarray(inputs[0], dtype=np.int64)
     _check_input(record, x)
-    x = x << int(record.input_pre_ls)
     total = sum(_windows(record, x, 0))
     count = sum(_windows(record, np.ones((1,) + x.shape[1:3] + (1,), dtype=np.int64), 0))
     if (count == 0).any():
         raise ValueError("a window holds no input element (padding >= kernel)")
-    return saturate((2 * total + count) // (2 * count))
+    return np.clip(mean_of(record.averaging, total, count), record.output_min, record.output_max).astype(np.int8)
+
+
+def mean_of(averaging: WindowMean | RescaledMean, total: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """The mean of window sums `total` over `count` elements:
+    - WindowMean "half_up" (TF2IR): floor((2 * (sum << pre_shift) + n) / (2 * n)), the round-half-up of the exact
+      mean * 2^input_pre_ls at the output scale (towards +inf: -2.5 -> -2);
+    - WindowMean "half_away" (TFLite's AVERAGE_POOL_2D): (sum +- n / 2) / n, C's division truncating;
+    - RescaledMean (TFLite's MEAN): the sum less zero point x n, rescaled with 1 / n folded into the multiplier,
+      plus the output zero point."""
+    if isinstance(averaging, RescaledMean):
+        multiplier, shift = mean_requantization(int(count.max()), averaging.multiplier, averaging.shift)
+        return multiply_by_quantized_multiplier(total - averaging.input_zero_point * count, multiplier, shift) + averaging.output_zero_point
+    total = total << averaging.pre_shift
+    if averaging.rounding == "half_up":
+        return (2 * total + count) // (2 * count)
+    numerator = np.where(total > 0, total + count // 2, total - count // 2)
+    return np.sign(numerator) * (np.abs(numerator) // count)
 
 
 def max_pool_kernel(record: MaxPoolLayer, params: dict, inputs: list) -> np.ndarray:
@@ -55,8 +71,9 @@ def max_pool_kernel(record: MaxPoolLayer, params: dict, inputs: list) -> np.ndar
        with -inf).
     2. Moved to the output scale: shift right by input_log2scale - output_log2scale with
        round-half-up if positive, left if negative (normally 0).
-    3. Saturate to [-128, 127]. Bit-identical to TF's float MaxPool followed by FakeQuant."""
+    3. Clamped to [output_min, output_max] (TF2IR's: saturated to [-128, 127]; TFLite's: the fused activation).
+    Bit-identical to TF's float MaxPool followed by FakeQuant, and to TFLite's reference MaxPool."""
     x = np.asarray(inputs[0], dtype=np.int64)
     _check_input(record, x)
     best = functools.reduce(np.maximum, _windows(record, x, np.iinfo(np.int64).min))
-    return saturate(round_shift(best, record.rescale))
+    return np.clip(round_shift(best, record.rescale), record.output_min, record.output_max).astype(np.int8)

@@ -1,0 +1,39 @@
+"""A .tflite's AVERAGE_POOL_2D, MAX_POOL_2D and MEAN over height and width (a global average: the window is the image)
+as pool layers of the tflite_int8 dialect (TF2IR 1.2). A pool's input and output share a scale and zero point; MEAN's
+may differ (its multiplier and shift rescale them)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
+from core.quantize.runtimes import Runtime
+from core.ir.tflite_dialect import clamp_fields, constant, input_output, nhwc, window_fields
+from core.quantize.tflite_math import quantize_multiplier
+
+
+def pool_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
+    kernel = (operator.option("filterHeight"), operator.option("filterWidth"))
+    fields = {**input_output(model, operator), **clamp_fields(model, operator),
+              **window_fields(operator, nhwc(model, operator.inputs[0]), nhwc(model, operator.outputs[0]), kernel)}
+    del fields["dilations"]
+    if (fields["input_scale"], fields["input_zero_point"]) != (fields["output_scale"], fields["output_zero_point"]):
+        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}): its input and output are quantized differently; "
+                          "TFLite's int8 pools keep the input's scale and zero point")
+    return fields, {}
+
+
+def mean_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
+    input_shape = nhwc(model, operator.inputs[0])
+    axes = sorted(int(axis) % len(input_shape) for axis in np.atleast_1d(constant(model, operator, 1)))
+    if axes != [1, 2] or len(input_shape) != 4:
+        raise TfliteError(f"{model.path}: operator {operator.index} (MEAN) over axes {axes} of a {list(input_shape)} tensor; the "
+                          "tflite_int8 IR takes a mean over height and width (a global average pool)")
+    fields = {**input_output(model, operator), "output_min": -128, "output_max": 127,
+              "input_size": {"height": input_shape[1], "width": input_shape[2]}, "input_channel_num": input_shape[3],
+              "kernel_size": {"height": input_shape[1], "width": input_shape[2]}, "stride": {"height": 1, "width": 1},
+              "padding": {"top": 0, "bottom": 0, "left": 0, "right": 0}, "output_size": {"height": 1, "width": 1},
+              "output_channel_num": input_shape[3]}
+    fields["multiplier"], fields["shift"] = quantize_multiplier(float(np.float32(fields["input_scale"])) /
+                                                                float(np.float32(fields["output_scale"])))
+    return fields, {}
