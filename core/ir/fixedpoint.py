@@ -38,6 +38,15 @@ def round_shift(values, shift: int) -> np.ndarray:
     return values << -shift
 
 
+def round_half_away_shift(values, shift: int) -> np.ndarray:
+    """values / 2^shift (shift > 0) rounded to nearest, ties away from zero: C's truncating division of
+    values +- 2^(shift - 1), as TFLite's integer kernels round."""
+    values = np.asarray(values, dtype=np.int64)
+    half = np.int64(1) << (shift - 1)
+    rounded = values + np.where(values > 0, half, -half)
+    return np.where(rounded >= 0, rounded >> shift, -((-rounded) >> shift))
+
+
 def rounding_constant(shift: int) -> int:
     """What a rounding right shift by `shift` adds first: 2^(shift - 1), or 0 for no shift."""
     return 1 << (shift - 1) if shift > 0 else 0

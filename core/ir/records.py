@@ -215,9 +215,16 @@ class InputOutputGrids(AnyDialect):
 INPUT_GRID, OUTPUT_GRID = GridKeys("input_log2scale", "input_scale", "input_zero_point"), GridKeys("output_log2scale")
 
 
-def omitted_when(default: Any):
-    """A field the JSON carries only when it differs from `default` (absent means default)."""
-    return dataclasses.field(default=default, metadata={"omit_default": True})
+def omitted_when(default: Any, dialect: str | None = None):
+    """A field the JSON (of `dialect` only, when given) carries only when it differs from `default` (absent means
+    default)."""
+    return dataclasses.field(default=default, metadata={"omit_default": True if dialect is None else dialect})
+
+
+def omits_default(spec: dataclasses.Field, dialect: str) -> bool:
+    """Whether `dialect`'s JSON leaves the field out when it holds its default."""
+    omit = spec.metadata.get("omit_default")
+    return omit is True or omit == dialect
 
 
 def optional(default: Any):
@@ -277,7 +284,7 @@ class IrLayer:
             value = getattr(self, spec.name)
             if "grid" in spec.metadata:
                 data.update(spec.metadata["grid"].write(value))
-            elif not (spec.metadata.get("omit_default") and value == spec.default):
+            elif not (omits_default(spec, self.dialect) and value == spec.default):
                 data[spec.name] = _plain(value)
         return data
 

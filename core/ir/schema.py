@@ -17,7 +17,7 @@ from pathlib import Path
 from core.ir.fields import FIELDS
 from core.ir.op import DIALECTS, schema_key
 from core.ir.ops import OPS  # noqa: F401  (every operation registered)
-from core.ir.records import DIALECT_KEY, IrError, IrLayer, json_fields
+from core.ir.records import DIALECT_KEY, IrError, IrLayer, json_fields, omits_default
 
 VERSION = "1.2"
 # written here from the records (python -m core.ir.schema), never read: a test keeps it their image
@@ -58,7 +58,7 @@ def layer_schema(record: type[IrLayer], dialect: str) -> dict:
                 raise IrError(f"operation {record.operation}: field {key} has no definition: give it one in "
                               f"{record.__name__}.schema.fields, or in core/ir/fields.py when other operations share it")
             properties[key] = definition
-        if "grid" in spec.metadata or not (spec.metadata.get("omit_default") or spec.metadata.get("optional")):
+        if "grid" in spec.metadata or not (omits_default(spec, dialect) or spec.metadata.get("optional")):
             required.extend(keys)
     branch = {"type": "object", "description": op_schema.in_dialect("doc", dialect), "required": required,
               "properties": properties, "additionalProperties": False}

@@ -9,8 +9,9 @@ from core.ir.ops.resize.record import RESIZE_FRAC_BITS, ResizeBilinearLayer
 @emits("resize_bilinear")
 def resize_emit_c(record: ResizeBilinearLayer, symbol: str) -> str:
     """resize_bilinear as C: `resize_bilinear_kernel` for one image. The source rows/columns and
-    weights (source_coordinates, step 1-2) depend on the sizes only: they are baked in as tables;
-    step 3 in int32 (|value| <= 2^27), step 4 with qt_round_shift64 and saturation."""
+    weights (record.coordinates, step 1-2) depend on the sizes only: they are baked in as tables;
+    step 3 in int32 (|value| <= 2^27) and int64, step 4 with qt_round_shift64 (TF2IR: half up) or C's truncating
+    division of value +- half (the tflite_int8 dialect's: half away from zero), and saturation."""
     h, w, c = record.shape_of_input(0)
     oh, ow = record.output_size.pair()
     align, half = record.align_corners, record.half_pixel_centers
@@ -23,7 +24,9 @@ def resize_emit_c(record: ResizeBilinearLayer, symbol: str) -> str:
 
     declarations = "\n".join(table(f"{part}{axis}", values) for axis, parts in tables.items()
                               for part, values in zip(("lower", "upper", "weight"), parts))
-    return f"""/* resize_bilinear {h}x{w}x{c} -> {oh}x{ow}, align_corners {int(align)}, half_pixel_centers {int(half)}; >> {shift} */
+    rounded = (f"qt_round_shift64(v, {shift})" if record.rounding == "half_up"
+               else f"(v + (v > 0 ? INT64_C({1 << (shift - 1)}) : -INT64_C({1 << (shift - 1)}))) / INT64_C({1 << shift})")
+    return f"""/* resize_bilinear {h}x{w}x{c} -> {oh}x{ow}, align_corners {int(align)}, half_pixel_centers {int(half)}; >> {shift} ({record.dialect}) */
 {declarations}
 
 QT_SIMD static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
@@ -38,7 +41,8 @@ QT_SIMD static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
             for (c = 0; c < {c}; c++) {{
                 int32_t t = top[lx + c] * ({one} - wx) + top[ux + c] * wx;
                 int32_t b = bottom[lx + c] * ({one} - wx) + bottom[ux + c] * wx;
-                o[c] = qt_sat8(qt_round_shift64((int64_t)t * ({one} - wy) + (int64_t)b * wy, {shift}));
+                int64_t v = (int64_t)t * ({one} - wy) + (int64_t)b * wy;
+                o[c] = qt_sat8({rounded});
             }}
         }}
     }}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.ir.fixedpoint import round_shift, saturate
+from core.ir.fixedpoint import round_half_away_shift, round_shift, saturate
 from core.ir.ops.resize.record import RESIZE_FRAC_BITS, ResizeBilinearLayer, ResizeNearestLayer
 
 
@@ -24,6 +24,8 @@ def resize_bilinear_kernel(record: ResizeBilinearLayer, params: dict, inputs: li
        value  = top * (2^F - wy) + bottom * wy          (scale 2^(2F + input_log2scale))
     4. out = value shifted right by 2F + input_log2scale - output_log2scale with round-half-up
        (the IR refuses a shift outside the target's range), saturated to [-128, 127].
+    On the tflite_int8 dialect (TFLite's ResizeBilinearInteger), steps 1-2 are TFLite's integer positions
+    (record.coordinates) and step 4 divides by 2^2F rounding half away from zero.
     The only roundings are step 1's (when src is not a multiple of 2^-F) and step 4's: within
     1 LSB of TF's float ResizeBilinear followed by round-half-up whenever
     output_log2scale <= input_log2scale + 1 (step 1 moves the value by at most
@@ -43,7 +45,9 @@ def resize_bilinear_kernel(record: ResizeBilinearLayer, params: dict, inputs: li
     top = top_rows[:, :, lx] * (one - wx) + top_rows[:, :, ux] * wx
     bottom = bottom_rows[:, :, lx] * (one - wx) + bottom_rows[:, :, ux] * wx
     value = top * (one - wy) + bottom * wy
-    return saturate(round_shift(value, record.output_shift))
+    if record.rounding == "half_up":
+        return saturate(round_shift(value, record.output_shift))
+    return saturate(round_half_away_shift(value, record.output_shift))
 
 
 def resize_nearest_kernel(record: ResizeNearestLayer, params: dict, inputs: list) -> np.ndarray:
