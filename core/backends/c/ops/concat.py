@@ -1,6 +1,8 @@
-"""concat2 and concat as C99 (the contract: core/backends/c/emitter.py)."""
+"""concat2 and concat, of both dialects, as C99 (the contract: core/backends/c/emitter.py)."""
 
 from __future__ import annotations
+
+import math
 
 from core.backends.c.emitter import emits
 from core.ir.ops.concat.record import ConcatOperands
@@ -9,28 +11,31 @@ from core.ir.ops.concat.record import ConcatOperands
 @emits("concat2")
 @emits("concat")
 def concat_emit_c(record: ConcatOperands, symbol: str) -> str:
-    """`concat_kernel` for one image. In HWC order the output is `outer` blocks, each the inputs'
-    next blocks in order (moved to the output scale: qt_round_shift64, saturated):
-    dim H: 1 block of Hk * W * C per input; W: H blocks of Wk * C; C: H * W blocks of Ck."""
+    """`concat_kernel` for one image. In C order the output is `outer` blocks (the product of the dimensions
+    before the axis), each the inputs' next blocks in order: copied (an input on the output's grid) or moved to
+    the output scale (qt_round_shift64, saturated). HWC along H: 1 block of Hk * W * C per input; W: H blocks of
+    Wk * C; C: H * W blocks of Ck."""
     shapes = [record.shape_of_input(k) for k in range(len(record.operands()))]
-    height, width = shapes[0][0], shapes[0][1]
-    outer = {"H": 1, "W": height, "C": height * width}[record.dim]
-    blocks = [h * w * c // outer for h, w, c in shapes]
+    axis = record.image_axis
+    outer = math.prod(shapes[0][:axis])
+    blocks = [math.prod(shape[axis:]) for shape in shapes]
     shifts = [record.rescale(k) for k in range(len(shapes))]
     pointers = ", ".join(f"const int8_t *restrict in{k}" for k in range(len(shapes)))
     copies, offset = [], 0
     for k, (block, shift) in enumerate(zip(blocks, shifts)):
-        copies.append(f"        for (i = 0; i < {block}; i++)\n"
-                      f"            o[{offset} + i] = qt_sat8(qt_round_shift64(in{k}[b * {block} + i], {shift}));")
+        copies.append(f"        memcpy(o + {offset}, in{k} + (long)b * {block}, {block});" if shift == 0 else
+                      f"        for (i = 0; i < {block}; i++)\n"
+                      f"            o[{offset} + i] = qt_sat8(qt_round_shift64(in{k}[(long)b * {block} + i], {shift}));")
         offset += block
     described = " + ".join(f"{list(shape)} (shift {shift})" for shape, shift in zip(shapes, shifts))
-    return f"""/* {record.operation} along {record.dim}: {described} */
+    return f"""/* {record.operation} along axis {axis}: {described} ({record.dialect}) */
 QT_SIMD static void {symbol}({pointers}, int8_t *restrict out)
 {{
-    int b, i;
+    long b, i;
     for (b = 0; b < {outer}; b++) {{
         int8_t *o = out + b * {offset};
 {chr(10).join(copies)}
     }}
+    (void)i;
 }}
 """

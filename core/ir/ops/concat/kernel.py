@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.ir.fixedpoint import round_shift, saturate
-from core.ir.ops.concat.record import DIM_AXES, ConcatOperands
+from core.ir.ops.concat.record import ConcatOperands
 
 
 def concat_kernel(record: ConcatOperands, params: dict, inputs: list) -> np.ndarray:
@@ -15,11 +15,12 @@ def concat_kernel(record: ConcatOperands, params: dict, inputs: list) -> np.ndar
     its log2scale - output_log2scale with round-half-up if positive, left if negative;
     saturated to [-128, 127]; then the inputs are concatenated along dim (H, W or C) in order.
     Every output element comes from one input with one rounding: bit-identical to TF's float
-    ConcatV2 followed by FakeQuant, equal scales or not."""
+    ConcatV2 followed by FakeQuant, equal scales or not. On the tflite_int8 dialect every input is on the
+    output's grid: the integers are joined as they are, as TFLite's CONCATENATION does."""
     parts = []
     for number, x in enumerate(inputs):
         x = np.asarray(x, dtype=np.int64)
-        if x.ndim != 4 or tuple(x.shape[1:]) != record.shape_of_input(number):
+        if tuple(x.shape[1:]) != tuple(record.shape_of_input(number)):
             raise ValueError(f"input{number} of shape {x.shape} does not match its fields")
         parts.append(saturate(round_shift(x, record.rescale(number))))
-    return np.concatenate(parts, axis=DIM_AXES[record.dim])
+    return np.concatenate(parts, axis=record.image_axis + 1)

@@ -1,19 +1,26 @@
-"""The concat records: concat2 (seed 000 ConcatV2 of two NHWC tensors) and concat (a TF2IR
-extension: any number of inputs), each input moved to the output's scale, joined along H, W or C."""
+"""The concat records: concat2 (seed 000 ConcatV2 of two NHWC tensors) and concat (a TF2IR extension: any number of
+inputs; of both dialects), each input moved to the output's grid, joined along H, W or C (the tflite_int8 dialect's:
+along an axis of any shape)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
-from core.ir.fields import size_object
-from core.ir.records import IrLayer, OpSchema, Shift, Size, omitted_when
+from core.ir.fields import shape_array, size_object
+from core.ir.records import OUTPUT_GRID, AnyDialect, IrLayer, OpSchema, Shift, Size, grid_field, omitted_when, written_in
+from core.quantize.grid import AffineGrid, Pow2Grid
 
 DIM_AXES = {"H": 1, "W": 2, "C": 3}  # the NHWC axis of each `dim`
 
 
 class ConcatOperands:
     """What both records answer alike from their inputs' shapes and scales."""
+
+    @property
+    def image_axis(self) -> int:
+        """The axis of one image's shape the inputs are joined along."""
+        return DIM_AXES[self.dim] - 1
 
     def shape_of_output(self) -> tuple[int, ...]:
         return self.output_size.height, self.output_size.width, self.output_channel_num
@@ -23,7 +30,7 @@ class ConcatOperands:
 
     def rescale(self, position: int) -> int:
         """input_k_log2scale - output_log2scale: the right shift (negative: left) moving input k to the output scale."""
-        return self.log2scale_of_input(position) - self.output_log2scale
+        return self.log2scale_of_input(position) - self.log2scale_of_output()
 
     def shifts(self) -> list[Shift]:
         return [Shift(f"input{k}_log2scale - output_log2scale", self.rescale(k), signed=True) for k in range(len(self.operands()))]
@@ -100,16 +107,22 @@ class Concat2Layer(ConcatOperands, IrLayer):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ConcatLayer(ConcatOperands, IrLayer):
-    """concat of any number of inputs; input k's fields are item k of each input_* list."""
+class ConcatLayer(AnyDialect, ConcatOperands, IrLayer):
+    """concat of any number of inputs, of both dialects. TF2IR's (an extension): input k's fields are item k of each
+    input_* list, joined along dim H, W or C, each moved to the output's log2scale. The tflite_int8 dialect's: a
+    .tflite's CONCATENATION along `axis` of each image's shape, every input on the output's grid (TFLite's converter,
+    and the .tflite writer, requantize the others first with an int8 QUANTIZE: a lut layer), the bytes copied."""
 
     operation: ClassVar[str] = "concat"
     schema: ClassVar[OpSchema] = OpSchema(
-        doc=("Concatenation of any number of inputs along H, W or C (an extension; concat2 stays the spec's "
-             'two-input form): input k, described by item k of each input_* list, is shifted by its log2scale - '
-             'output_log2scale (right shifts round half up, negative shifts are exact left shifts) and saturated, '
-             'then the inputs are joined in order.'),
-        since='1.1',
+        doc={"tf2ir": ("Concatenation of any number of inputs along H, W or C (an extension; concat2 stays the spec's "
+                       'two-input form): input k, described by item k of each input_* list, is shifted by its log2scale - '
+                       'output_log2scale (right shifts round half up, negative shifts are exact left shifts) and saturated, '
+                       'then the inputs are joined in order.'),
+             "tflite_int8": ('Concatenation on the tflite_int8 scheme along `axis` of each image\'s shape (0: the first axis after the '
+                             'batch), every input quantized as the output: the bytes copied unchanged. The operands are previous_layer '
+                             'in order.')},
+        since={"tf2ir": "1.1", "tflite_int8": "1.2"},
         fields={'input_names': {'type': 'array', 'items': {'type': 'string', 'minLength': 1}, 'minItems': 3},
                 'input_channel_nums': {'type': 'array', 'items': {'type': 'integer', 'minimum': 1}, 'minItems': 3},
                 'input_sizes': {'type': 'array',
@@ -118,25 +131,56 @@ class ConcatLayer(ConcatOperands, IrLayer):
                 'input_log2scales': {'type': 'array',
                                      'items': {'type': 'integer',
                                                'description': 'real value = int8 value * 2^-log2scale'},
-                                     'minItems': 3}},
+                                     'minItems': 3},
+                "axis": {"type": "integer", "minimum": 0, "description": "The axis of one image's shape."},
+                "input_shapes": {"type": "array", "minItems": 1, "items": shape_array()},
+                "shape": shape_array("One image's output shape.")},
     )
     label_prefix: ClassVar[str] = "cat"
 
-    dim: str
-    output_channel_num: int
-    output_size: Size
-    output_log2scale: int
-    dtype: str = "int8"
-    input_names: tuple[str, ...]
-    input_channel_nums: tuple[int, ...]
-    input_sizes: tuple[Size, ...]
-    input_log2scales: tuple[int, ...]
+    dim: str | None = written_in("tf2ir", None)
+    output_channel_num: int | None = written_in("tf2ir", None)
+    output_size: Size | None = written_in("tf2ir", None)
+    grid: Pow2Grid | AffineGrid = grid_field(OUTPUT_GRID)  # the output's
+    dtype: str = written_in("tf2ir", "int8")
+    input_names: tuple[str, ...] = written_in("tf2ir", ())
+    input_channel_nums: tuple[int, ...] = written_in("tf2ir", ())
+    input_sizes: tuple[Size, ...] = written_in("tf2ir", ())
+    input_log2scales: tuple[int, ...] = written_in("tf2ir", ())
+    axis: int | None = written_in("tflite_int8", None)  # of one image's shape
+    input_shapes: tuple[tuple[int, ...], ...] = written_in("tflite_int8", ())
+    shape: tuple[int, ...] = written_in("tflite_int8", ())  # one image's output shape
+
+    @property
+    def on_pow2_grids(self) -> bool:
+        return isinstance(self.grid, Pow2Grid)
+
+    @property
+    def image_axis(self) -> int:
+        return ConcatOperands.image_axis.fget(self) if self.on_pow2_grids else self.axis
 
     def operands(self) -> tuple[str, ...]:
-        return tuple(self.input_names)
+        return tuple(self.input_names) if self.on_pow2_grids else tuple(self.previous_layer)
 
     def shape_of_input(self, position: int) -> tuple[int, ...]:
+        if not self.on_pow2_grids:
+            return tuple(self.input_shapes[position])
         return self.input_sizes[position].height, self.input_sizes[position].width, self.input_channel_nums[position]
 
-    def log2scale_of_input(self, position: int) -> int:
-        return self.input_log2scales[position]
+    def shape_of_output(self) -> tuple[int, ...]:
+        return ConcatOperands.shape_of_output(self) if self.on_pow2_grids else tuple(self.shape)
+
+    def grid_of_input(self, position: int) -> Pow2Grid | AffineGrid:
+        return Pow2Grid(self.input_log2scales[position]) if self.on_pow2_grids else self.grid
+
+    def grid_of_output(self) -> Pow2Grid | AffineGrid:
+        return self.grid
+
+    def rescale(self, position: int) -> int:
+        return ConcatOperands.rescale(self, position) if self.on_pow2_grids else 0
+
+    def shifts(self) -> list[Shift]:
+        return ConcatOperands.shifts(self) if self.on_pow2_grids else []
+
+    def fused_operators(self) -> list[str]:
+        return ConcatOperands.fused_operators(self) if self.on_pow2_grids else ["concat"]
