@@ -1,4 +1,4 @@
-"""add, mul and softmax of the tflite_int8 dialect as C99 (the contract: core/backends/c/emitter.py;
+"""add and mul of the tflite_int8 dialect as C99 (the contract: core/backends/c/emitter.py;
 the arithmetic: runtime/qt_tflite.h)."""
 
 from __future__ import annotations
@@ -8,8 +8,6 @@ import math
 from core.backends.c.emitter import emits
 from core.ir.ops.add.affine_record import AddAffineLayer
 from core.ir.ops.mul.affine_record import MulAffineLayer
-from core.ir.ops.softmax.affine import ACCUMULATION_INTEGER_BITS
-from core.ir.ops.softmax.affine_record import SoftmaxAffineLayer, softmax_exp_table
 
 
 @emits("add@tflite_int8")
@@ -27,44 +25,6 @@ static void {symbol}(const int8_t *restrict in0, const int8_t *restrict in1, int
         int64_t b = qt_mbqm(qt_shl64(in1[i] - ({second_zero}), {record.left_shift}), INT64_C({second_multiplier}), {second_shift});
         out[i] = (int8_t)qt_clamp64(qt_mbqm(a + b, INT64_C({record.output_multiplier}), {record.output_shift}) + ({record.output_zero_point}),
                                     {record.output_min}, {record.output_max});
-    }}
-}}
-"""
-
-
-@emits("softmax@tflite_int8")
-def softmax_affine_emit_c(record: SoftmaxAffineLayer, symbol: str) -> str:
-    """TFLite's int8 SOFTMAX per row in gemmlowp fixed point (core/ir/ops/softmax/affine.py): the exp of each
-    difference from the row's maximum from the layer's table (-1: below diff_min, not counted), the sum of the
-    exps / 2^12 rounded (int32, wrapping as the reference's FixedPoint adds), its reciprocal (qt_reciprocal), each
-    output the reciprocal times its exp, rounded by 2^-(bits over one + 23), less 128, saturated."""
-    table = ", ".join(str(int(v)) for v in softmax_exp_table(record.input_scale, record.beta))
-    classes = int(record.shape[-1])
-    rows = math.prod(record.shape[:-1])
-    return f"""/* softmax over {classes} values, {rows} row(s) (tflite_int8, fixed point) */
-static const int32_t {symbol}_exp[256] = {{{table}}};
-
-static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
-{{
-    int row, i, bits_over_unit;
-    for (row = 0; row < {rows}; row++) {{
-        const int8_t *x = in0 + row * {classes};
-        int8_t *y = out + row * {classes};
-        int largest = x[0];
-        int64_t total = 0, reciprocal;
-        for (i = 1; i < {classes}; i++)
-            if (x[i] > largest)
-                largest = x[i];
-        for (i = 0; i < {classes}; i++) {{
-            int32_t e = {symbol}_exp[largest - x[i]];
-            if (e >= 0)
-                total = qt_wrap32(total + qt_rdbpot(e, {ACCUMULATION_INTEGER_BITS}));
-        }}
-        reciprocal = qt_reciprocal(total, {ACCUMULATION_INTEGER_BITS}, &bits_over_unit);
-        for (i = 0; i < {classes}; i++) {{
-            int32_t e = {symbol}_exp[largest - x[i]];
-            y[i] = e < 0 ? -128 : (int8_t)qt_clamp64(qt_rdbpot(qt_srdhm(reciprocal, e), bits_over_unit + 23) - 128, -128, 127);
-        }}
     }}
 }}
 """

@@ -1,20 +1,28 @@
-"""softmax as C99 (the contract: core/backends/c/emitter.py)."""
+"""softmax, of both dialects, as C99 (the contract: core/backends/c/emitter.py): TF2IR's integer model, or TFLite's
+gemmlowp fixed point (the arithmetic: runtime/qt_tflite.h)."""
 
 from __future__ import annotations
 
 from core.backends.c.emitter import emits
+from core.ir.ops.softmax.affine import ACCUMULATION_INTEGER_BITS, softmax_exp_table
 from core.ir.ops.softmax.record import SoftmaxLayer, exp_table
+from core.quantize.grid import AffineGrid, Pow2Grid
 
 
 @emits("softmax")
 def softmax_emit_c(record: SoftmaxLayer, symbol: str) -> str:
+    """The record's softmax, as its input's grid says (C_SOFTMAX)."""
+    return C_SOFTMAX[type(record.input_grid)](record, symbol)
+
+
+def _pow2_softmax_c(record: SoftmaxLayer, symbol: str) -> str:
     """`softmax_model` (core/ir/ops/softmax/kernel.py) for one image, row by row: d = max - x, e = exp_table[d] (baked in, it
     depends on input_log2scale only), the int64 sum, and (e * 2^(output_log2scale + 1) + sum) /
     (2 sum) -- non-negative, so C's division is the floor --, saturated to 127."""
     classes, rows = record.classes, record.rows()
-    table = ", ".join(str(int(v)) for v in exp_table(record.input_log2scale))
-    numerator_scale = 1 << (record.output_log2scale + 1)
-    return f"""/* softmax over {classes} values, {rows} row(s); exp table at input log2scale {record.input_log2scale} */
+    table = ", ".join(str(int(v)) for v in exp_table(record.input_grid.log2scale))
+    numerator_scale = 1 << (record.output_grid.log2scale + 1)
+    return f"""/* softmax over {classes} values, {rows} row(s); exp table at input log2scale {record.input_grid.log2scale} */
 static const int32_t {symbol}_exp[256] = {{{table}}};
 
 static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
@@ -38,3 +46,42 @@ static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
     }}
 }}
 """
+
+
+def _tflite_softmax_c(record: SoftmaxLayer, symbol: str) -> str:
+    """TFLite's int8 SOFTMAX per row in gemmlowp fixed point (core/ir/ops/softmax/affine.py): the exp of each
+    difference from the row's maximum from the layer's table (-1: below diff_min, not counted), the sum of the
+    exps / 2^12 rounded (int32, wrapping as the reference's FixedPoint adds), its reciprocal (qt_reciprocal), each
+    output the reciprocal times its exp, rounded by 2^-(bits over one + 23), less 128, saturated."""
+    table = ", ".join(str(int(v)) for v in softmax_exp_table(record.input_grid.scale, record.beta))
+    classes, rows = record.classes, record.rows()
+    return f"""/* softmax over {classes} values, {rows} row(s) (tflite_int8, fixed point) */
+static const int32_t {symbol}_exp[256] = {{{table}}};
+
+static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
+{{
+    int row, i, bits_over_unit;
+    for (row = 0; row < {rows}; row++) {{
+        const int8_t *x = in0 + row * {classes};
+        int8_t *y = out + row * {classes};
+        int largest = x[0];
+        int64_t total = 0, reciprocal;
+        for (i = 1; i < {classes}; i++)
+            if (x[i] > largest)
+                largest = x[i];
+        for (i = 0; i < {classes}; i++) {{
+            int32_t e = {symbol}_exp[largest - x[i]];
+            if (e >= 0)
+                total = qt_wrap32(total + qt_rdbpot(e, {ACCUMULATION_INTEGER_BITS}));
+        }}
+        reciprocal = qt_reciprocal(total, {ACCUMULATION_INTEGER_BITS}, &bits_over_unit);
+        for (i = 0; i < {classes}; i++) {{
+            int32_t e = {symbol}_exp[largest - x[i]];
+            y[i] = e < 0 ? -128 : (int8_t)qt_clamp64(qt_rdbpot(qt_srdhm(reciprocal, e), bits_over_unit + 23) - 128, -128, 127);
+        }}
+    }}
+}}
+"""
+
+
+C_SOFTMAX = {Pow2Grid: _pow2_softmax_c, AffineGrid: _tflite_softmax_c}  # by the input's grid

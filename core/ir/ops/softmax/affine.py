@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -65,3 +66,11 @@ def softmax_affine(inputs: np.ndarray, table: np.ndarray) -> np.ndarray:
     scaled = rounding_divide_by_pot(saturating_rounding_doubling_high_mul(reciprocal[:, None], exps), (bits_over_unit + 31 - 8)[:, None])
     outputs = np.where(counted, np.clip(scaled + OUTPUT_ZERO_POINT, -128, 127), -128)
     return outputs.astype(np.int8).reshape(inputs.shape)
+
+
+@lru_cache(maxsize=64)
+def softmax_exp_table(input_scale: float, beta: float) -> np.ndarray:
+    """exp_table of a layer's scaling, read-only: the kernel and the C emitter share it."""
+    table = exp_table(SoftmaxScaling.of(input_scale, beta))
+    table.setflags(write=False)
+    return table

@@ -1,10 +1,16 @@
-"""The softmax layer's integer arithmetic, defined once: its integer model, in int64 (TensorFlow's integer ops are
-exact), which the annotated graph computes as graph ops and the simulator as its kernel (core/ir/integer_kernel.py)."""
+"""The softmax layer's integer arithmetic. TF2IR's, defined once: its integer model, in int64 (TensorFlow's integer ops
+are exact), which the annotated graph computes as graph ops and the simulator as its kernel (core/ir/integer_kernel.py).
+The tflite_int8 dialect's: TFLite's fixed point (affine.py). The record's grids say which (KERNELS)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from core.frontend.layers import IntegerModelBuilder
-from core.ir.ops.softmax.record import exp_table
+from core.ir.integer_kernel import integer_model_kernel
+from core.ir.ops.softmax.affine import softmax_affine, softmax_exp_table
+from core.ir.ops.softmax.record import SoftmaxLayer, exp_table
+from core.quantize.grid import AffineGrid, Pow2Grid
 
 
 def softmax_model(model: IntegerModelBuilder):
@@ -28,3 +34,14 @@ def softmax_model(model: IntegerModelBuilder):
     quotient = model.op("FloorDiv", [numerator, model.op("Mul", [total, model.const("two", 2, "int64")])])
     saturated = model.op("Minimum", [quotient, model.const("int8_max", 127, "int64")])
     return model.from_ints(model.op("Cast", [saturated], cast_to="float32"), model.output_log2scale)
+
+
+def _tflite_softmax(record: SoftmaxLayer, params: dict, inputs: list) -> np.ndarray:
+    return softmax_affine(inputs[0], softmax_exp_table(record.input_grid.scale, record.beta))
+
+
+KERNELS = {Pow2Grid: integer_model_kernel(softmax_model), AffineGrid: _tflite_softmax}  # by the input's grid
+
+
+def softmax_kernel(record: SoftmaxLayer, params: dict, inputs: list) -> np.ndarray:
+    return KERNELS[type(record.input_grid)](record, params, inputs)

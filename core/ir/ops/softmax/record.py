@@ -1,6 +1,6 @@
-"""The softmax IR record (a TF2IR extension): int8 in, int8 out over the last axis, in integer
-arithmetic only -- an exp table, a sum and one rounded division -- so every backend computes
-the same bits. The table depends on input_log2scale only: every consumer derives it here."""
+"""The softmax IR record, of both dialects: int8 in, int8 out over the last axis, in integer arithmetic only. TF2IR's
+(an extension): an exp table, a sum and one rounded division, so every backend computes the same bits; the table
+depends on input_log2scale only: every consumer derives it here. The tflite_int8 dialect's: TFLite's (affine.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from core.ir.records import IrLayer, OpSchema, SameShapeInput, Shift
+from core.ir.fields import shape_array
+from core.ir.records import INPUT_GRID, OUTPUT_GRID, InputOutputGrids, IrLayer, OpSchema, SameShapeInput, Shift, grid_field, written_in
+from core.quantize.grid import AffineGrid, Pow2Grid
 
 EXP_BITS = 16  # exp_table's fractional bits: exp(0) = 2^16
 EXP_TABLE_SIZE = 256  # max - x of two int8 values: 0 .. 255
@@ -24,25 +26,37 @@ def exp_table(input_log2scale: int) -> np.ndarray:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SoftmaxLayer(SameShapeInput, IrLayer):
+class SoftmaxLayer(InputOutputGrids, SameShapeInput, IrLayer):
+    """Of both dialects, each with its own arithmetic (the kernel and the C emitter ask the grid): TF2IR's
+    (an extension) an exp table of the input's log2scale, a sum and one rounded division; the tflite_int8
+    dialect's TFLite's gemmlowp fixed point (affine.py), its output at scale 1/256, zero point -128."""
+
     operation: ClassVar[str] = "softmax"
     schema: ClassVar[OpSchema] = OpSchema(
-        doc=('Softmax over the last axis in integers (an extension): d = max(x) - x in [0, 255]; e = floor(2^16 * '
-             'exp(-d * 2^-input_log2scale) + 1/2) (a 256-entry table of input_log2scale); s = sum(e); y = floor((e * '
-             '2^(output_log2scale + 1) + s) / (2 s)) in 64 bits (e / s rounded half up at the output scale), '
-             'saturated to 127. At most 32767 values per softmax.'),
-        since='1.1',
+        doc={"tf2ir": ('Softmax over the last axis in integers (an extension): d = max(x) - x in [0, 255]; e = floor(2^16 * '
+                       'exp(-d * 2^-input_log2scale) + 1/2) (a 256-entry table of input_log2scale); s = sum(e); y = floor((e * '
+                       '2^(output_log2scale + 1) + s) / (2 s)) in 64 bits (e / s rounded half up at the output scale), '
+                       'saturated to 127. At most 32767 values per softmax.'),
+             "tflite_int8": ('Softmax over the last axis on the tflite_int8 scheme (TFLite\'s int8 SOFTMAX, reference_ops::Softmax), in gemmlowp '
+                             'fixed point: each d = x - row max rescaled by input_scale x beta onto Q5.26 (PreprocessSoftmaxScaling\'s '
+                             'multiplier and left shift), exp(d) in Q0 where d >= diff_min (else 0), the sum of exp(d) / 2^12 rounded '
+                             '(Q12.19), its reciprocal by GetReciprocal, each output RoundingDivideByPOT(reciprocal x exp(d), bits over one '
+                             '+ 23) - 128, saturated. Output scale 1/256, zero point -128.')},
+        since={"tf2ir": "1.1", "tflite_int8": "1.2"},
         fields={'shape': {'type': 'array',
                           'items': {'type': 'integer', 'minimum': 1},
                           'minItems': 1,
-                          'description': "One image's input and output shape; normalized over its last axis."}},
+                          'description': "One image's input and output shape; normalized over its last axis."},
+                "beta": {"type": "number", "exclusiveMinimum": 0}},
+        fields_in={"tflite_int8": {"shape": shape_array("One image's input and output shape; normalized over its last axis.")}},
     )
     label_prefix: ClassVar[str] = "smax"
 
     shape: tuple[int, ...]  # one image's input (and output) shape; normalized over the last axis
-    input_log2scale: int
-    output_log2scale: int
-    dtype: str = "int8"
+    input_grid: Pow2Grid | AffineGrid = grid_field(INPUT_GRID)
+    output_grid: Pow2Grid | AffineGrid = grid_field(OUTPUT_GRID)
+    dtype: str = written_in("tf2ir", "int8")
+    beta: float | None = written_in("tflite_int8", None)  # TFLite's: the logits' multiplier
 
     @property
     def classes(self) -> int:
@@ -52,12 +66,13 @@ class SoftmaxLayer(SameShapeInput, IrLayer):
         return 0
 
     def shifts(self) -> list[Shift]:
-        # the numerator e * 2^(output_log2scale + 1) of the rounded division
-        return [Shift("output_log2scale + 1", self.output_log2scale + 1)]
+        # TF2IR: the numerator e * 2^(output_log2scale + 1) of the rounded division
+        return [Shift("output_log2scale + 1", self.output_grid.log2scale + 1)] if isinstance(self.output_grid, Pow2Grid) else []
 
-    def accumulator_bound(self, params: dict | None = None) -> int:
-        """The sum of the exps (the numerator, e * 2^(output_log2scale + 1) + sum, is taken in 64 bits)."""
-        return self.classes * 2**EXP_BITS
+    def accumulator_bound(self, params: dict | None = None) -> int | None:
+        """TF2IR: the sum of the exps (the numerator, e * 2^(output_log2scale + 1) + sum, is taken in 64 bits); TFLite's
+        fixed point has no integer accumulator of its own."""
+        return self.classes * 2**EXP_BITS if isinstance(self.output_grid, Pow2Grid) else None
 
     def fused_operators(self) -> list[str]:
         return ["softmax", "requantize"]
