@@ -8,6 +8,7 @@ import ast
 import dataclasses
 import shutil
 import subprocess
+import typing
 from pathlib import Path
 
 import networkx as nx
@@ -26,7 +27,7 @@ from core.backends.c.program import RUNTIME_HEADERS
 from core.ir.op import DIALECTS, dialect_key, schema_key
 from core.ir.schema import SCHEMA_FILE, branches as schema_branches, schema_text
 from core.ir.ops import OPS
-from core.ir.records import DIALECT_KEY, IrLayer, json_fields
+from core.ir.records import DIALECT_KEY, IrLayer, Padding, Size, _typed, json_fields
 from pipeline.code_version import closure_deps, code_version, declared_data_files, import_closure, imported_modules, module_file
 from pipeline.dvcgen import DVC_ENTRY_CODE
 from pipeline.stages import STAGES
@@ -176,6 +177,25 @@ def test_the_schema_is_the_registry():
         assert required | grid_keys | tagged | {"operation"} <= set(branch["required"]), (name, required - set(branch["required"]))
         if "activation_type" in fields:
             assert set(branch["properties"]["activation_type"]["enum"]) == set(ACTIVATIONS), name
+
+
+def test_every_nested_field_of_every_record_reads_as_its_type():
+    """A Size or Padding field (optional or in a tuple too) read from JSON is that dataclass, never the dict: the
+    records' readers type every field their hints declare."""
+    samples = {Size: {"height": 3, "width": 4}, Padding: {"top": 0, "bottom": 1, "left": 2, "right": 3}}
+    checked = []
+    for dialect, ops in DIALECTS.items():
+        for name, op in ops.items():
+            for spec in dataclasses.fields(op.record):
+                hint = typing.get_type_hints(op.record)[spec.name]
+                for kind, sample in samples.items():
+                    if typing.get_origin(hint) is tuple and typing.get_args(hint)[0] is kind:
+                        assert all(isinstance(item, kind) for item in _typed([sample], hint, spec.name)), (name, dialect, spec.name)
+                        checked.append((name, spec.name))
+                    elif kind is hint or kind in typing.get_args(hint):
+                        assert isinstance(_typed(sample, hint, spec.name), kind), (name, dialect, spec.name)
+                        checked.append((name, spec.name))
+    assert ("concat", "output_size") in checked and ("add", "input_size") in checked and ("pad", "padding") in checked
 
 
 def test_the_published_schema_is_what_the_records_give():

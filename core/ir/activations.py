@@ -37,7 +37,7 @@ class Activated:
 
     def clamp(self) -> tuple[int, int]:
         """The int8 range of the output: the activation's, at the output scale."""
-        return activation_named(self.activation_type, f"layer {self.name}: ").clamp(self.output_log2scale)
+        return activation_named(self.activation_type, f"layer {self.name}: ").clamp(self.log2scale_of_output())
 
     def activation_operators(self) -> list[str]:
         """The activation among seed 004's fused operators ([] for none)."""

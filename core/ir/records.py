@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import types
 import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -149,7 +150,30 @@ class GridKeys:
         return AffineGrid(float(data[self.scale]), int(data[self.zero_point]))
 
 
-def grid_field(keys: GridKeys = GridKeys()):
+@dataclass(frozen=True)
+class GridsKeys:
+    """How a record's input grids, one per operand, are written: in TF2IR's JSON each as a log2scale of its own key,
+    in the tflite_int8 dialect's as the items of a scale list and a zero point list."""
+
+    log2scales: tuple[str, ...]
+    scales: str = "input_scales"
+    zero_points: str = "input_zero_points"
+
+    def keys(self, dialect: str) -> tuple[str, ...]:
+        return self.log2scales if dialect == "tf2ir" else (self.scales, self.zero_points)
+
+    def write(self, grids: tuple[Pow2Grid | AffineGrid, ...]) -> dict[str, Any]:
+        if all(isinstance(grid, Pow2Grid) for grid in grids):
+            return {key: grid.log2scale for key, grid in zip(self.log2scales, grids)}
+        return {self.scales: [grid.scale for grid in grids], self.zero_points: [grid.zero_point for grid in grids]}
+
+    def read(self, data: dict[str, Any], dialect: str) -> tuple[Pow2Grid | AffineGrid, ...]:
+        if dialect == "tf2ir":
+            return tuple(Pow2Grid(int(data[key])) for key in self.log2scales)
+        return tuple(AffineGrid(float(scale), int(zero_point)) for scale, zero_point in zip(data[self.scales], data[self.zero_points]))
+
+
+def grid_field(keys: GridKeys | GridsKeys = GridKeys()):
     """A record's grid: the dialect of the layer is the grid's (GRID_DIALECTS), its JSON keys `keys`'."""
     return dataclasses.field(metadata={"grid": keys})
 
@@ -390,6 +414,10 @@ def _plain(value: Any) -> Any:
 
 
 def _typed(value: Any, kind: Any, where: str) -> Any:
+    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:  # X | None: X's, or None
+        (kind, *_) = [arg for arg in typing.get_args(kind) if arg is not type(None)]
+        if value is None:
+            return None
     if kind in _NESTED:
         if not isinstance(value, dict):
             raise IrError(f"{where}: expected an object, got {value!r}")

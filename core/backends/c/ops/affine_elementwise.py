@@ -1,4 +1,4 @@
-"""add and mul of the tflite_int8 dialect as C99 (the contract: core/backends/c/emitter.py;
+"""mul of the tflite_int8 dialect as C99 (the contract: core/backends/c/emitter.py;
 the arithmetic: runtime/qt_tflite.h)."""
 
 from __future__ import annotations
@@ -6,28 +6,7 @@ from __future__ import annotations
 import math
 
 from core.backends.c.emitter import emits
-from core.ir.ops.add.affine_record import AddAffineLayer
 from core.ir.ops.mul.affine_record import MulAffineLayer
-
-
-@emits("add@tflite_int8")
-def add_affine_emit_c(record: AddAffineLayer, symbol: str) -> str:
-    """reference_integer_ops::Add per element: each input less its zero point, shifted left, rescaled to
-    the common scale; the sum rescaled to the output's, plus its zero point, clamped."""
-    (first_zero, second_zero), (first_multiplier, second_multiplier) = record.input_zero_points, record.input_multipliers
-    first_shift, second_shift = record.input_shifts
-    return f"""/* add of {list(record.shape)} (tflite_int8) */
-static void {symbol}(const int8_t *restrict in0, const int8_t *restrict in1, int8_t *restrict out)
-{{
-    long i;
-    for (i = 0; i < {math.prod(record.shape)}L; i++) {{
-        int64_t a = qt_mbqm(qt_shl64(in0[i] - ({first_zero}), {record.left_shift}), INT64_C({first_multiplier}), {first_shift});
-        int64_t b = qt_mbqm(qt_shl64(in1[i] - ({second_zero}), {record.left_shift}), INT64_C({second_multiplier}), {second_shift});
-        out[i] = (int8_t)qt_clamp64(qt_mbqm(a + b, INT64_C({record.output_multiplier}), {record.output_shift}) + ({record.output_zero_point}),
-                                    {record.output_min}, {record.output_max});
-    }}
-}}
-"""
 
 
 def _broadcast_strides(shape: tuple[int, ...], output: tuple[int, ...]) -> list[int]:

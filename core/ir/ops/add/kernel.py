@@ -1,10 +1,17 @@
-"""The add layer's integer arithmetic, defined once: its integer model, which the annotated graph computes as graph ops
-and the simulator as its kernel (core/ir/integer_kernel.py)."""
+"""The add layer's integer arithmetic. TF2IR's, defined once: its integer model, which the annotated graph computes as
+graph ops and the simulator as its kernel (core/ir/integer_kernel.py). The tflite_int8 dialect's: TFLite's (affine.py).
+The record's grids say which (KERNELS)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from core.frontend.layers import IntegerModelBuilder
 from core.ir.activations import activation_named
+from core.ir.integer_kernel import integer_model_kernel
+from core.ir.ops.add.affine import add_affine
+from core.ir.ops.add.record import AddLayer
+from core.quantize.grid import AffineGrid, Pow2Grid
 
 
 def add_model(model: IntegerModelBuilder):
@@ -35,3 +42,16 @@ def add_model(model: IntegerModelBuilder):
     total = model.round_shift(model.op("AddV2", aligned), coarse - output)
     low, high = activation_named(model.activation).clamp(output)
     return model.from_ints(model.clamp(total, low, high), output)
+
+
+def _tflite_add(record: AddLayer, params: dict, inputs: list) -> np.ndarray:
+    requantization = (*zip(record.input_multipliers, record.input_shifts), (record.output_multiplier, record.output_shift))
+    return add_affine(*inputs, tuple(grid.zero_point for grid in record.input_grids), requantization, record.output_grid.zero_point,
+                      (record.output_min, record.output_max))
+
+
+KERNELS = {Pow2Grid: integer_model_kernel(add_model), AffineGrid: _tflite_add}  # by the output's grid
+
+
+def add_kernel(record: AddLayer, params: dict, inputs: list) -> np.ndarray:
+    return KERNELS[type(record.output_grid)](record, params, inputs)

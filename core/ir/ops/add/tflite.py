@@ -1,0 +1,24 @@
+"""A .tflite's ADD of two int8 tensors of one shape as an add layer of the tflite_int8 dialect (TF2IR 1.2), its
+requantization derived as add.cc's Prepare does (affine.py)."""
+
+from __future__ import annotations
+
+from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
+from core.quantize.runtimes import Runtime
+from core.ir.ops.add.affine import LEFT_SHIFT, add_requantization
+from core.ir.tflite_dialect import clamp_fields, scale_and_zero_point
+
+
+def add_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
+    shapes = [tuple(model.tensor(index).shape[1:]) for index in (*operator.inputs, operator.outputs[0])]
+    if len(set(shapes)) != 1 or any(model.tensor(index).data is not None for index in operator.inputs):
+        raise TfliteError(f"{model.path}: operator {operator.index} (ADD) of shapes {[list(shape) for shape in shapes]}; the tflite_int8 "
+                          "IR adds two computed tensors of one shape")
+    (first_scale, first_zero), (second_scale, second_zero), (output_scale, output_zero) = (
+        scale_and_zero_point(model, index) for index in (*operator.inputs, operator.outputs[0]))
+    (first_multiplier, first_shift), (second_multiplier, second_shift), (multiplier, shift) = add_requantization(
+        first_scale, second_scale, output_scale)
+    return {"shape": [int(v) for v in shapes[0]], "input_scales": [first_scale, second_scale], "input_zero_points": [first_zero, second_zero],
+            "input_multipliers": [first_multiplier, second_multiplier], "input_shifts": [first_shift, second_shift],
+            "left_shift": LEFT_SHIFT, "output_multiplier": multiplier, "output_shift": shift, "output_scale": output_scale,
+            "output_zero_point": output_zero, **clamp_fields(model, operator)}, {}
