@@ -17,7 +17,7 @@ import numpy as np
 
 from core.ir.network import Ir
 from core.limits import human_bytes, npy_header
-from core.ir.op import DIALECT_KEY, DIALECTS, NETWORK_INPUT, dialect_of, schema_key
+from core.ir.op import DIALECT_KEY, DIALECTS, NETWORK_INPUT, dialect_of, loaded_kinds, schema_key
 from core.ir import schema
 from core.ir.records import IrError
 
@@ -50,7 +50,7 @@ def read_ir(directory: Path) -> Ir:
     for layer in layers:
         # a kind the layer says it does not load (`load_bias: false`) has no file
         arrays = {kind: _read_param(directory / PARAMS_DIR / f"{layer['name']}_{kind}.npy", layer, kind)
-                  for kind in DIALECTS[dialect_of(layer)][layer["operation"]].param_kinds if layer.get(f"load_{kind}", True) is not False}
+                  for kind in loaded_kinds(DIALECTS[dialect_of(layer)][layer["operation"]], layer)}
         if arrays:
             params[layer["name"]] = arrays
     return Ir.from_json(layers, params)

@@ -200,6 +200,14 @@ class IrOp:
         return record
 
 
+def loaded_kinds(op: "IrOp | AffineOp", layer: dict) -> list[str]:
+    """The constant kinds a JSON layer of `op` has files for (params/<layer>_<kind>.npy): the operation's, less each a
+    `load_<kind>` flag turns off (`load_bias: false`); an absent flag is its record field's default (a dialect that does
+    not write it), else on."""
+    defaults = {spec.name: spec.default for spec in dataclasses.fields(op.record)}
+    return [kind for kind in op.param_kinds if layer.get(f"load_{kind}", defaults.get(f"load_{kind}", True)) is not False]
+
+
 def input_kind(input_kinds: tuple[str, ...], position: int, operands: int) -> str:
     """The test tensor name of input `position` of a layer with `operands` inputs: its operation's
     input_kinds', or input0, input1, ... for an operation of any number of inputs."""

@@ -1,15 +1,24 @@
-"""mul as C99 (the contract: core/backends/c/emitter.py)."""
+"""mul, of both dialects, as C99 (the contract: core/backends/c/emitter.py): TF2IR's integer model rendered per
+element, or TFLite's reference_integer_ops::Mul (the arithmetic: runtime/qt_tflite.h)."""
 
 from __future__ import annotations
+
+import math
 
 from core.backends.c.emitter import emits
 from core.backends.c.integer_model import element_expression
 from core.ir.ops.mul.kernel import mul_model
 from core.ir.ops.mul.record import MulLayer
+from core.quantize.grid import AffineGrid, Pow2Grid
 
 
 @emits("mul")
 def mul_emit_c(record: MulLayer, symbol: str) -> str:
+    """The record's product, as its output's grid says (C_MUL)."""
+    return C_MUL[type(record.output_grid)](record, symbol)
+
+
+def _pow2_mul_c(record: MulLayer, symbol: str) -> str:
     """`mul_model` (core/ir/ops/mul/kernel.py) for one image, rendered per element: one loop per output axis, each input
     advancing by its broadcast stride (0 along an axis it is broadcast over)."""
     shape = record.shape_of_output()
@@ -39,3 +48,41 @@ static void {symbol}(const int8_t *restrict in0, const int8_t *restrict in1, int
 {chr(10).join(reversed(closing))}
 }}
 """
+
+
+def _broadcast_strides(shape: tuple[int, ...], output: tuple[int, ...]) -> list[int]:
+    """The C-order strides of a factor read at each output index (0 along a broadcast dimension)."""
+    shape = (1,) * (len(output) - len(shape)) + tuple(shape)
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(0 if size == 1 else step)
+        step *= size
+    return strides[::-1]
+
+
+def _tflite_mul_c(record: MulLayer, symbol: str) -> str:
+    """reference_integer_ops::Mul per output element, each factor read at its broadcast index: (a - z0) x
+    (b - z1) rescaled (rounding twice), plus the output zero point, clamped. A constant second factor is
+    `<symbol>_constant`."""
+    output = tuple(int(v) for v in record.shape)
+    strides = [_broadcast_strides(tuple(shape), output) for shape in record.input_shapes]
+    output_strides = _broadcast_strides(output, output)
+    index = {k: "i" if stride == output_strides else " + ".join(f"(i / {step} % {size}) * {stride[d]}" for d, (step, size) in enumerate(zip(output_strides, output)) if stride[d])
+             or "0" for k, stride in enumerate(strides)}
+    second = f"{symbol}_constant" if record.load_constant else "in1"
+    pointers = "const int8_t *restrict in0" + ("" if record.load_constant else ", const int8_t *restrict in1")
+    first_zero, second_zero = (grid.zero_point for grid in record.input_grids)
+    return f"""/* mul of {[list(shape) for shape in record.input_shapes]} -> {list(output)} (tflite_int8) */
+static void {symbol}({pointers}, int8_t *restrict out)
+{{
+    long i;
+    for (i = 0; i < {math.prod(output)}L; i++) {{
+        int64_t product = (int64_t)(in0[{index[0]}] - ({first_zero})) * ({second}[{index[1]}] - ({second_zero}));
+        out[i] = (int8_t)qt_clamp64(qt_mbqm(product, INT64_C({record.multiplier}), {record.shift}) + ({record.output_grid.zero_point}),
+                                    {record.output_min}, {record.output_max});
+    }}
+}}
+"""
+
+
+C_MUL = {Pow2Grid: _pow2_mul_c, AffineGrid: _tflite_mul_c}  # by the output's grid

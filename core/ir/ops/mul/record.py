@@ -1,5 +1,6 @@
-"""The mul IR record (a TF2IR extension): input0 * input1, element-wise with NumPy broadcasting
-of one image's shapes, the int32 product moved to the output scale by one rounding shift."""
+"""The mul IR record, of both dialects: input0 * input1, element-wise with NumPy broadcasting of one image's shapes.
+TF2IR's (an extension): the int32 product moved to the output scale by one rounding shift. The tflite_int8 dialect's
+(1.2): reference_integer_ops::Mul, a constant second factor allowed."""
 
 from __future__ import annotations
 
@@ -11,7 +12,11 @@ import numpy as np
 
 from core.ir.activations import Activated
 from core.ir.fixedpoint import INT8_PRODUCT_MAX, rounding_constant
-from core.ir.records import IrLayer, OpSchema, Shift
+from core.ir.fields import shape_array
+from core.ir.records import OUTPUT_GRID, AnyDialect, GridsKeys, IrLayer, OpSchema, Shift, grid_field, written_in
+from core.quantize.grid import AffineGrid, Pow2Grid
+
+_PAIR = {"type": "array", "minItems": 2, "maxItems": 2}
 
 
 def broadcast_strides(shape: tuple[int, ...], output_shape: tuple[int, ...]) -> list[int]:
@@ -26,66 +31,92 @@ def broadcast_strides(shape: tuple[int, ...], output_shape: tuple[int, ...]) -> 
 
 
 @dataclass(frozen=True, kw_only=True)
-class MulLayer(Activated, IrLayer):
+class MulLayer(AnyDialect, Activated, IrLayer):
     operation: ClassVar[str] = "mul"
     schema: ClassVar[OpSchema] = OpSchema(
-        doc=("Element-wise product of two int8 inputs with NumPy broadcasting of one image's shapes (an extension): "
-             'the int32 product (|p| <= 2^14) shifted by output_shift = input0_log2scale + input1_log2scale - '
-             'output_log2scale (right with round half up, or exactly left when negative), clamped by the activation, '
-             'saturated to int8. One rounding.'),
-        since='1.1',
+        doc={"tf2ir": ("Element-wise product of two int8 inputs with NumPy broadcasting of one image's shapes (an extension): "
+                       'the int32 product (|p| <= 2^14) shifted by output_shift = input0_log2scale + input1_log2scale - '
+                       'output_log2scale (right with round half up, or exactly left when negative), clamped by the activation, '
+                       'saturated to int8. One rounding.'),
+             "tflite_int8": ('Element-wise product on the tflite_int8 scheme (reference_integer_ops::Mul, broadcasting): (q0 - z0) x '
+                             '(q1 - z1) rescaled by multiplier and shift (rounding twice), plus output_zero_point, clamped to '
+                             '[output_min, output_max]. The operands are previous_layer in order; with load_constant, the second factor is '
+                             'params/<name>_constant.npy (int8, its shape input_shapes[1], broadcast).')},
+        since={"tf2ir": "1.1", "tflite_int8": "1.2"},
         fields={'input0_shape': {'type': 'array', 'items': {'type': 'integer', 'minimum': 1}, 'minItems': 1},
                 'input1_shape': {'type': 'array', 'items': {'type': 'integer', 'minimum': 1}, 'minItems': 1},
                 'output_shape': {'type': 'array', 'items': {'type': 'integer', 'minimum': 1}, 'minItems': 1},
                 'output_shift': {'type': 'integer'},
                 'input0_name': {'type': 'string', 'minLength': 1},
-                'input1_name': {'type': 'string', 'minLength': 1}},
+                'input1_name': {'type': 'string', 'minLength': 1},
+                "shape": shape_array("One image's output shape."),
+                "input_shapes": {**_PAIR, "items": shape_array(), "description": "Each input's shape, broadcasting to `shape`."},
+                "input_scales": {**_PAIR, "items": {"type": "number", "exclusiveMinimum": 0}},
+                "input_zero_points": {**_PAIR, "items": {"type": "integer", "minimum": -128, "maximum": 127}},
+                "multiplier": {"type": "integer", "description": "input_scale0 x input_scale1 / output_scale, Q31"},
+                "shift": {"type": "integer", "description": "TFLite's convention: positive shifts left."},
+                "load_constant": {"type": "boolean", "description": "Whether the second factor is a constant."}},
     )
     label_prefix: ClassVar[str] = "mul"
 
-    activation_type: str
-    input0_shape: tuple[int, ...]  # one image's; each input broadcasts to output_shape
-    input1_shape: tuple[int, ...]
-    output_shape: tuple[int, ...]
-    input0_log2scale: int
-    input1_log2scale: int
-    output_log2scale: int
-    output_shift: int  # input0_log2scale + input1_log2scale - output_log2scale
-    input0_name: str
-    input1_name: str
-    dtype: str = "int8"
+    input_grids: tuple[Pow2Grid | AffineGrid, ...] = grid_field(GridsKeys(("input0_log2scale", "input1_log2scale")))
+    output_grid: Pow2Grid | AffineGrid = grid_field(OUTPUT_GRID)
+    # TF2IR's
+    activation_type: str = written_in("tf2ir", "None")
+    input0_shape: tuple[int, ...] = written_in("tf2ir", ())  # one image's; each input broadcasts to output_shape
+    input1_shape: tuple[int, ...] = written_in("tf2ir", ())
+    output_shape: tuple[int, ...] = written_in("tf2ir", ())
+    output_shift: int | None = written_in("tf2ir", None)  # input0_log2scale + input1_log2scale - output_log2scale
+    input0_name: str | None = written_in("tf2ir", None)
+    input1_name: str | None = written_in("tf2ir", None)
+    dtype: str = written_in("tf2ir", "int8")
+    # the tflite_int8 dialect's: TFLite's requantization, the fused activation's clamp, a constant second factor
+    shape: tuple[int, ...] = written_in("tflite_int8", ())
+    input_shapes: tuple[tuple[int, ...], ...] = written_in("tflite_int8", ())
+    multiplier: int | None = written_in("tflite_int8", None)
+    shift: int | None = written_in("tflite_int8", None)
+    output_min: int = written_in("tflite_int8", -128)
+    output_max: int = written_in("tflite_int8", 127)
+    load_constant: bool = written_in("tflite_int8", False)
+
+    @property
+    def on_pow2_grids(self) -> bool:
+        return isinstance(self.output_grid, Pow2Grid)
+
+    def grid_of_input(self, position: int) -> Pow2Grid | AffineGrid:
+        return self.input_grids[position]
+
+    def grid_of_output(self) -> Pow2Grid | AffineGrid:
+        return self.output_grid
 
     def operands(self) -> tuple[str, ...]:
-        return self.input0_name, self.input1_name
+        return (self.input0_name, self.input1_name) if self.on_pow2_grids else tuple(self.previous_layer)
 
     def shape_of_output(self) -> tuple[int, ...]:
-        return tuple(self.output_shape)
+        return tuple(self.output_shape if self.on_pow2_grids else self.shape)
 
     def shape_of_input(self, position: int) -> tuple[int, ...]:
-        return tuple(self.input0_shape if position == 0 else self.input1_shape)
-
-    def log2scale_of_input(self, position: int) -> int:
-        return self.input0_log2scale if position == 0 else self.input1_log2scale
-
-    def log2scale_of_output(self) -> int:
-        return self.output_log2scale
+        if self.on_pow2_grids:
+            return tuple(self.input0_shape if position == 0 else self.input1_shape)
+        return tuple(self.input_shapes[position])
 
     def macs(self) -> int:
-        return math.prod(self.output_shape)
+        return math.prod(self.shape_of_output())
 
     def shifts(self) -> list[Shift]:
-        return [Shift("output_shift", self.output_shift, signed=True)]
+        return [Shift("output_shift", self.output_shift, signed=True)] if self.on_pow2_grids else []
 
     def accumulator_bound(self, params: dict | None = None) -> int:
-        return INT8_PRODUCT_MAX + rounding_constant(self.output_shift)
+        return INT8_PRODUCT_MAX + rounding_constant(self.output_shift) if self.on_pow2_grids else 256 * 256
 
     def fused_operators(self) -> list[str]:
-        return ["mul", "requantize", *self.activation_operators()]
+        return ["mul", "requantize", *(self.activation_operators() if self.on_pow2_grids else ["clamp"])]
 
     def strides(self, position: int) -> list[int]:
         return broadcast_strides(self.shape_of_input(position), self.shape_of_output())
 
     def broadcast(self, position: int, batch: np.ndarray) -> np.ndarray:
         """A batch of input `position` broadcast to [N, *output_shape]."""
-        shape = (1,) * (len(self.output_shape) - len(self.shape_of_input(position))) + self.shape_of_input(position)
-        return np.broadcast_to(batch.reshape(len(batch), *shape), (len(batch), *self.output_shape))
+        output_shape = self.shape_of_output()
+        shape = (1,) * (len(output_shape) - len(self.shape_of_input(position))) + self.shape_of_input(position)
+        return np.broadcast_to(batch.reshape(len(batch), *shape), (len(batch), *output_shape))
