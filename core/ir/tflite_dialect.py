@@ -5,9 +5,10 @@ multiplier and a shift (TFLite's convention: positive shifts left), integer clam
 `"scheme": "tflite_int8"`, the key TF2IR's own layers never carry, so the existing dialect stays
 byte-identical.
 
-`AffineLayer` is the base of the dialect's records (each in its operation's folder, affine_record.py);
-the helpers below read an operator of a .tflite model (core/frontend/tflite.py) as TFLite's Prepare does,
-for the records' builders and the .tflite interpreter alike."""
+Most operations have one record of both dialects (core/ir/records.py: AnyDialect, its grids typed); `AffineLayer`
+is the base of the records still of this dialect alone (conv's, affine_record.py). The helpers below read an operator
+of a .tflite model (core/frontend/tflite.py) as TFLite's Prepare does, for the builders (each operation folder's
+tflite.py) and the .tflite interpreter alike."""
 
 from __future__ import annotations
 
@@ -46,20 +47,6 @@ class AffineGrids(NoLog2scales):
 
     def grid_of_input(self, position: int) -> AffineGrid:
         return AffineGrid(self.input_scale, self.input_zero_point)
-
-
-class AffineInputGrids(NoLog2scales):
-    """Several inputs, each at (input_scales[i], input_zero_points[i])."""
-
-    def grid_of_input(self, position: int) -> AffineGrid:
-        return AffineGrid(self.input_scales[position], self.input_zero_points[position])
-
-
-class OutputGrid(NoLog2scales):
-    """Inputs quantized as the output (a reshape, a concatenation, a pad: TFLite keeps one quantization)."""
-
-    def grid_of_input(self, position: int) -> AffineGrid:
-        return self.grid_of_output()
 
 
 @dataclass(frozen=True, kw_only=True)
