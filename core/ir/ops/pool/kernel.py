@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from core.ir.fixedpoint import round_shift
+from core.ir.ops.conv.affine import windows
 from core.ir.ops.pool.affine import mean_requantization
 from core.ir.ops.pool.record import AvgPoolLayer, MaxPoolLayer, PoolLayer, RescaledMean, WindowMean
 from core.quantize.tflite_math import multiply_by_quantized_multiplier
@@ -73,7 +72,10 @@ def max_pool_kernel(record: MaxPoolLayer, params: dict, inputs: list) -> np.ndar
        round-half-up if positive, left if negative (normally 0).
     3. Clamped to [output_min, output_max] (TF2IR's: saturated to [-128, 127]; TFLite's: the fused activation).
     Bit-identical to TF's float MaxPool followed by FakeQuant, and to TFLite's reference MaxPool."""
-    x = np.asarray(inputs[0], dtype=np.int64)
+    x = np.asarray(inputs[0])
     _check_input(record, x)
-    best = functools.reduce(np.maximum, _windows(record, x, np.iinfo(np.int64).min))
-    return np.clip(round_shift(best, record.rescale), record.output_min, record.output_max).astype(np.int8)
+    (out_height, out_width), int16_min = record.output_size.pair(), np.iinfo(np.int16).min
+    patches = windows(x.astype(np.int16), record.kernel_size.pair(), record.stride.pair(), (1, 1), record.padding.as_list(), int16_min)
+    best = patches[:, :out_height, :out_width].max(axis=(4, 5))
+    moved = round_shift(best, record.rescale) if record.rescale else best
+    return np.clip(moved, record.output_min, record.output_max).astype(np.int8)
