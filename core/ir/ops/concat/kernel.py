@@ -19,8 +19,9 @@ def concat_kernel(record: ConcatOperands, params: dict, inputs: list) -> np.ndar
     output's grid: the integers are joined as they are, as TFLite's CONCATENATION does."""
     parts = []
     for number, x in enumerate(inputs):
-        x = np.asarray(x, dtype=np.int64)
+        x = np.asarray(x)
         if tuple(x.shape[1:]) != tuple(record.shape_of_input(number)):
             raise ValueError(f"input{number} of shape {x.shape} does not match its fields")
-        parts.append(saturate(round_shift(x, record.rescale(number))))
+        shift = record.rescale(number)
+        parts.append(saturate(round_shift(x, shift)) if shift else x.astype(np.int8, copy=False))  # on the output's grid: as is
     return np.concatenate(parts, axis=record.image_axis + 1)

@@ -55,4 +55,4 @@ def resize_nearest_kernel(record: ResizeNearestLayer, params: dict, inputs: list
     x = np.asarray(inputs[0])
     if x.ndim != 4 or tuple(x.shape[1:]) != record.shape_of_input(0):
         raise ValueError(f"input of shape {x.shape}; the layer takes [N, *{list(record.shape_of_input(0))}]")
-    return x[:, record.indices("y")][:, :, record.indices("x")].astype(np.int8)
+    return x[:, record.indices("y")][:, :, record.indices("x")].astype(np.int8, copy=False)
