@@ -193,6 +193,11 @@ class AnyDialect:
     def dialect(self) -> str:
         return GRID_DIALECTS[type(self.grid_of_output())]
 
+    @property
+    def on_pow2_grids(self) -> bool:
+        """TF2IR's: the grids are powers of two, moved between by shifts (the tflite_int8 dialect's by multipliers)."""
+        return isinstance(self.grid_of_output(), Pow2Grid)
+
     def log2scale_of_input(self, position: int) -> int:
         return self._log2scale(self.grid_of_input(position))
 

@@ -77,10 +77,6 @@ class AddLayer(AnyDialect, Activated, IrLayer):
     output_max: int = written_in("tflite_int8", 127)
 
     @property
-    def on_pow2_grids(self) -> bool:
-        return isinstance(self.output_grid, Pow2Grid)
-
-    @property
     def elementwise(self) -> bool:
         """TF2IR's computes the same on any data layout (seed 004 [0048])."""
         return self.on_pow2_grids

@@ -152,10 +152,6 @@ class ConcatLayer(AnyDialect, ConcatOperands, IrLayer):
     shape: tuple[int, ...] = written_in("tflite_int8", ())  # one image's output shape
 
     @property
-    def on_pow2_grids(self) -> bool:
-        return isinstance(self.grid, Pow2Grid)
-
-    @property
     def image_axis(self) -> int:
         return ConcatOperands.image_axis.fget(self) if self.on_pow2_grids else self.axis
 

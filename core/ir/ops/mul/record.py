@@ -79,10 +79,6 @@ class MulLayer(AnyDialect, Activated, IrLayer):
     output_max: int = written_in("tflite_int8", 127)
     load_constant: bool = written_in("tflite_int8", False)
 
-    @property
-    def on_pow2_grids(self) -> bool:
-        return isinstance(self.output_grid, Pow2Grid)
-
     def grid_of_input(self, position: int) -> Pow2Grid | AffineGrid:
         return self.input_grids[position]
 

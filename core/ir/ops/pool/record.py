@@ -60,11 +60,6 @@ class PoolLayer(InputOutputGrids, OneInputOneOutput, IrLayer):
     output_max: int = written_in("tflite_int8", 127)
 
     @property
-    def on_pow2_grids(self) -> bool:
-        """TF2IR: the grids are powers of two, moved between by shifts (the tflite_int8 dialect's by multipliers)."""
-        return isinstance(self.input_grid, Pow2Grid)
-
-    @property
     def window(self) -> Window:
         return Window.of(self)
 

@@ -50,10 +50,6 @@ class ResizeBilinearLayer(AnyDialect, OneInputOneOutput, IrLayer):
     output_size: Size
     output_channel_num: int | None = written_in("tflite_int8", None)  # the input's: channels pass through
 
-    @property
-    def on_pow2_grids(self) -> bool:
-        return isinstance(self.grid, Pow2Grid)
-
     def grid_of_input(self, position: int) -> Pow2Grid | AffineGrid:
         return Pow2Grid(self.input_log2scale) if self.on_pow2_grids else self.grid
 
