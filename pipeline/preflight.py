@@ -15,6 +15,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from core.data.datasets import DatasetError, check_source, load_image
 from core.frontend.tflite import TfliteError, read_tflite
+from core.frontend.tflite_graph import refuse_unread_operators
 from core.limits import MemoryBudget
 from pipeline.config import OPTIONAL_FILES, Config, ConfigError, FileRef, select, to_plain
 from pipeline.params import ModelFormat
@@ -94,7 +95,7 @@ def _check_tflite(key: str, path: Path, memory_mb: int) -> None:
     """A .tflite is parsed whole here (a flatbuffer is checked by reading it): damaged, truncated, an operator or
     tensor type the toolchain does not take."""
     try:
-        read_tflite(path, MemoryBudget(memory_mb))
+        refuse_unread_operators(read_tflite(path, MemoryBudget(memory_mb)))
     except TfliteError as error:
         raise ConfigError(f"{key}.path: {error}") from None
 

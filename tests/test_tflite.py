@@ -12,7 +12,8 @@ import tensorflow as tf
 
 from conftest import CIFAR10_DIR, MODELS
 from core.data.datasets import load_cifar10
-from core.frontend.tflite import OPERATORS, TfliteError, read_tflite
+from core.frontend.tflite import TfliteError, read_tflite
+from core.frontend.tflite_graph import CONVERTERS, refuse_unread_operators
 from core.ir.ops.conv.affine import conv_affine, exact_dtype
 from core.ir.tflite_interpreter import KERNELS, run_int8
 from core.quantize.tflite_math import requantize
@@ -97,7 +98,7 @@ def test_a_converted_model_of_every_kernel_runs_as_tflites_reference_kernels(eve
 
 
 def test_every_operator_the_reader_takes_has_an_int8_kernel():
-    assert set(KERNELS) == set(OPERATORS)
+    assert set(KERNELS) == set(CONVERTERS)
 
 
 # --- bad files: one error each, naming the file and what to do -------------------------------------
@@ -124,7 +125,7 @@ def test_an_unsupported_operator_is_refused_naming_it_and_its_index(tmp_path):
     path = tmp_path / "sqrt.tflite"
     path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
     with pytest.raises(TfliteError, match=r"operator 1 is ABS, which the toolchain does not read; it reads CONV_2D"):
-        read_tflite(path)
+        refuse_unread_operators(read_tflite(path))
 
 
 def _elementwise_model() -> tf.keras.Model:

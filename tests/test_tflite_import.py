@@ -21,7 +21,8 @@ from core.frontend.importer import load_graph_def
 from core.backends.c.build import compile_program, run_program
 from core.backends.program import generate_program
 from core.data.datasets import load_cifar10
-from core.frontend.tflite import OPERATORS, read_tflite
+from core.frontend.tflite import read_tflite
+from core.frontend.tflite_graph import CONVERTERS
 from core.ir.io import read_ir
 from core.ir.op import AFFINE_OPS
 from core.ir.layers import group_layers
@@ -101,7 +102,7 @@ def test_a_float_file_imports_as_the_graph_tflite_computes(converted):
     model = read_tflite(converted["float"])
     names = {operator.name for operator in model.operators}
     # what a float model converts to: every operator but the int8 model's QUANTIZE and DEQUANTIZE
-    assert names == set(OPERATORS) - {"QUANTIZE", "DEQUANTIZE"}, set(OPERATORS) - names
+    assert names == set(CONVERTERS) - {"QUANTIZE", "DEQUANTIZE"}, set(CONVERTERS) - names
     inputs = np.random.default_rng(2).normal(0, 1, (8, *SHAPE)).astype(np.float32)
     interpreter = Interpreter(model_path=str(converted["float"]))
     interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], inputs.shape)

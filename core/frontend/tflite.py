@@ -2,9 +2,9 @@
 quantization: scales, zero points, the quantized axis) and operators (builtin name, input and output
 tensors, options), parsed with TensorFlow's own flatbuffer bindings
 (tensorflow.lite.tools.flatbuffer_utils, generated from TFLite's schema and kept with it) and checked
-before anything is computed: a malformed or truncated file, an operator outside OPERATORS, or a tensor
-type the int8 scheme has no kernels for is one TfliteError naming the file, the operator's index or the
-tensor, and what would work."""
+before anything is computed: a malformed or truncated file, or a tensor type the int8 scheme has no
+kernels for, is one TfliteError naming the file, the operator's index or the tensor, and what would work. Which
+operators the toolchain reads is what reads them: tflite_graph.CONVERTERS, whose check refuses any other."""
 
 from __future__ import annotations
 
@@ -18,11 +18,6 @@ import numpy as np
 from core.limits import MemoryBudget, elements
 
 FILE_IDENTIFIER = b"TFL3"
-# what the toolchain reads: the MLPerf Tiny int8 models' operators and what TFLite's converter emits for
-# the Keras layers the project takes (issue 27)
-OPERATORS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "AVERAGE_POOL_2D", "MAX_POOL_2D", "RESHAPE",
-             "SOFTMAX", "MEAN", "PAD", "CONCATENATION", "MUL", "LOGISTIC", "TANH", "HARD_SWISH", "LEAKY_RELU",
-             "RESIZE_NEAREST_NEIGHBOR", "RESIZE_BILINEAR", "QUANTIZE", "DEQUANTIZE")
 # tensor types: int8 activations and weights, int32 biases and shapes, float32 (a float model, or around
 # QUANTIZE / DEQUANTIZE); the others have no kernels in the int8 scheme
 TENSOR_TYPES = {"INT8": np.int8, "INT32": np.int32, "FLOAT32": np.float32}
@@ -196,10 +191,8 @@ def _operator(path: Path, model, index: int, operator, tensor_count: int) -> Tfl
     code = codes[operator.opcodeIndex]
     builtin = max(int(code.builtinCode), int(code.deprecatedBuiltinCode))
     name = _names("BuiltinOperator").get(builtin, f"builtin {builtin}")
-    if name == "CUSTOM" or name not in OPERATORS:
-        what = f"custom operator {_name(code.customCode)!r}" if name == "CUSTOM" else name
-        raise TfliteError(f"{path}: operator {index} is {what}, which the toolchain does not read; it reads "
-                          f"{', '.join(OPERATORS)}. Cut the model before it (convert a sub-model) or replace the layer")
+    if name == "CUSTOM":  # never a key of what reads operators (tflite_graph.CONVERTERS): refused there, named
+        name = f"custom operator {_name(code.customCode)!r}"
     inputs = tuple(int(i) for i in (operator.inputs if operator.inputs is not None else []))
     outputs = tuple(int(i) for i in (operator.outputs if operator.outputs is not None else []))
     if any(not -1 <= i < tensor_count for i in inputs) or any(not 0 <= i < tensor_count for i in outputs):

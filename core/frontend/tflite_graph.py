@@ -249,10 +249,22 @@ CONVERTERS: dict[str, Callable[[_Builder, TfliteOperator, str], object]] = {
 }
 
 
+def refuse_unread_operators(model: TfliteModel) -> TfliteModel:
+    """`model`, if each of its operators has a converter (CONVERTERS: what the toolchain reads); else the first that
+    has none is a TfliteError naming it, its index and what is read."""
+    for operator in model.operators:
+        if operator.name not in CONVERTERS:
+            raise TfliteError(f"{model.path}: operator {operator.index} is {operator.name}, which the toolchain does not read; it "
+                              f"reads {', '.join(CONVERTERS)}. Cut the model before it (convert a sub-model) or replace the layer")
+    return model
+
+
 def tflite_graph_def(model: TfliteModel):
     """(GraphDef, input tensor name, end point names, each FakeQuant's exact parameters) of `model`
     written as TensorFlow ops."""
     import tensorflow as tf
+
+    refuse_unread_operators(model)
 
     graph = tf.Graph()
     with graph.as_default():
