@@ -374,7 +374,7 @@ def test_a_conv_whose_sums_could_leave_int32_stays_on_the_host_and_still_matches
     # bias 63 << 25 leaves 2^25 of int32 headroom; 2304 products of |weight| ~128 with |x| <= 128 could
     # exceed it (random inputs do not: the simulator's int32 check passes), so the layer is the host's
     ir = _deep_layer(256, 8, 4, 3, 1)
-    layer = dataclasses.replace(ir.layers[0], bias_shift=25, bias_log2scale=ir.layers[0].input_log2scale + ir.layers[0].weight_log2scale - 25)
+    layer = dataclasses.replace(ir.layers[0], bias_shift=25, bias_log2scale=ir.layers[0].log2scale_of_input(0) + ir.layers[0].weight_log2scale - 25)
     signs = np.random.default_rng(5).choice(np.array([-128, 127], np.int8), ir.params["big"]["weight"].shape)
     wide = Ir([layer], {"big": {"weight": signs, "bias": np.full(8, 63, np.int8)}})
     plan, program, result, expected = _run_both(wide, BIG, tmp_path, images=2)

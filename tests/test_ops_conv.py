@@ -437,15 +437,15 @@ def test_mbv1_kernels_equal_the_annotated_graphs_fake_quant_outputs(mbv1):
     inputs, outputs = values[: len(convs)], values[len(convs) :]
     for layer, x, y in zip(convs, inputs, outputs):
         record, params = OPS[layer.op].describe(layer, ctx), OPS[layer.op].params(layer, ctx)
-        x_int = np.round(x.astype(np.float64) * 2.0 ** record.input_log2scale)
-        np.testing.assert_array_equal(x_int, x.astype(np.float64) * 2.0 ** record.input_log2scale)  # on the int8 grid
-        expected = np.round(y.astype(np.float64) * 2.0 ** record.output_log2scale)
+        x_int = np.round(x.astype(np.float64) * 2.0 ** record.log2scale_of_input(0))
+        np.testing.assert_array_equal(x_int, x.astype(np.float64) * 2.0 ** record.log2scale_of_input(0))  # on the int8 grid
+        expected = np.round(y.astype(np.float64) * 2.0 ** record.log2scale_of_output())
         out = OPS[layer.op].kernel(record, params, [x_int.astype(np.int8)])
         assert out.shape == expected.shape
         assert np.mean(out == expected) >= 0.999, layer.ir_name
         with mock.patch.object(requantize_module, "FLOAT32_ACCUMULATION", False):
             np.testing.assert_array_equal(OPS[layer.op].kernel(record, params, [x_int.astype(np.int8)]), out)
-    assert convs[0].inputs == ["images:0"] and OPS["conv"].describe(convs[0], ctx).input_log2scale == 7
+    assert convs[0].inputs == ["images:0"] and OPS["conv"].describe(convs[0], ctx).log2scale_of_input(0) == 7
 
 
 # --- (e) what the IR cannot express ------------------------------------------------------------------------

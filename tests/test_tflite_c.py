@@ -1,5 +1,5 @@
 """The host C of the tflite_int8 dialect (core/backends/c/ops/affine_*.py, runtime/qt_tflite.h) against the
-dialect's kernels (core/ir/ops/*/affine_record.py, themselves checked against TFLite's reference kernels in
+dialect's kernels (core/ir/ops/*/kernel.py, themselves checked against TFLite's reference kernels in
 tests/test_tflite.py), at the arithmetic's extremes: zero points -128 and 127, multipliers at 2^30 and near
 2^31, shifts from -31 to left shifts that wrap int32, saturating clamps."""
 

@@ -24,7 +24,7 @@ from core.data.datasets import load_cifar10
 from core.frontend.tflite import read_tflite
 from core.frontend.tflite_graph import CONVERTERS
 from core.ir.io import read_ir
-from core.ir.op import AFFINE_OPS
+from core.ir.op import DIALECTS, OPS
 from core.ir.layers import group_layers
 from core.quantize.table import CalibrationTable
 from core.quantize.tflite_reference import reference_tensors
@@ -264,7 +264,7 @@ def test_every_operator_runs_all_eight_stages_bit_exact_with_tflites_reference_k
                               f"calib.method={method}", "until=null", target=TARGETS[target])
     _assert_bit_exact_with_tflite(summary.metrics)
     operations = {layer.operation for layer in read_ir(artifacts["emit_ir"]).layers}
-    assert operations == set(AFFINE_OPS), set(AFFINE_OPS) ^ operations
+    assert operations == set(DIALECTS["tflite_int8"]), set(DIALECTS["tflite_int8"]) ^ operations
     assert (artifacts["codegen"] / "model.tflite").read_bytes() == (artifacts["emit_ir"] / "model.tflite").read_bytes()
 
 
@@ -300,12 +300,12 @@ def test_mlcommons_resnet8_runs_all_eight_stages_and_its_program_gives_tflites_e
 def test_a_simulator_that_differs_from_tflite_stops_simulate_naming_the_first_layer(workspace, monkeypatch):
     """simulate is the check: a kernel off by one LSB (the convolutions', on the built-in digits model) must stop
     the stage, naming the first layer and TFLite's reference kernels."""
-    conv = AFFINE_OPS["conv"]
+    conv = OPS["conv"]
 
     def off_by_one(layer, params, inputs):
         return np.clip(conv.kernel(layer, params, inputs).astype(np.int16) + 1, -128, 127).astype(np.int8)
 
-    monkeypatch.setitem(AFFINE_OPS, "conv", dataclasses.replace(conv, kernel=off_by_one))
+    monkeypatch.setitem(OPS, "conv", dataclasses.replace(conv, kernel=off_by_one, fast_kernel=None))
     with pytest.raises(StageFailed, match=r"stage simulate failed: layer \S+ \(operator \d+ of .*model.tflite\) differs from LiteRT's "
                                           r"reference kernels \(target.runtime=litert_reference\) on \d+\.\d+% of its values \(up to 1 LSB\)"):
         run_pipeline(compose(*workspace, "target=tflite_int8", "until=simulate"), console=Console(file=io.StringIO(), width=400))

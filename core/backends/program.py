@@ -35,7 +35,7 @@ from core.backends.accel.partition import ACCEL, ACCEL_LAYOUT, HOST_LAYOUT, Part
 from core.backends.c.emitter import CodegenError
 from core.backends.c.program import ARENA_ALIGN, RUNTIME_DIR, CProgram, c_array, c_bytes, c_symbols, layer_c, plan_buffers, program_text, runtime_headers
 from core.ir.network import Ir
-from core.ir.op import NETWORK_INPUT, key_of
+from core.ir.op import NETWORK_INPUT
 
 ISA_HEADER = RUNTIME_DIR.parents[1] / "accel" / "runtime" / "qt_isa.h"
 ISA_LAYOUT_HEADER = "qt_isa_layout.h"
@@ -226,7 +226,7 @@ class _ProgramBuilder:
         segments = {}
         for name in region.layers:
             record = self.layers[name]
-            op_lowering = lowering_of(key_of(record))
+            op_lowering = lowering_of(record.operation)
             if op_lowering is None:
                 raise CodegenError(f"layer {name}: operation {record.operation} runs on the host only; re-run the partition stage")
             lowering.forget()

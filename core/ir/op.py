@@ -6,7 +6,7 @@ matched layer becomes that record under a calibration table (`fields`, `params`)
 operator of a .tflite model does (`builders`), and the integer kernel the simulator runs. An
 operation whose record is of both dialects (records.AnyDialect) is registered once, for both.
 Each operation's folder in core/ir/ops/ builds and registers its IrOps; backends keep their own
-registries of how they emit each operation, under its `dialect_key`.
+registries of how they emit each operation, under its name.
 """
 
 from __future__ import annotations
@@ -168,7 +168,8 @@ class IrOp:
     float_variant: the operation a layer of this one becomes when calibration keeps it in float
         (calib.keep_float: the table's float_layers), or None if it cannot be kept in float.
     builders: per TFLite builtin operator, how an operator of a .tflite model (core/frontend/tflite.py)
-        becomes the record's fields and constants in the tflite_int8 dialect (see AffineOp)."""
+        becomes the record's fields and constants in the tflite_int8 dialect, deriving every integer
+        parameter as TFLite's Prepare does and computing as the runtime (core/quantize/runtimes.py) computes."""
 
     name: str
     record: type[IrLayer]
@@ -178,7 +179,8 @@ class IrOp:
     kernel: Kernel
     params: Params = no_params
     input_kinds: tuple[str, ...] = ("input",)
-    param_kinds: tuple[str, ...] = ()  # the kinds `params` returns: params/<layer>_<kind>.npy
+    # the kinds `params` returns: params/<layer>_<kind>.npy; by dialect where the dialects' differ
+    param_kinds: tuple[str, ...] | dict[str, tuple[str, ...]] = ()
     float_variant: str | None = None
     fast_kernel: Kernel | None = None
     builders: dict[str, Builder] = dataclasses.field(default_factory=dict)
@@ -188,7 +190,9 @@ class IrOp:
         return self.fast_kernel or self.kernel
 
     def input_kind(self, position: int, operands: int) -> str:
-        return input_kind(self.input_kinds, position, operands)
+        """The test tensor name of input `position` of a layer with `operands` inputs: input_kinds', or input0, input1,
+        ... for an operation of any number of inputs."""
+        return self.input_kinds[position] if len(self.input_kinds) == operands else f"input{position}"
 
     def describe(self, layer: Layer, ctx: IrContext) -> IrLayer:
         """The layer as its typed IR record, every shift checked against ctx's range."""
@@ -200,49 +204,20 @@ class IrOp:
         return record
 
 
-def loaded_kinds(op: "IrOp | AffineOp", layer: dict) -> list[str]:
-    """The constant kinds a JSON layer of `op` has files for (params/<layer>_<kind>.npy): the operation's, less each a
-    `load_<kind>` flag turns off (`load_bias: false`); an absent flag is its record field's default (a dialect that does
-    not write it), else on."""
+def loaded_kinds(op: IrOp, layer: dict) -> list[str]:
+    """The constant kinds a JSON layer of `op` has files for (params/<layer>_<kind>.npy): the operation's in the layer's
+    dialect, less each a `load_<kind>` flag turns off (`load_bias: false`); an absent flag is its record field's default
+    (a dialect that does not write it), else on."""
     defaults = {spec.name: spec.default for spec in dataclasses.fields(op.record)}
-    return [kind for kind in op.param_kinds if layer.get(f"load_{kind}", defaults.get(f"load_{kind}", True)) is not False]
-
-
-def input_kind(input_kinds: tuple[str, ...], position: int, operands: int) -> str:
-    """The test tensor name of input `position` of a layer with `operands` inputs: its operation's
-    input_kinds', or input0, input1, ... for an operation of any number of inputs."""
-    return input_kinds[position] if len(input_kinds) == operands else f"input{position}"
+    kinds = op.param_kinds.get(dialect_of(layer), ()) if isinstance(op.param_kinds, dict) else op.param_kinds
+    return [kind for kind in kinds if layer.get(f"load_{kind}", defaults.get(f"load_{kind}", True)) is not False]
 
 
 OPS: dict[str, IrOp] = {}
 
 
-@dataclass(frozen=True)
-class AffineOp:
-    """One IR operation in the tflite_int8 dialect (TF2IR 1.2, docs/IR.md): its record, the kernel computing
-    what TFLite's reference kernels compute, and per TFLite operator it stands for, the builder that reads
-    an operator of a .tflite model (core/frontend/tflite.py) as the record's fields and constants, deriving
-    every integer parameter as TFLite's Prepare does, and computing as the runtime (core/quantize/runtimes.py)
-    computes where runtimes differ (core/ir/tflite_ir.py runs them)."""
-
-    name: str
-    record: type[IrLayer]
-    kernel: Kernel
-    builders: dict[str, Builder]  # TFLite builtin operator -> builder(model, operator, runtime) -> (fields, params)
-    param_kinds: tuple[str, ...] = ()
-    input_kinds: tuple[str, ...] = ("input",)
-
-    @property
-    def simulator_kernel(self) -> Kernel:
-        return self.kernel
-
-    def input_kind(self, position: int, operands: int) -> str:
-        return input_kind(self.input_kinds, position, operands)
-
-
-AFFINE_OPS: dict[str, AffineOp] = {}
-# each dialect's operations; a record's `dialect` says which it is looked up in
-DIALECTS: dict[str, dict[str, IrOp | AffineOp]] = {"tf2ir": OPS, "tflite_int8": AFFINE_OPS}
+# each dialect's operations: those whose record is of it (register_op fills it)
+DIALECTS: dict[str, dict[str, IrOp]] = {"tf2ir": {}, "tflite_int8": {}}
 
 
 def dialect_of(data: dict) -> str:
@@ -256,29 +231,9 @@ def schema_key(operation: str, dialect: str) -> str:
     return operation if dialect == "tf2ir" else f"{operation}@{dialect}"
 
 
-def dialect_key(operation: str, dialect: str) -> str:
-    """The name of an operation in the backends' registries: its name where one record serves every dialect,
-    else a scheme's dialect's as `operation@dialect`."""
-    shared = operation in OPS and DIALECTS[dialect].get(operation) is OPS[operation]
-    return operation if shared else schema_key(operation, dialect)
-
-
-def key_of(record: IrLayer) -> str:
-    return dialect_key(record.operation, record.dialect)
-
-
-def operation_of(record: IrLayer) -> IrOp | AffineOp:
-    """The registered operation of a record, in its dialect."""
-    return DIALECTS[record.dialect][record.operation]
-
-
-def register_affine_op(op: AffineOp) -> AffineOp:
-    if op.name in AFFINE_OPS:
-        raise ValueError(f"tflite_int8 operation {op.name!r} registered twice")
-    if op.record.operation != op.name or op.record.dialect != "tflite_int8":
-        raise ValueError(f"tflite_int8 operation {op.name!r}: its record is for {op.record.operation!r} ({op.record.dialect})")
-    AFFINE_OPS[op.name] = op
-    return op
+def operation_of(record: IrLayer) -> IrOp:
+    """The registered operation of a record."""
+    return OPS[record.operation]
 
 
 def op_of(layer: Layer, float_layers) -> IrOp:
@@ -296,7 +251,7 @@ def op_of(layer: Layer, float_layers) -> IrOp:
 
 def register_op(op: IrOp) -> IrOp:
     """Register `op` in every dialect its record is of."""
-    if any(op.name in DIALECTS[dialect] for dialect in op.record.dialects):
+    if op.name in OPS:
         raise ValueError(f"IR operation {op.name!r} registered twice")
     if op.record.operation != op.name:
         raise ValueError(f"IR operation {op.name!r}: its record is for {op.record.operation!r}")
@@ -304,6 +259,7 @@ def register_op(op: IrOp) -> IrOp:
         raise ValueError(f"IR operation {op.name!r}: a pattern builds another operation's layers")
     if bool(op.builders) != ("tflite_int8" in op.record.dialects):
         raise ValueError(f"IR operation {op.name!r}: builders from .tflite operators go with a record of the tflite_int8 dialect")
+    OPS[op.name] = op
     for dialect in op.record.dialects:
         DIALECTS[dialect][op.name] = op
     return op

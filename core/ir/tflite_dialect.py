@@ -5,58 +5,18 @@ multiplier and a shift (TFLite's convention: positive shifts left), integer clam
 `"scheme": "tflite_int8"`, the key TF2IR's own layers never carry, so the existing dialect stays
 byte-identical.
 
-Most operations have one record of both dialects (core/ir/records.py: AnyDialect, its grids typed); `AffineLayer`
-is the base of the records still of this dialect alone (conv's, affine_record.py). The helpers below read an operator
-of a .tflite model (core/frontend/tflite.py) as TFLite's Prepare does, for the builders (each operation folder's
-tflite.py) and the .tflite interpreter alike."""
+Every operation has one record of both dialects (core/ir/records.py: AnyDialect, its grids typed). The helpers below
+read an operator of a .tflite model (core/frontend/tflite.py) as TFLite's Prepare does, for the builders (each operation
+folder's tflite.py) and the .tflite interpreter alike."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
-from core.quantize.grid import AffineGrid
-from core.ir.records import IrError, IrLayer, Shift
 from core.quantize.tflite_math import activation_range
 
 SCHEME = "tflite_int8"
-
-
-class NoLog2scales:
-    """Scales and zero points instead of log2scales: the output's (output_scale, output_zero_point); the
-    inputs', as each mixin below says."""
-
-    def grid_of_output(self) -> AffineGrid:
-        return AffineGrid(self.output_scale, self.output_zero_point)
-
-    def log2scale_of_input(self, position: int) -> int:
-        raise IrError(f"layer {self.name}: a {SCHEME} layer has a scale and a zero point, no log2scale (grid_of_input)")
-
-    def log2scale_of_output(self) -> int:
-        raise IrError(f"layer {self.name}: a {SCHEME} layer has a scale and a zero point, no log2scale (grid_of_output)")
-
-    def shifts(self) -> list[Shift]:
-        return []  # its shifts are constants TFLite's arithmetic bounds itself, no target shifter's
-
-
-class AffineGrids(NoLog2scales):
-    """One input at (input_scale, input_zero_point)."""
-
-    def grid_of_input(self, position: int) -> AffineGrid:
-        return AffineGrid(self.input_scale, self.input_zero_point)
-
-
-@dataclass(frozen=True, kw_only=True)
-class AffineLayer(IrLayer):
-    dialect: ClassVar[str] = SCHEME
-    dialects: ClassVar[tuple[str, ...]] = (SCHEME,)
-
-    scheme: str = SCHEME
-    output_scale: float
-    output_zero_point: int
 
 
 # --- an operator's parameters, as TFLite's Prepare derives them ----------------------------------------

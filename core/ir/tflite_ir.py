@@ -1,5 +1,5 @@
 """An int8 .tflite model (core/frontend/tflite.py) as an IR of the tflite_int8 dialect (core/ir/tflite_dialect.py):
-one layer per operator, its fields and constants read by its operation's builder (core/ir/ops/*/affine_record.py),
+one layer per operator, its fields and constants read by its operation's builder (core/ir/ops/*/tflite.py),
 every integer parameter derived as TFLite's Prepare derives it from the file's float32 scales. The IR computes
 what the chosen runtime's kernels compute on the file (core/quantize/runtimes.py: LiteRT's reference kernels by
 default, or TFLite Micro's), tensor for tensor (simulate checks it on the evaluation data). An operator no
@@ -12,16 +12,16 @@ from typing import Callable
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
 from core.ir.network import Ir
-from core.ir.op import AFFINE_OPS, END_POINT, NETWORK_INPUT, AffineOp
-from core.ir.ops import OPS  # noqa: F401  (every operation registered)
+from core.ir.op import END_POINT, NETWORK_INPUT, IrOp, operation_of
+from core.ir.ops import OPS  # every operation registered
 from core.ir.records import IrLayer
 from core.ir.tflite_dialect import SCHEME
 from core.quantize.runtimes import DEFAULT_TFLITE_RUNTIME, Runtime
 
 
-def builders() -> dict[str, AffineOp]:
-    """TFLite builtin operator -> the tflite_int8 operation that reads it."""
-    return {operator: op for op in AFFINE_OPS.values() for operator in op.builders}
+def builders() -> dict[str, IrOp]:
+    """TFLite builtin operator -> the operation that reads it (as a record of the tflite_int8 dialect)."""
+    return {operator: op for op in OPS.values() for operator in op.builders}
 
 
 def affine_layer(model: TfliteModel, operator: TfliteOperator, name: str, previous: list[str], following: list[str],
@@ -79,7 +79,7 @@ def run_operator(model: TfliteModel, operator: TfliteOperator, values: dict[int,
 
 
 def kernel_of(record: IrLayer):
-    return AFFINE_OPS[record.operation].kernel
+    return operation_of(record).kernel
 
 
 def as_read(value, record: IrLayer, position: int):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from core.ir.activations import ACTIVATIONS
-from core.ir.records import IrLayer
+from core.ir.records import IrLayer, json_fields
 from core.ir.window import NO_DILATION
 
 
@@ -20,8 +20,9 @@ class KernelLimitSpec:
     width: int
 
 
-def _fields_of(record: type) -> set[str]:
-    return {spec.name for spec in dataclasses.fields(record)}
+def _fields_of(record: type, dialect: str) -> set[str]:
+    """The fields a layer of `record` has in `dialect` (one record of both dialects has each one's)."""
+    return {spec.name for spec in json_fields(record, dialect)}
 
 
 def _plain(value: Any) -> Any:
@@ -33,15 +34,15 @@ class Constraint:
     """One kind of pattern constraint, stated under `key`; a null value is no constraint.
 
     spec_type: its value's type in the section's structured config.
-    applies_to(record type): whether a record carries what it reads (a pattern stating it for another operation is
-        refused when the description is read).
+    applies_to(record type, dialect): whether a record of the dialect carries what it reads (a pattern stating it for
+        another operation is refused when the description is read).
     read(reader, value, where): the checked value from plain data (`reader`: core/backends/accel/target.py's).
     refusal(value, layer): why the layer breaks it, or None when the layer meets it.
     plain(value): the value as the description writes it."""
 
     key: str
     spec_type: Any
-    applies_to: Callable[[type], bool]
+    applies_to: Callable[[type, str], bool]
     read: Callable[[Any, Any, str], Any]
     refusal: Callable[[Any, IrLayer], str | None]
     plain: Callable[[Any], Any] = _plain
@@ -100,8 +101,8 @@ def _read_boolean(reader, value: Any, where: str) -> bool:
     return reader.boolean(value, where)
 
 
-def _carries(field_name: str) -> Callable[[type], bool]:
-    return lambda record: field_name in _fields_of(record)
+def _carries(field_name: str) -> Callable[[type, str], bool]:
+    return lambda record, dialect: field_name in _fields_of(record, dialect)
 
 
 CONSTRAINTS: dict[str, Constraint] = {constraint.key: constraint for constraint in (
@@ -113,7 +114,7 @@ CONSTRAINTS: dict[str, Constraint] = {constraint.key: constraint for constraint 
     Constraint("padding", bool, _carries("padding"), _read_boolean, _padding_refusal),  # false: only unpadded windows
     Constraint("dilation", bool, _carries("dilations"), _read_boolean, _dilation_refusal),  # false: only dilation 1
     # true: the window's element count is a power of two (the mean is a shift)
-    Constraint("pow2_window", bool, lambda record: getattr(record, "averages", False), _read_boolean, _window_refusal),
+    Constraint("pow2_window", bool, lambda record, dialect: getattr(record, "averages", False), _read_boolean, _window_refusal),
 )}
 
 

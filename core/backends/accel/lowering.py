@@ -3,8 +3,8 @@ tensors it reads and writes in DRAM, the constant segment its tiled weights and 
 the instruction list, which data each on-chip buffer holds (so a tile already there is not
 loaded again), and the tile geometry of windowed layers.
 
-Each IR operation's lowering is in ops/, registered here (LOWERINGS, HOST_ONLY) under its name
-across dialects (core/ir/op.py dialect_key: "conv" for TF2IR's, "conv@tflite_int8" for TFLite's);
+Each IR operation's lowering is in ops/, registered here (LOWERINGS, HOST_ONLY) under its name, one for every
+dialect its record is of;
 core/backends/program.py assembles the functions and the host program.
 """
 
@@ -275,11 +275,11 @@ class OpLowering:
 
 
 LOWERINGS: dict[str, OpLowering] = {}
-HOST_ONLY: dict[str, str] = {}  # operation (dialect_key) -> why it never runs on the accelerator
+HOST_ONLY: dict[str, str] = {}  # operation -> why it never runs on the accelerator
 
 
 def lowers(operation: str, tile_needs: Callable[..., dict[str, int]], refusals: Callable[..., list[str]] | None = None) -> Callable:
-    """Decorator: register the accelerator lowering of `operation` (its dialect_key)."""
+    """Decorator: register the accelerator lowering of `operation`."""
 
     def register(lower: Callable[..., None]) -> Callable[..., None]:
         if operation in LOWERINGS or operation in HOST_ONLY:

@@ -36,7 +36,7 @@ from core.backends.accel.ops import HOST_ONLY, host_only_errors, lowering_of
 from core.backends.accel.target import Accelerator, Pattern
 from core.ir.fixedpoint import INT32_MAX
 from core.ir.network import Ir
-from core.ir.op import END_POINT, NETWORK_INPUT, key_of
+from core.ir.op import END_POINT, NETWORK_INPUT
 from core.ir.records import IrLayer
 
 ACCEL, HOST = "accel", "host"
@@ -152,13 +152,13 @@ class PartitionPlan:
 
 def match_layer(layer: IrLayer, accelerator: Accelerator | None, target: str, params: dict | None = None) -> tuple[Pattern | None, str]:
     """(the pattern that runs the layer on the accelerator, or None; the reason)."""
-    operation, key = layer.operation, key_of(layer)
+    operation = layer.operation
     if accelerator is None:
         return None, f"target {target} has no accelerator"
     patterns = accelerator.patterns_for(operation)
     if not patterns:  # the one way a layer is declared to the host (a host-only operation is in no pattern)
-        return None, f"no pattern of {target} names {operation}" + (f": {HOST_ONLY[key]}" if key in HOST_ONLY else "")
-    lowering = lowering_of(key)
+        return None, f"no pattern of {target} names {operation}" + (f": {HOST_ONLY[operation]}" if operation in HOST_ONLY else "")
+    lowering = lowering_of(operation)
     failures = []
     common = shift_violations(layer, accelerator) + tile_violations(layer, accelerator, lowering.tile_needs(layer, accelerator))
     common += accumulator_violations(layer, params or {}) + lowering.refusals(layer, params or {})

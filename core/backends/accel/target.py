@@ -85,7 +85,7 @@ def ir_operations(dialect: str = "tf2ir") -> tuple[str, ...]:
 
 def constraint_operations(constraint: str, dialect: str = "tf2ir") -> tuple[str, ...]:
     """The operations of `dialect` whose records carry what `constraint` reads."""
-    return tuple(op for op in ir_operations(dialect) if CONSTRAINTS[constraint].applies_to(DIALECTS[dialect][op].record))
+    return tuple(op for op in ir_operations(dialect) if CONSTRAINTS[constraint].applies_to(DIALECTS[dialect][op].record, dialect))
 
 
 @dataclass(frozen=True)

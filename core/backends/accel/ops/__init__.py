@@ -6,7 +6,6 @@ import importlib
 import pkgutil
 
 from core.backends.accel.lowering import HOST_ONLY, LOWERINGS, LoweringError, OpLowering
-from core.ir.op import dialect_key
 
 for _module in sorted(module.name for module in pkgutil.iter_modules(__path__)):
     importlib.import_module(f"{__name__}.{_module}")
@@ -17,9 +16,9 @@ def host_only_errors(accelerator) -> list[str]:
     (what runs where is declared once: an operation no pattern names is on the host, and the host-only ones can
     be named by none)."""
     return [f"accelerator.patterns[{index}] ({pattern.name}): {operation} cannot run on the accelerator "
-            f"({HOST_ONLY[dialect_key(operation, accelerator.dialect)]}); remove it from the pattern"
+            f"({HOST_ONLY[operation]}); remove it from the pattern"
             for index, pattern in enumerate(accelerator.patterns) for operation in pattern.operations
-            if dialect_key(operation, accelerator.dialect) in HOST_ONLY]
+            if operation in HOST_ONLY]
 
 
 def lowering_of(operation: str) -> OpLowering | None:

@@ -1,4 +1,5 @@
-"""conv, dwconv and fully connected of the tflite_int8 dialect on the accelerator, as seed 004 lowers a
+"""conv and dwconv on the accelerator, one lowering of both dialects by the record's requantization (ACCEL_CONV):
+TF2IR's shifts (conv.py), or TFLite's per-channel multipliers, with its fully connected layers, here, as seed 004 lowers a
 quantized conv (Fig. 4, [0046], [0059]-[0062]): conv.py's tiles and GEMMs on the raw int8 input padded
 with the input's zero point (conv2d_zp), the zero-point term folded into the bias constant
 (Qfused_bias = Qbias - zp_in x sum(Qw): every tap, padding included, reads x - zp_in), then TFLite's
@@ -14,30 +15,28 @@ import numpy as np
 
 from core.backends.accel.isa import Load
 from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, Rescale, lowers
-from core.backends.accel.ops.conv import ConvArithmetic, conv_tile_needs, lower_conv
+from core.backends.accel.ops.conv import ConvArithmetic, conv_lower, conv_tile_needs, lower_conv
 from core.backends.accel.target import Accelerator
 from core.ir.fixedpoint import INT32_MAX
-from core.ir.op import dialect_key
-from core.ir.ops.conv.affine_record import ConvAffineLayer
-from core.ir.tflite_dialect import SCHEME
+from core.ir.ops.conv.record import ChannelRequantization, ConvLayer, ShiftRequantization, by_requantization
 
 VECTORS = 3  # per output block: multipliers, right shifts, left shifts (Rescale.vector_table)
 
 
-def hwio(record: ConvAffineLayer, weight: np.ndarray) -> np.ndarray:
+def hwio(record: ConvLayer, weight: np.ndarray) -> np.ndarray:
     """TFLite's OHWI (dense [O, 1, 1, K]) weights as conv.py's HWIO; a depthwise 1HWC's as HWC."""
     return weight.reshape(weight.shape[1:]) if record.depthwise else np.transpose(weight, (1, 2, 3, 0))
 
 
-def fused_bias(record: ConvAffineLayer, params: dict) -> np.ndarray:
+def fused_bias(record: ConvLayer, params: dict) -> np.ndarray:
     """Qbias - zp_in x sum(Qw) per output channel, int64 (seed 004's zero-point folding)."""
     weight = np.asarray(params["weight"], np.int64)
     sums = weight.reshape(-1, weight.shape[-1]).sum(axis=0) if record.depthwise else weight.reshape(len(weight), -1).sum(axis=1)
     bias = np.asarray(params["bias"], np.int64) if record.load_bias else np.zeros(record.output_channel_num, np.int64)
-    return bias - record.input_zero_point * sums
+    return bias - record.input_grid.zero_point * sums
 
 
-def raw_accumulator_bound(record: ConvAffineLayer, params: dict) -> int:
+def raw_accumulator_bound(record: ConvLayer, params: dict) -> int:
     """The largest |partial sum| of the GEMMs on the raw int8 input: |fused bias| + 128 x sum |Qw|."""
     magnitudes = np.abs(np.asarray(params["weight"], np.int64))
     per_channel = (magnitudes.reshape(-1, magnitudes.shape[-1]).sum(axis=0) if record.depthwise
@@ -45,7 +44,7 @@ def raw_accumulator_bound(record: ConvAffineLayer, params: dict) -> int:
     return int((np.abs(fused_bias(record, params)) + 128 * per_channel).max(initial=0))
 
 
-def affine_conv_refusals(record: ConvAffineLayer, params: dict) -> list[str]:
+def affine_conv_refusals(record: ConvLayer, params: dict) -> list[str]:
     problems = []
     if record.depthwise and record.input_channel_num != record.output_channel_num:
         problems.append(f"depth multiplier {record.output_channel_num // record.input_channel_num}: the block-diagonal GEMM maps "
@@ -61,14 +60,14 @@ def affine_conv_refusals(record: ConvAffineLayer, params: dict) -> list[str]:
     return problems
 
 
-def _single_rounding_may_wrap(record: ConvAffineLayer, params: dict) -> bool:
+def _single_rounding_may_wrap(record: ConvLayer, params: dict) -> bool:
     """Whether some channel's |sum| x multiplier x 2^(shift - 31), rounded, could reach 2^31."""
     bound = record.accumulator_bound(params)
     multipliers, shifts = (np.asarray(params[kind], np.float64) for kind in ("multiplier", "shift"))
     return bool(np.any(bound * multipliers * np.exp2(shifts - 31) + 1 >= 2.0**31))
 
 
-def affine_conv_tile_needs(record: ConvAffineLayer, accelerator: Accelerator) -> dict[str, int]:
+def affine_conv_tile_needs(record: ConvLayer, accelerator: Accelerator) -> dict[str, int]:
     """conv.py's, with the block's requantization vectors and its bias vector for Fig. 4(a)."""
     needs = conv_tile_needs(record, accelerator)
     extra = VECTORS + int(not accelerator.bias_in_accumulators and not record.load_bias)
@@ -81,9 +80,7 @@ def _padded(values: np.ndarray, channels: int, block: int) -> np.ndarray:
     return padded.astype(np.int32)
 
 
-@lowers(dialect_key("conv", SCHEME), affine_conv_tile_needs, affine_conv_refusals)
-@lowers(dialect_key("dwconv", SCHEME), affine_conv_tile_needs, affine_conv_refusals)
-def affine_conv_lower(record: ConvAffineLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
+def affine_conv_lower(record: ConvLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
     problems = affine_conv_refusals(record, params)
     if problems:
         raise LoweringError(f"layer {record.name}: {'; '.join(problems)}")
@@ -101,9 +98,16 @@ def affine_conv_lower(record: ConvAffineLayer, params: dict, inputs: list[Packed
                               note=f"{what}: multipliers and shifts")
             low.load(from_table, holds=(record.name, "requantization", o0, o1, vectors))
         low.rescale(base, shape, dataclasses.replace(scaling, vectors=vectors), what)
-        low.alu_over("ADD", base, shape, record.output_zero_point, f"{what}: + output zero point")
+        low.alu_over("ADD", base, shape, record.output_grid.zero_point, f"{what}: + output zero point")
         low.alu_over("MAX", base, shape, record.output_min, f"{what}: clamp low")
         low.alu_over("MIN", base, shape, record.output_max, f"{what}: clamp high")
 
     weights = hwio(record, np.asarray(params["weight"], np.int8))
-    lower_conv(record, {**params, "weight": weights}, inputs, output, low, ConvArithmetic(record.input_zero_point, bias, VECTORS if per_channel else 0, finish))
+    lower_conv(record, {**params, "weight": weights}, inputs, output, low, ConvArithmetic(record.input_grid.zero_point, bias, VECTORS if per_channel else 0, finish))
+
+
+# conv's and dwconv's lowering, by the kind of the record's requantization
+for _operation in ("conv", "dwconv"):
+    lowers(_operation, by_requantization({ShiftRequantization: conv_tile_needs, ChannelRequantization: affine_conv_tile_needs}),
+           by_requantization({ShiftRequantization: lambda record, params: [], ChannelRequantization: affine_conv_refusals}))(
+        by_requantization({ShiftRequantization: conv_lower, ChannelRequantization: affine_conv_lower}))

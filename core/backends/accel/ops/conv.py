@@ -1,4 +1,5 @@
-"""conv and dwconv on the accelerator.
+"""conv and dwconv on the accelerator (registered with TFLite's arithmetic, affine_conv.py, by the record's
+requantization).
 
 A tile is output rows [r0, r1) x all columns x output-channel blocks [o0, o1), reduced over
 input-channel blocks [i0, i1) at a time. Buffers: INP [input rows][padded width][i-blocks],
@@ -19,7 +20,7 @@ from typing import Callable
 import numpy as np
 
 from core.backends.accel.isa import Alu, Gemm, Index, Load, Loop
-from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, load_rows, lowers, most_rows, spans
+from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, load_rows, most_rows, spans
 from core.backends.accel.target import Accelerator
 from core.ir.fixedpoint import INT32_MAX
 from core.ir.ops.conv.record import ConvLayer
@@ -117,8 +118,6 @@ def choose_tile(record: ConvLayer, nib: int, nob: int, low: Lowering, extra: int
     return min(candidates, key=lambda candidate: candidate[:4])[-1]
 
 
-@lowers("conv", conv_tile_needs)
-@lowers("dwconv", conv_tile_needs)
 def conv_lower(record: ConvLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
     """conv and dwconv on TF2IR's arithmetic: the bias shifted to the accumulators' scale, RSHR by
     output_shift, the activation's clamp."""

@@ -1,9 +1,7 @@
 """The IR operations that never run on the accelerator, and why (partition keeps them on the host): one reason per
-operation, declared for each dialect that has it."""
+operation, for every dialect its record is of."""
 
 from core.backends.accel.lowering import host_only
-from core.ir.op import DIALECTS, dialect_key
-from core.ir.ops import OPS  # every operation registered, in each dialect, before the loop below reads DIALECTS
 
 HOST_ONLY_REASONS = {
     "reshape": "a change of shape across the blocked layout is a host copy (seed 004 [0055])",
@@ -20,5 +18,4 @@ HOST_ONLY_REASONS = {
 }
 
 for _operation, _reason in HOST_ONLY_REASONS.items():
-    for _key in dict.fromkeys(dialect_key(_operation, _dialect) for _dialect, _operations in DIALECTS.items() if _operation in _operations):
-        host_only(_key, _reason)
+    host_only(_operation, _reason)

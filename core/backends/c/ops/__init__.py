@@ -7,7 +7,6 @@ import pkgutil
 import numpy as np
 
 from core.backends.c.emitter import C_EMITTERS, C_PACKERS, CodegenError, PackedConstant
-from core.ir.op import key_of
 from core.ir.records import IrLayer
 
 for _module in sorted(module.name for module in pkgutil.iter_modules(__path__)):
@@ -16,15 +15,15 @@ for _module in sorted(module.name for module in pkgutil.iter_modules(__path__)):
 
 def emit_c(record: IrLayer, symbol: str) -> str:
     """The layer's C function (the contract of core/backends/c/emitter.py)."""
-    emitter = C_EMITTERS.get(key_of(record))
+    emitter = C_EMITTERS.get(record.operation)
     if emitter is None:
-        raise CodegenError(f"layer {record.name}: operation {key_of(record)} has no C emitter (core/backends/c/ops/)")
+        raise CodegenError(f"layer {record.name}: operation {record.operation} has no C emitter (core/backends/c/ops/)")
     return emitter(record, symbol)
 
 
 def pack_c(record: IrLayer, params: dict[str, np.ndarray]) -> list[PackedConstant] | None:
     """The layer's constants as its SIMD path reads them; None for an operation without a packer."""
-    packer = C_PACKERS.get(key_of(record))
+    packer = C_PACKERS.get(record.operation)
     return None if packer is None else packer(record, params)
 
 

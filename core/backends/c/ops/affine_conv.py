@@ -1,12 +1,13 @@
-"""conv and dwconv of the tflite_int8 dialect as C99 (the contract: core/backends/c/emitter.py; the
-arithmetic: runtime/qt_tflite.h). Constants: `<symbol>_weight` int8 OHWI (dwconv 1HWC), `_bias`,
-`_multiplier`, `_shift` int32 per output channel.
+"""conv and dwconv as C99 (the contract: core/backends/c/emitter.py), one emitter of both dialects by the record's
+requantization (C_CONV): TF2IR's shifts (ops/conv.py), or TFLite's per-channel multipliers here (the arithmetic:
+runtime/qt_tflite.h; constants `<symbol>_weight` int8 OHWI, dwconv 1HWC, `_bias`, `_multiplier`, `_shift` int32 per
+output channel).
 
 A convolution rounding twice (CONV_2D) also has a SIMD path, the TF2IR conv's (ops/conv.py conv_simd on
 qt_gemm.h's microkernels), with seed 004's zero-point folding: the input padded with its zero point (whose
 products are then (zero point - zero point) x w = 0, as TFLite skips those taps), the GEMM of the raw int8
 values, and `bias - zero point x sum(w)` per output channel folded into the GEMM's offset; the int32 sums
-are exact (the IR refuses a layer whose accumulators could leave int32: core/ir/ops/conv/affine_record.py),
+are exact (the IR refuses a layer whose accumulators could leave int32: core/ir/ops/conv/tflite.py),
 then TFLite's requantization in vectors (qt_gemm.h)."""
 
 from __future__ import annotations
@@ -15,36 +16,33 @@ import numpy as np
 
 from core.backends.c.emitter import PackedConstant, emits, packs
 from core.backends.c.geometry import Clamp, WindowGeometry
-from core.backends.c.ops.conv import SIMD_A_BIAS, SIMD_BLOCK, SIMD_PATHS, conv_simd
-from core.ir.ops.conv.affine_record import ConvAffineLayer
+from core.backends.c.ops.conv import SIMD_A_BIAS, SIMD_BLOCK, SIMD_PATHS, conv_emit_c, conv_pack_c, conv_simd, dwconv_emit_c
+from core.ir.ops.conv.record import ChannelRequantization, ConvLayer, ShiftRequantization, by_requantization
 
 _REQUANTIZE = {"double": "qt_mbqm", "single": "qt_mbqm_single"}
 SIMD_ANY = "QT_INT8_SIMD"  # the condition of what both SIMD paths read
 
 
-def simd_applies(record: ConvAffineLayer) -> bool:
+def simd_applies(record: ConvLayer) -> bool:
     """The GEMM path: a convolution (not depthwise) rounding twice, as qt_gemm.h's TFLite store does."""
     return not record.depthwise and record.rounding == "double"
 
 
-@emits("conv@tflite_int8")
-@emits("dwconv@tflite_int8")
-def conv_affine_emit_c(record: ConvAffineLayer, symbol: str) -> str:
+def conv_affine_emit_c(record: ConvLayer, symbol: str) -> str:
     portable = _portable(record, symbol)
     if not simd_applies(record):
         return portable
     geometry = WindowGeometry.of(record)
     clamp = Clamp(0, record.output_min, record.output_max)  # no shift: TFLite's requantization is `requantize`'s
-    simd = conv_simd(symbol, geometry, clamp, pad_value=record.input_zero_point,
-                     requantize=f"{symbol}_requant, {record.output_zero_point}, 0")
+    simd = conv_simd(symbol, geometry, clamp, pad_value=record.input_grid.zero_point,
+                     requantize=f"{symbol}_requant, {record.output_grid.zero_point}, 0")
     return f"""#if QT_INT8_SIMD /* qt_gemm.h's microkernels, the zero point folded into the offsets, TFLite's requantization */
 {simd}#else /* portable C99 */
 {portable}#endif
 """
 
 
-@packs("conv@tflite_int8")
-def conv_affine_pack_c(record: ConvAffineLayer, params: dict[str, np.ndarray]) -> list[PackedConstant]:
+def conv_affine_pack_c(record: ConvLayer, params: dict[str, np.ndarray]) -> list[PackedConstant]:
     """For the SIMD path: the weights in qt_gemm.h's blocks of each path ([K][Co] from OHWI, zero past K and
     Co), the offsets (bias - (input zero point + QT_A_BIAS) x the channel's weight sum, wrapped to int32 as the
     vector sums wrap) and the requantization [block][multiplier 16][left shift 16][right shift 16]."""
@@ -63,7 +61,7 @@ def conv_affine_pack_c(record: ConvAffineLayer, params: dict[str, np.ndarray]) -
     constants = [PackedConstant("packed", np.ascontiguousarray(vnni), SIMD_PATHS["vnni"]),
                  PackedConstant("packed", np.ascontiguousarray(avx2), SIMD_PATHS["avx2"])]
     for path, condition in SIMD_PATHS.items():
-        offset = bias - (record.input_zero_point + SIMD_A_BIAS[path]) * column_sums
+        offset = bias - (record.input_grid.zero_point + SIMD_A_BIAS[path]) * column_sums
         constants.append(PackedConstant("offset", ((offset + 2**31) % 2**32 - 2**31).astype(np.int32), condition))
     multiplier, shift = (np.zeros(blocks * SIMD_BLOCK, np.int64) for _ in range(2))
     multiplier[:outputs], shift[:outputs] = params["multiplier"], params["shift"]
@@ -72,7 +70,7 @@ def conv_affine_pack_c(record: ConvAffineLayer, params: dict[str, np.ndarray]) -
     return constants
 
 
-def _portable(record: ConvAffineLayer, symbol: str) -> str:
+def _portable(record: ConvLayer, symbol: str) -> str:
     """`conv_affine_kernel` for one image in plain C99 that compilers vectorize: the input copied into a buffer
     padded with its zero point (those taps then add (zero point - zero point) x w = 0, as TFLite skips them),
     per output pixel a row of int32 sums over the output channels (the weights widened to int16 as [tap][channel]
@@ -94,14 +92,14 @@ static int {s}_ready;
 static void {s}_init(void)
 {{
     int o, k;
-    memset({s}_padded, {record.input_zero_point}, sizeof {s}_padded);
+    memset({s}_padded, {record.input_grid.zero_point}, sizeof {s}_padded);
     for (o = 0; o < {outputs}; o++) {{
         int32_t total = 0;
         for (k = 0; k < {reduction}; k++) {{
             {s}_w16[k * {outputs} + o] = {weight_at};
             total += {weight_at};
         }}
-        {s}_zero_sum[o] = ({record.input_zero_point}) * total;
+        {s}_zero_sum[o] = ({record.input_grid.zero_point}) * total;
     }}
     {s}_ready = 1;
 }}
@@ -126,14 +124,14 @@ static void {s}(const int8_t *restrict in0, int8_t *restrict out)
             }}
             for (o = 0; o < {outputs}; o++)
                 y[o] = (int8_t)qt_clamp64({_REQUANTIZE[record.rounding]}((int64_t)acc[o] - {s}_zero_sum[o] + {bias}, {s}_multiplier[o],
-                                          {s}_shift[o]) + ({record.output_zero_point}), {record.output_min}, {record.output_max});
+                                          {s}_shift[o]) + ({record.output_grid.zero_point}), {record.output_min}, {record.output_max});
             (void)c;
         }}
 }}
 """
 
 
-def _portable_taps(record: ConvAffineLayer, s: str, geometry: WindowGeometry) -> tuple[int, str, str]:
+def _portable_taps(record: ConvLayer, s: str, geometry: WindowGeometry) -> tuple[int, str, str]:
     """(the products per output channel, the C of weight k of channel o in the IR's layout, the C adding one
     tap's products into the row of sums `acc`)."""
     channels, outputs, taps = geometry.in_channels, geometry.out_channels, geometry.kernel_h * geometry.kernel_w
@@ -149,3 +147,9 @@ def _portable_taps(record: ConvAffineLayer, s: str, geometry: WindowGeometry) ->
                     for (o = 0; o < {outputs}; o++)
                         acc[o] += v * w[c * {outputs} + o];
                 }}"""  # OHWI: output-major, then (ky, kx, c) = k
+
+
+# conv's and dwconv's emitters and packer, by the kind of the record's requantization
+emits("conv")(by_requantization({ShiftRequantization: conv_emit_c, ChannelRequantization: conv_affine_emit_c}))
+emits("dwconv")(by_requantization({ShiftRequantization: dwconv_emit_c, ChannelRequantization: conv_affine_emit_c}))
+packs("conv")(by_requantization({ShiftRequantization: conv_pack_c, ChannelRequantization: conv_affine_pack_c}))

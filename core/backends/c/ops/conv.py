@@ -1,5 +1,6 @@
-"""conv and dwconv as C99 (the contract: core/backends/c/emitter.py): the integer kernels'
-arithmetic (core/ir/ops/conv/) for one HWC image.
+"""conv and dwconv of TF2IR's shifts (a ShiftRequantization) as C99 (the contract: core/backends/c/emitter.py): the
+integer kernels' arithmetic (core/ir/ops/conv/) for one HWC image. Registered with TFLite's (affine_conv.py), by the
+record's requantization.
 
 Exactness: every partial sum of a layer fits int32 when the record's accumulator_bound() (for
 any int8 weights and bias, so the C depends on the record alone) is <= 2^31 - 1; then the int32
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.backends.c.emitter import CodegenError, PackedConstant, emits, packs
+from core.backends.c.emitter import CodegenError, PackedConstant
 from core.backends.c.geometry import Clamp, WindowGeometry
 from core.ir.fixedpoint import INT32_MAX
 from core.ir.ops.conv.record import ConvLayer
@@ -68,7 +69,6 @@ def _c_comment(kind: str, record: ConvLayer, geometry: WindowGeometry, shift: in
             f"{record.activation_type}, >> {shift} */")
 
 
-@emits("conv")
 def conv_emit_c(record: ConvLayer, symbol: str) -> str:
     """conv as C: `conv_kernel` (core/ir/ops/conv/kernel.py) for one HWC image (the notes above), then requantize exactly as
     `requantize`: + bias << bias_shift, + 2^(output_shift - 1), floor shift (qt_floor_shift32),
@@ -293,7 +293,6 @@ def _dwconv_taps(s: str, geometry: WindowGeometry, wp: int, acc_type: str) -> tu
     return "", "", taps
 
 
-@emits("dwconv")
 def dwconv_emit_c(record: ConvLayer, symbol: str) -> str:
     """dwconv as C: `dwconv_kernel` for one HWC image (the notes above): sums in int32 when
     the record's accumulator_bound allows (else int64), then requantize as conv."""
@@ -430,7 +429,6 @@ def _c_pad(s: str, value: int) -> str:
             {s}_x[i] = QT_A({value});"""
 
 
-@packs("conv")
 def conv_pack_c(record: ConvLayer, params: dict[str, np.ndarray]) -> list[PackedConstant]:
     """The weights as qt_gemm.h's blocks of each SIMD path (zero past K and Co) and
     the per-channel int32 offsets of each SIMD path (bias << bias_shift + 2^(shift - 1), and for

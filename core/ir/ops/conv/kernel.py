@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from core.ir.fixedpoint import FLOAT32_EXACT_INT, GEMM_MAX_K, INT8_PRODUCT_MAX
+from core.ir.ops.conv.affine import fully_connected_affine
+from core.ir.ops.conv.affine_fast import conv_affine_fast
 from core.ir.ops.conv.record import ConvLayer
 from core.ir.ops.conv.requantize import Requantize
 
@@ -248,6 +250,22 @@ def dwconv_kernel(record: ConvLayer, params: dict, inputs: list) -> np.ndarray:
         for start, stop, acc in _dwconv_tiles(phases, weight, geometry, plan.int_dtype):
             plan.finish_int(acc, rows[start:stop], offset)
     return geometry.valid(rows).reshape(x.shape[0], geometry.out_h, geometry.out_w, c)
+
+
+def conv_affine_kernel(record: ConvLayer, params: dict, inputs: list) -> np.ndarray:
+    """TFLite's arithmetic (a ChannelRequantization) as its reference kernels compute it: affine.py's integers."""
+    (values,) = inputs
+    requantization, bias = record.requantization, params.get("bias")
+    multipliers, shifts = params["multiplier"].astype(np.int64), params["shift"].astype(np.int64)
+    if record.dense:
+        weight = params["weight"].reshape(record.output_channel_num, -1)
+        result = fully_connected_affine(values, requantization.input_zero_point, weight, bias, multipliers, shifts,
+                                        requantization.output_zero_point, requantization.clamp, requantization.rounding)
+        return result.reshape(len(values), *record.shape_of_output())
+    padding = record.padding
+    return conv_affine_fast(values, requantization.input_zero_point, params["weight"], bias, multipliers, shifts,
+                            requantization.output_zero_point, requantization.clamp, record.stride.pair(), record.dilations.pair(),
+                            (padding.top, padding.bottom, padding.left, padding.right), depthwise=record.depthwise)
 
 
 # --- checks ---------------------------------------------------------------------------------------

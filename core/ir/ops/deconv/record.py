@@ -23,6 +23,7 @@ def equivalent_padding(size: int, out: int, kernel: int, stride: int, before: in
 class DeconvLayer(ConvLayer):
     operation: ClassVar[str] = "deconv"
     label_prefix: ClassVar[str] = "deconv"
+    dialects: ClassVar[tuple[str, ...]] = ("tf2ir",)  # TF2IR's alone: TRANSPOSE_CONV is not read or written yet
     schema: ClassVar[OpSchema] = OpSchema(
         doc=('Transposed convolution (Conv2DTranspose): the input with stride - 1 zeros between neighbouring pixels, '
              'padded by kernel - 1 - padding before and the rest after, convolved at stride 1 with `weight` (the '
