@@ -27,7 +27,7 @@ from core.data.datasets import SPLITS as DATA_SPLITS
 from core.limits import MEBIBYTE, human_bytes
 from core.quantize.auto import AUTO
 from core.quantize.calibration.histogram import histogram_bytes
-from core.quantize.calibration.methods import CHECKS, METHODS, methods_from_data, weight_methods
+from core.quantize.calibration.methods import CHECKS, METHODS, auto_candidates, methods_from_data, weight_methods
 from core.quantize.runtimes import RUNTIMES, runtime_of
 from core.quantize.scheme import SCHEMES
 from pipeline.params import (DataKind, ModelFormat, Pow2Rounding, Relu6Equalization, Resize, Task,
@@ -115,10 +115,11 @@ class DataConfig:
 
 @dataclass
 class AutoConfig:
-    """calib.method=auto (core/quantize/auto.py): the methods it chooses among per tensor, its
-    time limit, and how many calibration images it scores each candidate table on."""
+    """calib.method=auto (core/quantize/auto.py): the methods it chooses among per tensor (by default the registry's
+    that set `auto_rank`, in its order), its time limit, and how many calibration images it scores each candidate
+    table on."""
 
-    methods: list[CalibMethod] = field(default_factory=lambda: [CalibMethod.minmax, CalibMethod.percentile, CalibMethod.mse, CalibMethod.kl])
+    methods: list[CalibMethod] = field(default_factory=lambda: [CalibMethod[name] for name in auto_candidates()])
     budget_s: float = _positive(600.0)
     num_images: int = _positive(256)
 

@@ -1,6 +1,7 @@
 """A calibration method is one file: a copy of the project with one new module in
 core/quantize/calibration/methods/ (a method with a setting of its own) takes it as `calib.method`, its setting as
-`calib.<setting>` with its default and check, lists it in `run.py --help`, and runs it, with no other file touched."""
+`calib.<setting>` with its default and check, lists it in `run.py --help`, searches it in calib.method=auto, and runs
+it, with no other file touched."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import PROJECT_ROOT
 
@@ -26,6 +28,7 @@ class HalfMax(ThresholdMethod):
     summary = "a fraction of the largest |x| seen"
     FRACTION = Setting("halfmax_fraction", 0.5, "the fraction of the largest |x| kept", check="fraction")
     settings = (FRACTION,)
+    auto_rank = 5  # one of calib.method=auto's candidates, after the shipped four
 
     def threshold(self, stats: TensorStatistics, settings: CalibrationSettings) -> float:
         require_observed(stats, self.name)
@@ -57,6 +60,12 @@ def test_the_new_method_is_a_choice_with_its_setting_in_the_help(project_with_a_
     assert "a fraction of the largest |x| seen" in line and "calib.halfmax_fraction (default 0.5)" in line
     refused = _run_py(project_with_a_new_method, "calib.halfmax_fraction=2", "until=import")
     assert refused.returncode == 2 and "calib.halfmax_fraction=2" in refused.stderr and "fraction" in refused.stderr
+
+
+def test_the_new_method_is_one_of_autos_candidates(project_with_a_new_method):
+    shown = _run_py(project_with_a_new_method, "--cfg", "job")
+    assert shown.returncode == 0, shown.stderr
+    assert yaml.safe_load(shown.stdout)["calib"]["auto"]["methods"] == ["minmax", "percentile", "mse", "kl", "halfmax"]
 
 
 def test_the_new_method_calibrates_with_its_setting(project_with_a_new_method, model_cache):

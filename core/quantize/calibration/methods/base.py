@@ -98,6 +98,9 @@ class ThresholdMethod(abc.ABC):
     # a weight method too (calib.weight_method): its (power-of-two, float-threshold) choice of a weight's range
     # (core/quantize/calibration/weights.py); None: not one
     weight_choices: ClassVar[Optional[tuple[Callable[..., WeightChoice], Callable[..., WeightChoice]]]] = None
+    # one of calib.method=auto's candidates by default (calib.auto.methods), tried in this rank's order (the search
+    # starts from the first of the best-scoring whole tables, and tries each tensor's candidates in order); None: not one
+    auto_rank: ClassVar[Optional[int]] = None
 
     def settings_for(self, tensor: str, settings: CalibrationSettings, ranges: Mapping[str, Any]) -> Optional[CalibrationSettings]:
         """The settings it chooses `tensor`'s threshold with, or None when it has nothing to go on for that
@@ -172,6 +175,12 @@ def choose_weights(method: str, weights: np.ndarray, bits: int, pow2: bool, weig
     if method not in weight_methods():
         raise ValueError(f"calib.weight_method={method!r}: choose one of {', '.join(weight_methods())}")
     return METHODS[method].weight_choices[0 if pow2 else 1](np.asarray(weights, dtype=np.float64), bits, weigh)
+
+
+def auto_candidates() -> list[str]:
+    """The methods calib.method=auto searches over by default: those of the registry that set `auto_rank`, in its order."""
+    ranked = [method for method in METHODS.values() if method.auto_rank is not None and not method.range_from_model]
+    return [method.name for method in sorted(ranked, key=lambda method: method.auto_rank)]
 
 
 def methods_from_data() -> list[str]:

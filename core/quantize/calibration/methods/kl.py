@@ -161,6 +161,7 @@ class EntropyKL(ThresholdMethod):
     background sits at the range's end), and a tensor with too few calibration values."""
 
     name = "kl"
+    auto_rank = 4
     summary = "closest int8 distribution in KL divergence (TensorRT, ncnn) on what weight layers read, given enough values; elsewhere minmax"
     scope = "weight_inputs"
     fallback = "minmax"

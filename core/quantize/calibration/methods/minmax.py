@@ -8,6 +8,7 @@ from .base import CalibrationSettings, ThresholdMethod, register_method, require
 @register_method
 class MinMax(ThresholdMethod):
     name = "minmax"
+    auto_rank = 1
     summary = "the largest |x| seen (clips nothing)"
     weight_choices = (minmax_pow2, minmax_threshold)
 

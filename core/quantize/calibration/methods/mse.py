@@ -70,6 +70,7 @@ def mse_threshold(counts: np.ndarray, bin_width: float, num_quant_levels: int) -
 @register_method
 class MinSquaredError(ThresholdMethod):
     name = "mse"
+    auto_rank = 3
     summary = "the range of least expected squared error (the default)"
     weight_choices = (mse_pow2, mse_weight_threshold)
     weighs_clipping = True

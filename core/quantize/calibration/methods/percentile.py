@@ -33,6 +33,7 @@ def percentile_from_histogram(counts: np.ndarray, bin_width: float, percentile: 
 @register_method
 class Percentile(ThresholdMethod):
     name = "percentile"
+    auto_rank = 2
     summary = "clips |x| at a percentile of what it saw"
     PERCENTILE = Setting("percentile", 99.99, "that percentile", check="percent")
     settings = (PERCENTILE,)
