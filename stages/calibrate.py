@@ -64,6 +64,25 @@ INPUT_HEADROOM = 2.0
 
 
 @dataclass(frozen=True)
+class PostTraining:
+    """The post-training steps a run takes, in their order, decided once from calib: a method whose range is the
+    model's own (`range_from_model`: qat) keeps the trained graph and its ranges, so neither equalization nor bias
+    correction applies to it."""
+
+    equalize: bool  # 1. cross-layer equalization of the float graph, before its statistics are observed
+    moments: bool  # 2. the layer inputs' per-channel moments, observed with the statistics (3's means, mse weights' mean squares)
+    # (the threshold method, or auto's search over the registry's, chooses the table here)
+    correct_biases: bool  # 3. each bias corrected for the mean shift its layer's weight quantization causes
+
+    @classmethod
+    def of(cls, calib) -> "PostTraining":
+        trained = takes_model_ranges(calib.method.value)
+        return cls(equalize=bool(calib.equalize) and not trained,
+                   moments=(bool(calib.bias_correction) and not trained) or calib.weight_method.value == "mse",
+                   correct_biases=bool(calib.bias_correction) and not trained)
+
+
+@dataclass(frozen=True)
 class Observation:
     """What the calibration images showed of the float graph the table is for (the stored part `observation`)."""
 
@@ -205,11 +224,10 @@ def _calibration_data(params, float_graph: Graph, tensors: int, ctx):
 
 def _observed(calib, float_graph: Graph, layer_graph, dataset, batch: int, ctx) -> Observation:
     """The store's observation part, computed when absent: a sweep of methods observes once."""
-    method = calib.method.value
+    method, steps = calib.method.value, PostTraining.of(calib)
     if takes_model_ranges(method) and (calib.equalize or calib.bias_correction):
         ctx.log(f"calib.method={method} keeps the trained graph and its ranges: calib.equalize and calib.bias_correction do not apply")
-    equalized = bool(calib.equalize) and not takes_model_ranges(method)
-    moments = (bool(calib.bias_correction) and not takes_model_ranges(method)) or calib.weight_method.value == "mse"
+    equalized, moments = steps.equalize, steps.moments
     part = StoredPart("observation", OBSERVATION_KEYS + (("calib.equalize_relu6",) if equalized else ()), ("fold_check",),
                       (("equalize", equalized), ("moments", moments)))
     directory = ctx.reuse(part, lambda build: observe(float_graph, layer_graph, calib, dataset, batch, equalized, moments, build, ctx))
@@ -238,7 +256,7 @@ def _table(setup: TableSetup, observation: Observation, ctx) -> Calibrated:
     """The method's table (or auto's search), bias-corrected as configured."""
     calib, layer_graph, moments = setup.params.calib, observation.layer_graph, observation.input_moments
     method = calib.method.value
-    correct, weigh = calib.bias_correction and not takes_model_ranges(method), setup.settings.weight_method == "mse"
+    correct, weigh = PostTraining.of(calib).correct_biases, setup.settings.weight_method == "mse"
     means = {tensor: values["mean"] for tensor, values in moments.items()} if correct else None
     mean_squares = {tensor: values["mean_square"] for tensor, values in moments.items()} if weigh else None
     report, metrics = {}, {}
