@@ -1,6 +1,7 @@
 """An operation is added in the places the README's "adding an operation" lists: in a copy of the project, a new
 element-wise operation, sub (a Keras Subtract of two activations), is declared in its own folder core/ir/ops/sub/
-(pattern, record, fields, integer arithmetic of both dialects, the .tflite operator it is read from), with its C in
+(pattern, record, fields, the integer arithmetic of each dialect as a model of integer steps that the simulator and
+the C render, the .tflite operator it is read from), with its C in
 core/backends/c/ops/sub.py, its host-only reason in core/backends/accel/ops/sub.py, its .tflite writer in
 core/backends/tflite/ops.py and its .tflite reader's converter in core/frontend/tflite_graph.py: five places, no other
 file touched. It runs through all eight stages on tf2ir, tflite_int8 and accel_tflite, bit-exact: the simulator with
@@ -33,15 +34,13 @@ import numpy as np
 from core.frontend.graph import Graph, Node
 from core.frontend.layers import AnnotateRule, GraphIndex, IntegerModelBuilder, Layer, Pattern, QKind
 from core.ir.activations import absorb_activation, activation_named
-from core.ir.integer_kernel import integer_model_kernel
+from core.ir.integer_kernel import integer_model_kernel, pair_lookup, pair_table
 from core.ir.op import IrOp, register_op
-from core.ir.ops.add.affine import byte_indexed, pair_lookup
 from core.ir.ops.add.emit import add_fields
 from core.ir.ops.add.pattern import is_activation_sum
 from core.ir.ops.add.record import AddLayer
 from core.ir.ops.add.tflite import add_from_tflite
 from core.quantize.grid import AffineGrid, Pow2Grid
-from core.quantize.tflite_math import multiply_by_quantized_multiplier, requantize
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,17 +68,19 @@ def sub_model(model: IntegerModelBuilder):
     return model.from_ints(model.clamp(difference, low, high), output)
 
 
-def tflite_sub_table(record: SubLayer) -> np.ndarray:
-    """[256, 256] int8: TFLite's SUB of every pair of int8 values (a, b) at [a + 128, b + 128]."""
-    values = np.arange(-128, 128, dtype=np.int64)
-    first, second = (multiply_by_quantized_multiplier((values - grid.zero_point) << record.left_shift, multiplier, shift)
-                     for grid, multiplier, shift in zip(record.input_grids, record.input_multipliers, record.input_shifts))
-    return requantize(first[:, None] - second[None, :], record.output_multiplier, record.output_shift,
-                      record.output_grid.zero_point, record.output_min, record.output_max)
+def tflite_sub_model(model: IntegerModelBuilder, record: SubLayer):
+    """TFLite's SUB: each input less its zero point, shifted left and rescaled as add's; the difference rescaled to the
+    output, plus its zero point, clamped."""
+    first, second = (model.rescale(model.op("Mul", [model.op("Sub", [tensor, model.const("zero_point", grid.zero_point)]),
+                                                    model.const("left_shift", 1 << record.left_shift)]), multiplier, shift)
+                     for tensor, grid, multiplier, shift in zip(model.inputs, record.input_grids, record.input_multipliers, record.input_shifts))
+    difference = model.rescale(model.op("Sub", [first, second]), record.output_multiplier, record.output_shift)
+    return model.clamp(model.op("AddV2", [difference, model.const("zero_point", record.output_grid.zero_point)]), record.output_min,
+                       record.output_max)
 
 
 def _tflite_sub(record: SubLayer, params: dict, inputs: list) -> np.ndarray:
-    return pair_lookup(byte_indexed(tflite_sub_table(record)), inputs[0], inputs[1])
+    return pair_lookup(pair_table(tflite_sub_model, record), *inputs)
 
 
 KERNELS = {Pow2Grid: integer_model_kernel(sub_model), AffineGrid: _tflite_sub}
@@ -95,48 +96,29 @@ SUB = register_op(IrOp("sub", SubLayer,
                        input_kinds=("pl", "add"), builders={"SUB": add_from_tflite}))
 '''}
 
-C_EMITTER = '''"""sub as C99: TF2IR's integer model rendered per element, or TFLite's SUB."""
+C_EMITTER = '''"""sub as C99: its dialect's model rendered per element, TF2IR's integer model or TFLite's affine model."""
+
+import math
 
 from core.backends.c.emitter import emits
-from core.backends.c.integer_model import element_expression
-from core.ir.ops.sub import SubLayer, sub_model
+from core.backends.c.integer_model import affine_expression, element_expression
+from core.ir.ops.sub import SubLayer, sub_model, tflite_sub_model
 from core.quantize.grid import AffineGrid, Pow2Grid
 
-
-def _pow2_sub_c(record: SubLayer, symbol: str) -> str:
-    return f"""static void {symbol}(const int8_t *restrict in0, const int8_t *restrict in1, int8_t *restrict out)
-{{
-    long i;
-    for (i = 0; i < {record.size}L; i++) {{
-        out[i] = {element_expression(sub_model, record, ["in0[i]", "in1[i]"])};
-    }}
-}}
-"""
-
-
-def _tflite_sub_c(record: SubLayer, symbol: str) -> str:
-    (first, second), count = record.input_grids, 1
-    for dimension in record.shape:
-        count *= dimension
-    return f"""static void {symbol}(const int8_t *restrict in0, const int8_t *restrict in1, int8_t *restrict out)
-{{
-    long i;
-    for (i = 0; i < {count}L; i++) {{
-        int64_t a = qt_mbqm(qt_shl64(in0[i] - ({first.zero_point}), {record.left_shift}), INT64_C({record.input_multipliers[0]}), {record.input_shifts[0]});
-        int64_t b = qt_mbqm(qt_shl64(in1[i] - ({second.zero_point}), {record.left_shift}), INT64_C({record.input_multipliers[1]}), {record.input_shifts[1]});
-        out[i] = (int8_t)qt_clamp64(qt_mbqm(a - b, INT64_C({record.output_multiplier}), {record.output_shift}) + ({record.output_grid.zero_point}),
-                                    {record.output_min}, {record.output_max});
-    }}
-}}
-"""
-
-
-C_SUB = {Pow2Grid: _pow2_sub_c, AffineGrid: _tflite_sub_c}
+EXPRESSIONS = {Pow2Grid: lambda record, inputs: element_expression(sub_model, record, inputs),
+               AffineGrid: lambda record, inputs: affine_expression(tflite_sub_model, record, inputs)}
 
 
 @emits("sub")
 def sub_emit_c(record: SubLayer, symbol: str) -> str:
-    return C_SUB[type(record.output_grid)](record, symbol)
+    return f"""static void {symbol}(const int8_t *restrict in0, const int8_t *restrict in1, int8_t *restrict out)
+{{
+    long i;
+    for (i = 0; i < {math.prod(record.shape_of_output())}L; i++) {{
+        out[i] = {EXPRESSIONS[type(record.output_grid)](record, ["in0[i]", "in1[i]"])};
+    }}
+}}
+"""
 '''
 
 HOST_ONLY = '''"""sub stays on the host."""

@@ -54,6 +54,8 @@ class IntegerModelBuilder(Protocol):
     def round_shift(self, tensor: str, shift: int) -> str: ...  # * 2^-shift, rounded half up (right) or exact (left)
     def clamp(self, tensor: str, low: int, high: int) -> str: ...
     def from_ints(self, tensor: str, log2scale: int) -> str: ...  # float32 integers -> values at 2^-log2scale
+    # TFLite's MultiplyByQuantizedMultiplier (rounding twice): an affine model's rescale, rendered on arrays and in C only
+    def rescale(self, tensor: str, multiplier: int, shift: int) -> str: ...
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,14 @@ agree bit for bit by construction; the C emitters and the accelerator lowerings 
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Callable
 
 import numpy as np
 
 from core.ir.fixedpoint import round_shift, saturate
 from core.ir.records import IrLayer
+from core.quantize.tflite_math import multiply_by_quantized_multiplier
 
 
 def _reduce(function):
@@ -52,6 +54,9 @@ class ArrayModelBuilder:
     def from_ints(self, tensor: np.ndarray, log2scale: int) -> np.ndarray:
         return tensor
 
+    def rescale(self, tensor: np.ndarray, multiplier: int, shift: int) -> np.ndarray:
+        return multiply_by_quantized_multiplier(tensor, multiplier, shift)
+
 
 # each graph op an integer model may use, as NumPy computes it on integers (exact: TensorFlow's integer ops, and its
 # float32 ops on the integers an int8 model reaches, give the same values)
@@ -85,3 +90,24 @@ def integer_model_kernel(integer_model: Callable) -> Callable[[IrLayer, dict, li
                                     record.log2scale_of_output(), getattr(record, "activation_type", "None"))
         return saturate(integer_model(builder))
     return kernel
+
+
+# --- a binary operation of the tflite_int8 dialect: its affine model (model, record) -> output, as a table of pairs
+
+BYTE_ORDER = (np.arange(256) + 128) % 256  # table row of each byte: byte u is the int8 value u (u < 128) or u - 256
+
+
+def pair_lookup(flat_table: np.ndarray, first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """flat_table (pair_table's) at every pair of `first` and `second` (int8, broadcasting): one 16-bit index per
+    element, no int64 copies of the operands."""
+    index = (np.ascontiguousarray(first).view(np.uint8).astype(np.uint16) << 8) | np.ascontiguousarray(second).view(np.uint8)
+    return np.take(flat_table, index)
+
+
+@lru_cache(maxsize=256)
+def pair_table(affine_model: Callable, record: IrLayer) -> np.ndarray:
+    """The int8 output of `affine_model` for every pair of int8 inputs, rendered once on the 256 x 256 grid of them
+    (the arithmetic once per pair, not per element), flattened to be indexed by (byte of a) << 8 | byte of b."""
+    values = np.arange(-128, 128, dtype=np.int64)
+    table = saturate(affine_model(ArrayModelBuilder([values[:, None], values[None, :]], [], 0, "None"), record))
+    return table[BYTE_ORDER][:, BYTE_ORDER].ravel()

@@ -53,11 +53,20 @@ class CModelBuilder:
     def from_ints(self, tensor: str, log2scale: int) -> str:
         return tensor
 
+    def rescale(self, tensor: str, multiplier: int, shift: int) -> str:
+        return f"qt_mbqm({tensor}, INT64_C({multiplier}), {shift})"
+
 
 def element_expression(integer_model: Callable, record: IrLayer, inputs: list[str]) -> str:
     """The int8 output element of `record`'s integer model whose inputs' elements are the C expressions `inputs`."""
     return model_expression(integer_model, inputs, [record.log2scale_of_input(position) for position in range(len(inputs))],
                             record.log2scale_of_output(), getattr(record, "activation_type", "None"))
+
+
+def affine_expression(affine_model: Callable, record: IrLayer, inputs: list[str]) -> str:
+    """The int8 output element of `record`'s affine model (the tflite_int8 dialect's arithmetic, which reads the record's
+    zero points, multipliers and shifts) whose inputs' elements are the C expressions `inputs`."""
+    return f"qt_sat8({affine_model(CModelBuilder(inputs, [], 0, 'None'), record)})"
 
 
 def model_expression(integer_model: Callable, inputs: list[str], input_log2scales: list[int], output_log2scale: int,

@@ -1,13 +1,13 @@
-"""mul, of both dialects, as C99 (the contract: core/backends/c/emitter.py): TF2IR's integer model rendered per
-element, or TFLite's reference_integer_ops::Mul (the arithmetic: runtime/qt_tflite.h)."""
+"""mul, of both dialects, as C99 (the contract: core/backends/c/emitter.py): its dialect's model (core/ir/ops/mul/kernel.py)
+rendered per element, TF2IR's integer model or TFLite's affine model (the rescale: runtime/qt_tflite.h)."""
 
 from __future__ import annotations
 
 import math
 
 from core.backends.c.emitter import emits
-from core.backends.c.integer_model import element_expression
-from core.ir.ops.mul.kernel import mul_model
+from core.backends.c.integer_model import affine_expression, element_expression
+from core.ir.ops.mul.kernel import mul_model, tflite_mul_model
 from core.ir.ops.mul.record import MulLayer
 from core.quantize.grid import AffineGrid, Pow2Grid
 
@@ -61,9 +61,8 @@ def _broadcast_strides(shape: tuple[int, ...], output: tuple[int, ...]) -> list[
 
 
 def _tflite_mul_c(record: MulLayer, symbol: str) -> str:
-    """reference_integer_ops::Mul per output element, each factor read at its broadcast index: (a - z0) x
-    (b - z1) rescaled (rounding twice), plus the output zero point, clamped. A constant second factor is
-    `<symbol>_constant`."""
+    """`tflite_mul_model` (core/ir/ops/mul/kernel.py) per output element, each factor read at its broadcast index. A
+    constant second factor is `<symbol>_constant`."""
     output = tuple(int(v) for v in record.shape)
     strides = [_broadcast_strides(tuple(shape), output) for shape in record.input_shapes]
     output_strides = _broadcast_strides(output, output)
@@ -71,15 +70,12 @@ def _tflite_mul_c(record: MulLayer, symbol: str) -> str:
              or "0" for k, stride in enumerate(strides)}
     second = f"{symbol}_constant" if record.load_constant else "in1"
     pointers = "const int8_t *restrict in0" + ("" if record.load_constant else ", const int8_t *restrict in1")
-    first_zero, second_zero = (grid.zero_point for grid in record.input_grids)
     return f"""/* mul of {[list(shape) for shape in record.input_shapes]} -> {list(output)} (tflite_int8) */
 static void {symbol}({pointers}, int8_t *restrict out)
 {{
     long i;
     for (i = 0; i < {math.prod(output)}L; i++) {{
-        int64_t product = (int64_t)(in0[{index[0]}] - ({first_zero})) * ({second}[{index[1]}] - ({second_zero}));
-        out[i] = (int8_t)qt_clamp64(qt_mbqm(product, INT64_C({record.multiplier}), {record.shift}) + ({record.output_grid.zero_point}),
-                                    {record.output_min}, {record.output_max});
+        out[i] = {affine_expression(tflite_mul_model, record, [f"in0[{index[0]}]", f"{second}[{index[1]}]"])};
     }}
 }}
 """

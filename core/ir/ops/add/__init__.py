@@ -2,8 +2,8 @@
 (pattern.py), its typed record (record.py), its fields (emit.py) and its integer arithmetic (kernel.py), defined
 once as its integer model: the annotated graph computes its two roundings (the finer operand aligned, then the sum
 moved to the output scale) as graph ops, the simulator as its kernel, so the two agree bit for bit whatever the scales.
-One record of both dialects: the tflite_int8 dialect's (a .tflite's ADD, tflite.py) computes TFLite's arithmetic
-(affine.py)."""
+One record of both dialects: the tflite_int8 dialect's (a .tflite's ADD, tflite.py, its requantization affine.py's)
+computes TFLite's arithmetic, its affine model (kernel.py: tflite_add_model)."""
 
 from core.frontend.layers import AnnotateRule, QKind
 from core.ir.op import IrOp, register_op

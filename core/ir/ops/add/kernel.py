@@ -1,6 +1,7 @@
-"""The add layer's integer arithmetic. TF2IR's, defined once: its integer model, which the annotated graph computes as
-graph ops and the simulator as its kernel (core/ir/integer_kernel.py). The tflite_int8 dialect's: TFLite's (affine.py).
-The record's grids say which (KERNELS)."""
+"""The add layer's integer arithmetic, each dialect's defined once as integer steps: TF2IR's integer model, which the
+annotated graph computes as graph ops, the simulator as its kernel (core/ir/integer_kernel.py) and the C per element;
+the tflite_int8 dialect's affine model (TFLite's ADD), which the simulator computes as a table of every pair of inputs
+and the C per element. The record's grids say which (KERNELS)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ import numpy as np
 
 from core.frontend.layers import IntegerModelBuilder
 from core.ir.activations import activation_named
-from core.ir.integer_kernel import integer_model_kernel
-from core.ir.ops.add.affine import add_affine
+from core.ir.integer_kernel import integer_model_kernel, pair_lookup, pair_table
 from core.ir.ops.add.record import AddLayer
 from core.quantize.grid import AffineGrid, Pow2Grid
 
@@ -44,10 +44,20 @@ def add_model(model: IntegerModelBuilder):
     return model.from_ints(model.clamp(total, low, high), output)
 
 
+def tflite_add_model(model: IntegerModelBuilder, record: AddLayer):
+    """TFLite's ADD (add.cc's int8 Prepare, reference_integer_ops::Add): each input less its zero point, shifted left by
+    left_shift and rescaled by its multiplier and shift (to twice the larger input scale); the sum rescaled by the
+    output's, plus the output zero point, clamped to the fused activation's range."""
+    scaled = [model.rescale(model.op("Mul", [model.op("Sub", [tensor, model.const("zero_point", grid.zero_point)]),
+                                             model.const("left_shift", 1 << record.left_shift)]), multiplier, shift)
+              for tensor, grid, multiplier, shift in zip(model.inputs, record.input_grids, record.input_multipliers, record.input_shifts)]
+    total = model.rescale(model.op("AddV2", scaled), record.output_multiplier, record.output_shift)
+    return model.clamp(model.op("AddV2", [total, model.const("zero_point", record.output_grid.zero_point)]), record.output_min,
+                       record.output_max)
+
+
 def _tflite_add(record: AddLayer, params: dict, inputs: list) -> np.ndarray:
-    requantization = (*zip(record.input_multipliers, record.input_shifts), (record.output_multiplier, record.output_shift))
-    return add_affine(*inputs, tuple(grid.zero_point for grid in record.input_grids), requantization, record.output_grid.zero_point,
-                      (record.output_min, record.output_max))
+    return pair_lookup(pair_table(tflite_add_model, record), *inputs)
 
 
 KERNELS = {Pow2Grid: integer_model_kernel(add_model), AffineGrid: _tflite_add}  # by the output's grid

@@ -1,6 +1,7 @@
-"""The mul layer's integer arithmetic. TF2IR's, defined once: its integer model, which the annotated graph computes as
-graph ops and the simulator as its kernel (core/ir/integer_kernel.py). The tflite_int8 dialect's: TFLite's (affine.py).
-The record's grids say which (KERNELS)."""
+"""The mul layer's integer arithmetic, each dialect's defined once as integer steps: TF2IR's integer model, which the
+annotated graph computes as graph ops, the simulator as its kernel (core/ir/integer_kernel.py) and the C per element;
+the tflite_int8 dialect's affine model (TFLite's MUL), which the simulator computes as a table of every pair of inputs
+and the C per element. The record's grids say which (KERNELS)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,7 @@ import numpy as np
 
 from core.frontend.layers import IntegerModelBuilder
 from core.ir.activations import activation_named
-from core.ir.integer_kernel import integer_model_kernel
-from core.ir.ops.mul.affine import mul_affine
+from core.ir.integer_kernel import integer_model_kernel, pair_lookup, pair_table
 from core.ir.ops.mul.record import MulLayer
 from core.quantize.grid import AffineGrid, Pow2Grid
 
@@ -25,10 +25,19 @@ def mul_model(model: IntegerModelBuilder):
     return model.from_ints(model.clamp(product, low, high), model.output_log2scale)
 
 
+def tflite_mul_model(model: IntegerModelBuilder, record: MulLayer):
+    """TFLite's MUL (reference_integer_ops::Mul): (q0 - z0) x (q1 - z1) rescaled by the multiplier and shift (input
+    scale 0 x input scale 1 / output scale), plus the output zero point, clamped to the fused activation's range."""
+    first, second = (model.op("Sub", [tensor, model.const("zero_point", grid.zero_point)]) for tensor, grid in zip(model.inputs, record.input_grids))
+    product = model.rescale(model.op("Mul", [first, second]), record.multiplier, record.shift)
+    return model.clamp(model.op("AddV2", [product, model.const("zero_point", record.output_grid.zero_point)]), record.output_min,
+                       record.output_max)
+
+
 def _tflite_mul(record: MulLayer, params: dict, inputs: list) -> np.ndarray:
+    """Broadcasting as numpy does; a constant second factor is the layer's `constant`."""
     factors = [*inputs, params["constant"][np.newaxis]] if record.load_constant else inputs
-    return mul_affine(*factors, tuple(grid.zero_point for grid in record.input_grids), (record.multiplier, record.shift),
-                      record.output_grid.zero_point, (record.output_min, record.output_max))
+    return pair_lookup(pair_table(tflite_mul_model, record), *factors)
 
 
 KERNELS = {Pow2Grid: integer_model_kernel(mul_model), AffineGrid: _tflite_mul}  # by the output's grid

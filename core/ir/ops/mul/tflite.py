@@ -1,6 +1,6 @@
 """A .tflite's MUL of two int8 tensors as a mul layer of the tflite_int8 dialect (TF2IR 1.2), broadcasting as numpy
 does (a squeeze-excitation's [H, W, C] x [1, 1, C]), one of them possibly a constant (params/<name>_constant.npy,
-always the second factor: the product commutes), its requantization derived as mul.cc's Prepare does (affine.py)."""
+always the second factor: the product commutes), its requantization derived as mul.cc's Prepare does (mul_requantization)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,13 @@ import numpy as np
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
 from core.quantize.runtimes import Runtime
-from core.ir.ops.mul.affine import mul_requantization
+from core.quantize.tflite_math import quantize_multiplier
 from core.ir.tflite_dialect import clamp_fields, scale_and_zero_point
+
+
+def mul_requantization(first_scale: float, second_scale: float, output_scale: float) -> tuple[int, int]:
+    """s1 x s2 / s_out as a Q31 multiplier and a shift, in double from the float32 scales."""
+    return quantize_multiplier(float(np.float32(first_scale)) * float(np.float32(second_scale)) / float(np.float32(output_scale)))
 
 
 def mul_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
