@@ -4,6 +4,8 @@ configs composed exactly as run.py composes them."""
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +20,19 @@ CIFAR10_DIR = SHARED / "data" / "cifar-10-batches-py"
 
 sys.path.insert(0, str(PROJECT_ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def copy_of_the_project(directory: Path) -> Path:
+    """The project's files (tracked, and untracked but not ignored) but its tests, benchmarks and docs, copied under
+    `directory`: a project to add a file to, as a user would (tests/test_method_file.py, tests/test_op_file.py)."""
+    copy = directory / "project"
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=PROJECT_ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for name in listed:
+        if name and (PROJECT_ROOT / name).is_file() and not name.startswith(("tests/", "bench/", "docs/")):
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(PROJECT_ROOT / name, copy / name)
+    return copy
 
 
 def ir_record(operation: str, fields: dict, name: str = "layer", previous_layer=("input",), next_layer=("endpoint",)):

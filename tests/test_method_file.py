@@ -6,7 +6,6 @@ it, with no other file touched."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import PROJECT_ROOT
+from conftest import copy_of_the_project
 
 HALF_MAX = '''"""halfmax: a fraction of the largest |x| seen (a test's method)."""
 
@@ -38,13 +37,7 @@ class HalfMax(ThresholdMethod):
 
 @pytest.fixture(scope="module")
 def project_with_a_new_method(tmp_path_factory) -> Path:
-    copy = tmp_path_factory.mktemp("project") / "project"
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=PROJECT_ROOT,
-                            capture_output=True, check=True).stdout.decode().split("\0")
-    for name in listed:
-        if name and (PROJECT_ROOT / name).is_file() and not name.startswith(("tests/", "bench/", "docs/")):
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(PROJECT_ROOT / name, copy / name)
+    copy = copy_of_the_project(tmp_path_factory.mktemp("project"))
     (copy / "core/quantize/calibration/methods/halfmax.py").write_text(HALF_MAX)
     return copy
 

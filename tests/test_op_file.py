@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, copy_of_the_project
 
 OPERATION_FOLDER = {"core/ir/ops/sub/__init__.py": '''"""sub (a test's operation): the element-wise difference of two activations of one shape. Its record and fields
 are add's (the same operands, grids and requantization); its arithmetic is its own: TF2IR's as its integer model
@@ -149,13 +149,7 @@ APPENDED = {"core/backends/tflite/ops.py": WRITER, "core/frontend/tflite_graph.p
 
 @pytest.fixture(scope="module")
 def project_with_a_new_operation(tmp_path_factory) -> Path:
-    copy = tmp_path_factory.mktemp("project") / "project"
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=PROJECT_ROOT,
-                            capture_output=True, check=True).stdout.decode().split("\0")
-    for name in listed:
-        if name and (PROJECT_ROOT / name).is_file() and not name.startswith(("tests/", "bench/", "docs/")):
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(PROJECT_ROOT / name, copy / name)
+    copy = copy_of_the_project(tmp_path_factory.mktemp("project"))
     for name, text in PLACES.items():
         assert not (copy / name).exists(), name
         (copy / name).parent.mkdir(parents=True, exist_ok=True)
