@@ -39,7 +39,7 @@ from litert import time_tflite  # noqa: E402
 
 from core.quantize.calibration.methods import CalibrationSettings
 from core.quantize.calibration.build import TargetSpec, build_calibration_table
-from core.quantize.scheme import Pow2Symmetric
+from core.quantize.schemes import Pow2Symmetric
 from core.backends.c.build import INT8_SIMD_PATHS, compile_program, compiler_command, run_program
 from core.backends.program import generate_c
 from core.frontend.constant_folding import fold_constants

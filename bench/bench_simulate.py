@@ -24,7 +24,7 @@ from mbv1 import cifar_images, float_graph, qat_graph  # the real model and data
 
 from core.quantize.calibration.methods import CalibrationSettings
 from core.quantize.calibration.build import TargetSpec, build_calibration_table
-from core.quantize.scheme import Pow2Symmetric
+from core.quantize.schemes import Pow2Symmetric
 from core.ir.emit import build_ir
 from core.ir.layers import group_layers
 from core.ir.ops import OPS

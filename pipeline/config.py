@@ -28,8 +28,7 @@ from core.limits import MEBIBYTE, human_bytes
 from core.quantize.auto import AUTO
 from core.quantize.calibration.histogram import histogram_bytes
 from core.quantize.calibration.methods import CHECKS, METHODS, auto_candidates, methods_from_data, weight_methods
-from core.quantize.runtimes import RUNTIMES, runtime_of
-from core.quantize.scheme import SCHEMES
+from core.quantize.schemes import SCHEMES, runtime_of
 from pipeline.params import (DataKind, ModelFormat, Pow2Rounding, Relu6Equalization, Resize, Task,
                              to_plain)
 from pipeline.stages import STAGE_NAMES
@@ -129,9 +128,6 @@ class AutoConfig:
 CalibMethod = Enum("CalibMethod", {name: name for name in [*sorted(METHODS), AUTO]})
 # calib.weight_method's: the registered methods that also choose weights' ranges
 WeightMethod = Enum("WeightMethod", {name: name for name in weight_methods()})
-# target.scheme's and target.runtime's: the registered schemes (core/quantize/scheme.py) and runtimes (runtimes.py)
-Scheme = Enum("Scheme", {name: name for name in SCHEMES})
-RuntimeName = Enum("RuntimeName", {name: name for name in RUNTIMES})
 
 
 @dataclass
@@ -158,22 +154,10 @@ CalibConfig = make_dataclass("CalibConfig", [
 @dataclass
 class TargetConfig:
     name: str = "tf2ir"
-    bits: int = _positive(8)
-    # how integers mean reals: pow2_symmetric (TF2IR: symmetric, power-of-two, per tensor) | tflite_int8
-    # (affine activations, per-channel symmetric weights, int32 biases): core/quantize/scheme.py
-    scheme: Scheme = Scheme.pow2_symmetric
-    # whose bytes the simulator, the host C and the accelerator compute (core/quantize/runtimes.py): tflite_int8 runs on
-    # litert_reference (LiteRT's reference kernels, its default) or tflm (TensorFlow Lite for Microcontrollers);
-    # pow2_symmetric on tf2ir. None: the scheme's default
-    runtime: Optional[RuntimeName] = None
-    # the network input's log2scale on a power-of-two target; None (default): chosen from the preprocessed
-    # calibration data by calib.method, like every other activation
-    input_log2scale: Optional[int] = None
-    # the log2scales the hardware's shifters can align (power-of-two targets)
-    min_log2scale: int = -8
-    max_log2scale: int = 16
-    min_shift: int = 0
-    max_shift: int = _positive(31)
+    # how integers mean reals, with its own settings: the `target/scheme` group, one option per registered scheme
+    # (core/quantize/schemes/: SCHEMES, each its `settings`), chosen by the target's defaults list or by
+    # `target/scheme=tflite_int8`; its keys are `target.scheme.*`
+    scheme: Any = MISSING
     accelerator: Optional[AcceleratorSpec] = None  # none: everything runs on the host (schema: core/backends/accel/target.py)
 
 
@@ -251,10 +235,17 @@ class Config:
 SCHEMA_NAME = "schema"
 
 
+SCHEME_GROUP = "target/scheme"
+
+
 def register() -> None:
-    ConfigStore.instance().store(name=SCHEMA_NAME, node=Config)
+    store = ConfigStore.instance()
+    store.store(name=SCHEMA_NAME, node=Config)
+    for name, scheme in SCHEMES.items():  # each scheme's settings, typed: a typo or a bad value fails at composition
+        store.store(group=SCHEME_GROUP, name=name, node=scheme.settings)
     # `run.py --help` lists the methods from their registry (conf/hydra/help/quanttool.yaml: ${calib_methods_help:})
     OmegaConf.register_new_resolver("calib_methods_help", calib_methods_help, replace=True)
+    OmegaConf.register_new_resolver("schemes_help", lambda: ", ".join(SCHEMES), replace=True)
 
 
 def calib_methods_help() -> str:
@@ -272,17 +263,26 @@ TARGET_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 
 # what no stage implements, refused rather than ignored: (applies, message)
 TARGET_RULES: tuple[tuple[Any, str], ...] = (
-    (lambda t: t.bits != 8, "target.bits={t.bits}: the calibration table, the IR, the integer kernels and the generated C "
-                            "are int8; set target.bits=8"),
-    (lambda t: not SCHEMES[t.scheme.value].power_of_two and t.input_log2scale is not None,
-     "target.input_log2scale={t.input_log2scale} with target.scheme={t.scheme.value}: only a power-of-two scheme has "
-     "log2scales; unset it (target.input_log2scale=null), the input's scale is chosen from the data"),
+    (lambda t: t.scheme.bits != 8, "target.scheme.bits={t.scheme.bits}: the calibration table, the IR, the integer kernels and the "
+                                   "generated C are int8; set target.scheme.bits=8"),
 )
+
+
+def schema_for(composed: DictConfig) -> DictConfig:
+    """The schema of a config composed elsewhere and read back as plain data (params.yaml): Config, its `target.scheme`
+    typed by the settings of the scheme it names, as Hydra's composition types it from the `target/scheme` group."""
+    schema = OmegaConf.structured(Config)
+    name = OmegaConf.select(composed, "target.scheme.name", default=None)
+    if name not in SCHEMES:
+        raise ConfigError(f"target.scheme.name={name!r}: not a quantization scheme; choose one of {', '.join(SCHEMES)}")
+    schema.target.scheme = OmegaConf.structured(SCHEMES[name].settings)
+    return schema
 
 
 def validate(cfg: DictConfig) -> Config:
     """Typed view of the composed config; raises ConfigError naming the first bad key."""
     typed = OmegaConf.to_object(cfg)
+    _check_scheme(typed.target.scheme)
     _check_known_keys(cfg, typed, prefix="")
     _check_constraints(typed, prefix="")
     if typed.until is not None:
@@ -313,9 +313,8 @@ def validate(cfg: DictConfig) -> Config:
     if not TARGET_NAME.fullmatch(target.name):
         raise ConfigError(f"target.name={target.name!r}: must start with a letter and hold only letters, digits, '_', '-' and '.' "
                           "(at most 64): it names files and C functions")
-    if target.input_log2scale is not None and not target.min_log2scale <= target.input_log2scale <= target.max_log2scale:
-        raise ConfigError(f"target.input_log2scale={target.input_log2scale}: must be within target.min_log2scale="
-                          f"{target.min_log2scale} .. target.max_log2scale={target.max_log2scale} (the network input is a tensor too)")
+    for error in target.scheme.errors():
+        raise ConfigError(error)
     if typed.target.accelerator is not None:
         try:
             accelerator = accelerator_of(to_plain(typed.target), origin=f"target {typed.target.name}")
@@ -326,6 +325,14 @@ def validate(cfg: DictConfig) -> Config:
     if typed.model.format is ModelFormat.builtin and typed.model.builtin is None:
         raise ConfigError(f"model {typed.model.name!r}: format builtin needs a model.builtin section")
     return typed
+
+
+def _check_scheme(scheme: Any) -> None:
+    """`target.scheme` is one of the `target/scheme` group's options, not a value set in its place (the key was a name
+    before the schemes owned their settings)."""
+    if not any(isinstance(scheme, registered.settings) for registered in SCHEMES.values()):
+        raise ConfigError(f"target.scheme={scheme!r}: a scheme is chosen with target/scheme=NAME, one of {', '.join(SCHEMES)}; "
+                          "its settings are target.scheme.* (`python run.py --cfg job` prints them)")
 
 
 def _check_auto(typed: Config) -> None:

@@ -40,7 +40,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from pipeline.cli import INTERRUPTED_EXIT, USER_ERRORS, explain_interrupt, interrupt_on_sigterm
-from pipeline.config import Config, ConfigError, validate
+from pipeline.config import Config, ConfigError, schema_for, validate
 from pipeline.hashing import MANIFEST
 from pipeline.main import RichDisplay, replace_dir, write_json_atomic, open_store
 from pipeline.quality import QUALITY_EXIT, QualityFailed, findings_of
@@ -113,7 +113,7 @@ def load_params(path: Path = PARAMS_FILE) -> Config:
     if not isinstance(loaded, DictConfig):
         raise ConfigError(f"{path}: holds a {type(loaded).__name__}, not a mapping of config keys; regenerate it with `make params`")
     try:
-        cfg = validate(OmegaConf.merge(OmegaConf.structured(Config), loaded))
+        cfg = validate(OmegaConf.merge(schema_for(loaded), loaded))
     except OmegaConfBaseException as error:  # an unknown key, a value of the wrong type
         key = getattr(error, "full_key", None) or ""
         raise ConfigError(f"{path}: {key + ': ' if key else ''}{str(error).splitlines()[0]}; fix it, or regenerate it from "

@@ -64,11 +64,12 @@ def _clipping(quality, cfg, metrics: dict, directory: Path) -> list[Finding]:
         if fraction <= quality.max_clipped_fraction or (deliberate and kind != "input"):
             continue
         if kind == "input":
-            fixed = cfg.target.input_log2scale
-            causes = (f"the input's range against the preprocessing: target.input_log2scale={fixed} holds "
-                      f"[-{2.0 ** (cfg.target.bits - 1 - fixed):g}, {2.0 ** (cfg.target.bits - 1 - fixed):g}) and model.preprocess (scale "
+            fixed = getattr(cfg.target.scheme, "input_log2scale", None)  # a power-of-two scheme's setting
+            reach = 2.0 ** (cfg.target.scheme.bits - 1 - fixed) if fixed is not None else None
+            causes = (f"the input's range against the preprocessing: target.scheme.input_log2scale={fixed} holds "
+                      f"[-{reach:g}, {reach:g}) and model.preprocess (scale "
                       f"{cfg.model.preprocess.scale:g}, offset {cfg.model.preprocess.offset:g}) maps the data beyond it: unset "
-                      "target.input_log2scale (null) to let calibration choose it, or fix the preprocessing"
+                      "target.scheme.input_log2scale (null) to let calibration choose it, or fix the preprocessing"
                       if fixed is not None else
                       f"calib.method={method} clips the network input; check model.preprocess (scale, offset) against what "
                       "the model was trained on, or use calib.method=minmax or mse")
@@ -117,7 +118,7 @@ def _input_levels(quality, cfg, metrics: dict, directory: Path) -> list[Finding]
                     f"{span['range'][1]:.4g}]",
                     f"model.preprocess (scale {preprocess.scale:g}, offset {preprocess.offset:g}) against what the model was "
                     "trained on: a pre-quantized or quantization-aware model fixes its input's range (calib.method=qat), "
-                    "so does target.input_log2scale")]
+                    "so does target.scheme.input_log2scale")]
 
 
 def _calibrate_checks(quality, cfg, metrics: dict, directory: Path) -> list[Finding]:

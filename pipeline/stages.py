@@ -50,8 +50,7 @@ class Stage:
 
 
 # what calibration and the IR need of a target: its number format, not its accelerator
-_TARGET_FORMAT = ("target.name", "target.bits", "target.scheme",
-                  "target.input_log2scale", "target.min_log2scale", "target.max_log2scale")
+_TARGET_FORMAT = ("target.name", "target.scheme")
 
 
 STAGES: tuple[Stage, ...] = (
@@ -82,7 +81,7 @@ STAGES: tuple[Stage, ...] = (
         name="calibrate",
         entry="stages.calibrate:run",
         inputs=("fold_check",),
-        params=("calib", *_TARGET_FORMAT, "target.min_shift", "target.max_shift", "data", "model.preprocess", "limits"),
+        params=("calib", *_TARGET_FORMAT, "data", "model.preprocess", "limits"),
         description="collect activation statistics and choose each tensor's threshold and scale",
         headline=("clipped_fraction_max", "zero_range_tensors", "equalize_max_abs_diff", "auto_sqnr_db"),
         series=(Series("clipping", "tensor_index", ("clipped_fraction",), "clipped share of calibration values per activation",
@@ -107,7 +106,7 @@ STAGES: tuple[Stage, ...] = (
         name="emit_ir",
         entry="stages.emit_ir:run",
         inputs=("calibrate",),
-        params=(*_TARGET_FORMAT, "target.runtime", "target.min_shift", "target.max_shift", "model.test_image", "model.preprocess", "data"),
+        params=(*_TARGET_FORMAT, "model.test_image", "model.preprocess", "data"),
         description=("write the TF2IR layer IR (net_def.json + params/*.npy) with a test image's integer tensors "
                      "(tflite_int8: read from the model.tflite it writes beside it)"),
         headline=("layers", "constant_bytes"),
@@ -116,9 +115,9 @@ STAGES: tuple[Stage, ...] = (
         name="simulate",
         entry="stages.simulate:run",
         inputs=("emit_ir", "fold_check", "calibrate", "annotate"),
-        params=("data", "model.preprocess", "model.task", "model.num_classes", "limits", "target.scheme", "target.runtime"),
+        params=("data", "model.preprocess", "model.task", "model.num_classes", "limits", "target.scheme"),
         description=("run the IR in integer arithmetic and compare it with the float graph and, per layer, its reference path "
-                     "(the annotated graph; tflite_int8: the interpreter of target.runtime, LiteRT's reference kernels or TFLM)"),
+                     "(the annotated graph; tflite_int8: the interpreter of target.scheme.runtime, LiteRT's reference kernels or TFLM)"),
         headline=("reference_agreement", "end_point_agreement", "layer_agreement_min", "layer_max_lsb_difference", "top1", "sqnr_db_min"),
         series=(Series("layer_agreement", "layer_index", ("agreement",),
                        "integer simulator == its reference path (annotated graph; tflite_int8: TFLite's kernels), per layer",

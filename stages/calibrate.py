@@ -40,7 +40,7 @@ from core.quantize.calibration.histogram import TensorStatistics, histogram_byte
 from core.quantize.calibration.methods import (METHODS, CalibrationSettings, clipping_is_deliberate, methods_from_data, options_of,
                                               takes_model_ranges)
 from core.quantize.equalize import clamped_layer_inputs, equalize
-from core.quantize.scheme import scheme_of
+from core.quantize.schemes import scheme_of
 from core.quantize.evaluation import end_point_difference
 from core.quantize.statistics import channel_statistics, collect_statistics, load_moments, save_moments
 from core.quantize.table import SCHEME_DECIDED, CalibrationTable
@@ -186,7 +186,7 @@ def check_emittable(params, layer_graph, table) -> None:
 
 def input_span(table, stats) -> dict | None:
     """How many of the network input's quantization steps the calibration data span: a fixed input range
-    (a .tflite's or QAT graph's own, target.input_log2scale) that the preprocessed data barely move in
+    (a .tflite's or QAT graph's own, target.scheme.input_log2scale) that the preprocessed data barely move in
     leaves the model a few levels of its input, and no clipping to show for it."""
     entries = [(tensor, entry) for tensor, entry in table.tensors.items() if entry.kind == "input" and tensor in stats]
     if not entries:
@@ -313,7 +313,7 @@ def _search_setup(setup: TableSetup, observation: Observation, means, mean_squar
         if not target.scheme.power_of_two:
             return None
         try:
-            build_ir(layer_graph, table, params.target.min_shift, params.target.max_shift)
+            build_ir(layer_graph, table, params.target.scheme.min_shift, params.target.scheme.max_shift)
         except IrError as error:
             return str(error)
         return None

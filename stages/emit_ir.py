@@ -4,7 +4,7 @@ tensors are the integer simulator's, i.e. what the hardware must produce.
 
 A table of the tflite_int8 scheme is written first as the int8 .tflite it defines (model.tflite, in the
 artifact: TFLite's reference kernels run it in simulate, and codegen ships it), and the IR, in the
-tflite_int8 dialect, is read from that file (core/ir/tflite_ir.py) as `target.runtime` computes it: the IR and the
+tflite_int8 dialect, is read from that file (core/ir/tflite_ir.py) as `target.scheme.runtime` computes it: the IR and the
 file compute the same integers on that runtime by construction, which simulate checks against its interpreter."""
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from core.ir.network import Ir
 from core.ir.op import NETWORK_INPUT, operation_of
 from core.ir.simulator import IntegerSimulator
 from core.ir.tflite_ir import ir_of_tflite, layer_name
-from core.quantize.runtimes import DEFAULT_TFLITE_RUNTIME, Runtime, runtime_of
-from core.quantize.scheme import scheme_of
+from core.quantize.runtimes import DEFAULT_TFLITE_RUNTIME, Runtime
+from core.quantize.schemes import runtime_of, scheme_of
 from core.quantize.table import CalibrationTable
 from pipeline.params import to_plain
 
@@ -35,7 +35,7 @@ TFLITE_FILE = "model.tflite"
 
 
 def tf2ir_ir(params, layer_graph: LayerGraph, table: CalibrationTable, runtime: Runtime | None) -> tuple[Ir, bytes | None]:
-    return build_ir(layer_graph, table, params.target.min_shift, params.target.max_shift), None
+    return build_ir(layer_graph, table, params.target.scheme.min_shift, params.target.scheme.max_shift), None
 
 
 def tflite_int8_ir(params, layer_graph: LayerGraph, table: CalibrationTable, runtime: Runtime | None) -> tuple[Ir, bytes | None]:

@@ -42,9 +42,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
 
 def target_accelerator(target) -> tuple[str, Accelerator | None]:
     """The target's name and accelerator, from the typed config (params.target, or its declared
-    `name` and `accelerator` keys) or a plain mapping of a conf/target file."""
-    if isinstance(target, Mapping):
-        name, section = target.get("name"), target.get("accelerator")
-    else:
-        name, section = target.name, getattr(target, "accelerator", None)
-    return name, accelerator_of({"name": name, "accelerator": to_plain(section)}, origin=f"target {name}")
+    `name`, `scheme` and `accelerator` keys) or a plain mapping of a conf/target file."""
+    plain = to_plain(target) if isinstance(target, Mapping) else {
+        key: to_plain(getattr(target, key, None)) for key in ("name", "scheme", "accelerator")}
+    return plain.get("name"), accelerator_of(plain, origin=f"target {plain.get('name')}")

@@ -1,7 +1,7 @@
 """simulate: the emitted IR run in integer arithmetic on the evaluation data, against the float graph
 (accuracy, SQNR) and, layer by layer, against the reference path of its dialect: a TF2IR IR against the
 annotated graph (fed the same integer inputs, the fake-quant value must be the integer one); a
-tflite_int8 IR against the interpreter of its runtime (target.runtime: LiteRT's reference kernels or
+tflite_int8 IR against the interpreter of its runtime (target.scheme.runtime: LiteRT's reference kernels or
 TensorFlow Lite for Microcontrollers) running the .tflite emit_ir wrote, every operator's output (any
 layer that differs stops the stage, naming the first).
 
@@ -33,7 +33,8 @@ from core.limits import MemoryBudget, check_activations
 from core.ir.op import NETWORK_INPUT
 from core.ir.simulator import IntegerSimulator, shared_pool
 from core.quantize.evaluation import ErrorSums, KeptEndPoints, class_labels, grid_agreement
-from core.quantize.runtimes import Runtime, runtime_of
+from core.quantize.runtimes import Runtime
+from core.quantize.schemes import runtime_of
 from core.quantize.tflite_reference import runner_of
 from core.reports.layers import plot_layer_sqnr
 from core.reports.series import series_rows, write_series
@@ -217,7 +218,7 @@ class TfliteReferenceProbe:
         if differing:
             index = [layer.ir_name for layer in self.layers].index(differing[0])
             raise SimulationMismatch(
-                f"layer {differing[0]} (operator {index} of {self.model_path}) differs from {self.reference} (target.runtime="
+                f"layer {differing[0]} (operator {index} of {self.model_path}) differs from {self.reference} (target.scheme.runtime="
                 f"{self.runtime}) on "
                 f"{1 - agreement[differing[0]]:.2%} of its values (up to {tally.layer_max_lsb[index]} LSB) over {tally.images} images; "
                 f"{len(differing)} layer(s) differ in all. The simulator must compute the runtime's integers: report this with the model")

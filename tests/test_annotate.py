@@ -21,7 +21,7 @@ from core.quantize.table import CalibrationTable, TensorEntry
 from core.data.datasets import load_cifar10, load_image, preprocess
 from core.quantize.calibration.methods import CalibrationSettings
 from core.quantize.calibration.build import CalibrationError, TargetSpec, build_calibration_table, qat_range_changes
-from core.quantize.scheme import Pow2Symmetric
+from core.quantize.schemes import Pow2Symmetric
 from core.quantize.evaluation import SQNR_CAP_DB, compare, layer_tensor_pairs, sqnr_db
 from core.reports.layers import plot_layer_sqnr
 from core.frontend.constant_folding import fold_constants

@@ -22,7 +22,7 @@ from core.quantize.calibration.histogram import TensorStatistics
 from core.quantize.calibration.methods import CalibrationSettings, get_method
 from core.quantize.calibration.scales import ROUNDINGS, log2scale
 from core.quantize.evaluation import sqnr_db
-from core.quantize.scheme import Pow2Symmetric, TfliteInt8
+from core.quantize.schemes import Pow2Symmetric, TfliteInt8
 from core.quantize.table import SCHEME_DECIDED, CalibrationTable
 from pipeline.config import ConfigError
 from pipeline.main import run_pipeline

@@ -86,9 +86,10 @@ def _broadcast_constant_graph(path: Path) -> Path:
 
 # --- refused at config time or in preflight, before any stage -------------------------------------
 @pytest.mark.parametrize("override, expected", [
-    ("target.bits=16", "target.bits=16: the calibration table, the IR"),
-    ("target=tflite_int8 target.input_log2scale=3", "target.input_log2scale=3 with target.scheme=tflite_int8"),
-    ("target=accel target.scheme=tflite_int8", "accelerator.patterns[0].activations: does not apply to conv"),
+    ("target.scheme.bits=16", "target.scheme.bits=16: the calibration table, the IR"),
+    ("target.scheme=tflite_int8", "target.scheme='tflite_int8': a scheme is chosen with target/scheme=NAME, one of pow2_symmetric, "
+                                  "tflite_int8"),
+    ("target=accel target/scheme=tflite_int8", "accelerator.patterns[0].activations: does not apply to conv"),
     ("limits.memory_mb=0", "limits.memory_mb=0: must be a positive number"),
 ])
 def test_target_and_limit_rules_that_no_stage_implements_are_refused(tmp_path, override, expected):

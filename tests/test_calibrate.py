@@ -177,23 +177,23 @@ def test_an_empty_image_directory_is_refused_before_any_stage(digits_store, tmp_
 
 
 def test_a_range_too_large_for_the_target_names_the_tensor_and_the_key(digits_store):
-    with pytest.raises(StageFailed, match=r"tensor .*log2scale -?\d+ is outside the target's range \[7, .*target.min_log2scale"):
-        _calibrate(*digits_store, "target.min_log2scale=7")
+    with pytest.raises(StageFailed, match=r"tensor .*log2scale -?\d+ is outside the target's range \[7, .*target.scheme.min_log2scale"):
+        _calibrate(*digits_store, "target.scheme.min_log2scale=7")
 
 
 def test_a_network_input_scale_outside_the_targets_range_is_a_config_error(digits_store):
-    with pytest.raises(ConfigError, match=r"target.input_log2scale=7: must be within .*target.max_log2scale=3"):
-        run_pipeline(compose(*digits_store, "target.input_log2scale=7", "target.max_log2scale=3"), console=QUIET)
+    with pytest.raises(ConfigError, match=r"target.scheme.input_log2scale=7: must be within .*target.scheme.max_log2scale=3"):
+        run_pipeline(compose(*digits_store, "target.scheme.input_log2scale=7", "target.scheme.max_log2scale=3"), console=QUIET)
 
 
 def test_a_range_finer_than_the_target_resolves_is_clamped_with_a_warning(digits_store, digits_tables):
-    table, _ = _calibrate(*digits_store, "target.max_log2scale=7", "calib.method=minmax")
+    table, _ = _calibrate(*digits_store, "target.scheme.max_log2scale=7", "calib.method=minmax")
     reference, _ = digits_tables["minmax"]
     clamped = [name for name, entry in reference.tensors.items() if entry.log2scale > 7]
     assert clamped  # the digits CNN has finer scales than 2^-7
     for name, entry in table.tensors.items():
         assert entry.log2scale == min(reference.tensors[name].log2scale, 7), name
-        assert any("target.max_log2scale" in warning for warning in entry.warnings) == (name in clamped), name
+        assert any("target.scheme.max_log2scale" in warning for warning in entry.warnings) == (name in clamped), name
 
 
 def test_nan_in_calibration_data_names_the_tensor_and_the_image(digits_tables):

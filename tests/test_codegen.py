@@ -320,7 +320,7 @@ def mbv1_ir() -> Ir:
     """The real mbv1_cifar10 IR with its own QAT ranges (calib.method=qat), as emit_ir builds it."""
     from core.quantize.calibration.methods import CalibrationSettings
     from core.quantize.calibration.build import TargetSpec, build_calibration_table
-    from core.quantize.scheme import Pow2Symmetric
+    from core.quantize.schemes import Pow2Symmetric
     from core.frontend.constant_folding import fold_constants
     from core.frontend.folding import fold_batch_norms
     from core.frontend.importer import import_graph, load_graph_def

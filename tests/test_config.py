@@ -8,9 +8,10 @@ import subprocess
 import sys
 
 import pytest
-from hydra.errors import ConfigCompositionException
+from hydra.errors import ConfigCompositionException, MissingConfigException
 
 from conftest import PROJECT_ROOT, compose
+from core.quantize.schemes import SCHEMES
 from pipeline.config import CalibMethod, ConfigError
 
 
@@ -36,10 +37,20 @@ def _chain(error: BaseException) -> str:
 
 
 def test_an_unknown_quantization_scheme_lists_the_choices():
-    with pytest.raises(ConfigCompositionException) as error:
-        compose("target.scheme=asymmetric")
+    with pytest.raises(MissingConfigException) as error:
+        compose("target/scheme=asymmetric")
     message = _chain(error.value)
-    assert "asymmetric" in message and "target.scheme" in message and "pow2_symmetric, tflite_int8" in message
+    assert "target/scheme/asymmetric" in message and "Available options in 'target/scheme'" in message
+    assert all(f"\t{name}\n" in message for name in SCHEMES)
+
+
+def test_a_scheme_owns_its_settings_another_schemes_key_is_refused_naming_it():
+    """target.scheme.* are the chosen scheme's own settings: a power-of-two scheme's on tflite_int8 is no key of it."""
+    with pytest.raises(ConfigCompositionException) as error:
+        compose("target=tflite_int8", "target.scheme.input_log2scale=3")
+    message = _chain(error.value)
+    assert "Key 'input_log2scale' not in 'TfliteInt8Settings'" in message and "target.scheme.input_log2scale" in message
+    assert compose("target=tflite_int8", "target/scheme=pow2_symmetric", "target.scheme.input_log2scale=3").target.scheme.input_log2scale == 3
 
 
 def test_unknown_calibration_method_lists_the_choices():

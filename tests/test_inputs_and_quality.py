@@ -76,18 +76,18 @@ def test_resnet8_on_tflite_int8_with_the_defaults_matches_mlcommons_own_int8_mod
 @needs_resnet8
 def test_a_mis_scaled_input_stops_after_calibrate_naming_the_input_and_the_keys(resnet8_store):
     with pytest.raises(QualityFailed) as failed:
-        _run(*resnet8_store, *RESNET8_RUN, "target.input_log2scale=7")
+        _run(*resnet8_store, *RESNET8_RUN, "target.scheme.input_log2scale=7")
     (finding,) = failed.value.findings
     assert (finding.stage, finding.key) == ("calibrate", "quality.max_clipped_fraction")
     assert finding.subject == "input input_1:0" and finding.figure.startswith("99.7% of its calibration values clipped")
-    assert "target.input_log2scale=7 holds [-1, 1)" in finding.causes and "model.preprocess (scale 1, offset 0)" in finding.causes
+    assert "target.scheme.input_log2scale=7 holds [-1, 1)" in finding.causes and "model.preprocess (scale 1, offset 0)" in finding.causes
     # the stage ran and is stored: a run with the guard relaxed reuses it
     assert [result.stage.name for result in failed.value.summary.results] == ["import", "fold_check", "calibrate"]
 
 
 @needs_resnet8
 def test_run_py_exits_with_the_quality_status_and_marks_the_table(resnet8_store):
-    result = subprocess.run([sys.executable, "run.py", *resnet8_store, *RESNET8_RUN, "target.input_log2scale=7",
+    result = subprocess.run([sys.executable, "run.py", *resnet8_store, *RESNET8_RUN, "target.scheme.input_log2scale=7",
                              "hydra.run.dir=" + str(Path(resnet8_store[0].split("=", 1)[1]).parent / "run")],
                             cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
     assert result.returncode == QUALITY_EXIT, result.stderr
@@ -100,7 +100,7 @@ def test_run_py_exits_with_the_quality_status_and_marks_the_table(resnet8_store)
 
 @needs_resnet8
 def test_not_enforced_the_run_goes_on_and_every_guard_that_failed_is_reported(resnet8_store):
-    summary, printed = _run(*resnet8_store, *RESNET8_RUN, "target.input_log2scale=7", "quality.enforce=false")
+    summary, printed = _run(*resnet8_store, *RESNET8_RUN, "target.scheme.input_log2scale=7", "quality.enforce=false")
     assert [result.stage.name for result in summary.results][-1] == "codegen" and summary.metrics["codegen.bitexact"] == 1.0
     failed = {(finding.stage, finding.key) for finding in summary.quality}
     assert {("calibrate", "quality.max_clipped_fraction"), ("annotate", "quality.max_top1_drop"),
@@ -122,7 +122,7 @@ def test_not_enforced_the_run_goes_on_and_every_guard_that_failed_is_reported(re
 @needs_resnet8
 def test_the_top1_guard_names_the_drop_when_clipping_is_allowed(resnet8_store):
     with pytest.raises(QualityFailed) as failed:
-        _run(*resnet8_store, *RESNET8_RUN, "target.input_log2scale=7", "quality.max_clipped_fraction=1")
+        _run(*resnet8_store, *RESNET8_RUN, "target.scheme.input_log2scale=7", "quality.max_clipped_fraction=1")
     keys = [finding.key for finding in failed.value.findings]
     assert failed.value.findings[0].stage == "annotate" and "quality.max_top1_drop" in keys
     top1 = next(finding for finding in failed.value.findings if finding.key == "quality.max_top1_drop")
@@ -275,7 +275,7 @@ def test_the_headline_ssd_command_on_two_photos_passes_every_guard_with_18_db(wo
 
 # --- warnings, summarized -----------------------------------------------------------------------------
 def test_warnings_alike_are_one_line_with_their_count_and_worst_case(workspace):
-    summary, printed = _run(*workspace, "target.max_log2scale=7", "calib.method=minmax", "until=calibrate", "model.builtin.epochs=2")
+    summary, printed = _run(*workspace, "target.scheme.max_log2scale=7", "calib.method=minmax", "until=calibrate", "model.builtin.epochs=2")
     listed = json.loads((_artifact(summary, "calibrate") / "report.json").read_text())["warnings"]
     finer = [item for item in listed if "finer than the target's finest" in item["warning"]]
     assert len(finer) >= 2  # the digits CNN has several scales finer than 2^-7

@@ -101,7 +101,7 @@ def test_ssd_ir_has_the_tools_95_layers(workspace, tmp_path):
 
 def test_a_shift_outside_the_targets_range_names_the_layer_and_the_field(mbv1_qat, model_cache, tmp_path):
     with pytest.raises(StageFailed, match=r"layer MobilenetV1_\w+: output_shift = \d+ is outside"):
-        _run(*MBV1, "calib.method=qat", "target.max_shift=3", f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}",
+        _run(*MBV1, "calib.method=qat", "target.scheme.max_shift=3", f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}",
              f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", "until=emit_ir")
 
 
@@ -134,7 +134,7 @@ def test_a_qat_models_ir_is_the_same_byte_for_byte_whether_its_input_scale_is_ch
         common = ["model=ssd_mbv2", f"data.path={data}"]
     else:
         common = MBV1
-    runs = [_run(*common, "calib.method=qat", "until=emit_ir", *workspace, *fixed) for fixed in ([], ["target.input_log2scale=7"])]
+    runs = [_run(*common, "calib.method=qat", "until=emit_ir", *workspace, *fixed) for fixed in ([], ["target.scheme.input_log2scale=7"])]
     chosen, fixed = (_artifact(summary, "emit_ir").directory for summary in runs)
     assert _ir_files(chosen) == _ir_files(fixed) and "net_def.json" in _ir_files(chosen)
     assert read_ir(chosen).input_log2scale == 7

@@ -113,8 +113,8 @@ def test_a_table_the_ir_cannot_hold_is_refused_by_calibrate_before_annotate(tmp_
     """A power-of-two target whose shifters cannot make this model's requantization shifts (none below 20): the refusal
     that emit_ir made after annotate is calibrate's, naming the layer, the shift and the keys."""
     with pytest.raises(Exception, match=r"calibrate.*cannot be emitted.*layer .*_shift = -?\d+ is outside the target's shift range "
-                                        r"\[20, 31\] \(target.min_shift / target.max_shift\)") as refused:
-        _run(tmp_path, workspace, "tf2ir", "target.min_shift=20")
+                                        r"\[20, 31\] \(target.scheme.min_shift / target.scheme.max_shift\)") as refused:
+        _run(tmp_path, workspace, "tf2ir", "target.scheme.min_shift=20")
     assert "annotate" not in str(refused.value)
 
 
@@ -135,11 +135,11 @@ def test_visual_wake_words_reaches_codegen_on_tflite_int8_at_least_as_close_to_f
 def test_a_bias_the_power_of_two_shifters_cannot_align_is_refused_by_calibrate_naming_the_layer_and_channel():
     """tf2ir's bias is int8 at a log2scale of its own, shifted left into the accumulator by bias_shift: a bias far larger
     than the accumulator's scale needs a shift the target's shifters do not have."""
-    from core.quantize.scheme import Pow2Symmetric
+    from core.quantize.schemes import Pow2Symmetric
     from core.quantize.table import CalibrationError, TensorEntry
 
     scheme = Pow2Symmetric(max_shift=4)
     inputs, weights = (TensorEntry(kind, "minmax", 1.0, [-1.0, 1.0], log2scale=7) for kind in ("activation", "weight"))
     with pytest.raises(CalibrationError, match=r"bias of layer conv: channel 2 \(\|bias\| 40\) needs log2scale 1, 13 bits coarser .* at most "
-                                               r"4 \(target.max_shift\); widen target.max_shift"):
+                                               r"4 \(target.scheme.max_shift\); widen target.scheme.max_shift"):
         scheme.bias_entry("conv", np.array([0.5, -1.0, 40.0]), inputs, weights)

@@ -1,4 +1,4 @@
-"""target.runtime=tflm: MLCommons' four int8 MLPerf Tiny models as trained (calib.method=qat), every stage, on the host
+"""target.scheme.runtime=tflm: MLCommons' four int8 MLPerf Tiny models as trained (calib.method=qat), every stage, on the host
 (target=tflite_int8) and on the accelerator (target=accel_tflite): simulate agrees with TensorFlow Lite for
 Microcontrollers' interpreter on every layer, and the generated program gives every output byte TFLM's interpreter gives
 (ResNet-8 on CIFAR-10 test images, the others on seeded int8 inputs, as no labelled data for them ships). The default
@@ -68,7 +68,7 @@ def test_mlperf_tiny_int8_models_give_tflms_every_output_byte(workspace, tmp_pat
         pytest.skip(f"{path} or {CIFAR10_DIR} is missing: the shared test data are not beside the checkout")
     inputs = _int8_inputs(model, path)
     cfg = compose(*workspace, "model=keras_cifar10", "model.format=tflite", f"model.file.path={path}", f"model.name={model}",
-                  "model.preprocess.resize=none", f"target={target}", "target.runtime=tflm", "calib.method=qat",
+                  "model.preprocess.resize=none", f"target={target}", "target.scheme.runtime=tflm", "calib.method=qat",
                   *_data_overrides(model, path, inputs, tmp_path))
     summary = run_pipeline(cfg, console=Console(file=io.StringIO(), width=400))
     metrics = summary.metrics

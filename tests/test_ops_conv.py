@@ -345,7 +345,7 @@ def mbv1():
 
     from core.quantize.calibration.methods import CalibrationSettings
     from core.quantize.calibration.build import TargetSpec, build_calibration_table
-    from core.quantize.scheme import Pow2Symmetric
+    from core.quantize.schemes import Pow2Symmetric
     from core.frontend.constant_folding import fold_constants
     from core.frontend.folding import fold_batch_norms
     from core.frontend.importer import import_graph
@@ -467,7 +467,7 @@ def _one_layer(op="conv", activation="Relu6", multiplier=1, stride=1, dilation=1
 
 def test_a_negative_output_shift_names_the_layer_and_the_field():
     ctx, layer = _context(_one_layer(), {"input": 4, "weight": 3, "bias": 5, "output": 8})
-    with pytest.raises(IrError, match=r"block_conv: output_shift = -1 .*target.min_shift"):
+    with pytest.raises(IrError, match=r"block_conv: output_shift = -1 .*target.scheme.min_shift"):
         OPS["conv"].describe(layer, ctx).to_json()
     ctx, layer = _context(_one_layer(), {"input": 4, "weight": 3, "bias": 9, "output": 5})
     with pytest.raises(IrError, match=r"block_conv: bias_shift = -2"):

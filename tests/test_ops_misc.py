@@ -21,7 +21,7 @@ from conftest import MBV1_GRAPH, MODELS, SSD_GRAPH
 from harness import EMITTER_KEYS, fields_of, int8, last_layer, op_context, quantize, real, run
 from core.quantize.calibration.methods import CalibrationSettings
 from core.quantize.calibration.build import TargetSpec, build_calibration_table
-from core.quantize.scheme import Pow2Symmetric
+from core.quantize.schemes import Pow2Symmetric
 from core.frontend.fake_quant import bypass_fake_quant
 from core.ir.layers import group_layers
 from core.ir.ops import OPS

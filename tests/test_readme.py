@@ -28,7 +28,7 @@ COVERED_ELSEWHERE = {
     "dvc ": "tests/test_dvc.py::test_experiments_compare_by_their_headline_metrics_and_plots",
     "export PATH=": "tests/test_dvc.py::test_experiments_compare_by_their_headline_metrics_and_plots",
     "make test": "CI: .ci/run is `make test`, which runs this file",
-    "target.runtime=tflm": "tests/test_mlperf_tiny_tflm.py::test_mlperf_tiny_int8_models_give_tflms_every_output_byte",
+    "target.scheme.runtime=tflm": "tests/test_mlperf_tiny_tflm.py::test_mlperf_tiny_int8_models_give_tflms_every_output_byte",
 }
 SLOW = ("calib.method=qat,minmax,kl,percentile,mse",)  # five full MobileNet runs: with --slow
 

@@ -1,4 +1,4 @@
-"""target.runtime: the tflite_int8 scheme's integers as each deployment runtime computes them (core/quantize/runtimes.py),
+"""target.scheme.runtime: the tflite_int8 scheme's integers as each deployment runtime computes them (core/quantize/runtimes.py),
 each operator driven to its arithmetic's extremes in one-operator .tflite files (tests/tflite_builder.py) and run three
 ways: by the scheme's kernels under a runtime (core/ir/tflite_interpreter.py), by LiteRT's reference kernels and by
 TensorFlow Lite for Microcontrollers' interpreter (the tflite-micro package). Each runtime's kernels must give its
@@ -17,8 +17,8 @@ from core.frontend.tflite import read_tflite
 from core.ir.tflite_dialect import padding
 from core.ir.tflite_interpreter import run_int8
 from core.quantize.runtimes import RUNTIMES, runtime_named, runtimes_of
+from core.quantize.schemes import TfliteRuntime
 from core.quantize.tflite_reference import RUNNERS, runner_of
-from pipeline.config import RuntimeName
 from tflite_builder import Tensor, model_bytes, one_operator_model
 
 TFLITE_RUNTIMES = runtimes_of("tflite_int8")
@@ -206,12 +206,12 @@ def test_logistic_and_tanh_differ_between_the_runtimes_somewhere(tmp_path):
 # --- the runtimes as configuration ---------------------------------------------------------------------
 def test_every_runtime_has_an_interpreter_and_a_config_choice():
     assert set(RUNNERS) == set(TFLITE_RUNTIMES)
-    assert {choice.value for choice in RuntimeName} == set(RUNTIMES)
+    assert {choice.value for choice in TfliteRuntime} == set(TFLITE_RUNTIMES)
 
 
 def test_a_runtime_the_scheme_does_not_run_on_is_refused_with_the_choices():
-    with pytest.raises(ValueError, match=r"target.runtime=tflm: the pow2_symmetric scheme's integers are made exact against tf2ir"):
-        runtime_named("tflm", "pow2_symmetric")
+    with pytest.raises(ValueError, match=r"target.scheme.runtime=tflm: the pow2_symmetric scheme's integers are made exact against tf2ir"):
+        runtime_named("tflm", "tf2ir", "pow2_symmetric")
     with pytest.raises(ValueError, match=r"litert_reference or tflm"):
-        runtime_named("tf2ir", "tflite_int8")
-    assert runtime_named(None, "tflite_int8").name == "litert_reference"
+        runtime_named("tf2ir", "tflite_int8", "tflite_int8")
+    assert runtime_named(None, "tflite_int8", "tflite_int8").name == "litert_reference"

@@ -1,4 +1,4 @@
-"""The quantization schemes (core/quantize/scheme.py) against independent arithmetic: TensorFlow's
+"""The quantization schemes (core/quantize/schemes/) against independent arithmetic: TensorFlow's
 own FakeQuant nudging for TFLite's affine ranges, and the registry against the config's choices."""
 
 from __future__ import annotations
@@ -7,12 +7,18 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from core.quantize.scheme import SCHEMES, Pow2Symmetric, TfliteInt8, scheme_of
-from pipeline.config import Scheme
+from hydra.core.config_store import ConfigStore
+
+from core.quantize.schemes import SCHEMES, Pow2Symmetric, TfliteInt8, scheme_of
+from pipeline.config import SCHEME_GROUP, register
 
 
-def test_the_configs_choices_are_the_registered_schemes():
-    assert sorted(member.value for member in Scheme) == sorted(SCHEMES)
+def test_the_configs_choices_are_the_registered_schemes_each_with_its_own_settings():
+    register()
+    options = ConfigStore.instance().list(SCHEME_GROUP)
+    assert sorted(options) == sorted(f"{name}.yaml" for name in SCHEMES)
+    for name, scheme in SCHEMES.items():
+        assert scheme.settings().name == name and scheme.settings().bits == scheme().bits
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -40,12 +46,9 @@ def test_relu_ranges_use_every_level_and_symmetric_ones_keep_zero_in_the_middle(
 
 
 def test_a_target_config_chooses_its_scheme_with_its_settings():
-    class Target:
-        name, bits, scheme, min_log2scale, max_log2scale, input_log2scale, max_shift = "t", 8, "pow2_symmetric", -4, 12, None, 20
-    scheme = scheme_of(Target, "nearest")
+    settings = {"name": "pow2_symmetric", "bits": 8, "min_log2scale": -4, "max_log2scale": 12, "input_log2scale": None, "max_shift": 20}
+    scheme = scheme_of({"name": "t", "scheme": settings}, "nearest")
     assert scheme == Pow2Symmetric(min_log2scale=-4, max_log2scale=12, pow2_rounding="nearest", target="t", max_shift=20)
-    Target.scheme = "tflite_int8"
-    assert scheme_of(Target) == TfliteInt8()
-    Target.scheme = "int4"
-    with pytest.raises(ValueError, match="target.scheme='int4'.*pow2_symmetric, tflite_int8"):
-        scheme_of(Target)
+    assert scheme_of({"name": "t", "scheme": {"name": "tflite_int8", "bits": 8}}) == TfliteInt8()
+    with pytest.raises(ValueError, match="target/scheme=int4: .*pow2_symmetric, tflite_int8"):
+        scheme_of({"name": "t", "scheme": {"name": "int4"}})

@@ -40,7 +40,7 @@ needs_resnet8 = pytest.mark.skipif(not (RESNET8.exists() and CIFAR10_DIR.exists(
                                    reason=f"{RESNET8} or {CIFAR10_DIR} is missing: the shared test data are not beside the checkout")
 SHAPE = (12, 10, 4)
 TARGETS = {"host": ("target=tflite_int8",),
-           "host_tflm": ("target=tflite_int8", "target.runtime=tflm"),  # TFLite Micro's bytes (core/quantize/runtimes.py)
+           "host_tflm": ("target=tflite_int8", "target.scheme.runtime=tflm"),  # TFLite Micro's bytes (core/quantize/runtimes.py)
            # and the accelerator with each of seed 004 Fig. 4's bias placements
            "accel_bias_in_accumulators": ("target=accel_tflite", "target.accelerator.bias_in_accumulators=true"),
            "accel_bias_by_the_alu": ("target=accel_tflite", "target.accelerator.bias_in_accumulators=false")}
@@ -307,5 +307,5 @@ def test_a_simulator_that_differs_from_tflite_stops_simulate_naming_the_first_la
 
     monkeypatch.setitem(OPS, "conv", dataclasses.replace(conv, kernel=off_by_one, fast_kernel=None))
     with pytest.raises(StageFailed, match=r"stage simulate failed: layer \S+ \(operator \d+ of .*model.tflite\) differs from LiteRT's "
-                                          r"reference kernels \(target.runtime=litert_reference\) on \d+\.\d+% of its values \(up to 1 LSB\)"):
+                                          r"reference kernels \(target.scheme.runtime=litert_reference\) on \d+\.\d+% of its values \(up to 1 LSB\)"):
         run_pipeline(compose(*workspace, "target=tflite_int8", "until=simulate"), console=Console(file=io.StringIO(), width=400))

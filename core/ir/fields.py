@@ -30,7 +30,7 @@ FIELDS: dict[str, dict] = {
                                       'fields (add: pl_name, add_name; concat2: input0_name, input1_name; concat: '
                                       "input_names; mul: input0_name, input1_name). 'input' is the network input, an "
                                       "int8 tensor at its readers' input log2scale (the input mapped to int8 at the "
-                                      'log2scale calibration chose for it, or target.input_log2scale: round half up, '
+                                      'log2scale calibration chose for it, or target.scheme.input_log2scale: round half up, '
                                       'saturated).',
                        'items': {'minLength': 1, 'type': 'string'},
                        'minItems': 1,

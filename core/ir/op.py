@@ -135,7 +135,7 @@ class IrContext:
         if not self.min_shift <= value <= self.max_shift:
             raise IrError(
                 f"layer {layer_name}: {label} = {value} is outside the target's shift range "
-                f"[{self.min_shift}, {self.max_shift}] (target.min_shift / target.max_shift); "
+                f"[{self.min_shift}, {self.max_shift}] (target.scheme.min_shift / target.scheme.max_shift); "
                 f"recalibrate (e.g. another calib.method or calib.pow2_rounding) or widen the target's range"
             )
         return value

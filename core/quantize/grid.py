@@ -49,7 +49,7 @@ class Pow2Grid:
     @property
     def clip_margin(self) -> float:
         """How far past the range's end a value still rounds to its end: none (a power-of-two range's magnitude is its
-        -min; see core/quantize/scheme.py: clipped_fraction)."""
+        -min; see core/quantize/schemes/base.py: clipped_fraction)."""
         return 0.0
 
     def named(self):

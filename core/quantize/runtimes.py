@@ -1,4 +1,4 @@
-"""The deployment runtimes whose bytes a scheme's integers are made exact against (`target.runtime`).
+"""The deployment runtimes whose bytes a scheme's integers are made exact against (`target.scheme.runtime`).
 
 The tflite_int8 scheme is one specification that the runtimes users deploy compute with slightly different
 integer arithmetic: a user who deploys the same `.tflite` with TensorFlow Lite for Microcontrollers gets other
@@ -27,11 +27,11 @@ FIXED_POINT = "fixed_point"  # reference_integer_ops::Logistic / Tanh: gemmlowp'
 
 @dataclass(frozen=True)
 class Runtime:
-    """One runtime of a scheme: its name (a `target.runtime` choice), what it is, where its kernels come from, and
+    """One runtime of a scheme: its name (a `target.scheme.runtime` choice), what it is, where its kernels come from, and
     the arithmetic of each operator where runtimes differ."""
 
     name: str
-    scheme: str
+    dialect: str  # the IR dialect whose integers it computes (core/ir/op.py: DIALECTS)
     summary: str
     reference: str  # what simulate checks every layer against, named in its messages
     fully_connected_rounding: str = DOUBLE_ROUNDING
@@ -39,7 +39,7 @@ class Runtime:
 
 
 RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in (
-    Runtime("tf2ir", "pow2_symmetric",
+    Runtime("tf2ir", "tf2ir",
             "TF2IR's integer arithmetic (seed 000): the accelerator's and the annotated graph's, power-of-two shifts",
             "the annotated graph (fake-quant)"),
     Runtime("litert_reference", "tflite_int8",
@@ -55,28 +55,20 @@ RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in (
 DEFAULT_TFLITE_RUNTIME = RUNTIMES["litert_reference"]
 
 
-def runtimes_of(scheme: str) -> list[str]:
-    """The runtimes a scheme's integers can be made exact against, its default first."""
-    return [name for name, runtime in RUNTIMES.items() if runtime.scheme == scheme]
+def runtimes_of(dialect: str) -> list[str]:
+    """The runtimes an IR dialect's integers can be made exact against, its default first."""
+    return [name for name, runtime in RUNTIMES.items() if runtime.dialect == dialect]
 
 
-def runtime_named(name: str | None, scheme: str) -> Runtime:
-    """`name` (None: the scheme's default) checked against the scheme; a ValueError naming the choices otherwise."""
-    choices = runtimes_of(scheme)
+def runtime_named(name: str | None, dialect: str, scheme: str) -> Runtime:
+    """`name` (None: the dialect's default) checked against the dialect a scheme emits; a ValueError naming the choices
+    otherwise."""
+    choices = runtimes_of(dialect)
     if name is None:
         return RUNTIMES[choices[0]]
     if name not in choices:
-        raise ValueError(f"target.runtime={name}: the {scheme} scheme's integers are made exact against "
-                         f"{' or '.join(choices)} (target.runtime={choices[0]} is its default)"
+        raise ValueError(f"target.scheme.runtime={name}: the {scheme} scheme's integers are made exact against "
+                         f"{' or '.join(choices)} (target.scheme.runtime={choices[0]} is its default)"
                          + ("; the tflite_int8 scheme (target=tflite_int8, accel_tflite) runs on litert_reference or tflm"
-                            if scheme != "tflite_int8" else ""))
+                            if dialect != "tflite_int8" else ""))
     return RUNTIMES[name]
-
-
-def runtime_of(target) -> Runtime:
-    """The runtime a target config (conf/target/*.yaml, typed or plain) chooses: `target.runtime`, else its scheme's
-    default."""
-    def plain(value):
-        return getattr(value, "value", value)
-
-    return runtime_named(plain(target.runtime), plain(target.scheme))

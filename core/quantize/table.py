@@ -3,7 +3,7 @@ and simulate) obey.
 
 Every entry carries the exact float `range` [min, max] a FakeQuant node would
 use, so annotation is mechanical, and the scheme's view of it
-(core/quantize/scheme.py): `log2scale` on a power-of-two target (real = int *
+(core/quantize/schemes/): `log2scale` on a power-of-two target (real = int *
 2^-log2scale), `scale` (and `zero_point` for an affine activation, real = (int -
 zero_point) * scale) on TensorFlow Lite's int8. Stored as `calibration_table.json` (sorted keys,
 so equal tables are equal bytes).

@@ -27,7 +27,7 @@ from core.backends.accel.isa import ALU_OPS
 from core.ir.schema import branches as schema_branches
 from core.ir.op import DIALECTS
 from core.ir.ops import OPS
-from core.quantize.scheme import SCHEMES
+from core.quantize.schemes import SCHEMES
 
 SECTION = "accelerator"
 ACCELERATED_SCHEMES = tuple(name for name, scheme in SCHEMES.items() if scheme.accelerated)
@@ -212,13 +212,24 @@ def accelerator_of(target: Mapping[str, Any], origin: str = "target") -> Acceler
     if section is None:
         return None
     # the accelerator computes int8: TF2IR's power-of-two arithmetic (shifts) or TFLite's (RMUL/RSHRA, zero points)
-    if "bits" in target and target["bits"] != 8:
-        raise AcceleratorError(f"{origin}: bits={target['bits']!r}: a target with an accelerator computes int8; set bits: 8")
-    if "scheme" in target and target["scheme"] not in ACCELERATED_SCHEMES:
-        raise AcceleratorError(f"{origin}: scheme={target['scheme']!r}: an accelerator runs {' or '.join(ACCELERATED_SCHEMES)}; "
-                               f"set scheme to one of them")
-    dialect = SCHEMES[target.get("scheme", "pow2_symmetric")].ir_dialect
+    scheme = scheme_settings(target)
+    if scheme.get("bits", 8) != 8:
+        raise AcceleratorError(f"{origin}: scheme.bits={scheme['bits']!r}: a target with an accelerator computes int8; set bits: 8")
+    if scheme["name"] not in ACCELERATED_SCHEMES:
+        raise AcceleratorError(f"{origin}: scheme={scheme['name']!r}: an accelerator runs {' or '.join(ACCELERATED_SCHEMES)}; "
+                               f"choose one of them (target/scheme=...)")
+    dialect = SCHEMES[scheme["name"]].ir_dialect
     return Accelerator.from_mapping(section, name=str(target.get("name", "accel")), origin=origin, dialect=dialect)
+
+
+def scheme_settings(target: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The scheme settings of a target given as a plain mapping: its composed `scheme` section, or, in a conf/target
+    file as written, the `scheme` its defaults list chooses (pow2_symmetric when it names none)."""
+    scheme = target.get("scheme")
+    if isinstance(scheme, Mapping):
+        return scheme
+    chosen = [entry["scheme"] for entry in target.get("defaults", []) if isinstance(entry, Mapping) and "scheme" in entry]
+    return {"name": scheme if isinstance(scheme, str) else (chosen[0] if chosen else "pow2_symmetric")}
 
 
 def load_target(path: str | Path) -> tuple[dict[str, Any], Accelerator | None]:

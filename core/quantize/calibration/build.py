@@ -21,7 +21,7 @@ from core.quantize.calibration.bias_correction import bias_correction, channel_r
 from core.quantize.calibration.histogram import TensorStatistics
 from core.quantize.grid import Pow2Grid
 from core.quantize.calibration.methods import CalibrationSettings, get_method, method_for, methods_from_data, takes_model_ranges
-from core.quantize.scheme import ActivationChoice, Pow2Symmetric, QuantScheme, clip_limit, clipped_fraction, pow2_range
+from core.quantize.schemes import ActivationChoice, Pow2Symmetric, QuantScheme, clip_limit, clipped_fraction, pow2_range
 from core.frontend.fake_quant import QuantRange
 from core.frontend.layers import Layer, LayerGraph, QKind
 
@@ -113,7 +113,7 @@ def _input_entry(tensor: str, method: str, target: TargetSpec, settings: Calibra
                  ranges: dict[str, QuantRange]) -> TensorEntry:
     """The network input is a tensor like any other: the method chooses its scale from the preprocessed
     calibration data (a QAT graph: its input FakeQuant's range), so an input in [0, 255] is not clipped to
-    [-1, 1). The scheme may fix it instead (target.input_log2scale on a power-of-two target)."""
+    [-1, 1). The scheme may fix it instead (target.scheme.input_log2scale on a power-of-two target)."""
     fixed = target.scheme.fixed_input_entry(stats)
     if fixed is not None:
         return fixed

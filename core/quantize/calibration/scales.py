@@ -28,7 +28,7 @@ class Log2Scale(NamedTuple):
 
 def zero_tensor_log2scale(bits: int = 8) -> int:
     """The log2scale of an all-zero tensor: any value represents it exactly; bits - 1, the range
-    [-1, 1), is the one the network input uses (target.input_log2scale), so shifts computed from
+    [-1, 1), is the one the network input uses (target.scheme.input_log2scale), so shifts computed from
     it stay ordinary."""
     return bits - 1
 
