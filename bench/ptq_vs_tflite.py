@@ -2,7 +2,7 @@
 activations), on the same model and the same images, on our power-of-two `tf2ir` target and on
 `tflite_int8`, TFLite's own scheme.
 
-    .venv/bin/python bench/ptq_vs_tflite.py [--model mobilenet|resnet8] [--targets tf2ir,tflite_int8]
+    .venv/bin/python bench/ptq_vs_tflite.py [--model mobilenet|resnet8] [--targets tf2ir,tflite_int8,tflite_int16x8]
                                            [--epochs 30] [--size 64] [--calib-images 256]
                                            [--configs minmax,minmax+eq+bc,kl+eq+bc,...]
 
@@ -14,8 +14,11 @@ pixels). Then, side by side:
   (the figures are simulate's: the integer network the IR describes, which codegen reproduces bit for
   bit); on tflite_int8 the calibrated table written as a .tflite (core/backends/tflite) and run on the
   scheme's kernels, which give every tensor TFLite's reference kernels give (its IR is not built yet),
+  On tflite_int16x8 (TFLite's 16x8 mode: int16 activations, int8 weights) the fake-quantized graph's figures
+  (annotate's; its IR is not built yet),
 - TFLite's converter with the first --calib-images calibration images as its representative data
-  set, int8 input and output, run by TFLite's interpreter (its default kernels, one thread).
+  set, int8 input and output, run by TFLite's interpreter (its default kernels, one thread); with
+  tflite_int16x8 among --targets, its 16x8 mode too (int16 input and output).
 Both are measured on the CIFAR-10 test images against the float Keras model: top-1, agreement of
 the predicted class with float's, and the end point's SQNR (sum of squares over every image, as
 simulate.sqnr_db_min). Prints the table and writes it to --out (default bench/out/ptq_vs_tflite_<model>.md).
@@ -49,6 +52,7 @@ from core.ir.layers import group_layers  # noqa: E402
 from core.ir.tflite_interpreter import run_int8  # noqa: E402
 from core.quantize.table import CalibrationTable  # noqa: E402
 from core.quantize.tflite_math import affine_quantize, dequantize  # noqa: E402
+from core.quantize.schemes import scheme_of  # noqa: E402
 from pipeline.main import run_pipeline  # noqa: E402
 from pipeline.quality import QualityFailed  # noqa: E402
 from tables import publish  # noqa: E402  (bench/tables.py)
@@ -68,7 +72,11 @@ CONFIGURATIONS = {
 COLUMNS = ("quantization", "top-1", "agreement with float", "end-point SQNR (dB)", "seconds")
 RESNET8 = MODELS / "mlperf_tiny_resnet8" / "pretrainedResnet.h5"
 # the targets whose IR is built run every stage and report simulate's figures; the others annotate's
-TARGETS = {"tf2ir": [], "tflite_int8": ["target=tflite_int8", "until=annotate"]}
+TARGETS = {"tf2ir": [], "tflite_int8": ["target=tflite_int8", "until=annotate"],
+           "tflite_int16x8": ["target=tflite_int16x8", "until=annotate"]}
+# TFLite's converter modes: (row name, its ops set, its input and output type), the 16x8 one measured beside tflite_int16x8
+CONVERTER_MODES = {"int8": ("TFLite full-int8 PTQ", tf.lite.OpsSet.TFLITE_BUILTINS_INT8, tf.int8),
+                   "16x8": ("TFLite 16x8 PTQ", tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8, tf.int16)}
 
 
 def model_overrides(work: Path, model_path: Path, size: int, calib_images: int, model: str) -> list[str]:
@@ -102,13 +110,14 @@ def train(images: np.ndarray, labels: np.ndarray, size: int, epochs: int) -> ker
     return model
 
 
-def tflite_int8(model: keras.Model, calibration: np.ndarray) -> bytes:
+def tflite_converted(model: keras.Model, calibration: np.ndarray, mode: str) -> bytes:
+    _, ops_set, io_type = CONVERTER_MODES[mode]
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = lambda: ([image[None]] for image in calibration)
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    converter.inference_input_type = tf.int8
-    converter.inference_output_type = tf.int8
+    converter.target_spec.supported_ops = [ops_set]
+    converter.inference_input_type = io_type
+    converter.inference_output_type = io_type
     return converter.convert()
 
 
@@ -118,20 +127,21 @@ def run_tflite(flatbuffer: bytes, images: np.ndarray) -> np.ndarray:
     source, sink = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
     in_scale, in_zero = source["quantization"]
     out_scale, out_zero = sink["quantization"]
-    outputs = []
+    outputs, limits = [], np.iinfo(source["dtype"])
     for image in images:
-        quantized = np.clip(np.round(image / in_scale) + in_zero, -128, 127).astype(np.int8)
+        quantized = np.clip(np.round(image / in_scale) + in_zero, limits.min, limits.max).astype(source["dtype"])
         interpreter.set_tensor(source["index"], quantized[None])
         interpreter.invoke()
         outputs.append((interpreter.get_tensor(sink["index"]).astype(np.float32) - out_zero) * out_scale)
     return np.concatenate(outputs)
 
 
-def tflite_row(model: keras.Model, calibration: np.ndarray, images: np.ndarray, labels: np.ndarray, reference: np.ndarray) -> list[str]:
+def tflite_row(model: keras.Model, calibration: np.ndarray, images: np.ndarray, labels: np.ndarray, reference: np.ndarray,
+               mode: str = "int8") -> list[str]:
     started = time.perf_counter()
-    outputs = run_tflite(tflite_int8(model, calibration), images)
+    outputs = run_tflite(tflite_converted(model, calibration, mode), images)
     predicted, float_predicted = outputs.argmax(axis=1), reference.argmax(axis=1)
-    return ["TFLite full-int8 PTQ", f"{np.mean(predicted == labels):.4f}", f"{np.mean(predicted == float_predicted):.4f}",
+    return [CONVERTER_MODES[mode][0], f"{np.mean(predicted == labels):.4f}", f"{np.mean(predicted == float_predicted):.4f}",
             f"{sqnr_db(reference, outputs):.2f}", f"{time.perf_counter() - started:.0f}"]
 
 
@@ -143,7 +153,10 @@ def ours_row(name: str, overrides: list[str], target: str, evaluation) -> list[s
         summary = run_pipeline(compose(*overrides, *TARGETS[target], "quality.enforce=false"), console=Console(stderr=True))
         flagged = f" (stopped by {', '.join(sorted({finding.key for finding in failed.findings}))})"
     metrics = summary.metrics
-    if "simulate.top1" not in metrics:  # no IR yet: the table written as a .tflite, its integers as TFLite's kernels give them
+    if scheme_of(compose(*overrides, *TARGETS[target]).target).ir_dialect is None:  # no integers yet: the fake-quantized graph's
+        return [f"{target} {name}{flagged} (annotate: fake-quantized, its IR is not built yet)", f"{metrics['annotate.top1']:.4f}",
+                f"{metrics['annotate.top1_agreement']:.4f}", f"{metrics['annotate.sqnr_db_min']:.2f}", f"{time.perf_counter() - started:.0f}"]
+    if "simulate.top1" not in metrics:  # until annotate: the table written as a .tflite, its integers as TFLite's kernels give them
         calibrate = next(result.artifact.directory for result in summary.results if result.stage.name == "calibrate")
         return [f"{target} {name}{flagged} (TFLite's kernels on our .tflite)", *tflite_figures(calibrate, *evaluation),
                 f"{time.perf_counter() - started:.0f}"]
@@ -208,9 +221,10 @@ def main() -> None:
         test_images, test_labels = dataset(cfg, cfg.data.eval_split, cfg.data.eval_num_images)
         reference = model.predict(test_images, batch_size=128, verbose=0)
         print(f"float top-1 {np.mean(reference.argmax(axis=1) == test_labels):.4f} on {len(test_labels)} test images", file=sys.stderr)
-        rows = [["float (Keras)", f"{np.mean(reference.argmax(axis=1) == test_labels):.4f}", "1.0000", "", ""],
-                tflite_row(model, calibration, test_images, test_labels, reference)]
-        print(" | ".join(rows[-1]), file=sys.stderr)
+        rows = [["float (Keras)", f"{np.mean(reference.argmax(axis=1) == test_labels):.4f}", "1.0000", "", ""]]
+        for mode in ("int8", "16x8") if "tflite_int16x8" in args.targets.split(",") else ("int8",):
+            rows.append(tflite_row(model, calibration, test_images, test_labels, reference, mode))
+            print(" | ".join(rows[-1]), file=sys.stderr)
         for target in args.targets.split(","):
             for name in args.configs.split(","):
                 rows.append(ours_row(name, base + CONFIGURATIONS[name], target, (test_images, test_labels, reference)))

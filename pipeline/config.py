@@ -261,18 +261,13 @@ def calib_methods_help() -> str:
 
 TARGET_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 
-# what no stage implements, refused rather than ignored: (applies, message)
-TARGET_RULES: tuple[tuple[Any, str], ...] = (
-    (lambda t: t.scheme.bits != 8, "target.scheme.bits={t.scheme.bits}: the calibration table, the IR, the integer kernels and the "
-                                   "generated C are int8; set target.scheme.bits=8"),
-)
-
-
 def schema_for(composed: DictConfig) -> DictConfig:
     """The schema of a config composed elsewhere and read back as plain data (params.yaml): Config, its `target.scheme`
     typed by the settings of the scheme it names, as Hydra's composition types it from the `target/scheme` group."""
     schema = OmegaConf.structured(Config)
     name = OmegaConf.select(composed, "target.scheme.name", default=None)
+    if name is None:
+        return schema  # no scheme named: validate says what is missing
     if name not in SCHEMES:
         raise ConfigError(f"target.scheme.name={name!r}: not a quantization scheme; choose one of {', '.join(SCHEMES)}")
     schema.target.scheme = OmegaConf.structured(SCHEMES[name].settings)
@@ -303,13 +298,7 @@ def validate(cfg: DictConfig) -> Config:
     for error in cflag_errors(typed.codegen.cflags):
         raise ConfigError(error)
     target = typed.target
-    for applies, message in TARGET_RULES:
-        if applies(target):
-            raise ConfigError(message.format(t=target))
-    try:
-        runtime_of(target)
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
+    _check_scheme_reach(target, typed.until)
     if not TARGET_NAME.fullmatch(target.name):
         raise ConfigError(f"target.name={target.name!r}: must start with a letter and hold only letters, digits, '_', '-' and '.' "
                           "(at most 64): it names files and C functions")
@@ -333,6 +322,20 @@ def _check_scheme(scheme: Any) -> None:
     if not any(isinstance(scheme, registered.settings) for registered in SCHEMES.values()):
         raise ConfigError(f"target.scheme={scheme!r}: a scheme is chosen with target/scheme=NAME, one of {', '.join(SCHEMES)}; "
                           "its settings are target.scheme.* (`python run.py --cfg job` prints them)")
+
+
+def _check_scheme_reach(target: TargetConfig, until: str | None) -> None:
+    """The scheme's integers have a runtime (`target.scheme.runtime`); a scheme whose IR is not built yet (`ir_dialect`
+    None) calibrates and annotates only: a run past annotate is refused before any stage runs, not stopped at emit_ir."""
+    name, last = target.scheme.name, STAGE_NAMES.index("emit_ir") - 1
+    if SCHEMES[name].ir_dialect is not None:
+        try:
+            runtime_of(target)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+    elif until is None or STAGE_NAMES.index(until) > last:
+        raise ConfigError(f"target/scheme={name}: its IR, simulator and C are not built yet; calibrate and annotate measure it "
+                          f"(their SQNR and top-1 against float): add until={STAGE_NAMES[last]}")
 
 
 def _check_auto(typed: Config) -> None:

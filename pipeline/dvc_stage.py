@@ -113,7 +113,11 @@ def load_params(path: Path = PARAMS_FILE) -> Config:
     if not isinstance(loaded, DictConfig):
         raise ConfigError(f"{path}: holds a {type(loaded).__name__}, not a mapping of config keys; regenerate it with `make params`")
     try:
-        cfg = validate(OmegaConf.merge(schema_for(loaded), loaded))
+        schema = schema_for(loaded)
+    except ConfigError as error:  # a scheme no option of target/scheme names
+        raise ConfigError(f"{path}: {error}; fix it, or regenerate it from conf/ with `make params`") from None
+    try:
+        cfg = validate(OmegaConf.merge(schema, loaded))
     except OmegaConfBaseException as error:  # an unknown key, a value of the wrong type
         key = getattr(error, "full_key", None) or ""
         raise ConfigError(f"{path}: {key + ': ' if key else ''}{str(error).splitlines()[0]}; fix it, or regenerate it from "

@@ -268,7 +268,8 @@ def test_the_dvc_entry_point_names_the_stages_for_an_unknown_one(capsys):
 @pytest.mark.parametrize("text, expected", [("calib: [", "not readable as YAML"),
                                             ("calib:\n  foo: 1\n", "calib.foo: Key 'foo' not in 'CalibConfig'"),
                                             ("calib:\n  num_images: many\n", "calib.num_images: Value 'many'"),
-                                            ("- 1\n", "not a mapping of config keys")])
+                                            ("- 1\n", "not a mapping of config keys"),
+                                            ("target:\n  scheme:\n    name: int4\n", "target.scheme.name='int4': not a quantization scheme")])
 def test_a_params_yaml_that_is_not_yaml_or_not_the_schema_is_one_message(tmp_path, text, expected):
     from pipeline.config import ConfigError
     from pipeline.dvc_stage import load_params

@@ -196,12 +196,12 @@ def _annotate_constant(edit: _Insertions, layer: Layer, const: str, kind: str, t
     reader = _reader_in_layer(edit.graph, layer, tensor)
     scope = edit.scope(f"{layer.name}/{'weights_quant' if kind == 'weight' else 'bias_quant'}")
     if entry.channel_ranges:
-        quantized = _per_channel(edit, layer, reader, tensor, entry, scope, table.bits)
+        quantized = _per_channel(edit, layer, reader, tensor, entry, scope, table.bits_of(entry))
     elif entry.range:
         # a corrected bias (calib.bias_correction) is quantized from a Const of its own
         source = tensor if entry.correction is None else edit.add(
             const, *_const(f"{scope}/corrected", corrected(entry, edit.graph.constants[const])))
-        quantized = _fake_quant(edit, const, scope, source, entry.range[0], entry.range[1], table.bits, entry.narrow_range)
+        quantized = _fake_quant(edit, const, scope, source, entry.range[0], entry.range[1], table.bits_of(entry), entry.narrow_range)
     elif kind == "bias" and isinstance(entry.grid, ChannelGrid):
         quantized = _grid_bias(edit, layer, tensor, entry, scope)
     else:

@@ -40,6 +40,7 @@ class TensorEntry:
     scale: float | None = None  # float-scale targets
     zero_point: int | None = None  # affine activations (tflite_int8): real = (int - zero_point) * scale
     narrow_range: bool = False  # integers in [-127, 127] (tflite_int8 weights): -128 unused
+    bits: int | None = None  # its integers' width where it is not the table's (tflite_int16x8's weights: 8)
     # per output channel (float-scale targets, per-channel weights): [[min, max], ...] and scales
     channel_ranges: list[list[float]] | None = None
     channel_scales: list[float] | None = None
@@ -68,7 +69,7 @@ class TensorEntry:
 
 
 # written only when they say something: a power-of-two table is the same bytes as before they existed
-_OMITTED_WHEN_DEFAULT = {"zero_point": None, "narrow_range": False, "fallback_reason": None}
+_OMITTED_WHEN_DEFAULT = {"zero_point": None, "narrow_range": False, "fallback_reason": None, "bits": None}
 
 
 def _entry_json(entry: TensorEntry) -> dict:
@@ -111,6 +112,10 @@ class CalibrationTable:
         document: dict[str, Any] = json.loads(path.read_text())
         tensors = {name: TensorEntry(**entry) for name, entry in document["tensors"].items()}
         return cls(document["method"], document["target"], document["bits"], tensors, list(document.get("float_layers", [])))
+
+    def bits_of(self, entry: TensorEntry) -> int:
+        """The width of an entry's integers: its own, else the table's."""
+        return entry.bits or self.bits
 
     def entry(self, tensor: str) -> TensorEntry:
         if tensor not in self.tensors:

@@ -213,11 +213,11 @@ def accelerator_of(target: Mapping[str, Any], origin: str = "target") -> Acceler
         return None
     # the accelerator computes int8: TF2IR's power-of-two arithmetic (shifts) or TFLite's (RMUL/RSHRA, zero points)
     scheme = scheme_settings(target)
-    if scheme.get("bits", 8) != 8:
-        raise AcceleratorError(f"{origin}: scheme.bits={scheme['bits']!r}: a target with an accelerator computes int8; set bits: 8")
     if scheme["name"] not in ACCELERATED_SCHEMES:
         raise AcceleratorError(f"{origin}: scheme={scheme['name']!r}: an accelerator runs {' or '.join(ACCELERATED_SCHEMES)}; "
                                f"choose one of them (target/scheme=...)")
+    if scheme.get("bits", 8) != 8:
+        raise AcceleratorError(f"{origin}: scheme.bits={scheme['bits']!r}: a target with an accelerator computes int8; set bits: 8")
     dialect = SCHEMES[scheme["name"]].ir_dialect
     return Accelerator.from_mapping(section, name=str(target.get("name", "accel")), origin=origin, dialect=dialect)
 

@@ -196,7 +196,8 @@ def correct_biases(table: CalibrationTable, layer_graph: LayerGraph, target: Tar
         correction = None
         if input_means is not None:
             weight = layer_graph.graph.constants[layer.weight]
-            correction = bias_correction(layer, weight, table.tensors[f"{layer.weight}:0"], target.bits, input_means[layer.inputs[0]])
+            weight_entry = table.tensors[f"{layer.weight}:0"]
+            correction = bias_correction(layer, weight, weight_entry, table.bits_of(weight_entry), input_means[layer.inputs[0]])
         table.tensors[f"{layer.bias}:0"] = _bias_entry(layer_graph, layer, table.method, target, {}, table.tensors, correction)
         if correction is not None:
             report.append({"layer": layer.name, "max_abs_correction": float(np.abs(correction).max()),

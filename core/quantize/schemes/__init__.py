@@ -22,6 +22,7 @@ for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
 
 from .pow2_symmetric import Pow2Symmetric, Pow2SymmetricSettings  # noqa: E402  (the shipped schemes, by name)
 from .tflite_int8 import TfliteInt8, TfliteInt8Settings, TfliteRuntime  # noqa: E402
+from .tflite_int16x8 import TfliteInt16x8  # noqa: E402
 
-__all__ = ["SCHEMES", "ActivationChoice", "Pow2Symmetric", "Pow2SymmetricSettings", "QuantScheme", "TfliteInt8", "TfliteInt8Settings",
+__all__ = ["SCHEMES", "ActivationChoice", "Pow2Symmetric", "Pow2SymmetricSettings", "QuantScheme", "TfliteInt16x8", "TfliteInt8", "TfliteInt8Settings",
            "TfliteRuntime", "clip_limit", "clipped_fraction", "pow2_range", "register_scheme", "runtime_of", "scheme_class", "scheme_of"]

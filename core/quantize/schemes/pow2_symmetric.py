@@ -35,6 +35,9 @@ class Pow2SymmetricSettings:
     max_shift: int = field(default=31, metadata={"check": "positive"})
 
     def errors(self) -> list[str]:
+        if self.bits != 8:
+            return [f"target.scheme.bits={self.bits}: the calibration table, the IR, the integer kernels and the generated C of "
+                    "pow2_symmetric are int8; set target.scheme.bits=8"]
         if self.input_log2scale is not None and not self.min_log2scale <= self.input_log2scale <= self.max_log2scale:
             return [f"target.scheme.input_log2scale={self.input_log2scale}: must be within target.scheme.min_log2scale="
                     f"{self.min_log2scale} .. target.scheme.max_log2scale={self.max_log2scale} (the network input is a tensor too)"]

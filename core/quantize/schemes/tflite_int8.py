@@ -35,7 +35,8 @@ class TfliteInt8Settings:
     runtime: TfliteRuntime = TfliteRuntime.litert_reference
 
     def errors(self) -> list[str]:
-        return []
+        return [] if self.bits == 8 else [f"target.scheme.bits={self.bits}: the tflite_int8 scheme is int8 (target/scheme=tflite_int16x8 "
+                                          "has 16-bit activations); set target.scheme.bits=8"]
 
 
 @register_scheme
@@ -54,6 +55,11 @@ class TfliteInt8(QuantScheme):
     # with 0 (their kernels check it); AVERAGE_POOL_2D, MAX_POOL_2D and the resizes keep their input's
     fixed_outputs = {"Softmax": (1.0 / 256, -128), "Sigmoid": (1.0 / 256, -128), "Tanh": (1.0 / 128, 0)}
     input_quantized_outputs = frozenset({"AvgPool", "MaxPool", "ResizeBilinear", "ResizeNearestNeighbor"})
+
+    @property
+    def weight_bits(self) -> int:
+        """The width of its weights' integers."""
+        return self.bits
 
     def fixed_input_entry(self, stats):
         return None
@@ -84,25 +90,28 @@ class TfliteInt8(QuantScheme):
         return scale, zero_point, [(self.qmin - zero_point) * scale, (self.qmax - zero_point) * scale]
 
     def weight_entry(self, layer, weight, channels, weight_method, weigh):
-        chosen = [choose_weights(weight_method, channel, self.bits, pow2=False) for channel in channels()]
-        scales = [float_scale(channel.threshold, self.bits) for channel in chosen]
+        chosen = [choose_weights(weight_method, channel, self.weight_bits, pow2=False) for channel in channels()]
+        scales = [float_scale(channel.threshold, self.weight_bits) for channel in chosen]
         clipped = float(np.mean([channel.saturated_fraction for channel in chosen]))
         return TensorEntry("weight", weight_method_name(weight_method), max(c.threshold for c in chosen), self._narrow(max(scales)),
                            absmax=absmax_of(weight), layer=layer, channel_ranges=[self._narrow(s) for s in scales],
-                           channel_scales=scales, clipped_fraction=clipped, narrow_range=True)
+                           channel_scales=scales, clipped_fraction=clipped, narrow_range=True, bits=self._own_bits(self.weight_bits))
 
     def qat_constant_entry(self, kind, key, layer, quant_range, channels):
-        if quant_range.num_bits != self.bits:
-            raise CalibrationError(f"{key}: FakeQuant with num_bits={quant_range.num_bits}; the {self.name} scheme is int{self.bits}")
+        if quant_range.num_bits != self.weight_bits:
+            raise CalibrationError(f"{key}: FakeQuant with num_bits={quant_range.num_bits}; the {self.name} scheme's weights are "
+                                   f"int{self.weight_bits}")
         threshold = max(-quant_range.min, quant_range.max)
-        scale = float_scale(threshold, self.bits)
-        entry = TensorEntry(kind, "qat", threshold, self._narrow(scale), scale=scale, layer=layer, narrow_range=True)
+        scale = float_scale(threshold, self.weight_bits)
+        entry = TensorEntry(kind, "qat", threshold, self._narrow(scale), scale=scale, layer=layer, narrow_range=True,
+                            bits=self._own_bits(self.weight_bits))
         if quant_range.scale is not None and len(quant_range.scale) == channels:  # a .tflite's own, bit for bit
             entry.channel_scales = list(quant_range.scale)
             entry.channel_ranges = [self._narrow(channel) for channel in entry.channel_scales]
             entry.scale = None
         elif quant_range.channel_min is not None and len(quant_range.channel_min) == channels:
-            entry.channel_scales = [float_scale(max(-low, high), self.bits) for low, high in zip(quant_range.channel_min, quant_range.channel_max)]
+            entry.channel_scales = [float_scale(max(-low, high), self.weight_bits)
+                                    for low, high in zip(quant_range.channel_min, quant_range.channel_max)]
             entry.channel_ranges = [self._narrow(channel) for channel in entry.channel_scales]
             entry.scale = None
         return entry
@@ -121,7 +130,7 @@ class TfliteInt8(QuantScheme):
     def _widened(self, weight_entry: TensorEntry, scales: list[float], biases: list[float], input_scale: float) -> TensorEntry:
         """`weight_entry` with each channel's scale widened where its bias is beyond half of int32 (a relative 1e-9 over
         it: a scale widened once is not widened again)."""
-        half = 0.5 * float(np.iinfo(np.int32).max)
+        half = 0.5 * float(2 ** (self.bias_bits - 1) - 1)
         moved = [(channel, scale, magnitude / (input_scale * half)) for channel, (scale, magnitude) in enumerate(zip(scales, biases))
                  if magnitude > half * input_scale * scale * (1 + 1e-9)]
         if not moved:
@@ -130,7 +139,7 @@ class TfliteInt8(QuantScheme):
         for channel, _, scale in moved:
             widened[channel] = scale
         shown = ", ".join(f"{channel} ({old:.3g} -> {new:.3g})" for channel, old, new in moved[:4]) + (" ..." if len(moved) > 4 else "")
-        warning = (f"weight scale widened on {len(moved)} channel(s) so that the bias fits int32 at input scale x weight scale, as "
+        warning = (f"weight scale widened on {len(moved)} channel(s) so that the bias fits int{self.bias_bits} at input scale x weight scale, as "
                    f"TFLite's converter does: {shown}")
         warnings = [*weight_entry.warnings, warning]
         if weight_entry.channel_scales is None:
@@ -145,4 +154,10 @@ class TfliteInt8(QuantScheme):
                            channel_scales=[input_entry.scale * s for s in weight_scales])
 
     def _narrow(self, scale: float) -> list[float]:
-        return [-self.qmax * scale, self.qmax * scale]
+        """A weight's narrow range: [-qmax, qmax] of its width."""
+        largest = 2 ** (self.weight_bits - 1) - 1
+        return [-largest * scale, largest * scale]
+
+    def _own_bits(self, bits: int) -> int | None:
+        """An entry's `bits`: None where they are the table's (TensorEntry.bits)."""
+        return None if bits == self.bits else bits
