@@ -51,6 +51,9 @@ def test_a_scheme_owns_its_settings_another_schemes_key_is_refused_naming_it():
     message = _chain(error.value)
     assert "Key 'input_log2scale' not in 'TfliteInt8Settings'" in message and "target.scheme.input_log2scale" in message
     assert compose("target=tflite_int8", "target/scheme=pow2_symmetric", "target.scheme.input_log2scale=3").target.scheme.input_log2scale == 3
+    with pytest.raises(ConfigError, match="target.scheme.name=tflite_int8: these are pow2_symmetric's settings; choose another scheme "
+                                          "with target/scheme=tflite_int8"):
+        compose("target.scheme.name=tflite_int8")
 
 
 def test_unknown_calibration_method_lists_the_choices():
