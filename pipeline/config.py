@@ -298,7 +298,7 @@ def validate(cfg: DictConfig) -> Config:
     for error in cflag_errors(typed.codegen.cflags):
         raise ConfigError(error)
     target = typed.target
-    _check_scheme_reach(target, typed.until)
+    _check_runtime(target)
     if not TARGET_NAME.fullmatch(target.name):
         raise ConfigError(f"target.name={target.name!r}: must start with a letter and hold only letters, digits, '_', '-' and '.' "
                           "(at most 64): it names files and C functions")
@@ -329,18 +329,12 @@ def _check_scheme(scheme: Any) -> None:
                           f"target/scheme={scheme.name}")
 
 
-def _check_scheme_reach(target: TargetConfig, until: str | None) -> None:
-    """The scheme's integers have a runtime (`target.scheme.runtime`); a scheme whose IR is not built yet (`ir_dialect`
-    None) calibrates and annotates only: a run past annotate is refused before any stage runs, not stopped at emit_ir."""
-    name, last = target.scheme.name, STAGE_NAMES.index("emit_ir") - 1
-    if SCHEMES[name].ir_dialect is not None:
-        try:
-            runtime_of(target)
-        except ValueError as error:
-            raise ConfigError(str(error)) from None
-    elif until is None or STAGE_NAMES.index(until) > last:
-        raise ConfigError(f"target/scheme={name}: its IR, simulator and C are not built yet; calibrate and annotate measure it "
-                          f"(their SQNR and top-1 against float): add until={STAGE_NAMES[last]}")
+def _check_runtime(target: TargetConfig) -> None:
+    """The scheme's integers are made exact against the runtime `target.scheme.runtime` names."""
+    try:
+        runtime_of(target)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
 
 def _check_auto(typed: Config) -> None:

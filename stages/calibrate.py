@@ -177,10 +177,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
 
 def check_emittable(params, layer_graph, table) -> None:
     """The IR's representability checks (shift ranges, int8 constants, int32 biases and sums), made on the table here
-    rather than by emit_ir after annotate: a table the IR cannot hold is refused before any later stage runs. A scheme
-    with no IR yet has none to make (the config refuses a run of it past annotate)."""
-    if scheme_of(params.target).ir_dialect is None:
-        return
+    rather than by emit_ir after annotate: a table the IR cannot hold is refused before any later stage runs."""
     try:
         emitted_ir(params, layer_graph, table, runtime=None)
     except (IrError, TfliteError) as error:

@@ -181,8 +181,8 @@ def ir_test_input(ir: Ir, ir_dir: Path) -> np.ndarray:
                 if not path.is_file():
                     raise CodegenError(f"{path}: the IR carries no test input (emit_ir writes it)")
                 array = np.load(path)
-                if array.dtype != np.int8:
-                    raise CodegenError(f"{path}: a test input of dtype {array.dtype}; int8 expected")
+                if array.dtype != ir.input_grid.dtype:
+                    raise CodegenError(f"{path}: a test input of dtype {array.dtype}; {np.dtype(ir.input_grid.dtype).name} expected")
                 return array
     raise CodegenError("no layer of the IR reads the network input")
 

@@ -1,8 +1,12 @@
 """TFLite's 16x8 mode (`target=tflite_int16x8`, core/quantize/schemes/tflite_int16x8.py) as TensorFlow's converter
-quantizes it: int16 symmetric activations, int8 per-channel weights, int64 biases, softmax at 1/32768; calibrate and
-annotate run it on a real model, and a run past annotate is refused before any stage (its IR is not built yet)."""
+quantizes it: int16 symmetric activations, int8 per-channel weights, int64 biases, softmax at 1/32768. Every operator
+the converter writes in that mode for the layers the IR takes at 16 bits is computed as both runtimes' interpreters
+compute it; a converted 16x8 file and our PTQ of a Keras model run all eight stages bit-exact, on the host (an
+accelerator leaves every 16-bit layer to it, saying why); an operator without its 16-bit arithmetic is refused naming it."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
@@ -11,9 +15,13 @@ from ai_edge_litert.interpreter import Interpreter
 from rich.console import Console
 
 from conftest import compose
+from core.frontend.tflite import TfliteError, read_tflite
+from core.ir.tflite_interpreter import run_int8
+from core.ir.tflite_ir import ir_of_tflite
+from core.quantize.runtimes import RUNTIMES
 from core.quantize.schemes import TfliteInt16x8, TfliteInt8
 from core.quantize.table import CalibrationTable
-from pipeline.config import ConfigError
+from core.quantize.tflite_reference import runner_of
 from pipeline.main import run_pipeline
 
 QUIET = Console(file=open("/dev/null", "w"))
@@ -68,30 +76,119 @@ def test_its_activations_are_16_bit_symmetric_its_weights_the_int8_schemes():
     assert ours.channel_scales == theirs.channel_scales and ours.range == theirs.range and (ours.bits, theirs.bits) == (8, None)
 
 
+def _cnn(activation: str = "relu") -> tf.keras.Model:
+    """A small CNN of every layer the IR takes at 16 bits: an explicit pad, convolutions with fused activations, a
+    depthwise one, max and average pools, a residual add, a global average (MEAN), a dense layer and a softmax."""
+    tf.keras.utils.set_random_seed(1)
+    layers = tf.keras.layers
+    inputs = tf.keras.Input((12, 12, 3), name="images")
+    x = layers.Conv2D(8, 3, strides=2, activation="relu6")(layers.ZeroPadding2D(((1, 0), (1, 0)))(inputs))
+    x = layers.MaxPooling2D(2, padding="same")(layers.DepthwiseConv2D(3, padding="same", activation=activation)(x))
+    x = layers.AveragePooling2D(2, padding="same")(layers.Add()([x, layers.Conv2D(8, 1)(x)]))
+    outputs = layers.Dense(6, activation="softmax")(layers.GlobalAveragePooling2D()(x))
+    return tf.keras.Model(inputs, outputs)
+
+
+def _converted(model: tf.keras.Model, images: np.ndarray, path) -> None:
+    """TensorFlow's converter's 16x8 file of `model`, int16 in and out, calibrated on `images`, written to `path`."""
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([image[np.newaxis]] for image in images)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
+    converter.inference_input_type = converter.inference_output_type = tf.int16
+    path.write_bytes(converter.convert())
+
+
+@pytest.fixture(scope="module")
+def cnn_16x8(tmp_path_factory):
+    """(the converter's 16x8 file of _cnn, its data as data=arrays reads it)."""
+    root = tmp_path_factory.mktemp("cnn16x8")
+    rng = np.random.default_rng(2)
+    calibration, evaluation = rng.uniform(-1, 2, (32, 12, 12, 3)), rng.uniform(-1, 2, (40, 12, 12, 3))
+    _converted(_cnn(), calibration.astype(np.float32), root / "cnn_16x8.tflite")
+    np.savez(root / "arrays.npz", calib=calibration.astype(np.float32), eval=evaluation.astype(np.float32))
+    return root / "cnn_16x8.tflite", root / "arrays.npz"
+
+
+@pytest.mark.parametrize("runtime", ["litert_reference", "tflm"])
+def test_every_operator_the_converter_writes_in_16x8_is_the_runtimes_integers(cnn_16x8, runtime):
+    """Each operator's output, run by the IR's kernels from the runtime's own inputs, is every integer the runtime's
+    interpreter computes (LiteRT's reference kernels; TFLite Micro's, whose 16x8 dense layer and softmax tables differ)."""
+    path, _ = cnn_16x8
+    model = read_tflite(path)
+    scale = float(model.tensor(model.inputs[0]).quantization.scale[0])
+    inputs = np.clip(np.round(np.random.default_rng(3).uniform(-1.2, 2.2, (6, 12, 12, 3)) / scale), -32768, 32767).astype(np.int16)
+    theirs = runner_of(runtime, path).tensors(inputs)
+    ours = run_int8(model, inputs, RUNTIMES[runtime])
+    assert {operator.name for operator in model.operators} == {"PAD", "CONV_2D", "DEPTHWISE_CONV_2D", "MAX_POOL_2D", "ADD",
+                                                               "AVERAGE_POOL_2D", "MEAN", "FULLY_CONNECTED", "SOFTMAX"}
+    for operator in model.operators:
+        output = operator.outputs[0]
+        assert ours[output].dtype == np.int16, operator.name
+        assert np.array_equal(ours[output].reshape(len(inputs), -1), theirs[output].reshape(len(inputs), -1)), operator.name
+    softmax = ours[model.outputs[0]]
+    assert softmax.min() >= 0 and np.abs(softmax.astype(np.int64).sum(axis=-1) - 32768).max() < 64  # probabilities at 1/32768
+
+
+def test_a_16x8_tflite_runs_all_eight_stages_bit_exact_computing_the_files_integers(cnn_16x8, tmp_path, model_cache):
+    path, arrays = cnn_16x8
+    store = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}"]
+    summary = run_pipeline(compose(*store, "model=keras_cifar10", "model.name=cnn16x8", "model.format=tflite", f"model.file.path={path}",
+                                   "model.preprocess.scale=1", "model.preprocess.offset=0", "model.preprocess.resize=none", "data=arrays",
+                                   f"data.path={arrays}", "calib.method=qat", "target=tflite_int16x8"), console=QUIET)
+    metrics = {result.stage.name: result.metrics for result in summary.results}
+    assert metrics["simulate"]["reference_agreement"] == 1 and metrics["codegen"]["bitexact"] == 1
+    # the file the IR was read from computes what the user's file computes: its scales are the file's
+    emitted = read_tflite(next(result for result in summary.results if result.stage.name == "emit_ir").artifact.directory / "model.tflite")
+    original = read_tflite(path)
+    scales = lambda model: {float(t.quantization.scale[0]) for t in model.tensors if t.dtype == "INT16"}  # noqa: E731
+    assert scales(emitted) == scales(original)
+    inputs = np.random.default_rng(4).integers(-9000, 9000, (5, 12, 12, 3)).astype(np.int16)
+    outputs = [runner_of("litert_reference", file).tensors(inputs)[model.outputs[0]] for file, model in
+               ((path, original), (emitted.path, emitted))]
+    assert np.array_equal(*outputs)
+
+
 @pytest.fixture(scope="module")
 def digits_runs(tmp_path_factory, model_cache):
     root = tmp_path_factory.mktemp("int16x8")
     store = [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{root / 'mlflow.db'}"]
-    return {target: run_pipeline(compose(*store, f"target={target}", "until=annotate"), console=QUIET)
-            for target in ("tflite_int8", "tflite_int16x8")}
+    runs = {"tflite_int8": ("target=tflite_int8", "until=annotate"), "tflite_int16x8": ("target=tflite_int16x8",),
+            "tflm": ("target=tflite_int16x8", "target.scheme.runtime=tflm", "until=simulate"),
+            "accel": ("target=accel_tflite", "target/scheme=tflite_int16x8")}
+    return {name: run_pipeline(compose(*store, *overrides), console=QUIET) for name, overrides in runs.items()}
 
 
-def test_calibrate_and_annotate_run_it_and_16_bit_activations_cost_less_than_8(digits_runs):
+def test_the_default_model_runs_all_eight_stages_at_16x8_with_16_bits_costing_less_than_8(digits_runs):
     summary = digits_runs["tflite_int16x8"]
-    table = CalibrationTable.load(summary.results[-2].artifact.directory)
+    metrics = {result.stage.name: result.metrics for result in summary.results}
+    assert metrics["simulate"]["reference_agreement"] == 1 and metrics["codegen"]["bitexact"] == 1
+    table = CalibrationTable.load(summary.results[2].artifact.directory)
     assert table.bits == 16
     for name, entry in table.tensors.items():
         if entry.kind in ("input", "activation"):
             assert entry.zero_point == 0 and entry.range[1] == pytest.approx(32767 * entry.scale), name
         if entry.kind == "weight":
             assert table.bits_of(entry) == 8 and entry.narrow_range, name
-    sqnr = {target: run.results[-1].metrics["sqnr_db_min"] for target, run in digits_runs.items()}
+    sqnr = {target: run.results[3].metrics["sqnr_db_min"] for target, run in digits_runs.items() if target != "accel"}
     assert sqnr["tflite_int16x8"] > sqnr["tflite_int8"] + 3, sqnr
+    assert metrics["simulate"]["sqnr_db_min"] > sqnr["tflite_int8"] + 3  # the integers keep what the fake-quantized graph showed
+    # TFLite Micro's integers, exact against its interpreter
+    assert digits_runs["tflm"].results[-1].metrics["reference_agreement"] == 1
 
 
-def test_a_run_past_annotate_is_refused_before_any_stage_naming_until():
-    with pytest.raises(ConfigError, match=r"target/scheme=tflite_int16x8: its IR, simulator and C are not built yet.*until=annotate"):
-        compose("target=tflite_int16x8")
-    with pytest.raises(ConfigError, match=r"scheme='tflite_int16x8': an accelerator runs pow2_symmetric or tflite_int8"):
-        compose("target=accel_tflite", "target/scheme=tflite_int16x8", "until=annotate")
-    assert compose("target=tflite_int16x8", "until=annotate").target.scheme.bits == 16
+def test_an_accelerator_leaves_16_bit_layers_to_the_host_saying_why(digits_runs):
+    summary = digits_runs["accel"]
+    metrics = {result.stage.name: result.metrics for result in summary.results}
+    assert metrics["partition"]["layers_accel"] == 0 and metrics["codegen"]["bitexact"] == 1
+    report = json.loads((next(r for r in summary.results if r.stage.name == "partition").artifact.directory / "report.json").read_text())
+    assert report["host_layers"] and all("int16 activations (TFLite's 16x8 mode): the accelerator's buffers, GEMM and ALU hold int8"
+                                         in layer["reason"] for layer in report["host_layers"] if layer["operation"] == "conv")
+
+
+def test_an_operator_without_its_16_bit_arithmetic_is_refused_naming_it(tmp_path):
+    path = tmp_path / "sigmoid_16x8.tflite"
+    _converted(_cnn(activation="sigmoid"), np.random.default_rng(5).uniform(-1, 2, (8, 12, 12, 3)).astype(np.float32), path)
+    with pytest.raises(TfliteError, match=r"operator \d+ \(LOGISTIC\) on int16 activations \(TFLite's 16x8 mode\): the IR's lut computes "
+                                          r"int8 only.*the 16x8 IR covers ADD, AVERAGE_POOL_2D, CONV_2D"):
+        ir_of_tflite(read_tflite(path))

@@ -27,7 +27,7 @@ from core.backends.c.program import RUNTIME_HEADERS
 from core.ir.op import DIALECTS, schema_key
 from core.ir.schema import SCHEMA_FILE, branches as schema_branches, schema_text
 from core.ir.ops import OPS
-from core.ir.records import DIALECT_KEY, IrLayer, Padding, Size, _typed, json_fields
+from core.ir.records import BITS_KEY, DIALECT_KEY, IrLayer, Padding, Size, _typed, json_fields
 from pipeline.code_version import closure_deps, code_version, declared_data_files, import_closure, imported_modules, module_file
 from pipeline.dvcgen import DVC_ENTRY_CODE
 from pipeline.stages import STAGES
@@ -172,7 +172,8 @@ def test_the_schema_is_the_registry():
         fields = {spec.name: spec for spec in json_fields(op.record, dialect) if "grid" not in spec.metadata}
         grid_keys = {key for spec in json_fields(op.record, dialect) if "grid" in spec.metadata for key in spec.metadata["grid"].keys(dialect)}
         tagged = {DIALECT_KEY} if len(op.record.dialects) > 1 and dialect != "tf2ir" else set()
-        assert set(branch["properties"]) == set(fields) | grid_keys | tagged | {"operation"}, name
+        width = {BITS_KEY} if tagged else set()  # optional: absent, int8
+        assert set(branch["properties"]) == set(fields) | grid_keys | tagged | width | {"operation"}, name
         required = {key for key, spec in fields.items() if spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING}
         assert required | grid_keys | tagged | {"operation"} <= set(branch["required"]), (name, required - set(branch["required"]))
         if "activation_type" in fields:

@@ -228,20 +228,16 @@ def test_the_blas_convolution_sums_are_the_integers_whichever_float_holds_them(c
 
 
 @pytest.mark.parametrize("kind, words", [
-    ("uint8", r"tensor \d+ \(.*\) is UINT8; .*inference_input_type and inference_output_type tf.int8"),
-    ("int16", r"tensor \d+ \(.*\) is INT16; .*without the 16x8 \(int16 activation\) mode"),
+    ("uint8", r"tensor \d+ \(.*\) is UINT8; .*inference_input_type and inference_output_type tf.int8 \(tf.int16 in the 16x8 mode\)"),
 ])
-def test_uint8_and_int16_tensors_are_refused_naming_the_tensor_and_the_conversion_that_works(tmp_path, kind, words):
+def test_uint8_tensors_are_refused_naming_the_tensor_and_the_conversion_that_works(tmp_path, kind, words):
     inputs = tf.keras.Input((4,))
     model = tf.keras.Model(inputs, tf.keras.layers.Dense(3)(inputs))
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = lambda: ([np.ones((1, 4), np.float32)] for _ in range(4))
-    if kind == "uint8":
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        converter.inference_input_type = tf.uint8
-    else:  # the 16x8 mode: int16 activations, int8 weights
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8]
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = tf.uint8
     path = tmp_path / f"{kind}.tflite"
     path.write_bytes(converter.convert())
     with pytest.raises(TfliteError, match=rf"{kind}\.tflite: " + words):

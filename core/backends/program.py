@@ -129,6 +129,10 @@ class _ProgramBuilder:
         self.layers = {layer.name: layer for layer in ir.layers}
         self.groups = {g.layer: g for g in plan.groups}
         self.shapes = {NETWORK_INPUT: _image(ir.input_shape), **{layer.name: _image(layer.shape_of_output()) for layer in ir.layers}}
+        # the integers' types where not int8 (TFLite's 16x8 mode): a tensor's bytes are its elements x their size
+        self.dtypes = {name: dtype for name, dtype in [(NETWORK_INPUT, ir.input_grid.dtype), *((layer.name, layer.integer_dtype)
+                                                                                              for layer in ir.layers)]
+                       if np.dtype(dtype) != np.int8}
         self.end_points = ir.end_point_layers
         self.native = {NETWORK_INPUT: HOST_LAYOUT, **{g.layer: g.layout for g in plan.groups}}
         self.symbols = c_symbols(ir)
@@ -152,16 +156,19 @@ class _ProgramBuilder:
 
 {chr(10).join(host_functions)}
 """
-        dump_bytes = sum(math.prod(self.shapes[name]) for name in self.layers)
-        source = program_text(self._header(functions), math.prod(self.shapes[NETWORK_INPUT]),
-                              [math.prod(self.shapes[name]) for name in self.end_points], dump_bytes, self._defines(), list(headers),
-                              body, "\n".join(statements))
+        dump_bytes = sum(self._bytes(name) for name in self.layers)
+        source = program_text(self._header(functions), self._bytes(NETWORK_INPUT), [self._bytes(name) for name in self.end_points],
+                              dump_bytes, self._defines(), list(headers), body, "\n".join(statements))
         accel_bytes = len(lowering.constants) if lowering is not None else 0
         return NetworkProgram(
             source=source, headers={**runtime_headers(), **headers}, symbols=self.symbols, input_shape=tuple(self.shapes[NETWORK_INPUT]),
             end_points=self.end_points, shapes={name: self.shapes[name] for name in self.layers},
-            constant_bytes=host_bytes + accel_bytes, arena_bytes=self.arena, files=files, functions=functions,
+            constant_bytes=host_bytes + accel_bytes, arena_bytes=self.arena, files=files, dtypes=self.dtypes, functions=functions,
             accel_constant_bytes=accel_bytes, statistics=stats)
+
+    def _bytes(self, tensor: str) -> int:
+        """A tensor's bytes in the host layout: its elements x the size of its integers."""
+        return math.prod(self.shapes[tensor]) * np.dtype(self.dtypes.get(tensor, np.int8)).itemsize
 
     # --- the statements of run_network and the arena ------------------------------------------
     def _ensure(self, tensor: str, layout: str, materialized: set[str], conversions: list) -> str:
@@ -197,7 +204,7 @@ class _ProgramBuilder:
     def _size(self, value: str) -> int:
         tensor, layout = value.rsplit("@", 1)
         shape = list(self.shapes[tensor])
-        return self.accelerator.packed_bytes(shape) if layout == ACCEL_LAYOUT else math.prod(shape)
+        return self.accelerator.packed_bytes(shape) if layout == ACCEL_LAYOUT else self._bytes(tensor)
 
     def _plan_arena(self) -> None:
         """The arena is the accelerator's DATA segment and every tensor of the network, the input and the end points
@@ -263,7 +270,7 @@ class _ProgramBuilder:
         offsets, offset = {}, 0
         for layer in self.ir.layers:
             offsets[layer.name] = offset
-            offset += math.prod(self.shapes[layer.name])
+            offset += self._bytes(layer.name)
         return offsets
 
     def _strides_of(self, tensor: str) -> str:
@@ -275,7 +282,7 @@ class _ProgramBuilder:
         value = _value(name, self.groups[name].layout)
         if self.groups[name].layout == ACCEL_LAYOUT:
             return f"    QT_DUMP_PACKED({dump_offsets[name]}, {self._buffer(value)}, {self._strides_of(name)});"
-        return f"    QT_DUMP({dump_offsets[name]}, {self._buffer(value)}, {math.prod(self.shapes[name])});"
+        return f"    QT_DUMP({dump_offsets[name]}, {self._buffer(value)}, {self._bytes(name)});"
 
     def _statements(self, functions: dict[str, AccelFunction], dump_offsets: dict[str, int]) -> list[str]:
         statements, index = [f"    memcpy({self._buffer(self._input)}, input, QT_INPUT_BYTES); /* the image into the arena */"], 0
@@ -292,7 +299,7 @@ class _ProgramBuilder:
                 arguments = [*(self._buffer(value) for value in step.reads), self._buffer(step.writes[0])]
                 statements.append(f"    {self.symbols[step.layer]}({', '.join(arguments)});\n{self._dump(step.layer, dump_offsets)}")
                 index += 1
-        statements += [f"    memcpy(end_points[{k}], {self._buffer(_value(name, HOST_LAYOUT))}, {math.prod(self.shapes[name])}); /* end point {k} */"
+        statements += [f"    memcpy(end_points[{k}], {self._buffer(_value(name, HOST_LAYOUT))}, {self._bytes(name)}); /* end point {k} */"
                        for k, name in enumerate(self.end_points)]
         return statements
 

@@ -19,8 +19,9 @@ from core.limits import MemoryBudget, elements
 
 FILE_IDENTIFIER = b"TFL3"
 # tensor types: int8 activations and weights, int32 biases and shapes, float32 (a float model, or around
-# QUANTIZE / DEQUANTIZE); the others have no kernels in the int8 scheme
-TENSOR_TYPES = {"INT8": np.int8, "INT32": np.int32, "FLOAT32": np.float32}
+# QUANTIZE / DEQUANTIZE), and TFLite's 16x8 mode's int16 activations and int64 biases; the others have no kernels
+TENSOR_TYPES = {"INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64, "FLOAT32": np.float32}
+ACTIVATION_BITS = {"INT8": 8, "INT16": 16}  # a quantized model's activations: int8, or int16 (16x8 mode); their widths
 
 
 @lru_cache(maxsize=None)
@@ -55,7 +56,7 @@ class TfliteTensor:
     index: int
     name: str
     shape: tuple[int, ...]
-    dtype: str  # "INT8", "INT32", "FLOAT32"
+    dtype: str  # "INT8", "INT16", "INT32", "INT64", "FLOAT32"
     quantization: Quantization | None
     data: np.ndarray | None = None  # a constant's value (weights, biases, shapes)
 
@@ -98,8 +99,14 @@ class TfliteModel:
 
     @property
     def quantized(self) -> bool:
-        """An int8 model: its activations are int8 (its input, or what its QUANTIZE makes of it)."""
-        return any(tensor.dtype == "INT8" and tensor.data is None for tensor in self.tensors)
+        """A quantized model: its activations are int8, or int16 in the 16x8 mode (its input, or what its QUANTIZE makes
+        of it)."""
+        return any(tensor.dtype in ACTIVATION_BITS and tensor.data is None for tensor in self.tensors)
+
+    @property
+    def activation_bits(self) -> int:
+        """The width of a quantized model's activations: 16 in TFLite's 16x8 mode, else 8."""
+        return 16 if any(tensor.dtype == "INT16" and tensor.data is None for tensor in self.tensors) else 8
 
 
 def read_tflite(path: Path, budget: MemoryBudget | None = None) -> TfliteModel:
@@ -145,8 +152,9 @@ def _tensor(path: Path, model, index: int, tensor, budget: MemoryBudget | None) 
     type_name = _names("TensorType").get(tensor.type, f"type {tensor.type}")
     if type_name not in TENSOR_TYPES:
         raise TfliteError(f"{path}: tensor {index} ({name}) is {type_name}; the toolchain takes int8 models (int8 activations and "
-                          f"weights, int32 biases) or float32 ones: convert with inference_input_type and inference_output_type "
-                          f"tf.int8 (not uint8), and without the 16x8 (int16 activation) mode")
+                          f"weights, int32 biases), 16x8 ones (int16 activations, int8 weights, int64 biases) or float32 ones: "
+                          f"convert with inference_input_type and inference_output_type tf.int8 (tf.int16 in the 16x8 mode), not "
+                          f"uint8")
     shape = tuple(int(d) for d in (tensor.shape if tensor.shape is not None else []))
     if any(d < 0 for d in shape[1:]):
         raise TfliteError(f"{path}: tensor {index} ({name}) has shape {list(shape)}; every dimension but the batch must be known")

@@ -1,6 +1,6 @@
 """A `.tflite` model (core/frontend/tflite.py) as the TensorFlow graph the rest of the importer takes:
 each operator written with the TensorFlow ops a Keras model freezes to (Conv2D, BiasAdd, Relu6,
-AvgPool, MatMul, ...), weights and biases dequantized to float32, and, for an int8 model, the file's
+AvgPool, MatMul, ...), weights and biases dequantized to float32, and, for an int8 (or 16x8) model, the file's
 quantization kept as FakeQuant nodes (each activation's range, each weight's per-channel narrow
 range), as a quantization-aware graph carries its training's: `calib.method=qat` then calibrates the
 model "as trained", and any other method calibrates it like a float model. A float `.tflite` becomes
@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator, TfliteTensor
+from core.frontend.tflite import ACTIVATION_BITS, TfliteError, TfliteModel, TfliteOperator, TfliteTensor
 
 INPUT_NAME = "input"
 # TensorFlow's functions are named here and looked up on the module when a file is converted: importing
@@ -59,15 +59,17 @@ class _Builder:
         return self.tf.constant(np.asarray(value, np.float32), name=name)
 
     def activation_quant(self, x, index: int, scope: str):
-        """x with its tensor's int8 range as a FakeQuant (unchanged for a float tensor)."""
+        """x with its tensor's int8 (16x8 mode: int16) range as a FakeQuant (unchanged for a float tensor)."""
         tensor = self.model.tensor(index)
-        if tensor.dtype != "INT8" or tensor.quantization is None:
+        if tensor.dtype not in ACTIVATION_BITS or tensor.quantization is None:
             return x
+        bits = ACTIVATION_BITS[tensor.dtype]
         scale, zero_point = float(tensor.quantization.scale[0]), int(tensor.quantization.zero_point[0])
         name = f"{scope}/act_quant/FakeQuantWithMinMaxVars"
         self.parameters[name] = {"scale": [scale], "zero_point": [zero_point]}
-        low, high = self.const(f"{name}/min", (-128 - zero_point) * scale), self.const(f"{name}/max", (127 - zero_point) * scale)
-        return self.tf.quantization.fake_quant_with_min_max_vars(x, low, high, num_bits=8, narrow_range=False, name=name)
+        qmin, qmax = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        low, high = self.const(f"{name}/min", (qmin - zero_point) * scale), self.const(f"{name}/max", (qmax - zero_point) * scale)
+        return self.tf.quantization.fake_quant_with_min_max_vars(x, low, high, num_bits=bits, narrow_range=False, name=name)
 
     def weight(self, index: int, scope: str, values: np.ndarray, channel_axis_last: bool = True):
         """A weight constant (already in TensorFlow's layout, output channels last), behind its per-channel

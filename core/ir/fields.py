@@ -96,10 +96,16 @@ FIELDS: dict[str, dict] = {
     'input_zero_point': {'type': 'integer', 'minimum': -128, 'maximum': 127},
     'output_scale': {'type': 'number', 'exclusiveMinimum': 0, 'description': 'real value = output_scale * (int8 value - output_zero_point)'},
     'output_zero_point': {'type': 'integer', 'minimum': -128, 'maximum': 127},
-    'output_min': {'type': 'integer', 'minimum': -128, 'maximum': 127, 'description': "The fused activation's int8 clamp (low)."},
-    'output_max': {'type': 'integer', 'minimum': -128, 'maximum': 127, 'description': "The fused activation's int8 clamp (high)."},
-    'rounding': {'enum': ['double', 'single'],
+    'output_min': {'type': 'integer', 'minimum': -32768, 'maximum': 32767,
+                   'description': "The fused activation's clamp (low), int8 (int16 where activation_bits is 16)."},
+    'output_max': {'type': 'integer', 'minimum': -32768, 'maximum': 32767,
+                   'description': "The fused activation's clamp (high), int8 (int16 where activation_bits is 16)."},
+    'activation_bits': {'const': 16,
+                        'description': "The layer's activations are int16 (TFLite's 16x8 mode: zero points 0, int64 biases, int8 "
+                                       "weights); absent: int8."},
+    'rounding': {'enum': ['double', 'single', 'reduced'],
                  'description': "TFLite's requantization: double (SaturatingRoundingDoublingHighMul then RoundingDivideByPOT: "
                                 'convolutions, and FULLY_CONNECTED on TFLite Micro) or single (one rounding of the 64-bit product, '
-                                "cast to int32: FULLY_CONNECTED on LiteRT's reference kernels)."},
+                                "cast to int32: FULLY_CONNECTED on LiteRT's reference kernels), or reduced (the 16x8 kernels' int64 "
+                                'sums: the multiplier rounded to 16 bits, one rounding of the 64-bit product).'},
 }

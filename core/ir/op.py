@@ -169,7 +169,9 @@ class IrOp:
         (calib.keep_float: the table's float_layers), or None if it cannot be kept in float.
     builders: per TFLite builtin operator, how an operator of a .tflite model (core/frontend/tflite.py)
         becomes the record's fields and constants in the tflite_int8 dialect, deriving every integer
-        parameter as TFLite's Prepare does and computing as the runtime (core/quantize/runtimes.py) computes."""
+        parameter as TFLite's Prepare does and computing as the runtime (core/quantize/runtimes.py) computes.
+    activation_widths: the widths of the activations its kernel and its C compute: 8, and 16 where TFLite's 16x8 mode's
+        arithmetic of it is built (a 16x8 operator of another operation is refused naming it)."""
 
     name: str
     record: type[IrLayer]
@@ -184,6 +186,7 @@ class IrOp:
     float_variant: str | None = None
     fast_kernel: Kernel | None = None
     builders: dict[str, Builder] = dataclasses.field(default_factory=dict)
+    activation_widths: tuple[int, ...] = (8,)
 
     @property
     def simulator_kernel(self) -> Kernel:

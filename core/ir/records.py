@@ -17,7 +17,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from core.quantize.grid import AffineGrid, Pow2Grid
+from core.quantize.grid import INTEGER_TYPES, AffineGrid, Pow2Grid
 
 
 class IrError(ValueError):
@@ -123,6 +123,8 @@ class ScaleSharingCopy:
 
 
 DIALECT_KEY = "scheme"  # the JSON key naming a layer's dialect; absent: TF2IR's own
+BITS_KEY = "activation_bits"  # the tflite_int8 dialect's key of a layer's activation width; absent: 8 (int8)
+DEFAULT_BITS = 8
 # the dialect a layer is of, by the grid its values are on
 GRID_DIALECTS: dict[type, str] = {Pow2Grid: "tf2ir", AffineGrid: "tflite_int8"}
 
@@ -147,7 +149,7 @@ class GridKeys:
     def read(self, data: dict[str, Any], dialect: str) -> Pow2Grid | AffineGrid:
         if dialect == "tf2ir":
             return Pow2Grid(int(data[self.log2scale]))
-        return AffineGrid(float(data[self.scale]), int(data[self.zero_point]))
+        return AffineGrid(float(data[self.scale]), int(data[self.zero_point]), int(data.get(BITS_KEY, DEFAULT_BITS)))
 
 
 @dataclass(frozen=True)
@@ -170,7 +172,8 @@ class GridsKeys:
     def read(self, data: dict[str, Any], dialect: str) -> tuple[Pow2Grid | AffineGrid, ...]:
         if dialect == "tf2ir":
             return tuple(Pow2Grid(int(data[key])) for key in self.log2scales)
-        return tuple(AffineGrid(float(scale), int(zero_point)) for scale, zero_point in zip(data[self.scales], data[self.zero_points]))
+        bits = int(data.get(BITS_KEY, DEFAULT_BITS))
+        return tuple(AffineGrid(float(scale), int(zero_point), bits) for scale, zero_point in zip(data[self.scales], data[self.zero_points]))
 
 
 def grid_field(keys: GridKeys | GridsKeys = GridKeys()):
@@ -192,6 +195,11 @@ class AnyDialect:
     @property
     def dialect(self) -> str:
         return GRID_DIALECTS[type(self.grid_of_output())]
+
+    @property
+    def activation_bits(self) -> int:
+        """The width of the layer's activations: its output grid's (8, or 16 in TFLite's 16x8 mode)."""
+        return self.grid_of_output().bits
 
     @property
     def on_pow2_grids(self) -> bool:
@@ -309,6 +317,8 @@ class IrLayer:
         data: dict[str, Any] = {"operation": self.operation}
         if len(self.dialects) > 1 and self.dialect != "tf2ir":
             data[DIALECT_KEY] = self.dialect
+            if self.activation_bits != DEFAULT_BITS:
+                data[BITS_KEY] = self.activation_bits
         for spec in json_fields(type(self), self.dialect):
             value = getattr(self, spec.name)
             if "grid" in spec.metadata:
@@ -326,6 +336,11 @@ class IrLayer:
         if dialect not in cls.dialects:
             raise IrError(f"layer {name}: {DIALECT_KEY} {dialect!r}; {cls.operation} is of {', '.join(cls.dialects)}")
         values, known = {}, {"operation", *([DIALECT_KEY] if len(cls.dialects) > 1 else [])}
+        if dialect != "tf2ir":
+            known.add(BITS_KEY)
+            if data.get(BITS_KEY, DEFAULT_BITS) not in INTEGER_TYPES:
+                raise IrError(f"layer {name} ({cls.operation}): {BITS_KEY} {data.get(BITS_KEY)!r}; the tflite_int8 dialect's "
+                              "activations are int8 (no key) or int16 (16)")
         for spec in json_fields(cls, dialect):
             keys = spec.metadata["grid"].keys(dialect) if "grid" in spec.metadata else (spec.name,)
             known.update(keys)
@@ -397,6 +412,16 @@ class IrLayer:
 
     def label(self) -> str:
         return self.label_prefix or self.operation
+
+    @property
+    def activation_bits(self) -> int:
+        """The width of the layer's activations: 8 (a record of both dialects: its grid's, 16 in TFLite's 16x8 mode)."""
+        return DEFAULT_BITS
+
+    @property
+    def integer_dtype(self) -> type:
+        """The NumPy type of the layer's output integers: int8, or int16 (TFLite's 16x8 mode)."""
+        return INTEGER_TYPES[self.activation_bits]
 
 
 def json_fields(record: type, dialect: str) -> list[dataclasses.Field]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from core.ir.fields import FIELDS
 from core.ir.op import DIALECTS, schema_key
 from core.ir.ops import OPS  # noqa: F401  (every operation registered)
-from core.ir.records import DIALECT_KEY, IrError, IrLayer, json_fields, omits_default
+from core.ir.records import BITS_KEY, DIALECT_KEY, IrError, IrLayer, json_fields, omits_default
 
 VERSION = "1.2"
 # written here from the records (python -m core.ir.schema), never read: a test keeps it their image
@@ -50,6 +50,7 @@ def layer_schema(record: type[IrLayer], dialect: str) -> dict:
     required = ["operation"]
     if len(record.dialects) > 1 and dialect != "tf2ir":
         properties[DIALECT_KEY], required = {**FIELDS[DIALECT_KEY], "const": dialect}, [*required, DIALECT_KEY]
+        properties[BITS_KEY] = FIELDS[BITS_KEY]
     for spec in json_fields(record, dialect):
         keys = spec.metadata["grid"].keys(dialect) if "grid" in spec.metadata else (spec.name,)
         for key in keys:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
+from core.frontend.tflite import ACTIVATION_BITS, TfliteError, TfliteModel, TfliteOperator
 from core.quantize.tflite_math import activation_range
 
 SCHEME = "tflite_int8"
@@ -32,10 +32,26 @@ def padding(size: int, kernel: int, stride: int, dilation: int, same: bool) -> t
 
 def scale_and_zero_point(model: TfliteModel, index: int) -> tuple[float, int]:
     tensor = model.tensor(index)
-    if tensor.quantization is None or tensor.dtype != "INT8":
+    if tensor.quantization is None or tensor.dtype not in ACTIVATION_BITS:
         raise TfliteError(f"{model.path}: tensor {index} ({tensor.name}) is {tensor.dtype} without int8 quantization; "
-                          "the int8 kernels need int8 activations with a scale and a zero point")
+                          "the int8 kernels need int8 (or, in the 16x8 mode, int16) activations with a scale and a zero point")
+    if tensor.dtype == "INT16" and int(tensor.quantization.zero_point[0]) != 0:
+        raise TfliteError(f"{model.path}: tensor {index} ({tensor.name}) is INT16 with zero point "
+                          f"{int(tensor.quantization.zero_point[0])}; TFLite's 16x8 kernels take symmetric int16 activations "
+                          "(zero point 0): convert in the 16x8 mode")
     return float(tensor.quantization.scale[0]), int(tensor.quantization.zero_point[0])
+
+
+def activation_bits(model: TfliteModel, operator: TfliteOperator) -> int:
+    """The width of the operator's activations (8, or 16 in the 16x8 mode): one for its computed int8 or int16 inputs
+    and its output, as TFLite's kernels take them (a computed shape is int32)."""
+    widths = {ACTIVATION_BITS[model.tensor(index).dtype] for index in (*operator.inputs, *operator.outputs)
+              if index >= 0 and model.tensor(index).data is None and model.tensor(index).dtype in ACTIVATION_BITS}
+    if len(widths) != 1:
+        types = [model.tensor(index).dtype for index in (*operator.inputs, *operator.outputs) if index >= 0]
+        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}) on tensors of types {types}; the IR's "
+                          "operators read and write int8, or int16 (16x8 mode), throughout")
+    return widths.pop()
 
 
 def input_output(model: TfliteModel, operator: TfliteOperator) -> dict:
@@ -47,8 +63,10 @@ def input_output(model: TfliteModel, operator: TfliteOperator) -> dict:
 
 
 def clamp(model: TfliteModel, operator: TfliteOperator) -> tuple[int, int]:
-    """The int8 range of the operator's fused activation at its output's quantization."""
-    return activation_range(operator.activation, *scale_and_zero_point(model, operator.outputs[0]))
+    """The int8 (int16) range of the operator's fused activation at its output's quantization."""
+    bits = ACTIVATION_BITS[model.tensor(operator.outputs[0]).dtype]
+    return activation_range(operator.activation, *scale_and_zero_point(model, operator.outputs[0]), -(1 << (bits - 1)),
+                            (1 << (bits - 1)) - 1)
 
 
 def clamp_fields(model: TfliteModel, operator: TfliteOperator) -> dict:

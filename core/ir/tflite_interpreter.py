@@ -15,7 +15,7 @@ from threadpoolctl import threadpool_limits
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
 from core.ir.simulator import WORKERS, shared_pool
-from core.ir.tflite_dialect import scale_and_zero_point
+from core.ir.tflite_dialect import ACTIVATION_BITS, scale_and_zero_point
 from core.ir.tflite_ir import builders, run_operator
 from core.quantize.runtimes import DEFAULT_TFLITE_RUNTIME, Runtime
 from core.quantize.tflite_math import affine_quantize, dequantize
@@ -28,7 +28,8 @@ def _quantize(model, operator, values, runtime: Runtime):
     requantization before a concatenation: the IR's lut)."""
     if model.tensor(operator.inputs[0]).dtype != "FLOAT32":
         return run_operator(model, operator, values, runtime)
-    return affine_quantize(values[operator.inputs[0]], *scale_and_zero_point(model, operator.outputs[0]))
+    output = operator.outputs[0]
+    return affine_quantize(values[operator.inputs[0]], *scale_and_zero_point(model, output), ACTIVATION_BITS[model.tensor(output).dtype])
 
 
 def _dequantize(model, operator, values, runtime: Runtime):

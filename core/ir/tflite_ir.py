@@ -14,8 +14,8 @@ from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
 from core.ir.network import Ir
 from core.ir.op import END_POINT, NETWORK_INPUT, IrOp, operation_of
 from core.ir.ops import OPS  # every operation registered
-from core.ir.records import IrLayer
-from core.ir.tflite_dialect import SCHEME
+from core.ir.records import BITS_KEY, DEFAULT_BITS, IrLayer
+from core.ir.tflite_dialect import SCHEME, activation_bits
 from core.quantize.runtimes import DEFAULT_TFLITE_RUNTIME, Runtime
 
 
@@ -31,9 +31,15 @@ def affine_layer(model: TfliteModel, operator: TfliteOperator, name: str, previo
     if op is None:
         raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}) has no tflite_int8 IR operation yet; the IR "
                           f"covers {', '.join(sorted(builders()))}")
+    bits = activation_bits(model, operator)
+    if bits not in op.activation_widths:
+        built = sorted(name for name, other in builders().items() if bits in other.activation_widths)
+        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}) on int{bits} activations (TFLite's 16x8 mode): the "
+                          f"IR's {op.name} computes int8 only, its int{bits} arithmetic is not built yet; the 16x8 IR covers "
+                          f"{', '.join(built)}")
     fields, params = op.builders[operator.name](model, operator, runtime)
-    record = op.record.from_json({"name": name, "operation": op.name, "scheme": SCHEME, **fields,
-                                  "previous_layer": previous, "next_layer": following})
+    record = op.record.from_json({"name": name, "operation": op.name, "scheme": SCHEME, **({BITS_KEY: bits} if bits != DEFAULT_BITS else {}),
+                                  **fields, "previous_layer": previous, "next_layer": following})
     return record, params
 
 

@@ -11,17 +11,21 @@ Callers ask the grid, never which of an entry's optional fields are set."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from core.quantize import tflite_math
 
 INT8_MIN, INT8_MAX = -128, 127
+INTEGER_TYPES = {8: np.int8, 16: np.int16}  # an affine grid's integers by width
 
 
 @dataclass(frozen=True)
 class Pow2Grid:
     log2scale: int
+    bits: ClassVar[int] = 8  # TF2IR's integers are int8
+    dtype: ClassVar[type] = np.int8
 
     def quantize(self, values: np.ndarray) -> np.ndarray:
         """real -> int8: round half up (as FakeQuant does), saturate."""
@@ -61,9 +65,23 @@ class Pow2Grid:
 class AffineGrid:
     scale: float
     zero_point: int
+    bits: int = 8  # the integers' width: 8, or 16 (TFLite's 16x8 mode's activations)
 
     def quantize(self, values: np.ndarray) -> np.ndarray:
-        return tflite_math.affine_quantize(values, self.scale, self.zero_point)
+        return tflite_math.affine_quantize(values, self.scale, self.zero_point, self.bits)
+
+    @property
+    def qmin(self) -> int:
+        return -(1 << (self.bits - 1))
+
+    @property
+    def qmax(self) -> int:
+        return (1 << (self.bits - 1)) - 1
+
+    @property
+    def dtype(self) -> type:
+        """The integers' NumPy type."""
+        return INTEGER_TYPES[self.bits]
 
     def dequantize(self, values: np.ndarray) -> np.ndarray:
         return tflite_math.dequantize(values, self.scale, self.zero_point)

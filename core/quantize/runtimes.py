@@ -19,6 +19,8 @@ from dataclasses import dataclass
 # FULLY_CONNECTED's requantization of its int32 sums (the convolutions' is "double" on every runtime)
 SINGLE_ROUNDING = "single"  # one rounding of the 64-bit product x multiplier (TFLITE_SINGLE_ROUNDING's formula)
 DOUBLE_ROUNDING = "double"  # gemmlowp's SaturatingRoundingDoublingHighMul, then RoundingDivideByPOT
+# every runtime's 16x8 convolutions (and TFLM's 16x8 FULLY_CONNECTED): int64 sums, the multiplier rounded to 16 bits, one rounding
+REDUCED_ROUNDING = "reduced"
 
 # LOGISTIC and TANH
 FLOAT_TABLE = "float_table"  # PopulateLookupTable: the C library's expf / tanhf of each of the 256 inputs
@@ -36,6 +38,10 @@ class Runtime:
     reference: str  # what simulate checks every layer against, named in its messages
     fully_connected_rounding: str = DOUBLE_ROUNDING
     logistic_tanh: str = FLOAT_TABLE
+    # FULLY_CONNECTED of int16 activations (TFLite's 16x8 mode) rescaling its int64 sums: measured on both interpreters
+    wide_fully_connected_rounding: str = REDUCED_ROUNDING
+    # the int16 SOFTMAX's lookup tables (gen_lut): generated in double (LiteRT) or float (TFLite Micro)
+    int16_lut_precision: str = "double"
 
 
 RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in (
@@ -44,12 +50,15 @@ RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in (
             "the annotated graph (fake-quant)"),
     Runtime("litert_reference", "tflite_int8",
             "LiteRT's reference kernels (ai-edge-litert's BUILTIN_REF resolver, TensorFlow Lite's reference_ops): "
-            "FULLY_CONNECTED rounds its requantization once, LOGISTIC and TANH are float tables",
-            "LiteRT's reference kernels", fully_connected_rounding=SINGLE_ROUNDING, logistic_tanh=FLOAT_TABLE),
+            "FULLY_CONNECTED rounds its requantization once (at 16x8 too), LOGISTIC and TANH are float tables",
+            "LiteRT's reference kernels", fully_connected_rounding=SINGLE_ROUNDING, logistic_tanh=FLOAT_TABLE,
+            wide_fully_connected_rounding=SINGLE_ROUNDING),
     Runtime("tflm", "tflite_int8",
             "TensorFlow Lite for Microcontrollers (the tflite-micro interpreter's kernels): FULLY_CONNECTED rounds twice "
-            "(gemmlowp), as its convolutions do; LOGISTIC and TANH in gemmlowp fixed point",
-            "TensorFlow Lite for Microcontrollers' interpreter", fully_connected_rounding=DOUBLE_ROUNDING, logistic_tanh=FIXED_POINT),
+            "(gemmlowp), as its convolutions do (at 16x8, as its 16x8 convolutions: the multiplier reduced to 16 bits); "
+            "LOGISTIC and TANH in gemmlowp fixed point",
+            "TensorFlow Lite for Microcontrollers' interpreter", fully_connected_rounding=DOUBLE_ROUNDING, logistic_tanh=FIXED_POINT,
+            wide_fully_connected_rounding=REDUCED_ROUNDING, int16_lut_precision="float"),
 )}
 
 DEFAULT_TFLITE_RUNTIME = RUNTIMES["litert_reference"]

@@ -92,7 +92,19 @@ def multiply_by_quantized_multiplier_single_rounding(x: np.ndarray, multiplier, 
     return wrap_int32((np.asarray(x, np.int64) * np.asarray(multiplier, np.int64) + (np.int64(1) << (total - 1))) >> total)
 
 
-ROUNDINGS = {"double": multiply_by_quantized_multiplier, "single": multiply_by_quantized_multiplier_single_rounding}
+def multiply_by_quantized_multiplier_reduced(x: np.ndarray, multiplier, shift) -> np.ndarray:
+    """The 64-bit MultiplyByQuantizedMultiplier(int64_t x, ...) of TFLite's 16x8 kernels (int16 activations' int64
+    sums): the multiplier reduced to 16 bits, (multiplier + 2^15) >> 16 (0x7FFF from 0x7FFF0000 up), then one rounding
+    of x * reduced + 2^(14 - shift) >> (15 - shift), cast to int32 (measured equal to LiteRT's reference and TFLM's
+    CONV_2D on 16x8 files)."""
+    multiplier = np.asarray(multiplier, np.int64)
+    reduced = np.where(multiplier < 0x7FFF0000, (multiplier + (1 << 15)) >> 16, 0x7FFF)
+    total = 15 - np.asarray(shift, np.int64)
+    return wrap_int32((np.asarray(x, np.int64) * reduced + (np.int64(1) << (total - 1))) >> total)
+
+
+ROUNDINGS = {"double": multiply_by_quantized_multiplier, "single": multiply_by_quantized_multiplier_single_rounding,
+             "reduced": multiply_by_quantized_multiplier_reduced}
 
 
 def round_half_away(values):
@@ -125,17 +137,18 @@ def activation_range(activation: str, scale: float, zero_point: int, qmin: int =
 
 
 def requantize(accumulator: np.ndarray, multiplier, shift, zero_point: int, low: int, high: int, rounding: str = "double") -> np.ndarray:
-    """int32 accumulators to int8: rescaled by (multiplier, shift) with `rounding` (ROUNDINGS), plus
-    the output zero point, clamped to [low, high] (the activation's range)."""
+    """int32 (int64: "reduced") accumulators to int8 (int16 where [low, high] is beyond int8): rescaled by (multiplier,
+    shift) with `rounding` (ROUNDINGS), plus the output zero point, clamped to [low, high] (the activation's range)."""
     scaled = ROUNDINGS[rounding](accumulator, multiplier, shift) + zero_point
-    return np.clip(scaled, low, high).astype(np.int8)
+    return np.clip(scaled, low, high).astype(np.int8 if -128 <= low and high <= 127 else np.int16)
 
 
-def affine_quantize(values: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
-    """float32 -> int8 as TFLite's reference QUANTIZE (AffineQuantize): round(x / scale) half away from
-    zero, the quotient in double, plus the zero point, saturated."""
+def affine_quantize(values: np.ndarray, scale: float, zero_point: int, bits: int = 8) -> np.ndarray:
+    """float32 -> int8 (int16 with `bits` 16) as TFLite's reference QUANTIZE (AffineQuantize): round(x / scale) half
+    away from zero, the quotient in double, plus the zero point, saturated."""
     quotient = np.asarray(values, np.float32).astype(np.float64) / float(np.float32(scale))
-    return np.clip(round_half_away(quotient) + zero_point, -128, 127).astype(np.int8)
+    low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return np.clip(round_half_away(quotient) + zero_point, low, high).astype(np.int16 if bits == 16 else np.int8)
 
 
 def dequantize(values: np.ndarray, scale: float, zero_point: int) -> np.ndarray:

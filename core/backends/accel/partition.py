@@ -160,7 +160,7 @@ def match_layer(layer: IrLayer, accelerator: Accelerator | None, target: str, pa
         return None, f"no pattern of {target} names {operation}" + (f": {HOST_ONLY[operation]}" if operation in HOST_ONLY else "")
     lowering = lowering_of(operation)
     failures = []
-    common = shift_violations(layer, accelerator) + tile_violations(layer, accelerator, lowering.tile_needs(layer, accelerator))
+    common = width_violations(layer, accelerator) + shift_violations(layer, accelerator) + tile_violations(layer, accelerator, lowering.tile_needs(layer, accelerator))
     common += accumulator_violations(layer, params or {}) + lowering.refusals(layer, params or {})
     for pattern in patterns:
         problems = pattern.refusals(layer) + common
@@ -168,6 +168,13 @@ def match_layer(layer: IrLayer, accelerator: Accelerator | None, target: str, pa
             return pattern, f"matches pattern {pattern.name}"
         failures.append(f"pattern {pattern.name}: {'; '.join(problems)}")
     return None, " | ".join(failures)
+
+
+def width_violations(layer: IrLayer, accelerator: Accelerator) -> list[str]:
+    if layer.activation_bits <= accelerator.activation_bits:
+        return []
+    return [f"int{layer.activation_bits} activations (TFLite's 16x8 mode): the accelerator's buffers, GEMM and ALU hold "
+            f"int{accelerator.activation_bits} values"]
 
 
 def shift_violations(layer: IrLayer, accelerator: Accelerator) -> list[str]:

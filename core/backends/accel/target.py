@@ -138,6 +138,9 @@ class Accelerator:
     # (a) false: a GEMM RESET, then the biases added by the vector ALU after the GEMMs
     bias_in_accumulators: bool = True
     dialect: str = "tf2ir"  # the IR dialect whose operations its patterns name
+    # the width of the values its buffers, GEMM and ALU hold: a layer of wider activations (TFLite's 16x8 mode) runs on
+    # the host
+    activation_bits: int = 8
 
     @property
     def channel_block(self) -> int:
@@ -211,13 +214,16 @@ def accelerator_of(target: Mapping[str, Any], origin: str = "target") -> Acceler
     section = target.get(SECTION)
     if section is None:
         return None
-    # the accelerator computes int8: TF2IR's power-of-two arithmetic (shifts) or TFLite's (RMUL/RSHRA, zero points)
+    # the accelerator computes int8: TF2IR's power-of-two arithmetic (shifts) or TFLite's (RMUL/RSHRA, zero points); a
+    # scheme of wider activations leaves those layers to the host (core/backends/accel/partition.py: width_violations)
     scheme = scheme_settings(target)
     if scheme["name"] not in ACCELERATED_SCHEMES:
         raise AcceleratorError(f"{origin}: scheme={scheme['name']!r}: an accelerator runs {' or '.join(ACCELERATED_SCHEMES)}; "
                                f"choose one of them (target/scheme=...)")
-    if scheme.get("bits", 8) != 8:
-        raise AcceleratorError(f"{origin}: scheme.bits={scheme['bits']!r}: a target with an accelerator computes int8; set bits: 8")
+    native = SCHEMES[scheme["name"]].bits  # its own width (TFLite's 16x8 mode's: 16, whose layers the host runs)
+    if scheme.get("bits", native) != native:
+        raise AcceleratorError(f"{origin}: scheme.bits={scheme['bits']!r}: a target with an accelerator computes {scheme['name']}'s "
+                               f"own {native} bits; set bits: {native}")
     dialect = SCHEMES[scheme["name"]].ir_dialect
     return Accelerator.from_mapping(section, name=str(target.get("name", "accel")), origin=origin, dialect=dialect)
 

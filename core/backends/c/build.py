@@ -16,6 +16,7 @@ import numpy as np
 from core.backends.c.emitter import CodegenError
 from core.backends.c.program import CProgram
 from core.ir.network import Ir
+from core.ir.op import NETWORK_INPUT
 
 BINARY_FILE = "network"
 DEFAULT_CFLAGS = ("-O2",)  # a program for any x86-64 (SIMD through QT_SIMD's clones); codegen.cflags replaces it
@@ -76,8 +77,8 @@ class RunResult:
 
 
 def run_program(binary: Path, program: CProgram, images: np.ndarray, work_dir: Path, dump: bool = False) -> RunResult:
-    """Run the built network on int8 images [N, *input_shape]; the end points as arrays."""
-    images = np.ascontiguousarray(images, dtype=np.int8)
+    """Run the built network on int8 (a 16x8 program's: int16) images [N, *input_shape]; the end points as arrays."""
+    images = np.ascontiguousarray(images, dtype=program.dtype_of(NETWORK_INPUT))
     if tuple(images.shape[1:]) != program.input_shape:
         raise CodegenError(f"images of shape {list(images.shape)}; the network takes [N, {', '.join(map(str, program.input_shape))}]")
     work_dir = Path(work_dir)
@@ -94,18 +95,19 @@ def run_program(binary: Path, program: CProgram, images: np.ndarray, work_dir: P
     if match is None or int(match.group(1)) != len(images):
         raise CodegenError(f"{binary}: unexpected report {result.stdout.strip()!r}")
     n = len(images)
-    outputs = _split(paths[1].read_bytes(), n, {name: program.shapes[name] for name in program.end_points})
-    layers = _split(paths[2].read_bytes(), n, program.shapes) if dump else None
+    outputs = _split(paths[1].read_bytes(), n, {name: program.shapes[name] for name in program.end_points}, program)
+    layers = _split(paths[2].read_bytes(), n, program.shapes, program) if dump else None
     return RunResult(outputs, float(match.group(2)), wall, layers, int(match.group(3)))
 
 
-def _split(raw: bytes, images: int, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
-    """Per image, the named tensors back to back: each as [images, *shape]."""
-    data = np.frombuffer(raw, dtype=np.int8).reshape(images, -1)
+def _split(raw: bytes, images: int, shapes: dict[str, tuple[int, ...]], program: CProgram) -> dict[str, np.ndarray]:
+    """Per image, the named tensors back to back: each as [images, *shape] of its integers' type."""
+    data = np.frombuffer(raw, dtype=np.uint8).reshape(images, -1)
     tensors, start = {}, 0
     for name, shape in shapes.items():
-        size = math.prod(shape)
-        tensors[name] = data[:, start : start + size].reshape(images, *shape)
+        dtype = program.dtype_of(name)
+        size = math.prod(shape) * dtype.itemsize
+        tensors[name] = np.ascontiguousarray(data[:, start : start + size]).view(dtype).reshape(images, *shape)
         start += size
     return tensors
 

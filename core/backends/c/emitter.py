@@ -20,6 +20,9 @@ core/ir/records.py), under this contract:
   - a function marked QT_SIMD (compiled once per instruction set) keeps no array on its
     stack: GCC 12 miscompiles such leaf functions for AVX-512 (see qt_runtime.h).
 Every IR operation has an emitter (tests/test_structure.py): the host can run any layer.
+A layer of TFLite's 16x8 mode (`activation_bits` 16) holds int16 values: its pointers are still the program's bytes,
+read as int16_t (`c_function` opens such a function; `c_values` gives the element type, an accumulator wide enough and
+the saturating store), as TFLite Micro's kernels read their int16 tensors in its byte arena.
 
 A packer `pack(record, params) -> [PackedConstant]` (optional, per operation) lays out the
 layer's constants at codegen time for a SIMD path of its emitter: the program defines each as
@@ -46,6 +49,37 @@ class PackedConstant:
     kind: str  # the array is `<symbol>_<kind>`
     values: np.ndarray  # int8 or int32, written flat in C order
     condition: str  # the preprocessor test under which the program defines it
+
+
+@dataclass(frozen=True)
+class CValues:
+    """How a layer's activations are held in C: their element type, an accumulator for sums of their products with int8
+    weights, the saturating store of an int64."""
+
+    type: str
+    accumulator: str
+    saturate: str
+
+
+C_VALUES = {8: CValues("int8_t", "int32_t", "qt_sat8"), 16: CValues("int16_t", "int64_t", "qt_sat16")}  # by activation_bits
+
+
+def c_values(record: IrLayer) -> CValues:
+    return C_VALUES[record.activation_bits]
+
+
+def c_function(record: IrLayer, symbol: str, inputs: int, prefix: str = "static") -> str:
+    """The head and opening brace of the contract's function, `in0`.. and `out` of the layer's element type (a 16-bit
+    layer's byte pointers read as int16_t: the arena's offsets are aligned)."""
+    names = [f"in{k}" for k in range(inputs)]
+    if record.activation_bits == 8:
+        parameters = [*(f"const int8_t *restrict {name}" for name in names), "int8_t *restrict out"]
+        return f"{prefix} void {symbol}({', '.join(parameters)})\n{{\n"
+    kind = c_values(record).type
+    parameters = [*(f"const int8_t *restrict {name}_bytes" for name in names), "int8_t *restrict out_bytes"]
+    views = [*(f"    const {kind} *restrict {name} = (const {kind} *)(const void *){name}_bytes;\n" for name in names),
+             f"    {kind} *restrict out = ({kind} *)(void *)out_bytes;\n"]
+    return f"{prefix} void {symbol}({', '.join(parameters)})\n{{\n{''.join(views)}"
 
 
 CPacker = Callable[[IrLayer, dict[str, np.ndarray]], list[PackedConstant]]

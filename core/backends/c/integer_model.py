@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from core.backends.c.emitter import CodegenError
+from core.backends.c.emitter import C_VALUES, CodegenError
 from core.ir.records import IrLayer
 
 # each graph op an element-wise integer model may use, as a C expression of its operands' expressions (int64)
@@ -64,9 +64,9 @@ def element_expression(integer_model: Callable, record: IrLayer, inputs: list[st
 
 
 def affine_expression(affine_model: Callable, record: IrLayer, inputs: list[str]) -> str:
-    """The int8 output element of `record`'s affine model (the tflite_int8 dialect's arithmetic, which reads the record's
-    zero points, multipliers and shifts) whose inputs' elements are the C expressions `inputs`."""
-    return f"qt_sat8({affine_model(CModelBuilder(inputs, [], 0, 'None'), record)})"
+    """The int8 (int16) output element of `record`'s affine model (the tflite_int8 dialect's arithmetic, which reads the
+    record's zero points, multipliers and shifts) whose inputs' elements are the C expressions `inputs`."""
+    return f"{C_VALUES[record.activation_bits].saturate}({affine_model(CModelBuilder(inputs, [], 0, 'None'), record)})"
 
 
 def model_expression(integer_model: Callable, inputs: list[str], input_log2scales: list[int], output_log2scale: int,

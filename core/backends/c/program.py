@@ -19,6 +19,7 @@ import numpy as np
 from core.backends.c.emitter import CodegenError
 from core.backends.c.ops import emit_c, pack_c
 from core.ir.network import Ir
+from core.ir.op import NETWORK_INPUT
 from core.ir.records import IrLayer
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
@@ -47,14 +48,19 @@ class CProgram:
     constant_bytes: int
     arena_bytes: int
     files: dict[str, bytes] = field(default_factory=dict)  # other artifacts (instruction streams, listings)
+    # tensor (a layer's name, or NETWORK_INPUT's) -> the NumPy type of its integers, where not int8 (TFLite's 16x8 mode)
+    dtypes: dict[str, type] = field(default_factory=dict)
+
+    def dtype_of(self, tensor: str) -> np.dtype:
+        return np.dtype(self.dtypes.get(tensor, np.int8))
 
     @property
     def input_bytes(self) -> int:
-        return math.prod(self.input_shape)
+        return math.prod(self.input_shape) * self.dtype_of(NETWORK_INPUT).itemsize
 
     @property
     def end_point_bytes(self) -> list[int]:
-        return [math.prod(self.shapes[name]) for name in self.end_points]
+        return [math.prod(self.shapes[name]) * self.dtype_of(name).itemsize for name in self.end_points]
 
     @property
     def scratch_bytes(self) -> int:
@@ -108,14 +114,17 @@ def c_symbols(ir: Ir) -> dict[str, str]:
 
 def c_array(name: str, values: np.ndarray, maybe_unused: bool = False) -> str:
     """Constants as a C array: int8 (the IR's), float32 (a float layer's) as exact hexadecimal
-    literals, int16 / int32 (a packer's). `maybe_unused`: a build may not read it (QT_MAYBE_UNUSED)."""
+    literals, int16 / int32 (a packer's), int64 (16x8 biases). `maybe_unused`: a build may not read it (QT_MAYBE_UNUSED)."""
     flat = np.asarray(values).reshape(-1)
     storage = "static const QT_MAYBE_UNUSED" if maybe_unused else "static const"
     if flat.dtype == np.float32:
         return _c_initialized(f"{storage} float {name}", [f"{float(v).hex()}f" for v in flat])
+    if flat.dtype == np.int64:  # beyond int32, a literal needs its type
+        texts = [text if abs(value) <= 2**31 - 1 else f"INT64_C({text})" for value, text in zip(flat.tolist(), decimal_texts(flat))]
+        return _c_initialized(f"{storage} int64_t {name}", texts)
     if flat.dtype not in (np.int8, np.int16, np.int32):
         raise CodegenError(f"{name}: constants of dtype {flat.dtype}; expected int8 (the IR's params), float32 (a float "
-                           f"layer's) or int16 / int32 (a SIMD packing's)")
+                           f"layer's), int16 / int32 (a SIMD packing's) or int64 (a 16x8 layer's biases)")
     return _c_initialized(f"{storage} {flat.dtype}_t {name}", decimal_texts(flat))
 
 

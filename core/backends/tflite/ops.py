@@ -36,10 +36,10 @@ def _bias(writer: TfliteWriter, layer: Layer, input_scale: float, weight_scales:
         values = np.zeros(channels)
     scales = np.float64(np.float32(input_scale)) * weight_scales.astype(np.float64)
     bias = round_half_away(values / scales)
-    if np.abs(bias).max(initial=0) > 2**31 - 1:
-        raise ExportError(f"layer {layer.ir_name}: a bias beyond int32 at input scale x weight scale")
-    return writer.add_tensor(name, [channels], writer.schema.TensorType.INT32, scales, np.zeros(channels, np.int64), 0,
-                             bias.astype(np.int32))
+    tensor_type, dtype = writer.bias_type
+    if np.abs(bias).max(initial=0) > np.iinfo(dtype).max:
+        raise ExportError(f"layer {layer.ir_name}: a bias beyond {np.dtype(dtype).name} at input scale x weight scale")
+    return writer.add_tensor(name, [channels], tensor_type, scales, np.zeros(channels, np.int64), 0, bias.astype(dtype))
 
 
 def _padding(writer: TfliteWriter, layer: Layer, input_index: int) -> tuple[int, int]:
@@ -59,7 +59,7 @@ def _padding(writer: TfliteWriter, layer: Layer, input_index: int) -> tuple[int,
                              data=np.array([[0, 0], [top, bottom], [left, right], [0, 0]], np.int32))
     entry = writer.entry(layer.inputs[0])
     padded = writer.add_tensor(f"{layer.name}/padded", [1, shape[1] + top + bottom, shape[2] + left + right, shape[3]],
-                               writer.schema.TensorType.INT8, entry.scale, entry.zero_point)
+                               writer.activation_type, entry.scale, entry.zero_point)
     writer.operator("PAD", [input_index, pads], [padded])
     return writer.schema.Padding.VALID, padded
 
@@ -121,7 +121,9 @@ def _pool(name: str):
 
 def _add(writer: TfliteWriter, layer: Layer) -> None:
     inputs = [writer.activation(tensor) for tensor in layer.inputs]
-    writer.operator("ADD", inputs, [writer.activation(layer.output)], *writer.options("AddOptions", fusedActivationFunction=writer.fused(layer)))
+    general_scales = {"potScaleInt16": False} if writer.table.bits == 16 else {}  # the 16x8 ADD the converter writes
+    writer.operator("ADD", inputs, [writer.activation(layer.output)], *writer.options(
+        "AddOptions", fusedActivationFunction=writer.fused(layer), **general_scales))
 
 
 def _reshape(writer: TfliteWriter, layer: Layer) -> None:
@@ -170,7 +172,7 @@ def _requantized(writer: TfliteWriter, tensor: str, output_entry, name: str) -> 
     if (entry.scale, entry.zero_point) == (output_entry.scale, output_entry.zero_point):
         return source
     shape = [1, *writer.layer_graph.graph.shape(tensor)[1:]]
-    rescaled = writer.add_tensor(name, shape, writer.schema.TensorType.INT8, output_entry.scale, output_entry.zero_point)
+    rescaled = writer.add_tensor(name, shape, writer.activation_type, output_entry.scale, output_entry.zero_point)
     writer.operator("QUANTIZE", [source], [rescaled])
     return rescaled
 

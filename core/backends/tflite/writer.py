@@ -1,7 +1,8 @@
 """The flatbuffer a .tflite export builds (TfliteWriter): a layer graph under a tflite_int8 calibration table,
 written as a TFLite int8 flatbuffer: int8 input and outputs, each activation at its entry's scale and zero
 point, weights int8 per output channel (narrow, rounded half up at the channel's scale, as the annotated graph's FakeQuant rounds them), biases int32 at
-input scale x weight scale (their correction included), rounded half away from zero. TFLite's kernels
+input scale x weight scale (their correction included), rounded half away from zero. Under a tflite_int16x8 table, the
+16x8 mode's file: activations int16 (zero point 0), biases int64, weights as int8's. TFLite's kernels
 derive every multiplier and shift from these scales themselves, exactly as core/ir/tflite_interpreter.py
 does. Written with TensorFlow's flatbuffer bindings (the object API of TFLite's schema)."""
 
@@ -64,12 +65,22 @@ class TfliteWriter:
         self.tensors.append(tensor)
         return len(self.tensors) - 1
 
+    @property
+    def activation_type(self) -> int:
+        """The activations' tensor type: INT8, or INT16 under a 16-bit table (TFLite's 16x8 mode)."""
+        return self.schema.TensorType.INT16 if self.table.bits == 16 else self.schema.TensorType.INT8
+
+    @property
+    def bias_type(self) -> tuple[int, type]:
+        """The biases' tensor type and its NumPy type: INT32, or INT64 in the 16x8 mode."""
+        return (self.schema.TensorType.INT64, np.int64) if self.table.bits == 16 else (self.schema.TensorType.INT32, np.int32)
+
     def activation(self, tensor: str, name: str | None = None) -> int:
-        """The int8 tensor of a graph tensor (its entry's scale and zero point), made once."""
+        """The int8 (int16) tensor of a graph tensor (its entry's scale and zero point), made once."""
         if tensor not in self.by_graph_tensor:
             shape = self.layer_graph.graph.shape(tensor)
             entry = self.entry(tensor)
-            self.by_graph_tensor[tensor] = self.add_tensor(name or tensor, [1, *shape[1:]], self.schema.TensorType.INT8, entry.scale,
+            self.by_graph_tensor[tensor] = self.add_tensor(name or tensor, [1, *shape[1:]], self.activation_type, entry.scale,
                                                            entry.zero_point)
         return self.by_graph_tensor[tensor]
 

@@ -67,7 +67,7 @@ class QuantScheme(ABC):
     # scales are powers of two (a method may then pick its own exponent: ActivationChoice.pow2_exponent)
     power_of_two: ClassVar[bool] = False
     # the IR dialect emit_ir writes a table of this scheme in (core/ir/op.py: DIALECTS)
-    ir_dialect: ClassVar[str | None]  # None: no IR yet (calibrate and annotate only)
+    ir_dialect: ClassVar[str]
     # an accelerator target may choose it (the accelerator's lowerings cover its dialect: core/backends/accel/ops)
     accelerated: ClassVar[bool] = False
     # its settings, `target.scheme`: a dataclass whose first field is `name` (the scheme's) and which has `bits`
@@ -194,8 +194,6 @@ def runtime_of(target) -> Runtime:
     its scheme's default (a scheme whose settings have no `runtime` has one: its dialect's)."""
     settings = config_value(target, "scheme")
     scheme = scheme_class(config_value(settings, "name"))
-    if scheme.ir_dialect is None:
-        raise ValueError(f"target/scheme={scheme.name}: no integers are computed yet (no IR), so no runtime computes them")
     return runtime_named(config_value(settings, "runtime", None), scheme.ir_dialect, scheme.name)
 
 

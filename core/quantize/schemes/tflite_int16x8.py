@@ -3,9 +3,9 @@ activations int16 symmetric (zero point 0, scale = the range's larger magnitude 
 output channel in [-127, 127], biases int64 at input scale x weight scale. SOFTMAX, LOGISTIC and TANH output 1/32768
 with zero point 0, as TFLite's int16 kernels require.
 
-Calibration and annotation run on it: the table, and the fake-quantized graph's SQNR and top-1 against float, say what
-16-bit activations buy against int8 before any integer is computed. Its IR (the tflite_int8 dialect at int16 with int64
-biases), simulator and C are not built yet: `ir_dialect` is None, and a run is refused past annotate, before any stage."""
+Its IR is the tflite_int8 dialect's at int16 (`"activation_bits": 16` on every layer, int64 biases; the convolutions'
+multiplier reduced to 16 bits), read from the 16x8 `.tflite` the table defines, as the int8 scheme's is: the simulator,
+and simulate's check against the runtime's interpreter, compute TFLite's 16x8 kernels' integers."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from core.quantize.schemes.base import register_scheme
-from core.quantize.schemes.tflite_int8 import TfliteInt8
+from core.quantize.schemes.tflite_int8 import TfliteInt8, TfliteRuntime
 
 
 @dataclass
@@ -22,6 +22,8 @@ class TfliteInt16x8Settings:
 
     name: str = "tflite_int16x8"
     bits: int = field(default=16, metadata={"check": "positive"})  # the activations'; weights are int8
+    # whose bytes the simulator computes and simulate checks every layer against (as tflite_int8's)
+    runtime: TfliteRuntime = TfliteRuntime.litert_reference
 
     def errors(self) -> list[str]:
         return [] if self.bits == 16 else [f"target.scheme.bits={self.bits}: the 16x8 scheme's activations are int16; set "
@@ -35,8 +37,8 @@ class TfliteInt16x8(TfliteInt8):
 
     bits: int = 16
     name: ClassVar[str] = "tflite_int16x8"
-    ir_dialect: ClassVar[str | None] = None  # not built yet: calibrate and annotate only
-    accelerated: ClassVar[bool] = False
+    ir_dialect: ClassVar[str] = "tflite_int8"  # its layers at "activation_bits": 16
+    accelerated: ClassVar[bool] = True  # an accelerator target may choose it: its layers go to the host, with the reason
     settings: ClassVar[type] = TfliteInt16x8Settings
     bias_bits: ClassVar[int] = 64
     # TFLite's int16 kernels: SOFTMAX (reference_ops::SoftmaxInt16), LOGISTIC and TANH output 1/32768, zero point 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from core.backends.c.emitter import emits
+from core.backends.c.emitter import c_function, emits
 from core.backends.c.integer_model import affine_expression, element_expression
 from core.ir.ops.add.kernel import add_model, tflite_add_model
 from core.ir.ops.add.record import AddLayer
@@ -36,10 +36,8 @@ QT_SIMD static void {symbol}(const int8_t *restrict in0, const int8_t *restrict 
 
 def _tflite_add_c(record: AddLayer, symbol: str) -> str:
     """`tflite_add_model` (core/ir/ops/add/kernel.py) for one image, element by element in int64."""
-    return f"""/* add of {list(record.shape)} (tflite_int8) */
-static void {symbol}(const int8_t *restrict in0, const int8_t *restrict in1, int8_t *restrict out)
-{{
-    long i;
+    return f"""/* add of {list(record.shape)} (tflite_int8{"" if record.activation_bits == 8 else ", int16"}) */
+{c_function(record, symbol, 2)}    long i;
     for (i = 0; i < {math.prod(record.shape)}L; i++) {{
         out[i] = {affine_expression(tflite_add_model, record, ["in0[i]", "in1[i]"])};
     }}

@@ -14,18 +14,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.backends.c.emitter import PackedConstant, emits, packs
+from core.backends.c.emitter import PackedConstant, c_function, c_values, emits, packs
 from core.backends.c.geometry import Clamp, WindowGeometry
 from core.backends.c.ops.conv import SIMD_A_BIAS, SIMD_BLOCK, SIMD_PATHS, conv_emit_c, conv_pack_c, conv_simd, dwconv_emit_c
 from core.ir.ops.conv.record import ChannelRequantization, ConvLayer, ShiftRequantization, by_requantization
 
-_REQUANTIZE = {"double": "qt_mbqm", "single": "qt_mbqm_single"}
+_REQUANTIZE = {"double": "qt_mbqm", "single": "qt_mbqm_single", "reduced": "qt_mbqm_reduced"}
 SIMD_ANY = "QT_INT8_SIMD"  # the condition of what both SIMD paths read
 
 
 def simd_applies(record: ConvLayer) -> bool:
-    """The GEMM path: a convolution (not depthwise) rounding twice, as qt_gemm.h's TFLite store does."""
-    return not record.depthwise and record.rounding == "double"
+    """The GEMM path: a convolution (not depthwise) of int8 values rounding twice, as qt_gemm.h's TFLite store does."""
+    return not record.depthwise and record.rounding == "double" and record.activation_bits == 8
 
 
 def conv_affine_emit_c(record: ConvLayer, symbol: str) -> str:
@@ -76,17 +76,19 @@ def _portable(record: ConvLayer, symbol: str) -> str:
     per output pixel a row of int32 sums over the output channels (the weights widened to int16 as [tap][channel]
     at the first call), less the zero point x each channel's weight sum (seed 004's folding; the int32 sums
     cannot overflow: the IR bounds them), the bias, TFLite's requantization of the record's rounding, the
-    output zero point, the clamp."""
+    output zero point, the clamp. A 16x8 layer's values are int16 and its sums int64 (`c_values`)."""
     geometry = WindowGeometry.of(record)
+    values = c_values(record)
     hp, wp = geometry.padded_height, geometry.padded_width
     channels, outputs, s = geometry.in_channels, geometry.out_channels, symbol
     reduction, weight_at, products = _portable_taps(record, s, geometry)
     bias = f"{s}_bias[o]" if record.load_bias else "0"
+    row_bytes = "" if values.type == "int8_t" else " * sizeof(int16_t)"
     return f"""/* {record.label()} {geometry.height}x{geometry.width}x{channels} -> {geometry.out_height}x{geometry.out_width}x{outputs} (tflite_int8, {record.rounding} rounding) */
-static int8_t {s}_padded[{hp * wp * channels}]; /* the input, padded with its zero point to {hp}x{wp} */
+static {values.type} {s}_padded[{hp * wp * channels}]; /* the input, padded with its zero point to {hp}x{wp} */
 static int16_t {s}_w16[{reduction * outputs}]; /* the weights as [tap][channel] */
-static int32_t {s}_zero_sum[{outputs}]; /* input zero point x the channel's weight sum */
-static int32_t {s}_acc[{outputs}];
+static {values.accumulator} {s}_zero_sum[{outputs}]; /* input zero point x the channel's weight sum */
+static {values.accumulator} {s}_acc[{outputs}];
 static int {s}_ready;
 
 static void {s}_init(void)
@@ -104,26 +106,24 @@ static void {s}_init(void)
     {s}_ready = 1;
 }}
 
-static void {s}(const int8_t *restrict in0, int8_t *restrict out)
-{{
-    int32_t *acc = {s}_acc;
+{c_function(record, s, 1)}    {values.accumulator} *acc = {s}_acc;
     int oy, ox, o, ky, kx, c;
     if (!{s}_ready)
         {s}_init();
     for (oy = 0; oy < {geometry.height}; oy++)
-        memcpy({s}_padded + ((oy + {geometry.pad_top}) * {wp} + {geometry.pad_left}) * {channels}, in0 + oy * {geometry.width * channels}, {geometry.width * channels});
+        memcpy({s}_padded + ((oy + {geometry.pad_top}) * {wp} + {geometry.pad_left}) * {channels}, in0 + oy * {geometry.width * channels}, {geometry.width * channels}{row_bytes});
     for (oy = 0; oy < {geometry.out_height}; oy++)
         for (ox = 0; ox < {geometry.out_width}; ox++) {{
-            int8_t *y = out + (oy * {geometry.out_width} + ox) * {outputs};
+            {values.type} *y = out + (oy * {geometry.out_width} + ox) * {outputs};
             for (o = 0; o < {outputs}; o++)
                 acc[o] = 0;
             for (ky = 0; ky < {geometry.kernel_h}; ky++)
                 for (kx = 0; kx < {geometry.kernel_w}; kx++) {{
-                const int8_t *x = {s}_padded + ((oy * {geometry.stride_h} + ky * {geometry.dilation_h}) * {wp} + ox * {geometry.stride_w} + kx * {geometry.dilation_w}) * {channels};
+                const {values.type} *x = {s}_padded + ((oy * {geometry.stride_h} + ky * {geometry.dilation_h}) * {wp} + ox * {geometry.stride_w} + kx * {geometry.dilation_w}) * {channels};
                 {products}
             }}
             for (o = 0; o < {outputs}; o++)
-                y[o] = (int8_t)qt_clamp64({_REQUANTIZE[record.rounding]}((int64_t)acc[o] - {s}_zero_sum[o] + {bias}, {s}_multiplier[o],
+                y[o] = ({values.type})qt_clamp64({_REQUANTIZE[record.rounding]}((int64_t)acc[o] - {s}_zero_sum[o] + {bias}, {s}_multiplier[o],
                                           {s}_shift[o]) + ({record.output_grid.zero_point}), {record.output_min}, {record.output_max});
             (void)c;
         }}

@@ -3,8 +3,8 @@ gemmlowp fixed point (the arithmetic: runtime/qt_tflite.h)."""
 
 from __future__ import annotations
 
-from core.backends.c.emitter import emits
-from core.ir.ops.softmax.affine import ACCUMULATION_INTEGER_BITS, softmax_exp_table
+from core.backends.c.emitter import c_function, emits
+from core.ir.ops.softmax.affine import ACCUMULATION_INTEGER_BITS, LUT_STEPS, int16_luts, int16_scaling, softmax_exp_table
 from core.ir.ops.softmax.record import SoftmaxLayer, exp_table
 from core.quantize.grid import AffineGrid, Pow2Grid
 
@@ -84,4 +84,57 @@ static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
 """
 
 
-C_SOFTMAX = {Pow2Grid: _pow2_softmax_c, AffineGrid: _tflite_softmax_c}  # by the input's grid
+def _tflite_softmax_int16_c(record: SoftmaxLayer, symbol: str) -> str:
+    """TFLite's int16 SOFTMAX per row (core/ir/ops/softmax/affine.py: softmax_int16): each difference from the row's
+    maximum rescaled onto the exp table's steps (qt_mbqm), recentred, its exp by the interpolating lookup (kept in
+    `out` until the sum is known); the sum normalized by its leading zeros, its reciprocal by the 1 / (1 + x) table;
+    each output the exp x the reciprocal, rounded, in [0, 32767]."""
+    exp_lut, reciprocal_lut = (", ".join(str(int(v)) for v in table) for table in int16_luts(record.lut_precision))
+    multiplier, shift = int16_scaling(record.input_grid.scale, record.beta)
+    classes, rows, s = record.classes, record.rows(), symbol
+    return f"""/* softmax over {classes} values, {rows} row(s) (tflite_int8, int16: lookup tables) */
+static const int16_t {s}_exp_lut[{LUT_STEPS + 1}] = {{{exp_lut}}};
+static const int16_t {s}_reciprocal_lut[{LUT_STEPS + 1}] = {{{reciprocal_lut}}};
+
+/* generic_int16_table_lookup: the entry at 256 + (value >> 7), plus its slope x the low 7 bits, rounded */
+static int64_t {s}_lookup(int64_t value, const int16_t *lut)
+{{
+    int64_t high = qt_floor_shift64(value, 7), base = lut[256 + high];
+    return base + qt_floor_shift64((lut[257 + high] - base) * (value - high * 128) + 64, 7);
+}}
+
+{c_function(record, s, 1)}    int row, i;
+    for (row = 0; row < {rows}; row++) {{
+        const int16_t *x = in0 + row * {classes};
+        int16_t *y = out + row * {classes};
+        int64_t largest = x[0], total = 0, shifted, reciprocal;
+        uint32_t normalized;
+        int headroom_plus_one = 0, right_shift;
+        for (i = 1; i < {classes}; i++)
+            if (x[i] > largest)
+                largest = x[i];
+        for (i = 0; i < {classes}; i++) {{
+            int64_t scaled = qt_mbqm(x[i] - largest, INT64_C({multiplier}), {shift});
+            y[i] = (int16_t){s}_lookup(qt_clamp64(scaled + 32767, -32768, 32767), {s}_exp_lut);
+            total += y[i];
+        }}
+        normalized = (uint32_t)total;
+        while (headroom_plus_one < 32 && !(normalized & UINT32_C(0x80000000))) {{
+            normalized <<= 1;
+            headroom_plus_one++;
+        }}
+        shifted = qt_floor_shift64(qt_shl64(total, headroom_plus_one - 1) + (1 << 13), 14);
+        reciprocal = {s}_lookup(qt_clamp64(shifted - (1 << 15) - (1 << 16), -32768, 32767), {s}_reciprocal_lut);
+        right_shift = 31 - headroom_plus_one;
+        for (i = 0; i < {classes}; i++)
+            y[i] = (int16_t)qt_clamp64(qt_floor_shift64(y[i] * reciprocal + (INT64_C(1) << (right_shift - 1)), right_shift), 0, 32767);
+    }}
+}}
+"""
+
+
+def _tflite_softmax_by_width(record: SoftmaxLayer, symbol: str) -> str:
+    return {8: _tflite_softmax_c, 16: _tflite_softmax_int16_c}[record.activation_bits](record, symbol)
+
+
+C_SOFTMAX = {Pow2Grid: _pow2_softmax_c, AffineGrid: _tflite_softmax_by_width}  # by the input's grid, then its width

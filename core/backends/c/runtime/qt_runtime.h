@@ -92,6 +92,12 @@ static inline int8_t qt_sat8(int64_t v)
     return (int8_t)qt_clamp64(v, -128, 127);
 }
 
+/* clamp to [-32768, 32767] and narrow: TFLite's 16x8 mode's int16 activations */
+static inline int16_t qt_sat16(int64_t v)
+{
+    return (int16_t)qt_clamp64(v, -32768, 32767);
+}
+
 #include "qt_gemm.h"
 #include "qt_tflite.h"
 

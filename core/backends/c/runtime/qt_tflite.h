@@ -45,6 +45,16 @@ static inline int64_t qt_mbqm_single(int64_t x, int64_t multiplier, int shift)
     return qt_wrap32(qt_floor_shift64(x * multiplier + (INT64_C(1) << (total - 1)), total));
 }
 
+/* MultiplyByQuantizedMultiplier of an int64 x (TFLite's 16x8 convolutions' sums): the multiplier rounded to 16 bits,
+ * (multiplier + 2^15) >> 16 (0x7FFF from 0x7FFF0000 up), then (x * reduced + 2^(14 - shift)) >> (15 - shift), cast to
+ * int32 (wrapping, as static_cast does); |x| < 2^47 (the IR checks it) */
+static inline int64_t qt_mbqm_reduced(int64_t x, int64_t multiplier, int shift)
+{
+    int64_t reduced = multiplier < INT64_C(0x7FFF0000) ? (multiplier + (INT64_C(1) << 15)) >> 16 : INT64_C(0x7FFF);
+    int total = 15 - shift;
+    return qt_wrap32(qt_floor_shift64(x * reduced + (INT64_C(1) << (total - 1)), total));
+}
+
 /* gemmlowp's SaturatingRoundingMultiplyByPOT<e> for 0 < e < 31: x * 2^e, saturated to int32 */
 static inline int64_t qt_sat_shl32(int64_t x, int e)
 {

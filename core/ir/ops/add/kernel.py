@@ -9,7 +9,7 @@ import numpy as np
 
 from core.frontend.layers import IntegerModelBuilder
 from core.ir.activations import activation_named
-from core.ir.integer_kernel import integer_model_kernel, pair_lookup, pair_table
+from core.ir.integer_kernel import ArrayModelBuilder, integer_model_kernel, pair_lookup, pair_table
 from core.ir.ops.add.record import AddLayer
 from core.quantize.grid import AffineGrid, Pow2Grid
 
@@ -57,7 +57,10 @@ def tflite_add_model(model: IntegerModelBuilder, record: AddLayer):
 
 
 def _tflite_add(record: AddLayer, params: dict, inputs: list) -> np.ndarray:
-    return pair_lookup(pair_table(tflite_add_model, record), *inputs)
+    """int8: the table of every pair; int16 (16x8), whose pairs are too many to tabulate: the model on the arrays."""
+    if record.activation_bits == 8:
+        return pair_lookup(pair_table(tflite_add_model, record), *inputs)
+    return tflite_add_model(ArrayModelBuilder(list(inputs), [], 0, "None"), record).astype(record.output_grid.dtype)
 
 
 KERNELS = {Pow2Grid: integer_model_kernel(add_model), AffineGrid: _tflite_add}  # by the output's grid

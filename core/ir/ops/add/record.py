@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from core.ir.activations import Activated
-from core.ir.ops.add.affine import LEFT_SHIFT
+from core.ir.ops.add.affine import LEFT_SHIFT, LEFT_SHIFTS
 from core.ir.fields import shape_array
 from core.ir.records import OUTPUT_GRID, AnyDialect, GridsKeys, IrLayer, OpSchema, Shift, Size, grid_field, written_in
 from core.quantize.grid import AffineGrid, Pow2Grid
@@ -47,7 +47,8 @@ class AddLayer(AnyDialect, Activated, IrLayer):
                 "input_zero_points": {**_PAIR, "items": {"type": "integer", "minimum": -128, "maximum": 127}},
                 "input_multipliers": {**_PAIR, "items": {"type": "integer"}},
                 "input_shifts": {**_PAIR, "items": {"type": "integer"}},
-                "left_shift": {"const": LEFT_SHIFT, "description": "Headroom of the rescaled inputs in int32 (add.cc: 20 for int8)."},
+                "left_shift": {"enum": sorted(set(LEFT_SHIFTS.values())),
+                               "description": "Headroom of the rescaled inputs in int32 (add.cc: 20 for int8, 15 for int16)."},
                 "output_multiplier": {"type": "integer"},
                 "output_shift": {"type": "integer", "description": "TFLite's convention: positive shifts left."}},
     )
@@ -130,4 +131,4 @@ class AddLayer(AnyDialect, Activated, IrLayer):
 
     def accumulator_bound(self, params: dict | None = None) -> int | None:
         # TF2IR: no accumulator, |sum| <= 256 at the coarser scale, then a shift; TFLite's: both inputs << left_shift
-        return None if self.on_pow2_grids else 2 * 255 << self.left_shift
+        return None if self.on_pow2_grids else 2 * (2**self.activation_bits - 1) << self.left_shift

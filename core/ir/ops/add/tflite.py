@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
 from core.quantize.runtimes import Runtime
-from core.ir.ops.add.affine import LEFT_SHIFT, add_requantization
-from core.ir.tflite_dialect import clamp_fields, scale_and_zero_point
+from core.ir.ops.add.affine import LEFT_SHIFTS, add_requantization
+from core.ir.tflite_dialect import activation_bits, clamp_fields, scale_and_zero_point
 
 
 def add_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
@@ -16,9 +16,13 @@ def add_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runti
                           "IR adds two computed tensors of one shape")
     (first_scale, first_zero), (second_scale, second_zero), (output_scale, output_zero) = (
         scale_and_zero_point(model, index) for index in (*operator.inputs, operator.outputs[0]))
+    if model.tensor(operator.outputs[0]).dtype == "INT16" and operator.option("potScaleInt16", True):
+        raise TfliteError(f"{model.path}: operator {operator.index} (ADD) with pot_scale_int16: the IR computes the 16x8 ADD of "
+                          "general scales (pot_scale_int16 false), as TensorFlow's converter writes it")
+    left_shift = LEFT_SHIFTS[activation_bits(model, operator)]
     (first_multiplier, first_shift), (second_multiplier, second_shift), (multiplier, shift) = add_requantization(
-        first_scale, second_scale, output_scale)
+        first_scale, second_scale, output_scale, left_shift)
     return {"shape": [int(v) for v in shapes[0]], "input_scales": [first_scale, second_scale], "input_zero_points": [first_zero, second_zero],
             "input_multipliers": [first_multiplier, second_multiplier], "input_shifts": [first_shift, second_shift],
-            "left_shift": LEFT_SHIFT, "output_multiplier": multiplier, "output_shift": shift, "output_scale": output_scale,
+            "left_shift": left_shift, "output_multiplier": multiplier, "output_shift": shift, "output_scale": output_scale,
             "output_zero_point": output_zero, **clamp_fields(model, operator)}, {}

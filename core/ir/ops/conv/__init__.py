@@ -32,7 +32,7 @@ def _kernels(shift_kernel, shift_fast_kernel) -> dict:
 # depthwise HWCM's C * M (c * M + m)
 CONV = register_op(IrOp("conv", ConvLayer, _rule((-1,)), (PATTERNS["conv"], DENSE), conv_fields, params=conv_params,
                         param_kinds=PARAM_KINDS, float_variant="float_conv", **_kernels(conv_kernel, conv_fast_kernel),
-                        builders={"CONV_2D": conv_from_tflite, "FULLY_CONNECTED": conv_from_tflite}))
+                        builders={"CONV_2D": conv_from_tflite, "FULLY_CONNECTED": conv_from_tflite}, activation_widths=(8, 16)))
 DWCONV = register_op(IrOp("dwconv", DwconvLayer, _rule((-2, -1)), (PATTERNS["dwconv"],), conv_fields, params=conv_params,
                           param_kinds=PARAM_KINDS, float_variant="float_dwconv", **_kernels(dwconv_kernel, dwconv_fast_kernel),
-                          builders={"DEPTHWISE_CONV_2D": conv_from_tflite}))
+                          builders={"DEPTHWISE_CONV_2D": conv_from_tflite}, activation_widths=(8, 16)))

@@ -42,32 +42,35 @@ def windows(values: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int]
     return spans[:, ::sh, ::sw, :, ::dh, ::dw]
 
 
-def sum_bounds(weight: np.ndarray, depthwise: bool = False) -> np.ndarray:
-    """Per output channel, the largest |sum of weight x (input - zero point)| over the window: sum |w| x 255."""
+def sum_bounds(weight: np.ndarray, depthwise: bool = False, bits: int = 8) -> np.ndarray:
+    """Per output channel, the largest |sum of weight x (input - zero point)| over the window: sum |w| x 255 (int8
+    inputs), x 32768 (int16 inputs: zero point 0)."""
     magnitudes = np.abs(weight.astype(np.int64))
     per_channel = magnitudes.reshape(-1, magnitudes.shape[-1]).sum(axis=0) if depthwise else magnitudes.reshape(len(weight), -1).sum(axis=1)
-    return per_channel * 255
+    return per_channel * (255 if bits == 8 else 1 << (bits - 1))
 
 
-def exact_dtype(weight: np.ndarray, bias: np.ndarray | None, depthwise: bool = False):
+def exact_dtype(weight: np.ndarray, bias: np.ndarray | None, depthwise: bool = False, bits: int = 8):
     """float32 where every partial sum of weight x (input - zero point) is an integer below 2^24 in magnitude,
     which float32 holds exactly in any order of addition; else float64 (below 2^53 for any layer of fewer
-    than 2^37 products)."""
-    return np.float32 if sum_bounds(weight, depthwise).max(initial=0) < 2**24 else np.float64
+    than 2^37 products, of int8 or int16 inputs)."""
+    return np.float32 if sum_bounds(weight, depthwise, bits).max(initial=0) < 2**24 else np.float64
 
 
 def conv_affine(inputs: np.ndarray, input_zero_point: int, weight: np.ndarray, bias: np.ndarray | None, multipliers, shifts,
-                output_zero_point: int, activation_range: tuple[int, int], stride, dilation, pads, depthwise: bool = False) -> np.ndarray:
-    """int8 [N, H, W, C] -> int8 [N, OH, OW, O]. weight: conv OHWI, depthwise 1HW(C*M); bias int32 [O] or None.
-    A few images at a time: the window matrix of a whole batch would not fit in memory."""
-    dtype = exact_dtype(weight, bias, depthwise)
+                output_zero_point: int, activation_range: tuple[int, int], stride, dilation, pads, depthwise: bool = False,
+                rounding: str = "double") -> np.ndarray:
+    """int8 [N, H, W, C] -> int8 [N, OH, OW, O] (int16 -> int16 with `rounding` "reduced", the 16x8 kernels'). weight:
+    conv OHWI, depthwise 1HW(C*M); bias int32 (int64) [O] or None. A few images at a time: the window matrix of a whole
+    batch would not fit in memory."""
+    dtype = exact_dtype(weight, bias, depthwise, 8 * inputs.dtype.itemsize)
     if dtype is np.float32 and not depthwise and not (max(stride) > 1 and max(dilation) > 1):
         sums = _tensorflow_conv_sums(inputs, input_zero_point, weight, stride, dilation, pads)
-        return _requantized(sums, bias, multipliers, shifts, output_zero_point, activation_range)
+        return _requantized(sums, bias, multipliers, shifts, output_zero_point, activation_range, rounding)
     chunk = max(1, CHUNK_VALUES // max(1, inputs[0].size * weight.shape[1] * weight.shape[2]))
     outputs = [_conv_sums(inputs[start : start + chunk], input_zero_point, weight, stride, dilation, pads, depthwise, dtype)
                for start in range(0, len(inputs), chunk)]
-    return _requantized(np.concatenate(outputs), bias, multipliers, shifts, output_zero_point, activation_range)
+    return _requantized(np.concatenate(outputs), bias, multipliers, shifts, output_zero_point, activation_range, rounding)
 
 
 def _tensorflow_conv_sums(inputs, input_zero_point, weight, stride, dilation, pads) -> np.ndarray:

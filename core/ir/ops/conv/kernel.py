@@ -12,13 +12,16 @@ between images are computed and dropped. Rows are processed in tiles of about TI
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from core.ir.fixedpoint import FLOAT32_EXACT_INT, GEMM_MAX_K, INT8_PRODUCT_MAX
-from core.ir.ops.conv.affine import fully_connected_affine
+from core.ir.ops.conv.affine import conv_affine, fully_connected_affine
 from core.ir.ops.conv.affine_fast import conv_affine_fast
 from core.ir.ops.conv.record import ConvLayer
 from core.ir.ops.conv.requantize import Requantize
+from core.quantize.runtimes import DOUBLE_ROUNDING
 
 TILE_BYTES = 1 << 21
 
@@ -263,9 +266,10 @@ def conv_affine_kernel(record: ConvLayer, params: dict, inputs: list) -> np.ndar
                                         requantization.output_zero_point, requantization.clamp, requantization.rounding)
         return result.reshape(len(values), *record.shape_of_output())
     padding = record.padding
-    return conv_affine_fast(values, requantization.input_zero_point, params["weight"], bias, multipliers, shifts,
-                            requantization.output_zero_point, requantization.clamp, record.stride.pair(), record.dilations.pair(),
-                            (padding.top, padding.bottom, padding.left, padding.right), depthwise=record.depthwise)
+    convolution = conv_affine_fast if requantization.rounding == DOUBLE_ROUNDING else partial(conv_affine, rounding=requantization.rounding)
+    return convolution(values, requantization.input_zero_point, params["weight"], bias, multipliers, shifts,
+                       requantization.output_zero_point, requantization.clamp, record.stride.pair(), record.dilations.pair(),
+                       (padding.top, padding.bottom, padding.left, padding.right), depthwise=record.depthwise)
 
 
 # --- checks ---------------------------------------------------------------------------------------

@@ -12,4 +12,4 @@ from core.ir.ops.pad.record import PadLayer
 from core.ir.ops.pad.tflite import pad_from_tflite
 
 PAD = register_op(IrOp("pad", PadLayer, AnnotateRule(inputs=(QKind.IDENTITY,), output=QKind.IDENTITY), (PATTERN,), pad_fields, pad_kernel,
-                       builders={"PAD": pad_from_tflite}))
+                       builders={"PAD": pad_from_tflite}, activation_widths=(8, 16)))

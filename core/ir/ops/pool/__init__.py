@@ -14,7 +14,7 @@ from core.ir.ops.pool.tflite import mean_from_tflite, pool_from_tflite
 # scale of its own (input_pre_ls), so it is annotated like an activation.
 AVG = register_op(IrOp("avg_pool", AvgPoolLayer, AnnotateRule(inputs=(QKind.INPUT,), output=QKind.ACTIVATION),
                        (AVG_POOL, GLOBAL_MEAN), avg_pool_fields, avg_pool_kernel,
-                       builders={"AVERAGE_POOL_2D": pool_from_tflite, "MEAN": mean_from_tflite}))
+                       builders={"AVERAGE_POOL_2D": pool_from_tflite, "MEAN": mean_from_tflite}, activation_widths=(8, 16)))
 MAX = register_op(IrOp("max_pool", MaxPoolLayer, AnnotateRule(inputs=(QKind.INPUT,), output=QKind.INPUT), (MAX_POOL,),
-                       max_pool_fields, max_pool_kernel, builders={"MAX_POOL_2D": pool_from_tflite}))
+                       max_pool_fields, max_pool_kernel, builders={"MAX_POOL_2D": pool_from_tflite}, activation_widths=(8, 16)))
 

@@ -29,7 +29,7 @@ def _check_input(record: PoolLayer, x: np.ndarray) -> None:
 
 
 def avg_pool_kernel(record: AvgPoolLayer, params: dict, inputs: list) -> np.ndarray:
-    """int8 NHWC -> int8 NHWC average pool.
+    """int8 NHWC -> int8 NHWC average pool (int16 -> int16 in TFLite's 16x8 mode).
 
     1. sum = the sum of the window's elements inside the input (padding contributes nothing); n = their number
        (padding excluded from the count, as TF's AvgPool with SAME padding and TFLite's AveragePool do).
@@ -43,7 +43,7 @@ def avg_pool_kernel(record: AvgPoolLayer, params: dict, inputs: list) -> np.ndar
     count = sum(_windows(record, np.ones((1,) + x.shape[1:3] + (1,), dtype=np.int64), 0))
     if (count == 0).any():
         raise ValueError("a window holds no input element (padding >= kernel)")
-    return np.clip(mean_of(record.averaging, total, count), record.output_min, record.output_max).astype(np.int8)
+    return np.clip(mean_of(record.averaging, total, count), record.output_min, record.output_max).astype(record.integer_dtype)
 
 
 def mean_of(averaging: WindowMean | RescaledMean, total: np.ndarray, count: np.ndarray) -> np.ndarray:
@@ -64,7 +64,7 @@ def mean_of(averaging: WindowMean | RescaledMean, total: np.ndarray, count: np.n
 
 
 def max_pool_kernel(record: MaxPoolLayer, params: dict, inputs: list) -> np.ndarray:
-    """int8 NHWC -> int8 NHWC max pool.
+    """int8 NHWC -> int8 NHWC max pool (int16 -> int16 in TFLite's 16x8 mode).
 
     1. The max over the window's input elements; padding is never chosen (TF pads MaxPool
        with -inf).
@@ -78,4 +78,4 @@ def max_pool_kernel(record: MaxPoolLayer, params: dict, inputs: list) -> np.ndar
     patches = windows(x.astype(np.int16), record.kernel_size.pair(), record.stride.pair(), (1, 1), record.padding.as_list(), int16_min)
     best = patches[:, :out_height, :out_width].max(axis=(4, 5))
     moved = round_shift(best, record.rescale) if record.rescale else best
-    return np.clip(moved, record.output_min, record.output_max).astype(np.int8)
+    return np.clip(moved, record.output_min, record.output_max).astype(record.integer_dtype)

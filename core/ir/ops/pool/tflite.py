@@ -29,7 +29,7 @@ def mean_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runt
     if axes != [1, 2] or len(input_shape) != 4:
         raise TfliteError(f"{model.path}: operator {operator.index} (MEAN) over axes {axes} of a {list(input_shape)} tensor; the "
                           "tflite_int8 IR takes a mean over height and width (a global average pool)")
-    fields = {**input_output(model, operator), "output_min": -128, "output_max": 127,
+    fields = {**input_output(model, operator), **clamp_fields(model, operator),
               "input_size": {"height": input_shape[1], "width": input_shape[2]}, "input_channel_num": input_shape[3],
               "kernel_size": {"height": input_shape[1], "width": input_shape[2]}, "stride": {"height": 1, "width": 1},
               "padding": {"top": 0, "bottom": 0, "left": 0, "right": 0}, "output_size": {"height": 1, "width": 1},

@@ -13,4 +13,4 @@ def reshape_kernel(record: ReshapeLayer, params: dict, inputs: list) -> np.ndarr
     x = np.asarray(inputs[0])
     if list(x.shape[1:]) != list(record.input_shape):
         raise ValueError(f"input of shape {x.shape}; the layer takes [N, *{list(record.input_shape)}]")
-    return x.astype(np.int8, copy=False).reshape((x.shape[0], *record.output_shape))
+    return x.astype(record.integer_dtype, copy=False).reshape((x.shape[0], *record.output_shape))

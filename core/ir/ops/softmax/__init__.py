@@ -15,4 +15,4 @@ from core.ir.ops.softmax.tflite import softmax_from_tflite
 
 SOFTMAX = register_op(IrOp("softmax", SoftmaxLayer,
                            AnnotateRule(inputs=(QKind.INPUT,), output=QKind.ACTIVATION, integer_model=softmax_model),
-                           (PATTERN,), softmax_fields, softmax_kernel, builders={"SOFTMAX": softmax_from_tflite}))
+                           (PATTERN,), softmax_fields, softmax_kernel, builders={"SOFTMAX": softmax_from_tflite}, activation_widths=(8, 16)))

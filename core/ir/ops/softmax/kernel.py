@@ -8,7 +8,7 @@ import numpy as np
 
 from core.frontend.layers import IntegerModelBuilder
 from core.ir.integer_kernel import integer_model_kernel
-from core.ir.ops.softmax.affine import softmax_affine, softmax_exp_table
+from core.ir.ops.softmax.affine import softmax_affine, softmax_exp_table, softmax_int16
 from core.ir.ops.softmax.record import SoftmaxLayer, exp_table
 from core.quantize.grid import AffineGrid, Pow2Grid
 
@@ -37,6 +37,8 @@ def softmax_model(model: IntegerModelBuilder):
 
 
 def _tflite_softmax(record: SoftmaxLayer, params: dict, inputs: list) -> np.ndarray:
+    if record.activation_bits == 16:
+        return softmax_int16(inputs[0], record.input_grid.scale, record.beta, record.lut_precision)
     return softmax_affine(inputs[0], softmax_exp_table(record.input_grid.scale, record.beta))
 
 

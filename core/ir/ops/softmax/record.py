@@ -47,7 +47,10 @@ class SoftmaxLayer(InputOutputGrids, SameShapeInput, IrLayer):
                           'items': {'type': 'integer', 'minimum': 1},
                           'minItems': 1,
                           'description': "One image's input and output shape; normalized over its last axis."},
-                "beta": {"type": "number", "exclusiveMinimum": 0}},
+                "beta": {"type": "number", "exclusiveMinimum": 0},
+                "lut_precision": {"enum": ["float"],
+                                  "description": "An int16 softmax's lookup tables generated in float (TFLite Micro's gen_lut<float>); "
+                                                 "absent: in double (LiteRT's)."}},
         fields_in={"tflite_int8": {"shape": shape_array("One image's input and output shape; normalized over its last axis.")}},
     )
     label_prefix: ClassVar[str] = "smax"
@@ -57,6 +60,7 @@ class SoftmaxLayer(InputOutputGrids, SameShapeInput, IrLayer):
     output_grid: Pow2Grid | AffineGrid = grid_field(OUTPUT_GRID)
     dtype: str = written_in("tf2ir", "int8")
     beta: float | None = written_in("tflite_int8", None)  # TFLite's: the logits' multiplier
+    lut_precision: str = written_in("tflite_int8", "double", omit_default=True)  # int16's tables: the runtime's gen_lut type
 
     @property
     def classes(self) -> int:
