@@ -106,9 +106,9 @@ def c_output(ir: Ir, inputs: list[np.ndarray], work: Path) -> np.ndarray:
         binary = compile_program(program.write(work))
         return run_program(binary, program, inputs[0], work / "run").outputs[layer.name]
     symbol = c_symbols(ir)[layer.name]
-    sizes = [int(np.prod(x.shape[1:])) for x in inputs]
+    sizes = [x[0].nbytes for x in inputs]  # bytes: a 16x8 layer's values are int16
     expected = operation_of(layer).kernel(layer, ir.params.get(layer.name, {}), [x[:1] for x in inputs])
-    out_size = int(np.prod(expected.shape[1:]))
+    out_size = expected[0].nbytes
     buffers = ", ".join(f"in{k}[{size}]" for k, size in enumerate(sizes))
     reads = " && ".join(f"fread(in{k}, 1, {size}, stdin) == {size}" for k, size in enumerate(sizes))
     arguments = ", ".join(f"in{k}" for k in range(len(sizes)))
@@ -132,7 +132,7 @@ int main(void)
     binary = compile_program(work / "driver.c", work / "driver")
     feed = b"".join(np.ascontiguousarray(x[n]).tobytes() for n in range(len(inputs[0])) for x in inputs)
     result = subprocess.run([str(binary)], input=feed, capture_output=True, check=True)
-    return np.frombuffer(result.stdout, dtype=np.int8).reshape(len(inputs[0]), *expected.shape[1:])
+    return np.frombuffer(result.stdout, dtype=expected.dtype).reshape(len(inputs[0]), *expected.shape[1:])
 
 
 def check_layer(fields: dict, params: dict, inputs: list[np.ndarray], work: Path) -> None:

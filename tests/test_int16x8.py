@@ -11,10 +11,15 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from ai_edge_litert.interpreter import Interpreter
 from rich.console import Console
 
 from conftest import compose
+from harness import c_output
+from tflite_builder import Tensor, model_bytes, one_operator_model
+from core.backends.program import generate_c
 from core.frontend.tflite import TfliteError, read_tflite
 from core.ir.tflite_interpreter import run_int8
 from core.ir.tflite_ir import ir_of_tflite
@@ -192,3 +197,96 @@ def test_an_operator_without_its_16_bit_arithmetic_is_refused_naming_it(tmp_path
     with pytest.raises(TfliteError, match=r"operator \d+ \(LOGISTIC\) on int16 activations \(TFLite's 16x8 mode\): the IR's lut computes "
                                           r"int8 only.*the 16x8 IR covers ADD, AVERAGE_POOL_2D, CONV_2D"):
         ir_of_tflite(read_tflite(path))
+
+
+# --- each 16x8 operator at the extremes of its arithmetic, in one-operator files (tests/tflite_builder.py) -------------
+
+EXAMPLES = settings(max_examples=30, deadline=None, derandomize=True)
+scales = st.floats(1e-4, 4.0).map(lambda value: float(np.float32(value)))
+# input scale x weight scale / output scale: far right to left, and just below one, where the multiplier's 16-bit
+# reduction saturates at 0x7FFF (the quantized multiplier is 0x7FFF0000 or more)
+multipliers = st.floats(-24.0, 2.5).map(lambda exponent: 2.0**exponent) | st.sampled_from([0.99999, 0.999995])
+
+
+def _everywhere(tmp_path, data: bytes, inputs: np.ndarray) -> None:
+    """The file's output by the IR's kernels under each runtime is its interpreter's, and the generated C's is the
+    kernels'."""
+    path = tmp_path / "model.tflite"
+    path.write_bytes(data)
+    model = read_tflite(path)
+    for name in ("litert_reference", "tflm"):
+        ours = run_int8(model, inputs, RUNTIMES[name])[model.outputs[0]]
+        theirs = runner_of(name, path).tensors(inputs)[model.outputs[0]].reshape(ours.shape)
+        assert ours.dtype == np.int16 and np.array_equal(ours, theirs), (name, np.flatnonzero(ours.ravel() != theirs.ravel())[:5])
+        ir = ir_of_tflite(model, runtime=RUNTIMES[name])
+        if len(ir.layers) == 1 and len(model.inputs) == 1:
+            images = inputs.reshape(len(inputs), *generate_c(ir).input_shape)
+            assert np.array_equal(c_output(ir, [images], tmp_path / name).reshape(ours.shape), ours), name
+
+
+def _int16_batch(rng, shape, count: int) -> np.ndarray:
+    batch = rng.integers(-32768, 32768, (count, *shape)).astype(np.int16)
+    batch[0], batch[1] = -32768, 32767
+    return batch
+
+
+@EXAMPLES
+@given(seed=st.integers(0, 2**16), input_scale=scales, multiplier=multipliers, activation=st.sampled_from([0, 1, 3]),
+       operator=st.sampled_from(["CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"]))
+def test_16x8_convolutions_at_their_extremes_as_each_runtime_and_the_c_compute_them(tmp_path_factory, seed, input_scale, multiplier,
+                                                                                     activation, operator):
+    """int16 inputs at both ends, int8 weights at +-127, channel 0's int64 bias as large as the kernels' contract allows
+    (the sums below 2^47, a dense layer's below 2^32 (LiteRT rounds its product with the multiplier once, in int64),
+    and, rescaled, within int32)."""
+    rng = np.random.default_rng(seed)
+    height, width, channels, outputs = int(rng.integers(2, 6)), int(rng.integers(2, 6)), int(rng.integers(1, 5)), int(rng.integers(1, 7))
+    shape, weight_shape, axis, options = {
+        "CONV_2D": ((1, height, width, channels), (outputs, 3, 3, channels), 0, ("Conv2DOptions", {"padding": 0})),
+        "DEPTHWISE_CONV_2D": ((1, height, width, channels), (1, 3, 3, channels), 3, ("DepthwiseConv2DOptions", {"padding": 0, "depthMultiplier": 1})),
+        "FULLY_CONNECTED": ((1, channels * 9), (outputs, channels * 9), 0, ("FullyConnectedOptions", {})),
+    }[operator]
+    outputs = weight_shape[axis]
+    options[1].update(fusedActivationFunction=activation, **({} if operator == "FULLY_CONNECTED" else {"strideH": 1, "strideW": 1}))
+    weight = rng.choice([-127, 127, 0, 1], weight_shape).astype(np.int8)
+    output_scale = 0.01
+    weight_scales = (multiplier * output_scale / input_scale) * rng.uniform(0.9, 1.0, outputs)
+    reduction = int(np.prod(weight_shape)) // outputs if operator != "DEPTHWISE_CONV_2D" else 9
+    sums = 32768 * 127 * reduction
+    rescaled_limits = ((2**31 - 2**17) / (input_scale * weight_scales / output_scale)).astype(np.int64)  # within int32, rescaled
+    limits = np.maximum(np.minimum(rescaled_limits, 2**31 if operator == "FULLY_CONNECTED" else 2**46) - sums, 1)
+    bias = np.array([rng.integers(-limit, limit) for limit in np.minimum(limits, 2**30)], np.int64)
+    bias[0] = limits[0] - 1
+    data = one_operator_model(operator, [Tensor(shape, np.int16, input_scale), Tensor(weight_shape, np.int8, list(weight_scales), 0, axis, weight),
+                                         Tensor((outputs,), np.int64, list(input_scale * weight_scales), 0, 0, bias)],
+                              Tensor((*shape[:-1], outputs), np.int16, output_scale), options)
+    _everywhere(tmp_path_factory.mktemp("conv16"), data, _int16_batch(rng, shape[1:], 12))
+
+
+@EXAMPLES
+@given(seed=st.integers(0, 2**16), first=scales, second=scales, output=scales, activation=st.sampled_from([0, 1, 3]))
+def test_16x8_add_at_its_extremes_as_each_runtime_computes_it(tmp_path_factory, seed, first, second, output, activation):
+    """The input, and a 1x1 convolution of it at another scale (saturating where that scale is fine), added: ADD of two
+    scales at int16 (pot_scale_int16 false, as the converter writes it)."""
+    rng = np.random.default_rng(seed)
+    channels = int(rng.integers(1, 6))
+    shape = (1, 3, 4, channels)
+    identity = (127 * np.eye(channels, dtype=np.int64)).reshape(channels, 1, 1, channels).astype(np.int8)
+    tensors = [Tensor(shape, np.int16, first), Tensor(identity.shape, np.int8, [1 / 127] * channels, 0, 0, identity),
+               Tensor((channels,), np.int64, [first / 127] * channels, 0, 0, np.zeros(channels, np.int64)), Tensor(shape, np.int16, second),
+               Tensor(shape, np.int16, output)]
+    data = model_bytes(tensors, [("CONV_2D", [0, 1, 2], 3, ("Conv2DOptions", {"padding": 0, "strideH": 1, "strideW": 1})),
+                                 ("ADD", [0, 3], 4, ("AddOptions", {"fusedActivationFunction": activation, "potScaleInt16": False}))],
+                       [0], [4])
+    _everywhere(tmp_path_factory.mktemp("add16"), data, _int16_batch(rng, shape[1:], 12))
+
+
+@EXAMPLES
+@given(seed=st.integers(0, 2**16), input_scale=st.floats(1e-5, 0.01).map(lambda value: float(np.float32(value))),
+       beta=st.sampled_from([1.0, 0.5, 2.0]), depth=st.integers(2, 40))
+def test_16x8_softmax_as_each_runtime_computes_it(tmp_path_factory, seed, input_scale, beta, depth):
+    """The tables each runtime generates (LiteRT in double, TFLite Micro in float) and the normalization, on rows
+    spanning the whole int16 range."""
+    rng = np.random.default_rng(seed)
+    data = one_operator_model("SOFTMAX", [Tensor((1, depth), np.int16, input_scale)], Tensor((1, depth), np.int16, 1.0 / 32768),
+                              ("SoftmaxOptions", {"beta": beta}))
+    _everywhere(tmp_path_factory.mktemp("softmax16"), data, _int16_batch(rng, (depth,), 40))

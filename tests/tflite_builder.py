@@ -1,4 +1,4 @@
-"""One-operator int8 .tflite files at chosen quantization, for tests that drive a kernel to the extremes of its
+"""One-operator int8 (or 16x8) .tflite files at chosen quantization, for tests that drive a kernel to the extremes of its
 arithmetic (scales whose multipliers shift left and right, zero points at -128 and 127, biases near int32's
 ends), which no converter produces on demand. Written with TensorFlow's flatbuffer bindings (TFLite's schema's
 object API), as core/backends/tflite writes a network."""
@@ -11,8 +11,8 @@ import numpy as np
 from tensorflow.lite.python import schema_py_generated as schema
 from tensorflow.lite.tools import flatbuffer_utils
 
-TYPES = {np.dtype(np.int8): schema.TensorType.INT8, np.dtype(np.int32): schema.TensorType.INT32,
-         np.dtype(np.float32): schema.TensorType.FLOAT32}
+TYPES = {np.dtype(np.int8): schema.TensorType.INT8, np.dtype(np.int16): schema.TensorType.INT16, np.dtype(np.int32): schema.TensorType.INT32,
+         np.dtype(np.int64): schema.TensorType.INT64, np.dtype(np.float32): schema.TensorType.FLOAT32}
 
 
 @dataclass

@@ -14,6 +14,7 @@ from core.ir.tflite_dialect import activation_bits, clamp_fields, input_output, 
 
 INT32_MAX = 2**31 - 1
 REDUCED_INPUT_LIMIT = 2**47  # the 16x8 kernels' int64 MultiplyByQuantizedMultiplier assumes |sum| < 2^47
+SINGLE_ROUNDING_LIMIT = 2**32  # a sum rounded once with a multiplier below 2^31: the product within int64
 
 
 def conv_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
@@ -45,7 +46,12 @@ def conv_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runt
         params["bias"] = np.ascontiguousarray(model.tensor(operator.inputs[2]).data, np.int64 if wide else np.int32)
     bias_magnitude = np.abs(params["bias"].astype(np.int64)) if fields["load_bias"] else 0
     bound = int((sum_bounds(weights, operator.name == "DEPTHWISE_CONV_2D", 16 if wide else 8) + bias_magnitude).max())
-    limit, accumulators = (REDUCED_INPUT_LIMIT - 1, "int64 sums the 16x8 kernels rescale") if wide else (INT32_MAX, "int32 accumulators")
+    if not wide:
+        limit, accumulators = INT32_MAX, "int32 accumulators"
+    elif rounding == REDUCED_ROUNDING:
+        limit, accumulators = REDUCED_INPUT_LIMIT - 1, "int64 sums the 16x8 kernels rescale"
+    else:  # one rounding of the sum x the 32-bit multiplier in int64
+        limit, accumulators = SINGLE_ROUNDING_LIMIT - 1, f"int64 products of sum and multiplier {runtime.name}'s 16x8 dense layer forms"
     if bound > limit:
         raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}): its sums can reach {bound}, beyond the "
                           f"{accumulators} TFLite's kernels (and the generated C) sum in; smaller weights or fewer of them per output")
