@@ -12,10 +12,9 @@ takes MLPerf Tiny's trained ResNet-8 (../shared/models/mlperf_tiny_resnet8/pretr
 pixels). Then, side by side:
 - each of our configurations on each of --targets through run.py's path: on tf2ir all eight stages
   (the figures are simulate's: the integer network the IR describes, which codegen reproduces bit for
-  bit); on tflite_int8 the calibrated table written as a .tflite (core/backends/tflite) and run on the
-  scheme's kernels, which give every tensor TFLite's reference kernels give (its IR is not built yet),
-  On tflite_int16x8 (TFLite's 16x8 mode: int16 activations, int8 weights) the fake-quantized graph's figures
-  (annotate's; its IR is not built yet),
+  bit); on tflite_int8 and tflite_int16x8 (TFLite's 16x8 mode: int16 activations, int8 weights) the
+  calibrated table written as a .tflite (core/backends/tflite) and run on the scheme's kernels, which give
+  every tensor TFLite's reference kernels give (simulate checks it on every run),
 - TFLite's converter with the first --calib-images calibration images as its representative data
   set, int8 input and output, run by TFLite's interpreter (its default kernels, one thread); with
   tflite_int16x8 among --targets, its 16x8 mode too (int16 input and output).
@@ -47,12 +46,11 @@ from core.data.datasets import load_split  # noqa: E402
 from core.quantize.evaluation import sqnr_db  # noqa: E402
 from core.backends.tflite.export import export_tflite  # noqa: E402
 from core.frontend.graph import Graph  # noqa: E402
-from core.frontend.tflite import read_tflite  # noqa: E402
+from core.frontend.tflite import ACTIVATION_BITS, read_tflite  # noqa: E402
 from core.ir.layers import group_layers  # noqa: E402
 from core.ir.tflite_interpreter import run_int8  # noqa: E402
 from core.quantize.table import CalibrationTable  # noqa: E402
 from core.quantize.tflite_math import affine_quantize, dequantize  # noqa: E402
-from core.quantize.schemes import scheme_of  # noqa: E402
 from pipeline.main import run_pipeline  # noqa: E402
 from pipeline.quality import QualityFailed  # noqa: E402
 from tables import publish  # noqa: E402  (bench/tables.py)
@@ -71,7 +69,7 @@ CONFIGURATIONS = {
 }
 COLUMNS = ("quantization", "top-1", "agreement with float", "end-point SQNR (dB)", "seconds")
 RESNET8 = MODELS / "mlperf_tiny_resnet8" / "pretrainedResnet.h5"
-# the targets whose IR is built run every stage and report simulate's figures; the others annotate's
+# tf2ir runs every stage and reports simulate's figures; the TFLite schemes stop at annotate, their .tflite run here
 TARGETS = {"tf2ir": [], "tflite_int8": ["target=tflite_int8", "until=annotate"],
            "tflite_int16x8": ["target=tflite_int16x8", "until=annotate"]}
 # TFLite's converter modes: (row name, its ops set, its input and output type), the 16x8 one measured beside tflite_int16x8
@@ -153,9 +151,6 @@ def ours_row(name: str, overrides: list[str], target: str, evaluation) -> list[s
         summary = run_pipeline(compose(*overrides, *TARGETS[target], "quality.enforce=false"), console=Console(stderr=True))
         flagged = f" (stopped by {', '.join(sorted({finding.key for finding in failed.findings}))})"
     metrics = summary.metrics
-    if scheme_of(compose(*overrides, *TARGETS[target]).target).ir_dialect is None:  # no integers yet: the fake-quantized graph's
-        return [f"{target} {name}{flagged} (annotate: fake-quantized, its IR is not built yet)", f"{metrics['annotate.top1']:.4f}",
-                f"{metrics['annotate.top1_agreement']:.4f}", f"{metrics['annotate.sqnr_db_min']:.2f}", f"{time.perf_counter() - started:.0f}"]
     if "simulate.top1" not in metrics:  # until annotate: the table written as a .tflite, its integers as TFLite's kernels give them
         calibrate = next(result.artifact.directory for result in summary.results if result.stage.name == "calibrate")
         return [f"{target} {name}{flagged} (TFLite's kernels on our .tflite)", *tflite_figures(calibrate, *evaluation),
@@ -172,7 +167,8 @@ def tflite_figures(calibrate: Path, images: np.ndarray, labels: np.ndarray, refe
     tflite_int8 kernels, which give every tensor TFLite's reference kernels give (tests/test_tflite_export.py)."""
     model = read_tflite_bytes(export_tflite(group_layers(Graph.load(calibrate)), CalibrationTable.load(calibrate)))
     source, sink = (model.tensor(index).quantization for index in (model.inputs[0], model.outputs[0]))
-    integers = run_int8(model, affine_quantize(images, float(source.scale[0]), int(source.zero_point[0])))[model.outputs[0]]
+    bits = ACTIVATION_BITS[model.tensor(model.inputs[0]).dtype]
+    integers = run_int8(model, affine_quantize(images, float(source.scale[0]), int(source.zero_point[0]), bits))[model.outputs[0]]
     outputs = dequantize(integers, float(sink.scale[0]), int(sink.zero_point[0]))
     predicted = outputs.argmax(axis=1)
     return [f"{np.mean(predicted == labels):.4f}", f"{np.mean(predicted == reference.argmax(axis=1)):.4f}", f"{sqnr_db(reference, outputs):.2f}"]

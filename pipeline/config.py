@@ -320,10 +320,10 @@ def _check_scheme(scheme: Any) -> None:
     """`target.scheme` is one of the `target/scheme` group's options, not a value set in its place (the key was a name
     before the schemes owned their settings), and its name is its option's: another scheme is chosen by the group, not
     by renaming these settings."""
-    if not any(type(scheme) is registered.settings for registered in SCHEMES.values()):
+    chosen = next((name for name, registered in SCHEMES.items() if type(scheme) is registered.settings), None)
+    if chosen is None:
         raise ConfigError(f"target.scheme={scheme!r}: a scheme is chosen with target/scheme=NAME, one of {', '.join(SCHEMES)}; "
                           "its settings are target.scheme.* (`python run.py --cfg job` prints them)")
-    chosen = next(name for name, registered in SCHEMES.items() if type(scheme) is registered.settings)
     if scheme.name != chosen:
         raise ConfigError(f"target.scheme.name={scheme.name}: these are {chosen}'s settings; choose another scheme with "
                           f"target/scheme={scheme.name}")

@@ -30,7 +30,7 @@ COVERED_ELSEWHERE = {
     "make test": "CI: .ci/run is `make test`, which runs this file",
     "target.scheme.runtime=tflm": "tests/test_mlperf_tiny_tflm.py::test_mlperf_tiny_int8_models_give_tflms_every_output_byte",
 }
-# five full MobileNet runs; ResNet-8 to annotate on 16x8 (tests/test_int16x8.py runs the scheme on digits): with --slow
+# five full MobileNet runs; ResNet-8 through every stage on 16x8 (tests/test_int16x8.py runs the scheme on digits): with --slow
 SLOW = ("calib.method=qat,minmax,kl,percentile,mse", "target=tflite_int16x8")
 
 
