@@ -64,6 +64,7 @@ STAGES: tuple[Stage, ...] = (
             "model.builtin",
             "model.input_tensor",
             "model.end_points",
+            "model.preprocess.size",  # the size of an input the model leaves open
             "limits",
         ),
         description="read the TensorFlow model into the project's graph",

@@ -12,7 +12,8 @@ import numpy as np
 from core.frontend.builtin_models import build_builtin_model
 from core.frontend.fake_quant import EXACT_PARAMETERS, FAKE_QUANT_OPS, bypass_fake_quant
 from core.frontend.graph import Graph
-from core.frontend.importer import ModelImportError, import_graph, load_graph_def, unsupported_node
+from core.frontend.importer import ModelImportError, import_graph, load_graph_def
+from core.frontend.refusals import unsupported_node
 from core.frontend.layers import LayerError, LayerGraph
 from core.frontend.prepare import prepare
 from core.ir.layers import group_layers
@@ -39,7 +40,15 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         if loaded.fake_quant_parameters:
             source[EXACT_PARAMETERS] = loaded.fake_quant_parameters
         layer_names = loaded.layer_names
-    graph = import_graph(graph_def, input_tensor, end_points, origin=origin, source=source, budget=budget)
+    input_size = tuple(model.preprocess.size) if model.preprocess.size else None
+    graph = import_graph(graph_def, input_tensor, end_points, origin=origin, source=source, budget=budget, layer_names=layer_names,
+                         input_size=input_size)
+    if "input_size_fixed" in graph.source:
+        ctx.log(f"the input {graph.input_tensor}, of open size, fixed to {graph.source['input_size_fixed']} (model.preprocess.size "
+                f"{list(model.preprocess.size)})")
+    if graph.source.get("float16_casts_removed"):
+        ctx.log(f"float16 (a mixed_float16 model): computed in float32, {graph.source['float16_casts_removed']} float32 <-> float16 "
+                "Casts removed; the int8 model is calibrated on the float32 values")
     _check_finite_constants(graph, origin)
     check_activations(budget, graph.activation_bytes(), origin)  # before constant folding runs the graph
     layer_graph = expressible_layers(graph, origin, layer_names)

@@ -22,7 +22,7 @@ import numpy as np
 
 from core.data.datasets import load_split
 from core.frontend.fake_quant import bypass_fake_quant
-from core.frontend.graph import Graph, canonical_tensor, tensor_node
+from core.frontend.graph import Graph, as_input, canonical_tensor, tensor_node
 from core.frontend.tf_runtime import GraphRunner
 from core.frontend.tflite import read_tflite
 from core.ir.fixedpoint import dequantize
@@ -142,7 +142,7 @@ class LayerProbe:
         tensors = list(self.feeds)
         values = shared_pool().map(lambda tensor: self._fed_value(tensor, integer, input_log2scale), tensors)
         feed = {self.feeds[tensor]: value for tensor, value in zip(tensors, values)}
-        feed[self.input_tensor] = dequantize(integer[NETWORK_INPUT], input_log2scale)
+        feed[self.input_tensor] = as_input(dequantize(integer[NETWORK_INPUT], input_log2scale), runner.graph)
         probes = runner.session_run(self.probe_names, feed)
         return list(shared_pool().map(lambda pair: self._agreement(pair[0], pair[1], integer), zip(self.layers, probes)))
 

@@ -13,7 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import MODELS
-from core.frontend.tflite import read_tflite
+from core.frontend.tflite import TfliteError, read_tflite
 from core.ir.tflite_dialect import padding
 from core.ir.tflite_interpreter import run_int8
 from core.quantize.runtimes import RUNTIMES, runtime_named, runtimes_of
@@ -215,3 +215,35 @@ def test_a_runtime_the_scheme_does_not_run_on_is_refused_with_the_choices():
     with pytest.raises(ValueError, match=r"litert_reference or tflm"):
         runtime_named("tf2ir", "tflite_int8", "tflite_int8")
     assert runtime_named(None, "tflite_int8", "tflite_int8").name == "litert_reference"
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(input_scale=scales, output_scale=scales, zeros=st.tuples(zero_points, zero_points),
+       function=st.sampled_from(["RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1"]), same=st.booleans())
+def test_the_relus_as_each_runtime_computes_them_on_every_input(tmp_path_factory, input_scale, output_scale, zeros, function, same):
+    """A requantization to the output's scale and a clamp at the bounds there; TFLM's RELU6 clamps the input's integers
+    as they are, so at two quantizations it is refused on TFLM, as are the two ReLUs TFLM has no kernel for."""
+    output = (input_scale, zeros[0]) if same else (output_scale, zeros[1])
+    data = one_operator_model(function, [Tensor((1, 256), scale=input_scale, zero_point=zeros[0])], Tensor((1, 256), scale=output[0], zero_point=output[1]))
+    directory = tmp_path_factory.mktemp(function.lower())
+    (directory / "model.tflite").write_bytes(data)
+    model = read_tflite(directory / "model.tflite")
+    if function in RUNTIMES["tflm"].missing_operators:  # TFLM's interpreter refuses the file: so does the IR on it
+        with pytest.raises(TfliteError, match=f"{function}.*tflm has no kernel for it.*litert_reference"):
+            run_int8(model, EVERY_INT8, RUNTIMES["tflm"])
+        ours, theirs = run_int8(model, EVERY_INT8), runner_of("litert_reference", directory / "model.tflite").tensors(EVERY_INT8)
+        assert np.array_equal(ours[model.outputs[0]], theirs[model.outputs[0]])
+        return
+    if function in RUNTIMES["tflm"].relus_without_requantization and (input_scale, zeros[0]) != output:
+        with pytest.raises(TfliteError, match=f"{function}.*quantized differently.*tflm"):
+            run_int8(model, EVERY_INT8, RUNTIMES["tflm"])
+        return
+    _assert_each_runtime_exact(_run_everywhere(directory, data, EVERY_INT8))
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(scale=scales, zero=zero_points, bound=st.integers(-128, 127), function=st.sampled_from(["MINIMUM", "MAXIMUM"]))
+def test_minimum_and_maximum_with_a_constant_as_each_runtime_computes_them(tmp_path_factory, scale, zero, bound, function):
+    constant = Tensor((), scale=scale, zero_point=zero, data=np.array(bound, np.int8))
+    data = one_operator_model(function, [Tensor((1, 256), scale=scale, zero_point=zero), constant], Tensor((1, 256), scale=scale, zero_point=zero))
+    _assert_each_runtime_exact(_run_everywhere(tmp_path_factory.mktemp(function.lower()), data, EVERY_INT8))

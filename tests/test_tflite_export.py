@@ -25,7 +25,7 @@ from core.ir.tflite_interpreter import run_int8
 from core.quantize.evaluation import sqnr_db
 from core.quantize.table import CalibrationTable
 from core.quantize.tflite_math import affine_quantize, dequantize
-from core.quantize.tflite_reference import reference_tensors
+from core.quantize.tflite_reference import reference_tensors, runner_of
 from pipeline.main import run_pipeline
 from pipeline.runner import StageFailed
 
@@ -120,6 +120,37 @@ def test_the_elementwise_writers_give_a_file_tflites_reference_kernels_run_as_ou
     _assert_close_to_the_float_graph(path, layer_graph, np.random.default_rng(11).normal(0, 1, (32, 6, 6, 3)).astype(np.float32))
 
 
+def _affine_clamp_model() -> tf.keras.Model:
+    """The element-wise layers Keras users write that TFLite has no one operator for: ReLU(max_value=4), hard_sigmoid's
+    relu6(x + 3) / 6 gating a squeeze-excitation, a Rescaling mid-network, a clip at [1, 3] and a Minimum at -0.5 (their
+    calibrated ranges keep 0, so the bounds at 1 and -0.5 are operators of their own)."""
+    tf.keras.utils.set_random_seed(23)
+    layers = tf.keras.layers
+    inputs = tf.keras.Input((6, 6, 3))
+    x = layers.ReLU(max_value=4.0)(layers.Conv2D(8, 3, padding="same")(inputs))
+    gate = layers.Conv2D(8, 1, activation="hard_sigmoid")(layers.GlobalAveragePooling2D(keepdims=True)(x))
+    x = layers.Rescaling(0.5, offset=-1.0)(layers.Multiply()([x, gate]))
+    x = layers.Concatenate()([tf.keras.ops.clip(x, 1.0, 3.0), tf.keras.ops.minimum(x, -0.5)])
+    return tf.keras.Model(inputs, layers.Dense(5)(layers.Flatten()(layers.Conv2D(4, 3, strides=2)(x))))
+
+
+@pytest.mark.parametrize("runtime", ["litert_reference", "tflm"])
+def test_affine_maps_and_clamps_are_written_as_tflite_operators_each_runtime_computes_as_ours(workspace, tmp_path, runtime):
+    layer_graph, table = _calibrated(workspace, *_saved(_affine_clamp_model(), tmp_path, "affine_clamp"), "calib.method=minmax")
+    path = tmp_path / "affine_clamp.tflite"
+    path.write_bytes(export_tflite(layer_graph, table))
+    names = [operator.name for operator in read_tflite(path).operators]
+    # the Rescaling and hard_sigmoid's affine map: 1x1 depthwise convs; ReLU(max_value=4): a requantization; the clip's bound
+    # at 1 and the Minimum: one operator each
+    assert names.count("DEPTHWISE_CONV_2D") == 2 and {"QUANTIZE", "MAXIMUM", "MINIMUM"} <= set(names), " ".join(names)
+    inputs = np.random.default_rng(12).integers(-128, 128, (8, 6, 6, 3)).astype(np.int8)
+    model, ours = read_tflite(path), run_int8(read_tflite(path), inputs)
+    theirs = runner_of(runtime, path).tensors(inputs)
+    for operator in model.operators:
+        assert np.array_equal(ours[operator.outputs[0]], theirs[operator.outputs[0]]), f"operator {operator.index} ({operator.name})"
+    _assert_close_to_the_float_graph(path, layer_graph, np.random.default_rng(13).normal(0, 1, (32, 6, 6, 3)).astype(np.float32))
+
+
 def _assert_close_to_the_float_graph(path, layer_graph, images: np.ndarray) -> None:
     """The file is the model: its integers against the float graph on data like the calibration's."""
     model = read_tflite(path)
@@ -163,7 +194,7 @@ def test_a_function_no_tflite_operator_computes_is_refused_naming_the_layer(work
     model = tf.keras.Model(inputs, tf.keras.layers.Activation("softplus")(tf.keras.layers.Conv2D(4, 3)(inputs)))
     # calibrate makes emit_ir's emission on the table it builds: the refusal comes before annotate runs
     with pytest.raises(StageFailed, match=r"stage calibrate failed: the calibration table cannot be emitted as the target's IR: "
-                                          r"layer .*Softplus.* \(lut\): the function .*Softplus.* it writes sigmoid, tanh, hard swish and leaky ReLU"):
+                                          r"layer .*Softplus.* \(lut\): the function .*Softplus.* it writes sigmoid, tanh, hard swish, leaky ReLU, and any chain of scalar affine maps and clamps.*target=tf2ir"):
         _calibrated(workspace, *_saved(model, tmp_path, "softplus"), "calib.method=minmax")
 
 

@@ -62,8 +62,11 @@ def _every_layer_model() -> tf.keras.Model:
     up = layers.Lambda(lambda t: tf.image.resize(t, [2 * t.shape[1], 2 * t.shape[2]], method="nearest"))(x)
     x = layers.Add()([layers.UpSampling2D(2, interpolation="bilinear")(x), up])
     x = layers.MaxPooling2D(2)(x)
+    x = layers.Lambda(lambda t: tf.maximum(tf.minimum(t, 3.0), -2.0))(x)  # MINIMUM and MAXIMUM, of one quantization in int8
+    x = layers.Concatenate()([layers.ReLU()(x), layers.ReLU(6.0)(x), layers.Lambda(lambda t: tf.clip_by_value(t, -1.0, 1.0))(x),
+                              layers.Lambda(lambda t: tf.clip_by_value(t, 0.0, 1.0))(x)])  # RELU, RELU6, RELU_N1_TO_1, MINIMUM + RELU
     x = layers.AveragePooling2D(2, padding="same")(x)
-    pooled = layers.GlobalAveragePooling2D()(x)
+    pooled = layers.Add()([layers.GlobalAveragePooling2D()(x), layers.GlobalMaxPooling2D()(x)])  # MEAN, REDUCE_MAX
     flat = layers.Lambda(lambda t: tf.reshape(t, [-1, int(np.prod(t.shape[1:]))]))(x)
     x = layers.Concatenate()([layers.Dense(6)(flat), layers.Dense(6)(pooled)])
     return tf.keras.Model(inputs, layers.Softmax()(x))
@@ -101,8 +104,9 @@ def _run_graph_def(loaded, inputs: np.ndarray) -> np.ndarray:
 def test_a_float_file_imports_as_the_graph_tflite_computes(converted):
     model = read_tflite(converted["float"])
     names = {operator.name for operator in model.operators}
-    # what a float model converts to: every operator but the int8 model's QUANTIZE and DEQUANTIZE
-    assert names == set(CONVERTERS) - {"QUANTIZE", "DEQUANTIZE"}, set(CONVERTERS) - names
+    # what a float model converts to: every operator but the int8 model's QUANTIZE and DEQUANTIZE, and RELU_0_TO_1, which
+    # no Keras layer converts to (clip(0, 1) is a MINIMUM and a RELU; tests/test_runtimes.py reads the operator)
+    assert names == set(CONVERTERS) - {"QUANTIZE", "DEQUANTIZE", "RELU_0_TO_1"}, set(CONVERTERS) - names
     inputs = np.random.default_rng(2).normal(0, 1, (8, *SHAPE)).astype(np.float32)
     interpreter = Interpreter(model_path=str(converted["float"]))
     interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], inputs.shape)
@@ -126,7 +130,7 @@ def _file_quantization(path):
                                       for t in model.tensors if t.data is None and t.dtype == "INT8")
     # a per-tensor scale (ResNet-8's dense layer) is every output channel's
     weights = sorted(tuple(map(float, np.broadcast_to(t.quantization.scale, t.shape[t.quantization.axis]))) for t in model.tensors
-                     if t.data is not None and t.dtype == "INT8" and t.quantization is not None)
+                     if t.data is not None and t.dtype == "INT8" and t.quantization is not None and t.shape)  # not a MINIMUM's bound
     return activations, weights, requantized
 
 

@@ -3,11 +3,17 @@
 Each rewrite keeps every value of the graph (fold_check verifies the rewritten graph against the
 original on data) and the names readers and end points use:
 
+Two run before BatchNorm folding (EARLY_REWRITES), the rest after it:
+
 - `static_reshape`: a Reshape whose shape is computed from the input's dynamic shape (Keras
   Flatten, a Reshape with a dynamic batch: Shape -> StridedSlice -> Pack) reads the constant
   [-1, ...] of its static output shape instead;
+- `signals_as_images` (signals.py): a network on 1-D signals [N, L, C] held as images [N, 1, L, C],
+  so Keras' 1-D layers are the 2-D ops TensorFlow computes them with;
 - `keepdims_mean`: a spatial Mean without keep_dims (Keras GlobalAveragePooling2D) becomes the
   Mean with keep_dims and a Squeeze of H and W;
+- `global_max_as_pool`: a spatial Max (Keras GlobalMaxPooling1D/2D) becomes a MaxPool whose window is the
+  whole image, and a Squeeze of H and W without keep_dims;
 - `repeat_as_resize`: Keras 3's nearest UpSampling2D, ExpandDims -> Tile -> Reshape along H or
   W, becomes one ResizeNearestNeighbor along that axis;
 - `merged_nearest_resizes`: a nearest resize of H only read only by one of W only (or the other
@@ -23,6 +29,7 @@ import numpy as np
 
 from core.frontend.graph import Graph, Node, tensor_node
 from core.frontend.rewrite import const_node, copy_node, finish, readers_of, unique_name
+from core.frontend.signals import signals_as_images
 
 Replacements = dict[str, list[Node]]  # node name -> the nodes standing in its place (in order)
 Rewrite = Callable[[Graph, dict[str, Node]], tuple[Replacements, dict[str, np.ndarray], list[str]]]
@@ -49,19 +56,43 @@ def static_reshape(graph: Graph, by_name: dict[str, Node]):
     return replacements, constants, notes
 
 
+def _spatial_reductions(graph: Graph, by_name: dict[str, Node], op: str):
+    """The `op` nodes reducing H and W (only) of a 4-D tensor, each with its input's shape."""
+    for node in graph.nodes:
+        axes = _const(graph, by_name, node.inputs[1]) if node.op == op else None
+        shape = graph.shape(node.inputs[0]) if axes is not None else None
+        if shape is not None and len(shape) == 4 and sorted(int(a) % 4 for a in axes.reshape(-1)) == [1, 2]:
+            yield node, shape
+
+
+def _squeezed(node: Node, kept: Node) -> Node:
+    """`node`'s output (H and W dropped) from `kept`'s [N, 1, 1, C]."""
+    return Node(node.name, "Squeeze", [kept.name], {"T": dict(node.attrs["T"]), "squeeze_dims": {"list_i": [1, 2]}})
+
+
 def keepdims_mean(graph: Graph, by_name: dict[str, Node]):
     replacements, notes = {}, []
-    for node in graph.nodes:
-        axes = _const(graph, by_name, node.inputs[1]) if node.op == "Mean" else None
-        shape = graph.shape(node.inputs[0]) if axes is not None else None
-        if axes is None or node.attr("keep_dims", False) or shape is None or len(shape) != 4:
-            continue
-        if sorted(int(a) % 4 for a in axes.reshape(-1)) != [1, 2]:
+    for node, _ in _spatial_reductions(graph, by_name, "Mean"):
+        if node.attr("keep_dims", False):
             continue
         mean = copy_node(node, name=f"{node.name}/keep_dims", attrs={**node.attrs, "keep_dims": {"b": True}})
-        squeeze = Node(node.name, "Squeeze", [mean.name], {"T": dict(node.attrs["T"]), "squeeze_dims": {"list_i": [1, 2]}})
-        replacements[node.name] = [mean, squeeze]
+        replacements[node.name] = [mean, _squeezed(node, mean)]
         notes.append(f"{node.name}: Mean over H, W without keep_dims -> Mean with keep_dims + Squeeze")
+    return replacements, {}, notes
+
+
+def global_max_as_pool(graph: Graph, by_name: dict[str, Node]):
+    replacements, notes = {}, []
+    for node, shape in _spatial_reductions(graph, by_name, "Max"):
+        if min(shape[1:3]) < 1:
+            continue
+        keep_dims = bool(node.attr("keep_dims", False))
+        window = {"list_i": [1, shape[1], shape[2], 1]}
+        pool = Node(node.name if keep_dims else f"{node.name}/window", "MaxPool", [node.inputs[0]],
+                    {"T": dict(node.attrs["T"]), "ksize": window, "strides": {"list_i": [1, 1, 1, 1]}, "padding": {"s": "VALID"},
+                     "data_format": {"s": "NHWC"}})
+        replacements[node.name] = [pool] if keep_dims else [pool, _squeezed(node, pool)]
+        notes.append(f"{node.name}: Max over H, W -> MaxPool of window {shape[1]} x {shape[2]}{'' if keep_dims else ' + Squeeze'}")
     return replacements, {}, notes
 
 
@@ -135,14 +166,16 @@ def merged_nearest_resizes(graph: Graph, by_name: dict[str, Node]):
     return replacements, constants, notes
 
 
-REWRITES: tuple[Rewrite, ...] = (static_reshape, keepdims_mean, repeat_as_resize, merged_nearest_resizes)
+# before BatchNorm folding, which looks for the conv before a BatchNorm: a Conv1D's Squeeze would hide it
+EARLY_REWRITES: tuple[Rewrite, ...] = (static_reshape, signals_as_images)
+REWRITES: tuple[Rewrite, ...] = (keepdims_mean, global_max_as_pool, repeat_as_resize, merged_nearest_resizes)
 
 
-def canonicalize(graph: Graph) -> tuple[Graph, list[str]]:
-    """The graph with every rewrite applied (in order, each on the previous one's result), and
+def canonicalize(graph: Graph, rewrites: tuple[Rewrite, ...] = REWRITES) -> tuple[Graph, list[str]]:
+    """The graph with every rewrite of `rewrites` applied (in order, each on the previous one's result), and
     a line per change."""
     notes: list[str] = []
-    for rewrite in REWRITES:
+    for rewrite in rewrites:
         replacements, constants, changed = rewrite(graph, graph.by_name())
         if not replacements:
             continue

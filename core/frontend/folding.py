@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.frontend.fake_quant import FAKE_QUANT_OPS
-from core.frontend.graph import Graph, Node, canonical_tensor, tensor_index, tensor_node
+from core.frontend.graph import Graph, Node, as_input, canonical_tensor, tensor_index, tensor_node
 from core.frontend.rewrite import const_node, copy_node, evaluate, finish, readers_of, unique_name
 
 CONV_OPS = frozenset({"Conv2D", "DepthwiseConv2dNative"})
@@ -405,7 +405,7 @@ def _why_not_folded(graph: Graph, item: dict) -> str:
 # --- 3. checking a fold -----------------------------------------------------------
 def run_graph(graph: Graph, sample_input: np.ndarray) -> list[np.ndarray]:
     """The end points' values for `sample_input`, computed by TensorFlow."""
-    return evaluate(graph, list(graph.end_points), {graph.input_tensor: sample_input})
+    return evaluate(graph, list(graph.end_points), {graph.input_tensor: as_input(sample_input, graph)})
 
 
 def max_abs_difference(original: Graph, folded: Graph, sample_input: np.ndarray) -> dict:

@@ -318,11 +318,23 @@ def _topological(node_defs) -> list:
     return order
 
 
+def as_input(samples: np.ndarray, graph: "Graph") -> np.ndarray:
+    """`samples` in the shape the graph's input takes: a signal [N, L, C] fed to the image [N, 1, L, C] that the
+    importer made of it (core/frontend/signals.py) is the same values, row-major; any other shape is left as it is."""
+    shapes = graph.node(tensor_node(graph.input_tensor)).output_shapes  # empty in a graph whose shapes are not inferred
+    shape = shapes[tensor_index(graph.input_tensor)] if shapes else None
+    if shape is not None and len(shape) == 4 and shape[1] == 1 and list(samples.shape[1:]) == list(shape[2:]):
+        return samples.reshape(len(samples), *shape[1:])
+    return samples
+
+
 def check_input_shape(images, graph: "Graph", key: str) -> None:
     """Each sample of `images` (shape, source) must be what the graph's input takes, before any is fed: a
     GraphError naming the data, the input tensor and both shapes, not TensorFlow's "Cannot feed value"."""
     expected = graph.shape(graph.input_tensor)
     if expected is None:
+        return
+    if as_input(np.empty((0, *images.shape[1:]), np.float32), graph).shape[1:] == tuple(expected[1:]):
         return
     got, dims = list(images.shape[1:]), [None if dim is None or dim < 0 else int(dim) for dim in expected[1:]]
     if len(got) != len(dims) or any(dim is not None and dim != size for dim, size in zip(dims, got)):

@@ -9,9 +9,7 @@ Two steps, kept apart so the second also serves graphs built in code:
   error names the model and the config key. Node names lose the wrapper prefixes a format
   adds (`StatefulPartitionedCall/...` in a SavedModel), in the graph and in the configured
   names alike: the same model gives the same names in every format.
-- `unsupported_node` words the refusal of a node no IR layer holds (the import stage finds
-  it before any later stage runs): the node, its op, its Keras layer where that can be
-  told, and the end point that cuts the network before it.
+- what it refuses is worded in refusals.py.
 """
 
 from __future__ import annotations
@@ -22,26 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from core.frontend.graph import Graph, GraphError, canonical_tensor, tensor_index, tensor_node
+import numpy as np
+
+from core.frontend.graph import Graph, canonical_tensor, tensor_index, tensor_node
 from core.frontend.keras2 import compatible_layers, keyword_refusal
+from core.frontend.refusals import (END_POINTS_KEY, FORMAT_KEY, INPUT_KEY, INPUT_SIZE_KEY, PATH_KEY, ModelImportError, check_loops,
+                                    strip_wrappers)
 from core.frontend.tflite import TfliteError, read_tflite
 from core.frontend.tflite_graph import tflite_graph_def
 from core.limits import BudgetError, MemoryBudget, elements, human_bytes
 
 FORMATS = ("frozen_graph", "saved_model", "keras", "tflite")
-
-# the scopes a SavedModel's (and a Keras export's) function calls put around every node
-WRAPPER_PREFIX = re.compile(r"^(?:StatefulPartitionedCall(?:_\d+)?/)+")
-
-FORMAT_KEY = "model.format"
-PATH_KEY = "model.file.path"
-INPUT_KEY = "model.input_tensor"
-END_POINTS_KEY = "model.end_points"
-
-
-class ModelImportError(GraphError):
-    """A model file or graph that cannot be imported; the message says which and what to do."""
-
 
 @dataclass
 class LoadedModel:
@@ -220,11 +209,17 @@ def _freeze(concrete_function, path: Path) -> LoadedModel:
 
 # --- importing ------------------------------------------------------------------
 def import_graph(graph_def, input_tensor: str, end_points: Iterable[str], *, origin: str, source: dict,
-                 budget: MemoryBudget | None = None) -> Graph:
+                 budget: MemoryBudget | None = None, layer_names: Mapping[str, str] | None = None,
+                 input_size: tuple[int, int] | None = None) -> Graph:
     """Check, prune and clean `graph_def`, then return it as a `Graph` with static shapes.
-    The constants' declared sizes are checked against `budget` before one is made."""
+    The constants' declared sizes are checked against `budget` before one is made. `layer_names`: a Keras
+    model's layers, to name the one a refused node comes from. `input_size`: [H, W] of an image input whose size
+    the model leaves open (Keras' Input((None, None, 3))), fixed to it (model.preprocess.size)."""
     if budget is not None:
         check_constants(origin, graph_def, budget)
+    graph_def, casts = _in_float32(graph_def)
+    if casts:
+        source = {**source, "float16_casts_removed": casts}
     graph_def, renamed = _without_wrapper_prefixes(graph_def)
     input_tensor = _configured_name(input_tensor, renamed) if input_tensor else input_tensor
     end_points = [_configured_name(tensor, renamed) for tensor in end_points]
@@ -243,12 +238,16 @@ def import_graph(graph_def, input_tensor: str, end_points: Iterable[str], *, ori
     resolved = {canonical_tensor(t): canonical_tensor(_skip_identities(origin, by_name, t)) for t in end_points}
     kept = _needed_nodes(origin, by_name, resolved.values())
     _check_placeholders(origin, by_name, kept, input_tensor)
+    check_loops(origin, graph_def, kept, layer_names)
 
     source = dict(source)
     aliases = {given: actual for given, actual in resolved.items() if given != actual}
     if aliases:
         source["end_point_aliases"] = aliases
     pruned = _pruned_graph_def(origin, graph_def, by_name, kept)
+    fixed = _fix_input_size(origin, pruned, input_tensor, input_size)
+    if fixed:
+        source["input_size_fixed"] = fixed
     import tensorflow as tf
 
     try:
@@ -380,6 +379,34 @@ def _check_placeholders(origin: str, by_name: dict, kept: set[str], input_tensor
         )
 
 
+def _in_float32(graph_def):
+    """(the graph computed in float32, how many float32 <-> float16 Casts it lost): a Keras mixed_float16 model casts
+    its weights and activations to float16 around each layer, which only rounds what the calibration measures and
+    the int8 model recomputes; nothing float16 is left for the IR's patterns to meet. The graph as it was when it
+    has no float16."""
+    import tensorflow as tf
+
+    half, single = tf.float16.as_datatype_enum, tf.float32.as_datatype_enum
+    if not any(value.type == half or half in value.list.type for node in graph_def.node for value in node.attr.values()):
+        return graph_def, 0
+    converted, casts = tf.compat.v1.GraphDef(), 0
+    converted.CopyFrom(graph_def)
+    for node in converted.node:
+        if node.op == "Cast" and {node.attr["SrcT"].type, node.attr["DstT"].type} <= {half, single}:
+            node.op, casts = "Identity", casts + 1
+            for key in ("SrcT", "DstT", "Truncate"):
+                node.attr.pop(key, None)
+            node.attr["T"].type = single
+        for key, value in node.attr.items():
+            if value.type == half:
+                value.type = single
+            elif value.HasField("list") and half in value.list.type:
+                value.list.type[:] = [single if item == half else item for item in value.list.type]
+            elif value.HasField("tensor") and value.tensor.dtype == half:
+                value.tensor.CopyFrom(tf.make_tensor_proto(tf.make_ndarray(value.tensor).astype(np.float32)))
+    return converted, casts
+
+
 def _pruned_graph_def(origin: str, graph_def, by_name: dict, kept: set[str]):
     """The kept nodes, in file order, reading through Identities and without control edges."""
     import tensorflow as tf
@@ -396,15 +423,26 @@ def _pruned_graph_def(origin: str, graph_def, by_name: dict, kept: set[str]):
     return pruned
 
 
+def _fix_input_size(origin: str, graph_def, input_tensor: str, input_size: tuple[int, int] | None) -> list[int] | None:
+    """An image input of unknown height or width [N, ?, ?, C] given `input_size`; the fixed shape, or None when the
+    input's size was known. The IR's layers are sized: an open size is refused naming the input and the key."""
+    placeholder = next(node for node in graph_def.node if node.name == tensor_node(input_tensor))
+    shape = placeholder.attr["shape"].shape
+    if shape.unknown_rank or len(shape.dim) != 4 or min(shape.dim[1].size, shape.dim[2].size) >= 0:
+        return None
+    if input_size is None:
+        raise ModelImportError(f"{origin}: the input {input_tensor} is [N, ?, ?, {shape.dim[3].size}]: the model leaves its size open, "
+                               f"and the IR computes sized layers; set {INPUT_SIZE_KEY} to the [height, width] to convert it at")
+    for axis, size in zip((1, 2), input_size):
+        if shape.dim[axis].size < 0:
+            shape.dim[axis].size = int(size)
+    return [dim.size for dim in shape.dim]
+
+
 def _tf_tensor_name(tensor: str) -> str:
     """TensorFlow's own spelling of a node input: 'x' for output 0, 'x:1' otherwise."""
     index = tensor_index(tensor)
     return tensor_node(tensor) if index == 0 else f"{tensor_node(tensor)}:{index}"
-
-
-def strip_wrappers(name: str) -> str:
-    """`name` without the wrapper scopes a format adds ('StatefulPartitionedCall/x' -> 'x')."""
-    return WRAPPER_PREFIX.sub("", name)
 
 
 def _without_wrapper_prefixes(graph_def):
@@ -440,60 +478,3 @@ def _renamed_tensor(tensor: str, renamed: dict[str, str]) -> str:
     control = "^" if tensor.startswith("^") else ""
     name, _, index = tensor.lstrip("^").partition(":")
     return f"{control}{renamed.get(name, name)}{':' + index if index else ''}"
-
-
-# --- refusing what no IR layer holds -------------------------------------------
-def keras_layer_of(node_name: str, layer_names: Iterable[str] | None) -> str | None:
-    """The Keras layer whose scope holds the node: Keras names a layer's ops '<model>/<layer>/...',
-    the scope possibly with a '_<n>' suffix that the layer's name lacks."""
-    known = set(layer_names or ())
-    for part in node_name.split("/")[:-1]:
-        for candidate in (part, re.sub(r"_\d+$", "", part)):
-            if candidate in known:
-                return candidate
-    return None
-
-
-# the Keras layers whose TensorFlow ops the IR's patterns hold (README: Your own model)
-KERAS_LAYERS = ("Conv2D", "DepthwiseConv2D", "SeparableConv2D", "Conv2DTranspose", "Dense", "BatchNormalization (after a conv or "
-                "dense layer, or anywhere per channel)", "Normalization", "Rescaling", "Activation and ReLU, LeakyReLU, ELU, "
-                "Softmax (relu, relu6, sigmoid, hard_sigmoid, tanh, swish/silu, hard_swish, gelu, elu, selu, softplus, softsign)",
-                "Add", "Multiply", "Concatenate", "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D", "ZeroPadding2D",
-                "UpSampling2D", "Resizing", "Flatten", "Reshape", "Dropout")
-
-
-def unsupported_node(origin: str, graph: Graph, prepared: Graph, node_name: str, reason: str,
-                     layer_names: Mapping[str, str] | None) -> ModelImportError:
-    """The refusal of node `node_name` of the prepared (folded, canonical) graph: the Keras layer it came from
-    and the layers the importer takes (a Keras model), else the node and its name scope; and the end point(s) of
-    the imported graph that stop the network before it."""
-    original = graph.by_name()
-    node = prepared.by_name()[node_name]
-    layer = keras_layer_of(node.name, layer_names)
-    cut = _cut_before(prepared, node, original)
-    advice = (f"To convert the network up to it, set {END_POINTS_KEY}=[{', '.join(cut)}] (what it reads)"
-              if cut else "It reads the network input directly: nothing before it can be converted on its own")
-    if layer is not None and isinstance(layer_names, Mapping):
-        return ModelImportError(f"{origin}: Keras layer {layer!r} ({layer_names[layer]}) cannot be expressed in the IR; the importer "
-                                f"takes the Keras layers {', '.join(KERAS_LAYERS)}. What failed: node {node.name} ({node.op}): "
-                                f"{reason}\n{advice}, or replace the layer in the model.")
-    where = f" (Keras layer {layer!r})" if layer else (f" (name scope {node.name.rsplit('/', 1)[0]!r})" if "/" in node.name else "")
-    return ModelImportError(f"{origin}: node {node.name} ({node.op}){where} cannot be expressed in the IR: {reason}\n"
-                            f"{advice}, or replace it in the model.")
-
-
-def _cut_before(prepared: Graph, node, original: dict) -> list[str]:
-    """The activation tensors `node` reads, each traced back to one the imported graph has
-    (rewrites add nodes of their own) and that is not the network input."""
-    by_name, cut, stack, seen = prepared.by_name(), [], list(node.inputs), set()
-    while stack:
-        tensor = canonical_tensor(stack.pop(0))
-        producer = by_name.get(tensor_node(tensor))
-        if tensor in seen or producer is None or producer.op in ("Const", "Placeholder"):
-            continue
-        seen.add(tensor)
-        if tensor_node(tensor) in original and original[tensor_node(tensor)].op == producer.op:
-            cut.append(tensor)
-        else:
-            stack.extend(producer.inputs)
-    return cut

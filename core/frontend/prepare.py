@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.frontend.canonicalize import canonicalize
+from core.frontend.canonicalize import EARLY_REWRITES, canonicalize
 from core.frontend.channel_affine import insert_channel_affine_convs
 from core.frontend.constant_folding import fold_constants
 from core.frontend.folding import FoldResult, fold_batch_norms
@@ -25,8 +25,9 @@ class Prepared:
 
 def prepare(graph: Graph) -> Prepared:
     constant_folded = fold_constants(graph)
-    with_convs, _ = insert_channel_affine_convs(constant_folded)
+    early, early_rewrites = canonicalize(constant_folded, EARLY_REWRITES)
+    with_convs, _ = insert_channel_affine_convs(early)
     folding = fold_batch_norms(with_convs)
     canonical, rewrites = canonicalize(folding.graph)
     canonical.infer_shapes()
-    return Prepared(constant_folded, folding, canonical, rewrites)
+    return Prepared(constant_folded, folding, canonical, early_rewrites + rewrites)

@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from core.frontend.graph import Graph, canonical_tensor
+from core.frontend.graph import Graph, as_input, canonical_tensor
 
 DEFAULT_BATCH_SIZE = 64
 
@@ -51,7 +51,7 @@ class GraphRunner:
             batch_size = self.fixed_batch
         fetches = [canonical_tensor(t) for t in fetches]
         for start in range(0, len(images), batch_size):
-            chunk = images[start : start + batch_size]
+            chunk = as_input(images[start : start + batch_size], self.graph)
             values = self._session.run(fetches, feed_dict={self.graph.input_tensor: chunk})
             yield [np.asarray(value) for value in values]
 

@@ -8,7 +8,7 @@ operators the toolchain reads is what reads them: tflite_graph.CONVERTERS, whose
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,8 @@ FILE_IDENTIFIER = b"TFL3"
 # QUANTIZE / DEQUANTIZE), and TFLite's 16x8 mode's int16 activations and int64 biases; the others have no kernels
 TENSOR_TYPES = {"INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64, "FLOAT32": np.float32}
 ACTIVATION_BITS = {"INT8": 8, "INT16": 16}  # a quantized model's activations: int8, or int16 (16x8 mode); their widths
+# float16 weights (the converter's float16 quantization) are constants each DEQUANTIZE'd to float32: read as those
+CONSTANT_TYPES = {"FLOAT16": np.float16}
 
 
 @lru_cache(maxsize=None)
@@ -62,7 +64,7 @@ class TfliteTensor:
 
     @property
     def numpy_dtype(self) -> type:
-        return TENSOR_TYPES[self.dtype]
+        return {**TENSOR_TYPES, **CONSTANT_TYPES}[self.dtype]
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,27 @@ def parse_tflite(data: bytes, path: Path | str, budget: MemoryBudget | None = No
     inputs, outputs = (tuple(int(i) for i in (ends if ends is not None else [])) for ends in (graph.inputs, graph.outputs))
     if len(inputs) != 1 or not outputs:
         raise TfliteError(f"{path}: {len(inputs)} inputs and {len(outputs)} outputs; the toolchain takes one input and at least one output")
+    tensors, operators = _dequantized_constants(path, tensors, operators)
     return TfliteModel(str(path), tensors, operators, inputs, outputs)
+
+
+def _dequantized_constants(path: Path | str, tensors: tuple[TfliteTensor, ...], operators: tuple[TfliteOperator, ...]):
+    """Each DEQUANTIZE of a float16 constant made the float32 constant it computes (as a dynamic-range file's int8 weights
+    are read dequantized), the operators renumbered; a float16 tensor read by anything else is refused."""
+    tensors, kept = list(tensors), []
+    for operator in operators:
+        source = tensors[operator.inputs[0]] if operator.inputs else None
+        if operator.name == "DEQUANTIZE" and source is not None and source.dtype in CONSTANT_TYPES:
+            output = tensors[operator.outputs[0]]
+            tensors[output.index] = replace(output, dtype="FLOAT32", quantization=None, data=source.data.astype(np.float32))
+            continue
+        kept.append(replace(operator, index=len(kept)))
+    for operator in kept:
+        for index in operator.inputs:
+            if index >= 0 and tensors[index].dtype in CONSTANT_TYPES:
+                raise TfliteError(f"{path}: operator {operator.index} ({operator.name}) reads the {tensors[index].dtype} tensor {index} "
+                                  f"({tensors[index].name}) directly; float16 is read as weights a DEQUANTIZE makes float32")
+    return tuple(tensors), tuple(kept)
 
 
 def _name(value) -> str:
@@ -150,16 +172,18 @@ def _name(value) -> str:
 def _tensor(path: Path, model, index: int, tensor, budget: MemoryBudget | None) -> TfliteTensor:
     name = _name(tensor.name)
     type_name = _names("TensorType").get(tensor.type, f"type {tensor.type}")
-    if type_name not in TENSOR_TYPES:
+    constant_type = type_name in CONSTANT_TYPES and tensor.buffer < len(model.buffers or []) and bool(
+        len(model.buffers[tensor.buffer].data if model.buffers[tensor.buffer].data is not None else []))
+    if type_name not in TENSOR_TYPES and not constant_type:
         raise TfliteError(f"{path}: tensor {index} ({name}) is {type_name}; the toolchain takes int8 models (int8 activations and "
-                          f"weights, int32 biases), 16x8 ones (int16 activations, int8 weights, int64 biases) or float32 ones: "
+                          f"weights, int32 biases), 16x8 ones (int16 activations, int8 weights, int64 biases) or float32 ones (float16 weights included): "
                           f"convert with inference_input_type and inference_output_type tf.int8 (tf.int16 in the 16x8 mode), not "
                           f"uint8")
     shape = tuple(int(d) for d in (tensor.shape if tensor.shape is not None else []))
     if any(d < 0 for d in shape[1:]):
         raise TfliteError(f"{path}: tensor {index} ({name}) has shape {list(shape)}; every dimension but the batch must be known")
     return TfliteTensor(index, name, shape, type_name, _quantization(path, index, name, tensor.quantization, shape),
-                        _constant(path, model, index, name, tensor, shape, TENSOR_TYPES[type_name], budget))
+                        _constant(path, model, index, name, tensor, shape, {**TENSOR_TYPES, **CONSTANT_TYPES}[type_name], budget))
 
 
 def _quantization(path: Path, index: int, name: str, quantization, shape: tuple[int, ...]) -> Quantization | None:

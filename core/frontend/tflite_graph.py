@@ -187,6 +187,12 @@ def _mean(b, op, scope):
     return b.activation_quant(x, op.outputs[0], scope)
 
 
+def _reduce_max(b, op, scope):
+    axes = [int(axis) for axis in np.atleast_1d(_constant_input(b, op, 1))]
+    x = b.tf.reduce_max(b.input(op), axes, keepdims=bool(op.option("keepDims", False)), name=f"{scope}/Max")
+    return b.activation_quant(x, op.outputs[0], scope)
+
+
 def _pad(b, op, scope):
     return b.activation_quant(b.tf.pad(b.input(op), _constant_input(b, op, 1).astype(np.int32), name=f"{scope}/Pad"), op.outputs[0], scope)
 
@@ -199,6 +205,13 @@ def _concatenation(b, op, scope):
 def _unary(function: str, name: str):
     def convert(b, op, scope):
         return b.activation_quant(b.function(function)(b.input(op), name=f"{scope}/{name}"), op.outputs[0], scope)
+    return convert
+
+
+def _clip(low: float, high: float):
+    def convert(b, op, scope):
+        x = b.tf.maximum(b.tf.minimum(b.input(op), high, name=f"{scope}/Minimum"), low, name=f"{scope}/Maximum")
+        return b.activation_quant(x, op.outputs[0], scope)
     return convert
 
 
@@ -233,11 +246,18 @@ CONVERTERS: dict[str, Callable[[_Builder, TfliteOperator, str], object]] = {
     "FULLY_CONNECTED": _fully_connected,
     "ADD": _binary("add", "add"),
     "MUL": _binary("multiply", "mul"),
+    "MINIMUM": _binary("math.minimum", "Minimum"),
+    "RELU": _unary("nn.relu", "Relu"),
+    "RELU6": _unary("nn.relu6", "Relu6"),
+    "RELU_N1_TO_1": _clip(-1.0, 1.0),
+    "RELU_0_TO_1": _clip(0.0, 1.0),
+    "MAXIMUM": _binary("math.maximum", "Maximum"),
     "AVERAGE_POOL_2D": _pool("nn.avg_pool2d", "avg_pool2d"),
     "MAX_POOL_2D": _pool("nn.max_pool2d", "max_pool2d"),
     "RESHAPE": _reshape,
     "SOFTMAX": _softmax,
     "MEAN": _mean,
+    "REDUCE_MAX": _reduce_max,
     "PAD": _pad,
     "CONCATENATION": _concatenation,
     "LOGISTIC": _unary("math.sigmoid", "Sigmoid"),

@@ -16,7 +16,7 @@ from core.ir.op import END_POINT, NETWORK_INPUT, IrOp, operation_of
 from core.ir.ops import OPS  # every operation registered
 from core.ir.records import BITS_KEY, DEFAULT_BITS, IrLayer
 from core.ir.tflite_dialect import SCHEME, activation_bits
-from core.quantize.runtimes import DEFAULT_TFLITE_RUNTIME, Runtime
+from core.quantize.runtimes import DEFAULT_TFLITE_RUNTIME, RUNTIMES, Runtime
 
 
 def builders() -> dict[str, IrOp]:
@@ -31,6 +31,10 @@ def affine_layer(model: TfliteModel, operator: TfliteOperator, name: str, previo
     if op is None:
         raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}) has no tflite_int8 IR operation yet; the IR "
                           f"covers {', '.join(sorted(builders()))}")
+    if operator.name in runtime.missing_operators:
+        others = [other.name for other in RUNTIMES.values() if other.dialect == runtime.dialect and operator.name not in other.missing_operators]
+        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}): {runtime.name} has no kernel for it (its interpreter "
+                          f"refuses the file); set target.scheme.runtime to {' or '.join(others)}, or convert the model without it")
     bits = activation_bits(model, operator)
     if bits not in op.activation_widths:
         built = sorted(name for name, other in builders().items() if bits in other.activation_widths)

@@ -42,6 +42,9 @@ class Runtime:
     wide_fully_connected_rounding: str = REDUCED_ROUNDING
     # the int16 SOFTMAX's lookup tables (gen_lut): generated in double (LiteRT) or float (TFLite Micro)
     int16_lut_precision: str = "double"
+    # the ReLU operators that clamp their input's integers as they are, taking the output at the input's quantization
+    relus_without_requantization: tuple[str, ...] = ()
+    missing_operators: tuple[str, ...] = ()  # TFLite operators its interpreter has no kernel for
 
 
 RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in (
@@ -58,7 +61,8 @@ RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in (
             "(gemmlowp), as its convolutions do (at 16x8, as its 16x8 convolutions: the multiplier reduced to 16 bits); "
             "LOGISTIC and TANH in gemmlowp fixed point",
             "TensorFlow Lite for Microcontrollers' interpreter", fully_connected_rounding=DOUBLE_ROUNDING, logistic_tanh=FIXED_POINT,
-            wide_fully_connected_rounding=REDUCED_ROUNDING, int16_lut_precision="float"),
+            wide_fully_connected_rounding=REDUCED_ROUNDING, int16_lut_precision="float", relus_without_requantization=("RELU6",),
+            missing_operators=("RELU_N1_TO_1", "RELU_0_TO_1")),
 )}
 
 DEFAULT_TFLITE_RUNTIME = RUNTIMES["litert_reference"]

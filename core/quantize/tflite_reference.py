@@ -58,7 +58,8 @@ class ReferenceRunner:
         if self.interpreter is None or self.batch != len(inputs):
             self.interpreter, self.batch = reference_interpreter(self.model, len(inputs)), len(inputs)
         interpreter = self.interpreter
-        interpreter.set_tensor(interpreter.get_input_details()[0]["index"], inputs)
+        detail = interpreter.get_input_details()[0]
+        interpreter.set_tensor(detail["index"], in_shape(inputs, detail["shape"]))
         interpreter.invoke()
         values = {}
         for detail in interpreter.get_tensor_details():
@@ -76,18 +77,28 @@ class MicroRunner:
     def __init__(self, path: Path):
         parsed = read_tflite(Path(path))
         self.outputs = [operator.outputs[0] for operator in parsed.operators]
+        self.input_shape = parsed.tensor(parsed.inputs[0]).shape
         self.interpreter = tflm.Interpreter.from_bytes(Path(path).read_bytes(), arena_size=preserving_arena_bytes(parsed),
                                                        intrepreter_config=tflm.InterpreterConfig.kPreserveAllTensors)
 
     def tensors(self, inputs: np.ndarray) -> dict[int, np.ndarray]:
         """Every operator's output (by tensor index) for the batch `inputs`, image by image."""
         per_image = []
-        for image in inputs:
+        for image in in_shape(inputs, self.input_shape):
             self.interpreter.set_input(image[np.newaxis], 0)
             self.interpreter.invoke()
             per_image.append({index: np.array(self.interpreter.GetTensor(index, 0)["tensor_data"]) for index in self.outputs})
         return {index: np.concatenate([values[index].reshape(1, *values[index].shape[1:]) for values in per_image])
                 for index in self.outputs}
+
+
+def in_shape(inputs: np.ndarray, model_input_shape) -> np.ndarray:
+    """A batch in the model's input shape: each image's values in row-major order, as the IR holds every tensor (a 1-D
+    signal [N, L, C] is the file's image [N, 1, L, C], core/frontend/signals.py)."""
+    per_image = tuple(int(dim) for dim in model_input_shape[1:])
+    if inputs.shape[1:] == per_image or math.prod(inputs.shape[1:]) != math.prod(per_image):
+        return inputs
+    return inputs.reshape(len(inputs), *per_image)
 
 
 def preserving_arena_bytes(model: TfliteModel) -> int:

@@ -157,13 +157,65 @@ _LUT_OPERATORS = {"sigmoid": ("LOGISTIC", None), "tanh": ("TANH", None), "hard_s
 
 
 def _lut(writer: TfliteWriter, layer: Layer) -> None:
-    named = layer.attrs.named
-    if named is None or named.name not in _LUT_OPERATORS:
+    named, affine_clamp = layer.attrs.named, layer.attrs.affine_clamp
+    if named is not None and named.name in _LUT_OPERATORS:
+        operator, options = _LUT_OPERATORS[named.name]
+        arguments = writer.options(options, alpha=named.alpha) if options else ()
+        writer.operator(operator, [writer.activation(layer.inputs[0])], [writer.activation(layer.output)], *arguments)
+    elif affine_clamp is not None:
+        _affine_clamp(writer, layer, affine_clamp)
+    else:
         raise ExportError(f"layer {layer.ir_name} (lut): the function {layer.attrs.function!r} has no TFLite int8 operator the writer "
-                          "knows; it writes sigmoid, tanh, hard swish and leaky ReLU")
-    operator, options = _LUT_OPERATORS[named.name]
-    arguments = writer.options(options, alpha=named.alpha) if options else ()
-    writer.operator(operator, [writer.activation(layer.inputs[0])], [writer.activation(layer.output)], *arguments)
+                          "knows; it writes sigmoid, tanh, hard swish, leaky ReLU, and any chain of scalar affine maps and clamps "
+                          "(Rescaling, ReLU(max_value=k), hard_sigmoid, Minimum and Maximum with a constant). target=tf2ir computes "
+                          "any element-wise function as a table")
+
+
+def _affine_clamp(writer: TfliteWriter, layer: Layer, function) -> None:
+    """clamp(a x + b, low, high) as TFLite's converter would write it, at the layer's output quantization throughout: the
+    affine map as a 1x1 DEPTHWISE_CONV_2D (weight a, bias b; else an int8 QUANTIZE to the output's scale), then the bounds
+    as MAXIMUM and MINIMUM with a constant, each left out where the int8 range saturates at it already."""
+    output_entry = writer.entry(layer.output)
+    bounds = [(name, bound) for name, bound in (("MAXIMUM", function.low), ("MINIMUM", function.high)) if abs(bound) != np.inf]
+    limits = {"MAXIMUM": -(1 << (writer.table.bits - 1)), "MINIMUM": (1 << (writer.table.bits - 1)) - 1}
+    integers = {name: int(round_half_away(bound / output_entry.scale)) + output_entry.zero_point for name, bound in bounds}
+    needed = {"MAXIMUM": lambda integer: integer > limits["MAXIMUM"], "MINIMUM": lambda integer: integer < limits["MINIMUM"]}
+    bounds = [(name, integers[name]) for name, _ in bounds if needed[name](integers[name])]
+    shape = [1, *writer.layer_graph.graph.shape(layer.output)[1:]]
+    steps = [writer.add_tensor(f"{layer.name}/{name.lower()}_input", shape, writer.activation_type, output_entry.scale,
+                               output_entry.zero_point) for name, _ in bounds] + [writer.activation(layer.output)]
+    source = writer.activation(layer.inputs[0])
+    if function.affine:
+        _affine_as_depthwise(writer, layer, function, source, steps[0])
+    else:
+        writer.operator("QUANTIZE", [source], [steps[0]])
+    for (name, integer), before, after in zip(bounds, steps, steps[1:]):
+        limit = writer.add_tensor(f"{layer.name}/{name.lower()}_bound", [], writer.activation_type, output_entry.scale,
+                                  output_entry.zero_point, data=np.array(np.clip(integer, *limits.values()), writer.integer_type))
+        writer.operator(name, [before, limit], [after])
+
+
+def _affine_as_depthwise(writer: TfliteWriter, layer: Layer, function, source: int, output: int) -> None:
+    shape = writer.layer_graph.graph.shape(layer.inputs[0])
+    if len(shape) != 4:
+        raise ExportError(f"layer {layer.ir_name} (lut): the affine map {function.scale:.6g} x + {function.offset:.6g} of a "
+                          f"{len(shape)}-D tensor; the writer writes it as a depthwise 1x1 conv, of an image [N, H, W, C]")
+    channels = shape[3]
+    weight_scale = np.float32(abs(function.scale) / 127.0)
+    weights = writer.add_tensor(f"{layer.name}/affine_weights", [1, 1, 1, channels], writer.schema.TensorType.INT8,
+                                np.full(channels, weight_scale), np.zeros(channels, np.int64), 3,
+                                np.full((1, 1, 1, channels), 127 if function.scale > 0 else -127, np.int8))
+    input_scale = np.float64(np.float32(writer.entry(layer.inputs[0]).scale))
+    bias_value = round_half_away(function.offset / (input_scale * np.float64(weight_scale)))
+    tensor_type, dtype = writer.bias_type
+    if abs(bias_value) > np.iinfo(dtype).max:
+        raise ExportError(f"layer {layer.ir_name} (lut): the offset {function.offset:.6g} is beyond {np.dtype(dtype).name} at input "
+                          "scale x weight scale")
+    bias = writer.add_tensor(f"{layer.name}/affine_bias", [channels], tensor_type, np.full(channels, input_scale * weight_scale),
+                             np.zeros(channels, np.int64), 0, np.full(channels, bias_value, dtype))
+    writer.operator("DEPTHWISE_CONV_2D", [source, weights, bias], [output], *writer.options(
+        "DepthwiseConv2DOptions", padding=writer.schema.Padding.VALID, strideH=1, strideW=1, depthMultiplier=1, dilationHFactor=1,
+        dilationWFactor=1, fusedActivationFunction=writer.schema.ActivationFunctionType.NONE))
 
 
 def _requantized(writer: TfliteWriter, tensor: str, output_entry, name: str) -> int:

@@ -71,6 +71,11 @@ class TfliteWriter:
         return self.schema.TensorType.INT16 if self.table.bits == 16 else self.schema.TensorType.INT8
 
     @property
+    def integer_type(self) -> type:
+        """The activations' NumPy type."""
+        return np.int16 if self.table.bits == 16 else np.int8
+
+    @property
     def bias_type(self) -> tuple[int, type]:
         """The biases' tensor type and its NumPy type: INT32, or INT64 in the 16x8 mode."""
         return (self.schema.TensorType.INT64, np.int64) if self.table.bits == 16 else (self.schema.TensorType.INT32, np.int32)

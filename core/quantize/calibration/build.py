@@ -66,6 +66,7 @@ def build_calibration_table(
         if entry is not None:
             entry.fallback_reason = fallback_reason if entry.method == tensor_method else None
             tensors[tensor] = entry
+    tensors.update(_ranged_for_maxima(layer_graph, method, target, settings, stats, ranges, tensors))
     tensors.update(scheme_output_entries(layer_graph, target.scheme, tensors, stats))
     for layer in layer_graph.layers:
         rule = layer.rule
@@ -97,6 +98,33 @@ def scheme_output_entries(layer_graph: LayerGraph, scheme: QuantScheme, tensors:
             decided[layer.output] = dataclasses.replace(inherited, kind="activation", method="input", layer=layer.name, warnings=[],
                                                         absmax=_absmax(own), clipped_fraction=clipped_fraction(own, clip_limit(inherited)))
     return decided
+
+
+def _ranged_for_maxima(layer_graph: LayerGraph, method: str, target: TargetSpec, settings: CalibrationSettings,
+                       stats: dict[str, TensorStatistics] | None, ranges: dict[str, QuantRange],
+                       tensors: dict[str, TensorEntry]) -> dict[str, TensorEntry]:
+    """A tensor a max pool reads and keeps the quantization of (QuantScheme.maximum_outputs) ranged for what the maxima
+    keep, where the method's threshold on the pool's output is the larger: chosen on all the tensor's values, it clips
+    the tail a max selects (a squeeze-excitation's global max: mse's 0.43 where the maxima reach 0.51, 1.7 dB lost)."""
+    widened: dict[str, TensorEntry] = {}
+    nodes = layer_graph.graph.by_name()
+    for layer in layer_graph.layers:
+        own = (stats or {}).get(layer.output)
+        if layer.name not in nodes or nodes[layer.name].op not in target.scheme.maximum_outputs or own is None:
+            continue
+        source = layer_graph.scale_source(layer.inputs[0])
+        current = widened.get(source) or tensors.get(source)
+        tensor_method, _ = method_for(method, False, own, settings)
+        if current is None or current.method != tensor_method or get_method(tensor_method).range_from_model:
+            continue  # a range the scheme fixes or the model trained: kept as it is
+        candidate = _activation_entry(layer.output, current.layer, tensor_method, target, settings, own, ranges)
+        if candidate.threshold > current.threshold:
+            source_stats = (stats or {}).get(source)
+            widened[source] = dataclasses.replace(
+                candidate, kind=current.kind, absmax=current.absmax, clipped_fraction=clipped_fraction(source_stats, clip_limit(candidate)),
+                warnings=[*current.warnings, f"ranged for the maxima {layer.name} keeps ({tensor_method} on them: threshold "
+                                             f"{candidate.threshold:.4g}, on every value {current.threshold:.4g})"])
+    return widened
 
 
 def _ranges_across_identities(layer_graph: LayerGraph, ranges: dict[str, QuantRange]) -> dict[str, QuantRange]:

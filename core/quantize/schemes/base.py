@@ -134,6 +134,8 @@ class QuantScheme(ABC):
     # quantization they fix (scale, zero point), or the quantization of what the layer reads
     fixed_outputs: ClassVar[dict[str, tuple[float, int]]] = {}
     input_quantized_outputs: ClassVar[frozenset[str]] = frozenset()
+    # of those, the ones that keep their input's largest values (a max pool): the input is ranged for them too
+    maximum_outputs: ClassVar[frozenset[str]] = frozenset()
 
     def fixed_output_entry(self, tf_op: str, stats: TensorStatistics | None) -> TensorEntry | None:
         """The entry the scheme fixes for the output of a layer ending in `tf_op`, or None."""

@@ -55,6 +55,7 @@ class TfliteInt8(QuantScheme):
     # with 0 (their kernels check it); AVERAGE_POOL_2D, MAX_POOL_2D and the resizes keep their input's
     fixed_outputs = {"Softmax": (1.0 / 256, -128), "Sigmoid": (1.0 / 256, -128), "Tanh": (1.0 / 128, 0)}
     input_quantized_outputs = frozenset({"AvgPool", "MaxPool", "ResizeBilinear", "ResizeNearestNeighbor"})
+    maximum_outputs = frozenset({"MaxPool"})
 
     @property
     def weight_bits(self) -> int:

@@ -5,7 +5,8 @@ function of x alone, element by element: on int8 inputs, 256 values."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -27,11 +28,42 @@ class NamedFunction:
     alpha: float | None = None
 
 
+# a region's steps on x, in order: each step's op and operands, x or an earlier step's index or a scalar constant
+Steps = tuple[tuple[str, tuple], ...]
+
+
+@dataclass(frozen=True)
+class AffineClamp:
+    """clamp(scale * x + offset, low, high): what a chain of scalar affine ops (Keras' Rescaling, x / 6 + 0.5) and clamps
+    (ReLU(max_value=k), relu6, Minimum and Maximum with a constant, hard_sigmoid's relu6(x + 3) / 6) computes."""
+
+    scale: float = 1.0
+    offset: float = 0.0
+    low: float = -math.inf
+    high: float = math.inf
+
+    def then_affine(self, scale: float, offset: float) -> "AffineClamp":
+        """scale * clamp(y, low, high) + offset = clamp(scale * y + offset, ...) with the bounds mapped (swapped when
+        scale < 0)."""
+        low, high = sorted(scale * bound + offset for bound in (self.low, self.high))
+        return AffineClamp(scale * self.scale, scale * self.offset + offset, low, high)
+
+    def then_clamp(self, low: float, high: float) -> "AffineClamp":
+        """clamp(clamp(y, l1, h1), l2, h2) = clamp(y, clamp(l1, l2, h2), clamp(h1, l2, h2))."""
+        return replace(self, low=min(max(self.low, low), high), high=min(max(self.high, low), high))
+
+    @property
+    def affine(self) -> bool:
+        return (self.scale, self.offset) != (1.0, 0.0)
+
+
 @dataclass
 class LutAttrs:
     source: str  # the tensor x the region is a function of
     function: str  # the region's ops, in order (what the table stands for)
     named: NamedFunction | None = None  # the function's name when it is a known one
+    steps: Steps = ()  # the same, typed
+    affine_clamp: AffineClamp | None = None  # the function as clamp(a x + b, low, high), when it is one
 
 
 # the known functions by their steps on x, in the region's order: each step's op and operands, x or an earlier
@@ -84,13 +116,30 @@ def _describe(node: Node, index: GraphIndex, names: dict[str, str]) -> str:
 
 def match_lut(graph: Graph, node: Node, index: GraphIndex) -> Layer:
     """The largest region grown from `node` through readers that are element-wise in x and the
-    region's own tensors; an end point ends it. It must have one output."""
+    region's own tensors; an end point ends it. It must have one output: where the largest has several (the function
+    fans out, x * 0.5 read by two clips), the region stops at the first tensor read twice."""
     (source,) = set(_operands(node, index))
+    region, outputs = _region(node, index, source, through_shared=True)
+    if len(outputs) != 1:
+        region, outputs = _region(node, index, source, through_shared=False)
+    if len(outputs) != 1:
+        raise GraphError(f"{node.name}: the element-wise ops on {source} starting here ({', '.join(sorted(region))}) "
+                         f"have {len(outputs)} outputs ({', '.join(outputs)}); a lookup table has one")
+    order = [n for n in graph.nodes if n.name in region]  # the graph's (topological) order
+    labels = {source: "x", **{f"{n.name}:0": f"t{k}" for k, n in enumerate(order)}}
+    function = "; ".join(f"t{k} = {_describe(n, index, labels)}" for k, n in enumerate(order))
+    steps = _steps(order, source, index)
+    return Layer(name=node.name, op="lut", inputs=[source], output=outputs[0], nodes=[n.name for n in order],
+                 attrs=LutAttrs(source=source, function=function, named=_named(order, steps), steps=steps, affine_clamp=affine_clamp(steps)))
+
+
+def _region(node: Node, index: GraphIndex, source: str, through_shared: bool) -> tuple[set[str], list[str]]:
+    """(the region's nodes, its outputs) grown from `node`; `through_shared`: also past a tensor several nodes read."""
     region, tensors = {node.name}, {f"{node.name}:0"}
     frontier = [f"{node.name}:0"]
     while frontier:
         tensor = frontier.pop(0)
-        if tensor in index.end_points:
+        if tensor in index.end_points or (not through_shared and len(index.readers.get(tensor, [])) > 1):
             continue
         for reader in index.readers.get(tensor, []):
             if reader.name not in region and _elementwise_of(reader, index, tensors | {source}):
@@ -99,17 +148,10 @@ def match_lut(graph: Graph, node: Node, index: GraphIndex) -> Layer:
                 frontier.append(f"{reader.name}:0")
     outputs = sorted(tensor for tensor in tensors if tensor in index.end_points or not index.readers.get(tensor)
                      or any(reader.name not in region for reader in index.readers[tensor]))
-    if len(outputs) != 1:
-        raise GraphError(f"{node.name}: the element-wise ops on {source} starting here ({', '.join(sorted(region))}) "
-                         f"have {len(outputs)} outputs ({', '.join(outputs)}); a lookup table has one")
-    order = [n for n in graph.nodes if n.name in region]  # the graph's (topological) order
-    labels = {source: "x", **{f"{n.name}:0": f"t{k}" for k, n in enumerate(order)}}
-    function = "; ".join(f"t{k} = {_describe(n, index, labels)}" for k, n in enumerate(order))
-    return Layer(name=node.name, op="lut", inputs=[source], output=outputs[0], nodes=[n.name for n in order],
-                 attrs=LutAttrs(source=source, function=function, named=_named(order, source, index)))
+    return region, outputs
 
 
-def _steps(order: list[Node], source: str, index: GraphIndex) -> tuple[tuple[str, tuple], ...]:
+def _steps(order: list[Node], source: str, index: GraphIndex) -> Steps:
     """The region as NAMED_FUNCTIONS writes a function: operands x, an earlier step's index or a scalar."""
     positions = {f"{n.name}:0": k for k, n in enumerate(order)}
     def operand(tensor: str):
@@ -120,13 +162,45 @@ def _steps(order: list[Node], source: str, index: GraphIndex) -> tuple[tuple[str
     return tuple((n.op, tuple(operand(tensor) for tensor in n.inputs)) for n in order)
 
 
-def _named(order: list[Node], source: str, index: GraphIndex) -> NamedFunction | None:
-    steps = _steps(order, source, index)
+def _named(order: list[Node], steps: Steps) -> NamedFunction | None:
     name = next((name for name, known in NAMED_FUNCTIONS.items() if known == steps), None)
     if name is None:
         return None
     parameter = NAMED_PARAMETERS.get(name)
     return NamedFunction(name, None if parameter is None else float(order[0].attr(parameter)))
+
+
+# each chain step -> (scale, offset) of its affine map, or (low, high) of its clamp, from its scalar constant c
+_AFFINE_STEPS = {("Mul", 0): lambda c: (c, 0.0), ("Mul", 1): lambda c: (c, 0.0), ("RealDiv", 0): lambda c: (1.0 / c, 0.0),
+                 ("Add", 0): lambda c: (1.0, c), ("Add", 1): lambda c: (1.0, c), ("AddV2", 0): lambda c: (1.0, c),
+                 ("AddV2", 1): lambda c: (1.0, c), ("Sub", 0): lambda c: (1.0, -c), ("Sub", 1): lambda c: (-1.0, c)}
+_CLAMP_STEPS = {("Minimum", 0): lambda c: (-math.inf, c), ("Minimum", 1): lambda c: (-math.inf, c),
+                ("Maximum", 0): lambda c: (c, math.inf), ("Maximum", 1): lambda c: (c, math.inf)}
+_UNARY_CLAMPS = {"Relu": (0.0, math.inf), "Relu6": (0.0, 6.0)}
+
+
+def affine_clamp(steps: Steps) -> AffineClamp | None:
+    """The steps as clamp(a x + b, low, high) when they are a chain (each reads the one before, the first x) of scalar
+    affine maps and clamps; None otherwise (a sigmoid, x * x, a map to a constant)."""
+    function = AffineClamp()
+    for position, (op, operands) in enumerate(steps):
+        previous = "x" if position == 0 else position - 1
+        if op == "Neg" and operands == (previous,):
+            function = function.then_affine(-1.0, 0.0)
+        elif op in _UNARY_CLAMPS and operands == (previous,):
+            function = function.then_clamp(*_UNARY_CLAMPS[op])
+        elif len(operands) == 2 and [o for o in operands if not isinstance(o, float)] == [previous]:
+            at = 0 if operands[0] == previous and not isinstance(operands[0], float) else 1  # 0 in x - c, 1 in c - x
+            constant = operands[1 - at]
+            if (op, at) in _AFFINE_STEPS and not (op == "RealDiv" and constant == 0.0):
+                function = function.then_affine(*_AFFINE_STEPS[op, at](constant))
+            elif (op, at) in _CLAMP_STEPS:
+                function = function.then_clamp(*_CLAMP_STEPS[op, at](constant))
+            else:
+                return None
+        else:
+            return None
+    return function if function.scale != 0.0 and function.low < function.high else None
 
 
 PATTERN = Pattern("lut", UNARY_OPS + BINARY_OPS, match_lut, applies=starts_lut)

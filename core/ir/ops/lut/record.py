@@ -14,7 +14,8 @@ from core.ir.records import INPUT_GRID, OUTPUT_GRID, InputOutputGrids, IrLayer, 
 from core.quantize.grid import AffineGrid, Pow2Grid
 
 TABLE_SIZE = 256  # one entry per int8 input, x = -128 .. 127 at index x + 128
-TFLITE_FUNCTIONS = ("LOGISTIC", "TANH", "HARD_SWISH", "LEAKY_RELU", "QUANTIZE")
+TFLITE_FUNCTIONS = ("LOGISTIC", "TANH", "HARD_SWISH", "LEAKY_RELU", "QUANTIZE", "MINIMUM", "MAXIMUM", "RELU", "RELU6", "RELU_N1_TO_1",
+                    "RELU_0_TO_1")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,7 +39,9 @@ class LutLayer(InputOutputGrids, SameShapeInput, IrLayer):
         fields_in={"tflite_int8": {
             "shape": shape_array("One image's input and output shape."),
             "function": {"enum": list(TFLITE_FUNCTIONS),
-                         "description": "The TFLite operator the table computes (QUANTIZE: an int8 requantization)."}}},
+                         "description": ("The TFLite operator the table computes (QUANTIZE: an int8 requantization; MINIMUM, "
+                                             "MAXIMUM: a clamp at a scalar constant of the input's quantization; the RELUs: "
+                                             "a requantization and a clamp at the output's scale).")}}},
     )
     label_prefix: ClassVar[str] = "lut"
     elementwise: ClassVar[bool] = True

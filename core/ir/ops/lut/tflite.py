@@ -1,10 +1,13 @@
 """A lut layer of the tflite_int8 dialect (TF2IR 1.2): an element-wise int8 -> int8 function as a 256-entry table,
-read from a .tflite's LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU or int8 -> int8 QUANTIZE (a requantization):
+read from a .tflite's LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU, int8 -> int8 QUANTIZE (a requantization), or MINIMUM /
+MAXIMUM of a tensor and a scalar constant of its quantization (a clamp: TFLite's kernels compare the integers), or
+RELU, RELU6, RELU_N1_TO_1 and RELU_0_TO_1 (a requantization and a clamp):
 each table entry is what the runtime's kernel gives for that input value (affine.py computes them), so the
 lookup computes that runtime's integers whatever the function. Constant: `table` int8 [256], indexed by q + 128."""
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
@@ -14,8 +17,8 @@ from core.quantize.runtimes import FIXED_POINT, Runtime
 from core.ir.ops.lut.affine import (FIXED_POINT_OUTPUTS, fixed_point_table, hard_swish_affine, hard_swish_parameters, leaky_relu_affine,
                                    leaky_relu_parameters, lookup_table)
 from core.ir.ops.lut.record import TABLE_SIZE
-from core.ir.tflite_dialect import input_output
-from core.quantize.tflite_math import quantize_multiplier, requantize
+from core.ir.tflite_dialect import constant, input_output, scale_and_zero_point
+from core.quantize.tflite_math import quantize_multiplier, requantize, round_half_away
 
 INPUTS = np.arange(-128, 128, dtype=np.int64).astype(np.int8)  # every int8 value, in table order
 
@@ -55,8 +58,41 @@ def _requantize(model, operator, q, runtime: Runtime) -> np.ndarray:
     return requantize(INPUTS.astype(np.int64) - q["input_zero_point"], multiplier, shift, q["output_zero_point"], -128, 127)
 
 
+# each of TFLite's ReLU operators' bounds: the kernels requantize to the output's scale and clamp there (activations.cc
+# QuantizedReluX), each bound roundf(bound / output scale) in float32 plus the output zero point
+RELU_BOUNDS = {"RELU": (0.0, math.inf), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0), "RELU_0_TO_1": (0.0, 1.0)}
+
+
+def _relu(model, operator, q, runtime: Runtime) -> np.ndarray:
+    low, high = RELU_BOUNDS[operator.name]
+    if operator.name in runtime.relus_without_requantization and (q["input_scale"], q["input_zero_point"]) != (
+            q["output_scale"], q["output_zero_point"]):
+        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}): its input and output are quantized differently; "
+                          f"{runtime.name}'s {operator.name} clamps the input's integers as they are (it requantizes nothing): "
+                          "convert the model again, or run it on another runtime")
+    output_scale = np.float32(q["output_scale"])
+    multiplier, shift = quantize_multiplier(float(np.float32(q["input_scale"]) / output_scale))
+    integer = lambda bound: q["output_zero_point"] + int(round_half_away(np.float32(np.float32(bound) / output_scale)))  # noqa: E731
+    lowest, highest = max(-128, integer(low)), 127 if high == math.inf else min(127, integer(high))
+    return requantize(INPUTS.astype(np.int64) - q["input_zero_point"], multiplier, shift, q["output_zero_point"], lowest, highest)
+
+
+def _minimum_or_maximum(model, operator, q, runtime: Runtime) -> np.ndarray:
+    """maximum_minimum.cc compares the int8 values as they are: the constant and the output at the input's quantization."""
+    if len(operator.inputs) != 2 or np.size(bound := constant(model, operator, 1)) != 1:
+        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}) of two computed tensors or of a constant of "
+                          f"several values; the tflite_int8 IR takes it of a tensor and a scalar constant (a clamp)")
+    grids = {scale_and_zero_point(model, index) for index in (*operator.inputs, operator.outputs[0])}
+    if len(grids) != 1:
+        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}): its input, constant and output are quantized "
+                          f"differently ({sorted(grids)}); TFLite's int8 kernel compares integers of one scale and zero point")
+    choose = np.minimum if operator.name == "MINIMUM" else np.maximum
+    return choose(INPUTS, np.int8(np.asarray(bound).reshape(-1)[0]))
+
+
 TABLES: dict[str, Callable] = {"LOGISTIC": _logistic_or_tanh, "TANH": _logistic_or_tanh, "HARD_SWISH": _hard_swish,
-                               "LEAKY_RELU": _leaky_relu, "QUANTIZE": _requantize}
+                               "LEAKY_RELU": _leaky_relu, "QUANTIZE": _requantize, "MINIMUM": _minimum_or_maximum,
+                               "MAXIMUM": _minimum_or_maximum, **{name: _relu for name in RELU_BOUNDS}}
 
 
 def lut_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:

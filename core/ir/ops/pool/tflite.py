@@ -1,4 +1,4 @@
-"""A .tflite's AVERAGE_POOL_2D, MAX_POOL_2D and MEAN over height and width (a global average: the window is the image)
+"""A .tflite's AVERAGE_POOL_2D, MAX_POOL_2D, and MEAN and REDUCE_MAX over height and width (global pools: the window is the image)
 as pool layers of the tflite_int8 dialect (TF2IR 1.2). A pool's input and output share a scale and zero point; MEAN's
 may differ (its multiplier and shift rescale them)."""
 
@@ -23,17 +23,31 @@ def pool_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runt
     return fields, {}
 
 
-def mean_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
+def _global_fields(model: TfliteModel, operator: TfliteOperator) -> dict:
+    """A reduction over height and width as the pool whose window is the image."""
     input_shape = nhwc(model, operator.inputs[0])
     axes = sorted(int(axis) % len(input_shape) for axis in np.atleast_1d(constant(model, operator, 1)))
     if axes != [1, 2] or len(input_shape) != 4:
-        raise TfliteError(f"{model.path}: operator {operator.index} (MEAN) over axes {axes} of a {list(input_shape)} tensor; the "
-                          "tflite_int8 IR takes a mean over height and width (a global average pool)")
-    fields = {**input_output(model, operator), **clamp_fields(model, operator),
-              "input_size": {"height": input_shape[1], "width": input_shape[2]}, "input_channel_num": input_shape[3],
-              "kernel_size": {"height": input_shape[1], "width": input_shape[2]}, "stride": {"height": 1, "width": 1},
-              "padding": {"top": 0, "bottom": 0, "left": 0, "right": 0}, "output_size": {"height": 1, "width": 1},
-              "output_channel_num": input_shape[3]}
+        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}) over axes {axes} of a {list(input_shape)} tensor; "
+                          "the tflite_int8 IR takes a reduction over height and width (a global pool)")
+    return {**input_output(model, operator), **clamp_fields(model, operator),
+            "input_size": {"height": input_shape[1], "width": input_shape[2]}, "input_channel_num": input_shape[3],
+            "kernel_size": {"height": input_shape[1], "width": input_shape[2]}, "stride": {"height": 1, "width": 1},
+            "padding": {"top": 0, "bottom": 0, "left": 0, "right": 0}, "output_size": {"height": 1, "width": 1},
+            "output_channel_num": input_shape[3]}
+
+
+def mean_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
+    fields = _global_fields(model, operator)
     fields["multiplier"], fields["shift"] = quantize_multiplier(float(np.float32(fields["input_scale"])) /
                                                                 float(np.float32(fields["output_scale"])))
+    return fields, {}
+
+
+def reduce_max_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
+    """REDUCE_MAX over height and width (Keras' GlobalMaxPooling2D as the converter writes it): a max pool of the image."""
+    fields = _global_fields(model, operator)
+    if (fields["input_scale"], fields["input_zero_point"]) != (fields["output_scale"], fields["output_zero_point"]):
+        raise TfliteError(f"{model.path}: operator {operator.index} (REDUCE_MAX): its input and output are quantized differently; "
+                          "TFLite's int8 REDUCE_MAX keeps the input's scale and zero point")
     return fields, {}

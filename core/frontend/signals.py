@@ -1,0 +1,224 @@
+"""1-D signals as images of height 1: a network whose input is [N, L, C] (audio features, a waveform, embedded
+text) rewritten so that every such tensor is the [N, 1, L, C] image holding the same values in the same order.
+
+TensorFlow already computes Keras' 1-D layers that way: Conv1D, SeparableConv1D and the 1-D pools are an
+ExpandDims to [N, 1, L, C], the 2-D op with a 1 x k window, and a Squeeze back. Held as images throughout, those
+ExpandDims and Squeezes vanish and the 2-D ops are the IR's own conv, dwconv and pools, fused with the bias and the
+activation that follow them. What reads a signal is rewritten on the image:
+
+- element-wise ops (a bias, an activation, a FakeQuant, an Add of two signals) as they are, a constant of rank 3
+  given the unit axis;
+- a reduction (GlobalAveragePooling1D's Mean, GlobalMaxPooling1D's Max) over the time axis reduces H and W;
+- Pad, ConcatV2 and a dilated Conv1D's SpaceToBatchND / BatchToSpaceND on the image's axes, a Reshape to a
+  signal to [-1, 1, L', C'].
+
+Anything else reads the signal back (a Squeeze of H), as does an end point that is a signal: its values and name
+are the model's. So an op the IR cannot take on a signal (an LSTM's loop, a Dense on each time step) is what the
+importer's refusal names, not the Conv1D before it. The input placeholder becomes [N, 1, L, C]; `graph.as_input`
+feeds it the [N, L, C] samples the model was given (row-major, the same values).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.frontend.graph import Graph, Node, canonical_tensor, tensor_node
+from core.frontend.rewrite import const_node, copy_node
+
+# an axis of the signal [N, L, C] -> the axes of the image [N, 1, L, C] it spans (time is H and W: H has size 1)
+IMAGE_AXES = {0: (0,), 1: (1, 2), 2: (3,)}
+ELEMENTWISE = frozenset({
+    "Relu", "Relu6", "Elu", "Selu", "LeakyRelu", "Sigmoid", "Tanh", "Softplus", "Softsign", "Neg", "Abs", "Square", "Sqrt",
+    "Rsqrt", "Exp", "Erf", "Identity", "BiasAdd", "Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum",
+    "SquaredDifference", "ClipByValue", "FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxVarsPerChannel", "FakeQuantWithMinMaxArgs",
+})
+REDUCTIONS = frozenset({"Mean", "Max", "Min", "Sum"})
+
+
+class _NotASignal(Exception):
+    """A node that does not read signals as images: it reads them back as signals."""
+
+
+class _Lifting:
+    """The walk over the graph: which original tensors are signals (now held as images) and which tensor holds
+    each original tensor's value now."""
+
+    def __init__(self, graph: Graph, by_name: dict[str, Node]):
+        self.graph, self.by_name = graph, by_name
+        self.signals: set[str] = set()
+        self.moved: dict[str, str] = {}  # an original tensor -> the one holding its value now
+        self.constants: dict[str, np.ndarray] = {}
+        self.read_back: dict[str, str] = {}  # a signal -> the Squeeze giving it back as [N, L, C]
+        self.end_points = {canonical_tensor(tensor) for tensor in graph.end_points}
+
+    def source(self, tensor: str) -> str:
+        return self.moved.get(canonical_tensor(tensor), tensor)
+
+    def is_signal(self, tensor: str) -> bool:
+        return canonical_tensor(tensor) in self.signals
+
+    def constant(self, tensor: str) -> np.ndarray | None:
+        node = self.by_name.get(tensor_node(tensor))
+        return None if node is None or node.op != "Const" else np.asarray(self.graph.constants[node.name])
+
+    def new_constant(self, name: str, value: np.ndarray) -> Node:
+        self.constants[name] = value
+        return const_node(name, value)
+
+    def node(self, node: Node) -> list[Node]:
+        """The nodes standing in `node`'s place."""
+        replaced = self._lifted(node)
+        output = f"{node.name}:0"
+        if output in self.signals and output in self.end_points:  # the model's output keeps its name and shape
+            image = replaced[-1]
+            image.name = f"{node.name}/image"
+            self.moved[output] = f"{image.name}:0"
+            replaced.append(self._squeeze(node.name, image.name))
+        return replaced
+
+    def _lifted(self, node: Node) -> list[Node]:
+        inputs = [self.source(tensor) for tensor in node.inputs]
+        if node.name == tensor_node(self.graph.input_tensor):
+            return self._input(node)
+        if node.op == "Squeeze" and self._squeezes_image_height(node):
+            self.moved[f"{node.name}:0"] = inputs[0]
+            self.signals.add(f"{node.name}:0")
+            return []
+        if not any(self.is_signal(tensor) for tensor in node.inputs):
+            return [copy_node(node, inputs=inputs)]
+        for rule in (self._expand_dims, self._elementwise, self._reduction, self._reshape, self._pad, self._concat, self._space_batch):
+            try:
+                replaced = rule(node, inputs)
+            except _NotASignal:
+                break
+            if replaced is not None:
+                return replaced
+        return self._reading_signals(node, inputs)
+
+    def _reading_signals(self, node: Node, inputs: list[str]) -> list[Node]:
+        """`node` as it was, its signal inputs read back from the images."""
+        added = []
+        for position, tensor in enumerate(node.inputs):
+            if not self.is_signal(tensor):
+                continue
+            key = canonical_tensor(tensor)
+            if key not in self.read_back:
+                squeeze = self._squeeze(f"{tensor_node(tensor)}/as_signal", inputs[position])
+                self.read_back[key] = squeeze.name
+                added.append(squeeze)
+            inputs[position] = self.read_back[key]
+        return [*added, copy_node(node, inputs=inputs)]
+
+    @staticmethod
+    def _squeeze(name: str, image: str) -> Node:
+        return Node(name, "Squeeze", [image], {"T": {"type": "float32"}, "squeeze_dims": {"list_i": [1]}})
+
+    def _input(self, node: Node) -> list[Node]:
+        batch, length, channels = node.output_shapes[0]
+        self.signals.add(canonical_tensor(self.graph.input_tensor))
+        return [copy_node(node, attrs={**node.attrs, "shape": {"shape": [batch, 1, length, channels]}})]
+
+    def _squeezes_image_height(self, node: Node) -> bool:
+        shape = self.graph.shape(node.inputs[0])
+        dims = [int(dim) % 4 for dim in node.attr("squeeze_dims", [])] if shape is not None and len(shape) == 4 else []
+        return dims == [1] and shape[1] == 1 and not self.is_signal(node.inputs[0])
+
+    def _expand_dims(self, node: Node, inputs: list[str]) -> list[Node] | None:
+        """Conv1D's and the 1-D pools' ExpandDims to [N, 1, L, C]: the image itself."""
+        if node.op != "ExpandDims":
+            return None
+        dim = self.constant(node.inputs[1])
+        if dim is None or dim.size != 1 or int(dim.reshape(-1)[0]) % 4 != 1 or not self.is_signal(node.inputs[0]):
+            raise _NotASignal(node.name)
+        self.moved[f"{node.name}:0"] = inputs[0]
+        return []
+
+    def _elementwise(self, node: Node, inputs: list[str]) -> list[Node] | None:
+        if node.op not in ELEMENTWISE:
+            return None
+        new_inputs, new_constants = [], []
+        for position, (tensor, source) in enumerate(zip(node.inputs, inputs)):
+            value = None if self.is_signal(tensor) else self.constant(tensor)
+            if not self.is_signal(tensor) and (value is None or value.ndim > 3):
+                raise _NotASignal(node.name)
+            if value is not None and value.ndim == 3:  # [., L, C] broadcast on the signal: the image's unit axis added
+                new_constants.append(self.new_constant(f"{node.name}/operand_{position}_as_image", value[:, None]))
+                source = new_constants[-1].name
+            new_inputs.append(source)
+        self.signals.add(f"{node.name}:0")
+        return [*new_constants, copy_node(node, inputs=new_inputs)]
+
+    def _reduction(self, node: Node, inputs: list[str]) -> list[Node] | None:
+        if node.op not in REDUCTIONS:
+            return None
+        axes = self.constant(node.inputs[1])
+        if axes is None or not self.is_signal(node.inputs[0]) or self.is_signal(node.inputs[1]):
+            raise _NotASignal(node.name)
+        signal_axes = sorted({int(axis) % 3 for axis in axes.reshape(-1)})
+        keep_dims = bool(node.attr("keep_dims", False))
+        if not keep_dims and 1 not in signal_axes:  # the result would keep H, the signal's would not
+            raise _NotASignal(node.name)
+        image_axes = np.asarray(sorted(axis for signal_axis in signal_axes for axis in IMAGE_AXES[signal_axis]), np.int32)
+        if keep_dims:
+            self.signals.add(f"{node.name}:0")
+        axes_node = self.new_constant(f"{node.name}/image_axes", image_axes)
+        return [axes_node, copy_node(node, inputs=[inputs[0], axes_node.name])]
+
+    def _reshape(self, node: Node, inputs: list[str]) -> list[Node] | None:
+        if node.op != "Reshape":
+            return None
+        shape = node.output_shapes[0] if node.output_shapes else None
+        if shape is None or self.constant(node.inputs[1]) is None or any(dim < 0 for dim in shape[1:]):
+            raise _NotASignal(node.name)
+        if len(shape) != 3:  # a Flatten: the same bytes in the same order
+            return [copy_node(node, inputs=inputs)]
+        self.signals.add(f"{node.name}:0")
+        shape_node = self.new_constant(f"{node.name}/image_shape", np.asarray([-1, 1, *shape[1:]], np.int32))
+        return [shape_node, copy_node(node, inputs=[inputs[0], shape_node.name])]
+
+    def _pad(self, node: Node, inputs: list[str]) -> list[Node] | None:
+        if node.op not in ("Pad", "PadV2", "MirrorPad"):
+            return None
+        paddings = self.constant(node.inputs[1])
+        if paddings is None or paddings.shape != (3, 2) or not self.is_signal(node.inputs[0]):
+            raise _NotASignal(node.name)
+        self.signals.add(f"{node.name}:0")
+        image = np.insert(paddings, 1, 0, axis=0).astype(paddings.dtype)
+        padding_node = self.new_constant(f"{node.name}/image_paddings", image)
+        return [padding_node, copy_node(node, inputs=[inputs[0], padding_node.name, *inputs[2:]])]
+
+    def _concat(self, node: Node, inputs: list[str]) -> list[Node] | None:
+        if node.op != "ConcatV2":
+            return None
+        axis = self.constant(node.inputs[-1])
+        if axis is None or not all(self.is_signal(tensor) for tensor in node.inputs[:-1]):
+            raise _NotASignal(node.name)
+        (image_axis,) = IMAGE_AXES[int(axis) % 3][-1:]
+        self.signals.add(f"{node.name}:0")
+        axis_node = self.new_constant(f"{node.name}/image_axis", np.asarray(image_axis, np.int32))
+        return [axis_node, copy_node(node, inputs=[*inputs[:-1], axis_node.name])]
+
+    def _space_batch(self, node: Node, inputs: list[str]) -> list[Node] | None:
+        """A dilated Conv1D's SpaceToBatchND / BatchToSpaceND along time: along W of the image, H left as it is."""
+        if node.op not in ("SpaceToBatchND", "BatchToSpaceND"):
+            return None
+        block, margins = self.constant(node.inputs[1]), self.constant(node.inputs[2])
+        if block is None or margins is None or block.shape != (1,) or margins.shape != (1, 2) or not self.is_signal(node.inputs[0]):
+            raise _NotASignal(node.name)
+        self.signals.add(f"{node.name}:0")
+        block_node = self.new_constant(f"{node.name}/image_block_shape", np.concatenate([np.ones(1, block.dtype), block]))
+        margins_node = self.new_constant(f"{node.name}/image_margins", np.concatenate([np.zeros((1, 2), margins.dtype), margins]))
+        return [block_node, margins_node, copy_node(node, inputs=[inputs[0], block_node.name, margins_node.name])]
+
+
+def signals_as_images(graph: Graph, by_name: dict[str, Node]):
+    """The canonical rewrite (core/frontend/canonicalize.py) of a network whose input is a signal [N, L, C]."""
+    input_shape = graph.shape(graph.input_tensor)
+    if input_shape is None or len(input_shape) != 3 or graph.node(tensor_node(graph.input_tensor)).op != "Placeholder":
+        return {}, {}, []
+    lifting = _Lifting(graph, by_name)
+    replacements = {node.name: lifting.node(node) for node in graph.nodes}
+    read_back = f"; read back as a signal by {len(lifting.read_back)} node(s)" if lifting.read_back else ""
+    note = (f"{graph.input_tensor}: the signal {list(input_shape)} held as the image [{input_shape[0]}, 1, {input_shape[1]}, "
+            f"{input_shape[2]}]: {len(lifting.moved)} ExpandDims/Squeeze around the 1-D layers' 2-D ops removed{read_back}")
+    return replacements, lifting.constants, [note]

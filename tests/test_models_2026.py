@@ -1,0 +1,331 @@
+"""The models users bring in 2026 (issue 39), each built here, briefly trained on seeded data of its kind, saved as a
+.keras file and run as a user runs it (`model=keras_cifar10 model.file.path=... data=arrays`):
+
+- 1-D networks on signals [N, L, C]: keyword spotting on [49, 10] features and an M5-style net on a raw waveform
+  (Conv1D, SeparableConv1D, dilated causal convs, the 1-D pools, GlobalMaxPooling1D and GlobalAveragePooling1D), held
+  as images of height 1 (core/frontend/signals.py): all eight stages on tflite_int8, bit-exact with TFLite's reference
+  kernels, with an SQNR no worse than TensorFlow Lite's converter's (less 0.5 dB) on the same evaluation inputs, and
+  on accel_tflite with the accelerator's share reported;
+- GlobalMaxPooling2D as a max pool over the whole image;
+- the element-wise layers TFLite has no one operator for (ReLU(max_value=4), hard_sigmoid, Rescaling inside the model on
+  raw pixels) written as the operators that compute them (core/backends/tflite/ops.py), bit-exact on tflite_int8;
+- what is not taken yet refused at import naming the Keras layer (an LSTM's loop).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from ai_edge_litert.interpreter import Interpreter
+from rich.console import Console
+
+from conftest import compose
+from core.frontend.graph import Graph, as_input
+from core.frontend.importer import ModelImportError, import_graph, load_graph_def
+from core.frontend.prepare import prepare
+from core.frontend.rewrite import evaluate
+from core.ir.io import read_ir
+from core.quantize.evaluation import sqnr_db
+from pipeline.main import run_pipeline
+from pipeline.runner import StageFailed
+
+QUIET = Console(file=open(os.devnull, "w"))
+CONVERTER_MARGIN_DB = 0.5
+
+
+def signal_classes(count: int, length: int, channels: int, classes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded signals a small net learns in a few epochs: class c is a sine of its own frequency on every channel,
+    each channel at its own phase, under noise."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, classes, count)
+    time = np.arange(length)[None, :, None]
+    frequency = (2 + 3 * labels)[:, None, None] / length
+    phase = rng.uniform(0, 2 * np.pi, (count, 1, channels))
+    signals = np.sin(2 * np.pi * frequency * time + phase) + 0.3 * rng.normal(size=(count, length, channels))
+    return signals.astype(np.float32), labels
+
+
+def keyword_spotting(length: int = 49, channels: int = 10, classes: int = 4) -> keras.Model:
+    """Every 1-D layer: Conv1D + BatchNorm + ReLU, a strided conv, a dilated causal Conv1D and a dilated
+    SeparableConv1D on a residual,
+    MaxPooling1D and AveragePooling1D, GlobalMaxPooling1D and GlobalAveragePooling1D concatenated, Dense + Softmax."""
+    layers = keras.layers
+    features = keras.Input((length, channels), name="features")
+    x = layers.ReLU()(layers.BatchNormalization()(layers.Conv1D(16, 3, padding="same", use_bias=False)(features)))
+    x = layers.MaxPooling1D(2)(x)
+    x = layers.Conv1D(16, 3, strides=2, padding="same", activation="relu")(x)
+    y = layers.Conv1D(16, 3, padding="causal", dilation_rate=2, activation="relu")(x)
+    y = layers.SeparableConv1D(16, 3, padding="same", dilation_rate=2, activation="relu")(y)
+    x = layers.AveragePooling1D(2)(layers.Add()([x, y]))
+    pooled = layers.Concatenate()([layers.GlobalMaxPooling1D()(x), layers.GlobalAveragePooling1D()(x)])
+    return keras.Model(features, layers.Dense(classes, activation="softmax")(pooled))
+
+
+def waveform_m5(length: int = 1600, classes: int = 4) -> keras.Model:
+    """M5 (Dai et al. 2017) in small: a wide strided first conv on the raw waveform, conv/BN/pool blocks, a global
+    average over time."""
+    layers = keras.layers
+    waveform = keras.Input((length, 1), name="waveform")
+    x = layers.Conv1D(16, 40, strides=8, padding="same", use_bias=False)(waveform)
+    x = layers.MaxPooling1D(4)(layers.ReLU()(layers.BatchNormalization()(x)))
+    for filters in (16, 32):
+        x = layers.Conv1D(filters, 3, padding="same", use_bias=False)(x)
+        x = layers.MaxPooling1D(4)(layers.ReLU()(layers.BatchNormalization()(x)))
+    return keras.Model(waveform, layers.Dense(classes, activation="softmax")(layers.GlobalAveragePooling1D()(x)))
+
+
+def image_classes(count: int, size: int, classes: int, seed: int, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded images a small net learns in a few epochs: class c has a bright square in its own quadrant, under noise;
+    values in [0, scale]."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, classes, count)
+    images = rng.uniform(0, 0.3, (count, size, size, 3))
+    half = size // 2
+    for image, label in zip(images, labels):
+        row, column = divmod(int(label) % 4, 2)
+        image[row * half:(row + 1) * half, column * half:(column + 1) * half] += 0.7
+    return (np.clip(images, 0, 1) * scale).astype(np.float32), labels
+
+
+def squeeze_excite(size: int = 16, classes: int = 4) -> keras.Model:
+    """The element-wise layers of a mobile net of 2026: ReLU(max_value=4), a squeeze-excitation gate with hard_sigmoid,
+    GlobalMaxPooling2D and a global average concatenated, a bilinear UpSampling2D."""
+    layers = keras.layers
+    images = keras.Input((size, size, 3))
+    x = layers.ReLU(max_value=4.0)(layers.Conv2D(16, 3, padding="same")(images))
+    gate = layers.Conv2D(16, 1, activation="hard_sigmoid")(layers.Conv2D(4, 1, activation="relu")(
+        layers.GlobalAveragePooling2D(keepdims=True)(x)))
+    x = layers.Multiply()([x, gate])
+    y = layers.Conv2D(8, 3, strides=2, padding="same", activation="relu")(layers.UpSampling2D(2, interpolation="bilinear")(x))
+    pooled = layers.Concatenate()([layers.GlobalMaxPooling2D()(x), layers.GlobalAveragePooling2D()(y)])
+    return keras.Model(images, layers.Dense(classes, activation="softmax")(pooled))
+
+
+def raw_pixels(size: int = 16, classes: int = 4) -> keras.Model:
+    """Preprocessing inside the model, raw pixels in: Resizing and Rescaling(1 / 127.5, offset=-1)."""
+    layers = keras.layers
+    images = keras.Input((size + 4, size + 4, 3))
+    x = layers.Rescaling(1 / 127.5, offset=-1.0)(layers.Resizing(size, size)(images))
+    x = layers.MaxPooling2D(2)(layers.Conv2D(16, 3, padding="same", activation="relu")(x))
+    x = layers.Conv2D(16, 3, padding="same", activation="relu")(x)
+    return keras.Model(images, layers.Dense(classes, activation="softmax")(layers.GlobalAveragePooling2D()(x)))
+
+
+def built(build, *arguments) -> keras.Model:
+    keras.utils.set_random_seed(0)  # the initial weights too: each run trains the same model
+    return build(*arguments)
+
+
+def trained(model: keras.Model, data: tuple[np.ndarray, np.ndarray], epochs: int = 3) -> keras.Model:
+    keras.utils.set_random_seed(0)
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), loss="sparse_categorical_crossentropy")
+    model.fit(*data, epochs=epochs, batch_size=32, verbose=0)
+    return model
+
+
+def saved(model: keras.Model, data: tuple[np.ndarray, np.ndarray], directory: Path) -> tuple[Path, Path]:
+    """The model as a .keras file and its data (signals or images) as the .npz data=arrays reads: calibration and
+    evaluation halves."""
+    signals, labels = data
+    half = len(signals) // 2
+    model.save(model_path := directory / "model.keras")
+    np.savez(arrays := directory / "signals.npz", calib=signals[:half], eval=signals[half:], eval_labels=labels[half:])
+    return model_path, arrays
+
+
+def run_arrays(workspace, model_path: Path, arrays: Path, target: str, *overrides: str):
+    cfg = compose(*workspace, "model=keras_cifar10", f"model.name={model_path.parent.name}", f"model.file.path={model_path}",
+                  "data=arrays", f"data.path={arrays}", f"target={target}", "model.num_classes=4", *overrides)
+    return run_pipeline(cfg, console=QUIET)
+
+
+def converter_sqnr_db(model: keras.Model, calibration: np.ndarray, evaluation: np.ndarray) -> float:
+    """End-point SQNR of TensorFlow Lite's converter (full-int8 PTQ, int8 input and output) against the float model
+    on `evaluation`: the figure our simulate.sqnr_db_min is compared with."""
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([sample[None]] for sample in calibration)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = converter.inference_output_type = tf.int8
+    interpreter = Interpreter(model_content=converter.convert(), num_threads=1)
+    interpreter.allocate_tensors()
+    source, sink = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
+    (in_scale, in_zero), (out_scale, out_zero) = source["quantization"], sink["quantization"]
+    outputs = []
+    for sample in evaluation:
+        interpreter.set_tensor(source["index"], np.clip(np.round(sample / in_scale) + in_zero, -128, 127).astype(np.int8)[None])
+        interpreter.invoke()
+        outputs.append((interpreter.get_tensor(sink["index"]).astype(np.float32) - out_zero) * out_scale)
+    return sqnr_db(model.predict(evaluation, verbose=0), np.concatenate(outputs))
+
+
+def assert_eight_stages_bit_exact(summary) -> None:
+    metrics = summary.metrics
+    assert [result.stage.name for result in summary.results][-1] == "codegen"
+    assert metrics["codegen.bitexact"] == 1.0 and metrics["simulate.layer_agreement_min"] == 1.0
+
+
+def stage_directory(summary, stage: str) -> Path:
+    return next(result.artifact.directory for result in summary.results if result.stage.name == stage)
+
+
+@pytest.fixture(scope="module")
+def keyword_spotting_files(tmp_path_factory):
+    data = signal_classes(256, 49, 10, 4, seed=0)
+    model = trained(built(keyword_spotting), data)
+    return model, data, saved(model, data, tmp_path_factory.mktemp("keyword_spotting"))
+
+
+def test_a_1d_network_is_held_as_images_and_computes_what_the_model_computes(keyword_spotting_files):
+    """The importer's graph (signals as [N, 1, L, C] images, no ExpandDims or Squeeze of H left around the 2-D ops)
+    computes, by TensorFlow, what the Keras model computes on the [N, L, C] samples."""
+    model, (signals, _), (model_path, _) = keyword_spotting_files
+    loaded = load_graph_def("keras", model_path)
+    graph = import_graph(loaded.graph_def, loaded.default_input_tensor, loaded.default_end_points, origin=str(model_path), source={})
+    prepared = prepare(graph).graph
+    assert prepared.shape(prepared.input_tensor) == [-1, 1, 49, 10]
+    assert not {"ExpandDims", "Max"} & set(prepared.op_counts())
+    # the Squeezes left are the global pools' of H and W together
+    assert {tuple(node.attr("squeeze_dims")) for node in prepared.nodes if node.op == "Squeeze"} == {(1, 2)}
+    (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(signals[:32], prepared)})
+    np.testing.assert_allclose(computed, model.predict(signals[:32], verbose=0), atol=1e-5)
+
+
+def test_keyword_spotting_runs_all_stages_on_tflite_int8_bit_exact_and_at_least_the_converters_sqnr(keyword_spotting_files, workspace):
+    model, (signals, _), (model_path, arrays) = keyword_spotting_files
+    summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
+    assert_eight_stages_bit_exact(summary)
+    assert summary.metrics["simulate.reference_agreement"] == 1.0
+    emitted = read_ir(stage_directory(summary, "emit_ir"))
+    operations = [layer.operation for layer in emitted.layers]
+    assert {"conv", "dwconv", "max_pool", "avg_pool", "add", "concat"} <= set(operations)
+    # the dilated convs: one layer each, dilated along time
+    assert any(getattr(layer, "dilations", None) is not None and layer.dilations.width == 2 for layer in emitted.layers)
+    half = len(signals) // 2
+    converter = converter_sqnr_db(model, signals[:half], signals[half:])
+    assert summary.metrics["simulate.sqnr_db_min"] >= converter - CONVERTER_MARGIN_DB
+
+
+def test_keyword_spotting_runs_on_the_accelerator_with_its_share_reported(keyword_spotting_files, workspace):
+    _, _, (model_path, arrays) = keyword_spotting_files
+    summary = run_arrays(workspace, model_path, arrays, "accel_tflite")
+    assert_eight_stages_bit_exact(summary)
+    assert 0 < summary.metrics["partition.layers_accel"] and summary.metrics["partition.mac_share_accel"] > 0.5
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["tflite_int8", "accel_tflite", "tf2ir"])
+def test_a_raw_waveform_m5_runs_all_stages_bit_exact(tmp_path, workspace, target):
+    data = signal_classes(256, 1600, 1, 4, seed=1)
+    model = trained(built(waveform_m5), data)
+    model_path, arrays = saved(model, data, tmp_path)
+    summary = run_arrays(workspace, model_path, arrays, target)
+    assert_eight_stages_bit_exact(summary)
+    if target == "tflite_int8":
+        half = len(data[0]) // 2
+        assert summary.metrics["simulate.sqnr_db_min"] >= converter_sqnr_db(model, data[0][:half], data[0][half:]) - CONVERTER_MARGIN_DB
+
+
+def test_a_sequence_output_keeps_its_shape_and_name(tmp_path, workspace):
+    """A per-time-step output (a 1x1 Conv1D's [N, L, 3]) is read back from the image under the model's own name."""
+    keras.utils.set_random_seed(0)
+    features = keras.Input((20, 4))
+    frames = keras.layers.Conv1D(3, 1, name="frames")(keras.layers.Conv1D(8, 3, padding="same", activation="relu")(features))
+    rng = np.random.default_rng(0)
+    signals = rng.normal(size=(64, 20, 4)).astype(np.float32)
+    keras.Model(features, frames).save(model_path := tmp_path / "frames.keras")
+    np.savez(arrays := tmp_path / "frames.npz", calib=signals[:32], eval=signals[32:])
+    summary = run_arrays(workspace, model_path, arrays, "tflite_int8", "model.task=detection")
+    assert_eight_stages_bit_exact(summary)
+    graph_ends = read_ir(stage_directory(summary, "emit_ir")).end_point_layers
+    assert len(graph_ends) == 1 and "frames" in graph_ends[0]
+
+
+def test_global_max_pooling_2d_is_a_max_pool_over_the_image(tmp_path, workspace):
+    keras.utils.set_random_seed(0)
+    images = keras.Input((8, 8, 3))
+    x = keras.layers.Conv2D(8, 3, activation="relu")(images)
+    pooled = keras.layers.Concatenate()([keras.layers.GlobalMaxPooling2D()(x), keras.layers.GlobalAveragePooling2D()(x)])
+    keras.Model(images, keras.layers.Dense(4)(pooled)).save(model_path := tmp_path / "gmp.keras")
+    rng = np.random.default_rng(0)
+    np.savez(arrays := tmp_path / "images.npz", calib=rng.uniform(size=(32, 8, 8, 3)).astype(np.float32),
+             eval=rng.uniform(size=(32, 8, 8, 3)).astype(np.float32))
+    for target in ("tflite_int8", "tf2ir"):
+        summary = run_arrays(workspace, model_path, arrays, target, "model.task=detection")
+        assert_eight_stages_bit_exact(summary)
+        pools = [layer for layer in read_ir(stage_directory(summary, "emit_ir")).layers if layer.operation == "max_pool"]
+        assert [(pool.kernel_size.height, pool.kernel_size.width) for pool in pools] == [(6, 6)]
+
+
+@pytest.mark.parametrize("kind", ["squeeze_excite", "raw_pixels"])
+def test_element_wise_layers_tflite_has_no_operator_for_run_all_stages_bit_exact(tmp_path, workspace, kind):
+    build, scale = {"squeeze_excite": (squeeze_excite, 1.0), "raw_pixels": (raw_pixels, 255.0)}[kind]
+    model = built(build)
+    data = image_classes(256, model.input_shape[1], 4, seed=2, scale=scale)
+    model = trained(model, data)
+    model_path, arrays = saved(model, data, tmp_path)
+    summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
+    assert_eight_stages_bit_exact(summary)
+    assert summary.metrics["simulate.reference_agreement"] == 1.0
+    half = len(data[0]) // 2
+    assert summary.metrics["simulate.sqnr_db_min"] >= converter_sqnr_db(model, data[0][:half], data[0][half:]) - CONVERTER_MARGIN_DB
+
+
+def test_an_input_of_open_size_is_fixed_from_the_preprocessing_size(tmp_path, workspace):
+    """Keras' Input((None, None, 3)): the IR's layers are sized, at model.preprocess.size; without a size the refusal
+    names the input and the key."""
+    model = built(lambda: keras.Sequential([keras.Input((None, None, 3)), keras.layers.Conv2D(8, 3, activation="relu"),
+                                           keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(4, activation="softmax")]))
+    data = image_classes(64, 12, 4, seed=3)
+    model_path, arrays = saved(model, data, tmp_path)
+    summary = run_arrays(workspace, model_path, arrays, "tflite_int8", "model.preprocess.size=[12,12]")
+    assert_eight_stages_bit_exact(summary)
+    assert read_ir(stage_directory(summary, "emit_ir")).input_shape == (12, 12, 3)
+    loaded = load_graph_def("keras", model_path)
+    with pytest.raises(ModelImportError, match=r"input .* is \[N, \?, \?, 3\].*set model.preprocess.size"):
+        import_graph(loaded.graph_def, loaded.default_input_tensor, loaded.default_end_points, origin=str(model_path), source={})
+
+
+def test_a_float16_tflite_is_read_with_its_weights_dequantized(tmp_path, workspace):
+    """The converter's float16 quantization (weights FLOAT16, each DEQUANTIZE'd to float32) runs as the float model it
+    is: every stage on tflite_int8, bit-exact."""
+    model = trained(built(squeeze_excite), data := image_classes(128, 16, 4, seed=4))
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.target_spec.supported_types = [tf.float16]
+    (path := tmp_path / "float16.tflite").write_bytes(converter.convert())
+    _, arrays = saved(model, data, tmp_path)
+    summary = run_arrays(workspace, path, arrays, "tflite_int8", "model.format=tflite")
+    assert_eight_stages_bit_exact(summary)
+    assert summary.metrics["simulate.reference_agreement"] == 1.0 and summary.metrics["simulate.sqnr_db_min"] > 30
+
+
+def test_a_mixed_float16_model_is_computed_in_float32(tmp_path, workspace):
+    """Keras' mixed_float16 policy casts to float16 around every layer: imported in float32, its Casts gone."""
+    keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        model = built(squeeze_excite)
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    model_path, arrays = saved(model, image_classes(64, 16, 4, seed=5), tmp_path)
+    summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
+    assert_eight_stages_bit_exact(summary)
+    assert Graph.load(stage_directory(summary, "import")).source["float16_casts_removed"] > 0
+
+
+def test_a_recurrent_layer_is_refused_at_import_naming_it(tmp_path, workspace):
+    """Keras' LSTM runs a TensorFlow `while` over the time steps: refused naming the layer, not "the graph has a
+    cycle" through a node inside it."""
+    keras.utils.set_random_seed(0)
+    features = keras.Input((20, 4))
+    encoded = keras.layers.LSTM(8, name="encoder")(keras.layers.Conv1D(8, 3, activation="relu")(features))
+    keras.Model(features, keras.layers.Dense(4)(encoded)).save(model_path := tmp_path / "lstm.keras")
+    np.savez(arrays := tmp_path / "lstm.npz", calib=np.zeros((8, 20, 4), np.float32), eval=np.zeros((8, 20, 4), np.float32))
+    with pytest.raises(StageFailed, match=r"stage import failed: .*Keras layer 'encoder' \(LSTM\) runs a loop over time steps.*"
+                                          r"model.end_points"):
+        run_arrays(workspace, model_path, arrays, "tflite_int8")
