@@ -30,6 +30,7 @@ from core.frontend.importer import ModelImportError, import_graph, load_graph_de
 from core.frontend.prepare import prepare
 from core.frontend.rewrite import evaluate
 from core.ir.io import read_ir
+from core.ir.ops.conv.emit import block_diagonal
 from core.quantize.evaluation import sqnr_db
 from pipeline.main import run_pipeline
 from pipeline.runner import StageFailed
@@ -274,6 +275,39 @@ def test_element_wise_layers_tflite_has_no_operator_for_run_all_stages_bit_exact
     assert summary.metrics["simulate.reference_agreement"] == 1.0
     half = len(data[0]) // 2
     assert summary.metrics["simulate.sqnr_db_min"] >= converter_sqnr_db(model, data[0][:half], data[0][half:]) - CONVERTER_MARGIN_DB
+
+
+def separable_multiplier_2(size: int = 12, classes: int = 4) -> keras.Model:
+    """SeparableConv2D and DepthwiseConv2D with depth multiplier 2 (TF2IR's dwconv record holds multiplier 1)."""
+    layers = keras.layers
+    images = keras.Input((size, size, 3))
+    x = layers.SeparableConv2D(8, 3, depth_multiplier=2, padding="same", activation="relu")(images)
+    x = layers.DepthwiseConv2D(3, depth_multiplier=2, strides=2, padding="same", activation="relu")(x)
+    return keras.Model(images, layers.Dense(classes, activation="softmax")(layers.GlobalAveragePooling2D()(x)))
+
+
+def test_a_depthwise_weight_held_as_a_block_diagonal_conv_computes_the_depthwise_sums():
+    """block_diagonal's conv weight, by TensorFlow's conv2d, gives TensorFlow's depthwise_conv2d of the HWCM weight on
+    integers (exact in float32 at these sizes): output channel c x M + m from input channel c alone."""
+    rng = np.random.default_rng(0)
+    for channels, multiplier in ((1, 3), (3, 2), (5, 4)):
+        depthwise = rng.integers(-128, 128, (3, 3, channels, multiplier)).astype(np.float32)
+        images = rng.integers(-128, 128, (2, 7, 7, channels)).astype(np.float32)
+        expected = tf.nn.depthwise_conv2d(images, depthwise, [1, 1, 1, 1], "SAME").numpy()
+        computed = tf.nn.conv2d(images, block_diagonal(depthwise), [1, 1, 1, 1], "SAME").numpy()
+        np.testing.assert_array_equal(computed, expected)
+
+
+def test_a_depth_multiplier_of_2_runs_all_stages_on_the_power_of_two_targets(tmp_path, workspace):
+    """tf2ir (and its accelerator target) emit a depthwise layer of multiplier 2 as the conv of its block-diagonal
+    weight: every stage runs, bit-exact, where calibrate used to refuse the layer; tflite_int8 keeps DEPTHWISE_CONV_2D."""
+    model = built(separable_multiplier_2)
+    model_path, arrays = saved(model, image_classes(64, 12, 4, seed=6), tmp_path)
+    for target in ("tf2ir", "accel", "tflite_int8"):
+        summary = run_arrays(workspace, model_path, arrays, target, "model.task=detection")
+        assert_eight_stages_bit_exact(summary)
+        operations = [layer.operation for layer in read_ir(stage_directory(summary, "emit_ir")).layers]
+        assert operations.count("dwconv") == (2 if target == "tflite_int8" else 0), (target, operations)
 
 
 def test_an_input_of_open_size_is_fixed_from_the_preprocessing_size(tmp_path, workspace):

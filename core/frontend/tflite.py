@@ -24,6 +24,7 @@ TENSOR_TYPES = {"INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": 
 ACTIVATION_BITS = {"INT8": 8, "INT16": 16}  # a quantized model's activations: int8, or int16 (16x8 mode); their widths
 # float16 weights (the converter's float16 quantization) are constants each DEQUANTIZE'd to float32: read as those
 CONSTANT_TYPES = {"FLOAT16": np.float16}
+NUMPY_TYPES = {**TENSOR_TYPES, **CONSTANT_TYPES}
 
 
 @lru_cache(maxsize=None)
@@ -64,7 +65,7 @@ class TfliteTensor:
 
     @property
     def numpy_dtype(self) -> type:
-        return {**TENSOR_TYPES, **CONSTANT_TYPES}[self.dtype]
+        return NUMPY_TYPES[self.dtype]
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,7 @@ def _tensor(path: Path, model, index: int, tensor, budget: MemoryBudget | None) 
     if any(d < 0 for d in shape[1:]):
         raise TfliteError(f"{path}: tensor {index} ({name}) has shape {list(shape)}; every dimension but the batch must be known")
     return TfliteTensor(index, name, shape, type_name, _quantization(path, index, name, tensor.quantization, shape),
-                        _constant(path, model, index, name, tensor, shape, {**TENSOR_TYPES, **CONSTANT_TYPES}[type_name], budget))
+                        _constant(path, model, index, name, tensor, shape, NUMPY_TYPES[type_name], budget))
 
 
 def _quantization(path: Path, index: int, name: str, quantization, shape: tuple[int, ...]) -> Quantization | None:

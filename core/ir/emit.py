@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from core.frontend.layers import LayerGraph
 from core.ir.network import Ir
-from core.ir.op import IrContext, op_of
+from core.ir.op import IrContext, in_tf2ir, op_of
 from core.ir.ops import OPS  # noqa: F401  (every operation registered)
 
 
@@ -15,7 +15,7 @@ def build_ir(layer_graph: LayerGraph, table, min_shift: int = 0, max_shift: int 
     operands (the kernels' order) are named by its fields (add: pl_name, add_name)."""
     context = IrContext(layer_graph, table, min_shift, max_shift)
     ir = Ir(layers=[])
-    for layer in context.order:
+    for layer in (in_tf2ir(matched, context) for matched in context.order):
         op = op_of(layer, table.float_layers)
         ir.layers.append(op.describe(layer, context))
         params = op.params(layer, context)

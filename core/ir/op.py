@@ -171,7 +171,10 @@ class IrOp:
         becomes the record's fields and constants in the tflite_int8 dialect, deriving every integer
         parameter as TFLite's Prepare does and computing as the runtime (core/quantize/runtimes.py) computes.
     activation_widths: the widths of the activations its kernel and its C compute: 8, and 16 where TFLite's 16x8 mode's
-        arithmetic of it is built (a 16x8 operator of another operation is refused naming it)."""
+        arithmetic of it is built (a 16x8 operator of another operation is refused naming it).
+    tf2ir_form: a matched layer as the TF2IR dialect holds it, where this operation's TF2IR record cannot hold every
+        layer of it exactly and another operation's can (a depthwise conv of channel multiplier above 1: the conv of its
+        block-diagonal weight); None where its record holds them all."""
 
     name: str
     record: type[IrLayer]
@@ -187,6 +190,7 @@ class IrOp:
     fast_kernel: Kernel | None = None
     builders: dict[str, Builder] = dataclasses.field(default_factory=dict)
     activation_widths: tuple[int, ...] = (8,)
+    tf2ir_form: Callable[[Layer, IrContext], Layer] | None = None
 
     @property
     def simulator_kernel(self) -> Kernel:
@@ -237,6 +241,12 @@ def schema_key(operation: str, dialect: str) -> str:
 def operation_of(record: IrLayer) -> IrOp:
     """The registered operation of a record."""
     return OPS[record.operation]
+
+
+def in_tf2ir(layer: Layer, ctx: IrContext) -> Layer:
+    """The layer as the TF2IR dialect holds it: its operation's `tf2ir_form` of it, else itself."""
+    form = OPS[layer.op].tf2ir_form
+    return layer if form is None else form(layer, ctx)
 
 
 def op_of(layer: Layer, float_layers) -> IrOp:

@@ -176,11 +176,14 @@ def _affine_clamp(writer: TfliteWriter, layer: Layer, function) -> None:
     affine map as a 1x1 DEPTHWISE_CONV_2D (weight a, bias b; else an int8 QUANTIZE to the output's scale), then the bounds
     as MAXIMUM and MINIMUM with a constant, each left out where the int8 range saturates at it already."""
     output_entry = writer.entry(layer.output)
-    bounds = [(name, bound) for name, bound in (("MAXIMUM", function.low), ("MINIMUM", function.high)) if abs(bound) != np.inf]
-    limits = {"MAXIMUM": -(1 << (writer.table.bits - 1)), "MINIMUM": (1 << (writer.table.bits - 1)) - 1}
-    integers = {name: int(round_half_away(bound / output_entry.scale)) + output_entry.zero_point for name, bound in bounds}
-    needed = {"MAXIMUM": lambda integer: integer > limits["MAXIMUM"], "MINIMUM": lambda integer: integer < limits["MINIMUM"]}
-    bounds = [(name, integers[name]) for name, _ in bounds if needed[name](integers[name])]
+    lowest, highest = -(1 << (writer.table.bits - 1)), (1 << (writer.table.bits - 1)) - 1
+    bounds = []  # (operator, integer bound): each bound that cuts into the integer range, inward of its saturating limit
+    for name, bound, limit, inward in (("MAXIMUM", function.low, lowest, 1), ("MINIMUM", function.high, highest, -1)):
+        if abs(bound) == np.inf:
+            continue
+        integer = int(round_half_away(bound / output_entry.scale)) + output_entry.zero_point
+        if (integer - limit) * inward > 0:
+            bounds.append((name, integer))
     shape = [1, *writer.layer_graph.graph.shape(layer.output)[1:]]
     steps = [writer.add_tensor(f"{layer.name}/{name.lower()}_input", shape, writer.activation_type, output_entry.scale,
                                output_entry.zero_point) for name, _ in bounds] + [writer.activation(layer.output)]
@@ -191,7 +194,7 @@ def _affine_clamp(writer: TfliteWriter, layer: Layer, function) -> None:
         writer.operator("QUANTIZE", [source], [steps[0]])
     for (name, integer), before, after in zip(bounds, steps, steps[1:]):
         limit = writer.add_tensor(f"{layer.name}/{name.lower()}_bound", [], writer.activation_type, output_entry.scale,
-                                  output_entry.zero_point, data=np.array(np.clip(integer, *limits.values()), writer.integer_type))
+                                  output_entry.zero_point, data=np.array(np.clip(integer, lowest, highest), writer.integer_type))
         writer.operator(name, [before, limit], [after])
 
 

@@ -7,7 +7,7 @@ FULLY_CONNECTED as the record (tflite.py); the integer kernels by the record's r
 
 from core.frontend.layers import AnnotateRule, QKind
 from core.ir.op import IrOp, register_op
-from core.ir.ops.conv.emit import conv_fields, conv_params
+from core.ir.ops.conv.emit import conv_fields, conv_params, depthwise_as_conv
 from core.ir.ops.conv.fast import conv_fast_kernel, dwconv_fast_kernel
 from core.ir.ops.conv.kernel import conv_affine_kernel, conv_kernel, dwconv_kernel
 from core.ir.ops.conv.pattern import DENSE, PATTERNS
@@ -35,4 +35,5 @@ CONV = register_op(IrOp("conv", ConvLayer, _rule((-1,)), (PATTERNS["conv"], DENS
                         builders={"CONV_2D": conv_from_tflite, "FULLY_CONNECTED": conv_from_tflite}, activation_widths=(8, 16)))
 DWCONV = register_op(IrOp("dwconv", DwconvLayer, _rule((-2, -1)), (PATTERNS["dwconv"],), conv_fields, params=conv_params,
                           param_kinds=PARAM_KINDS, float_variant="float_dwconv", **_kernels(dwconv_kernel, dwconv_fast_kernel),
-                          builders={"DEPTHWISE_CONV_2D": conv_from_tflite}, activation_widths=(8, 16)))
+                          builders={"DEPTHWISE_CONV_2D": conv_from_tflite}, activation_widths=(8, 16),
+                          tf2ir_form=depthwise_as_conv))

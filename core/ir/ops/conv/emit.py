@@ -4,6 +4,8 @@ Every rounding decision is written down in the docstrings of `conv_fields` and
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from core.frontend.layers import Layer
@@ -69,8 +71,29 @@ def conv_geometry(layer: Layer, ctx: IrContext) -> dict:
 
 
 def as_hwio(layer: Layer, weight: np.ndarray) -> np.ndarray:
-    """A dense layer's [K, C] weight is the 1x1 conv's [1, 1, K, C]."""
-    return weight.reshape(1, 1, *weight.shape) if layer.attrs.dense and weight.ndim == 2 else weight
+    """A dense layer's [K, C] weight is the 1x1 conv's [1, 1, K, C]; a depthwise weight [H, W, C, M] held as a conv
+    (`block_diagonal`) is the conv's block-diagonal [H, W, C, C x M]."""
+    if layer.attrs.dense and weight.ndim == 2:
+        return weight.reshape(1, 1, *weight.shape)
+    return block_diagonal(weight) if layer.attrs.block_diagonal else weight
+
+
+def block_diagonal(depthwise: np.ndarray) -> np.ndarray:
+    """A depthwise weight [H, W, C, M] as the conv weight [H, W, C, C x M] that computes the same sums: output channel
+    c x M + m (TensorFlow's order) reads input channel c alone, with the depthwise taps; every other tap is 0, so the
+    integer sums, and so every rounding after them, are the depthwise layer's."""
+    height, width, channels, multiplier = depthwise.shape
+    weight = np.zeros((height, width, channels, channels, multiplier), depthwise.dtype)
+    weight[:, :, np.arange(channels), np.arange(channels), :] = depthwise
+    return weight.reshape(height, width, channels, channels * multiplier)
+
+
+def depthwise_as_conv(layer: Layer, ctx: IrContext) -> Layer:
+    """A dwconv layer as TF2IR holds it: itself at channel multiplier 1 (its record's HWC weight), else the conv of its
+    block-diagonal weight (the same integers; the weight M x C / M times larger, its log2scale the same)."""
+    if np.shape(ctx.graph.constants[layer.weight])[3] == 1:
+        return layer
+    return dataclasses.replace(layer, op="conv", attrs=dataclasses.replace(layer.attrs, block_diagonal=True))
 
 
 def checked_weight(layer: Layer, ctx: IrContext) -> np.ndarray:
@@ -101,7 +124,8 @@ def conv_fields(layer: Layer, ctx: IrContext) -> dict:
       its values; an atrous SpaceToBatchND/BatchToSpaceND block: paddings - crops.
     - dilations: the block shape of an atrous block, or Conv2D's dilations; a dilation > 1
       needs stride 1 (seed 000), else IrError.
-    - dwconv: channel multiplier 1 only (the IR's dwconv weight is HWC), else IrError.
+    - dwconv: channel multiplier 1 (the IR's dwconv weight is HWC); a depthwise layer of multiplier M > 1 is emitted
+      as the conv of its block-diagonal weight (`depthwise_as_conv`).
     - all dtypes "int8"; every number a Python int."""
     return {**conv_window_fields(layer, ctx), **conv_quantization_fields(layer, ctx)}
 

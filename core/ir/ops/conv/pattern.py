@@ -30,6 +30,8 @@ class ConvAttrs:
     padding: str  # TensorFlow's: SAME, VALID or EXPLICIT
     explicit_padding: list[int] | None = None  # [top, bottom, left, right] when a Pad (or an atrous block) was folded in
     dense: bool = False  # a MatMul: input [N, K] read as [N, 1, 1, K], weight [K, N] as [1, 1, K, N]
+    # a depthwise conv of weight [H, W, C, M] held as the conv of its block-diagonal weight [H, W, C, C x M] (emit.py)
+    block_diagonal: bool = False
 
 
 def match_conv(graph: Graph, node: Node, index: GraphIndex) -> Layer:

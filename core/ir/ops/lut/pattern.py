@@ -63,7 +63,11 @@ class LutAttrs:
     function: str  # the region's ops, in order (what the table stands for)
     named: NamedFunction | None = None  # the function's name when it is a known one
     steps: Steps = ()  # the same, typed
-    affine_clamp: AffineClamp | None = None  # the function as clamp(a x + b, low, high), when it is one
+
+    @property
+    def affine_clamp(self) -> AffineClamp | None:
+        """The function as clamp(a x + b, low, high), when it is one."""
+        return affine_clamp(self.steps)
 
 
 # the known functions by their steps on x, in the region's order: each step's op and operands, x or an earlier
@@ -130,7 +134,7 @@ def match_lut(graph: Graph, node: Node, index: GraphIndex) -> Layer:
     function = "; ".join(f"t{k} = {_describe(n, index, labels)}" for k, n in enumerate(order))
     steps = _steps(order, source, index)
     return Layer(name=node.name, op="lut", inputs=[source], output=outputs[0], nodes=[n.name for n in order],
-                 attrs=LutAttrs(source=source, function=function, named=_named(order, steps), steps=steps, affine_clamp=affine_clamp(steps)))
+                 attrs=LutAttrs(source=source, function=function, named=_named(order, steps), steps=steps))
 
 
 def _region(node: Node, index: GraphIndex, source: str, through_shared: bool) -> tuple[set[str], list[str]]:
