@@ -316,6 +316,41 @@ def test_a_depth_multiplier_of_2_runs_all_stages_on_the_power_of_two_targets(tmp
         assert operations.count("dwconv") == (2 if target == "tflite_int8" else 0), (target, operations)
 
 
+@keras.saving.register_keras_serializable(package="tests")
+def gelu_tanh(x):
+    """Keras' approximate GELU (no string names it)."""
+    return keras.activations.gelu(x, approximate=True)
+
+
+def gelu_mlp(size: int = 12, classes: int = 4) -> keras.Model:
+    """A transformer's MLP on patches: a patch embedding, then 1x1 convs with GELU, exact and tanh."""
+    layers = keras.layers
+    images = keras.Input((size, size, 3))
+    x = layers.Conv2D(16, 2, strides=2, activation="gelu")(images)
+    x = layers.Conv2D(16, 1, activation=gelu_tanh)(x)
+    return keras.Model(images, layers.Dense(classes, activation="softmax")(layers.GlobalAveragePooling2D()(x)))
+
+
+def test_gelu_exact_and_tanh_run_all_stages_as_tflites_gelu_operator(tmp_path, workspace):
+    """Keras' GELU, exact and approximate, is one lookup table on tf2ir and TFLite's GELU operator on tflite_int8 (bit-exact
+    with LiteRT's reference kernels, at least the converter's SQNR); TFLM, which has no GELU kernel, refuses it by name."""
+    model = built(gelu_mlp)
+    data = image_classes(256, 12, 4, seed=7)
+    model = trained(model, data)
+    model_path, arrays = saved(model, data, tmp_path)
+    summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
+    assert_eight_stages_bit_exact(summary)
+    assert summary.metrics["simulate.reference_agreement"] == 1.0
+    written = Interpreter(model_path=str(stage_directory(summary, "emit_ir") / "model.tflite"))
+    assert [op["op_name"] for op in written._get_ops_details()].count("GELU") == 2
+    half = len(data[0]) // 2
+    assert summary.metrics["simulate.sqnr_db_min"] >= converter_sqnr_db(model, data[0][:half], data[0][half:]) - CONVERTER_MARGIN_DB
+    for target in ("tf2ir", "accel_tflite"):
+        assert_eight_stages_bit_exact(run_arrays(workspace, model_path, arrays, target))
+    with pytest.raises(StageFailed, match=r"GELU.*tflm has no kernel for it"):
+        run_arrays(workspace, model_path, arrays, "tflite_int8", "target.scheme.runtime=tflm")
+
+
 def test_an_input_of_open_size_is_fixed_from_the_preprocessing_size(tmp_path, workspace):
     """Keras' Input((None, None, 3)): the IR's layers are sized, at model.preprocess.size; without a size the refusal
     names the input and the key."""

@@ -247,3 +247,27 @@ def test_minimum_and_maximum_with_a_constant_as_each_runtime_computes_them(tmp_p
     constant = Tensor((), scale=scale, zero_point=zero, data=np.array(bound, np.int8))
     data = one_operator_model(function, [Tensor((1, 256), scale=scale, zero_point=zero), constant], Tensor((1, 256), scale=scale, zero_point=zero))
     _assert_each_runtime_exact(_run_everywhere(tmp_path_factory.mktemp(function.lower()), data, EVERY_INT8))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(input_scale=st.floats(1e-3, 0.2).map(lambda value: float(np.float32(value))), output_scale=st.floats(1e-3, 0.2),
+       zeros=st.tuples(zero_points, zero_points), approximate=st.booleans())
+def test_gelu_exact_and_tanh_as_each_runtime_computes_it_on_every_input(tmp_path_factory, input_scale, output_scale, zeros, approximate):
+    """GELU's Prepare populates a 256-entry table of GeluTransform (erf) or GeluTransformApproximate (tanh) at the
+    tensors' scales; an interpreter without a GELU kernel refuses the file, and so does the IR on that runtime."""
+    data = one_operator_model("GELU", [Tensor((1, 256), scale=input_scale, zero_point=zeros[0])],
+                              Tensor((1, 256), scale=float(np.float32(output_scale)), zero_point=zeros[1]),
+                              ("GeluOptions", {"approximate": approximate}))
+    directory = tmp_path_factory.mktemp("gelu")
+    (directory / "model.tflite").write_bytes(data)
+    model = read_tflite(directory / "model.tflite")
+    results = {}
+    for name in TFLITE_RUNTIMES:
+        if "GELU" in RUNTIMES[name].missing_operators:
+            with pytest.raises(TfliteError, match=f"GELU.*{name} has no kernel for it"):
+                run_int8(model, EVERY_INT8, RUNTIMES[name])
+            continue
+        output = model.outputs[0]
+        results[name] = (run_int8(model, EVERY_INT8, RUNTIMES[name])[output], runner_of(name, directory / "model.tflite").tensors(EVERY_INT8)[output])
+    assert "litert_reference" in results
+    _assert_each_runtime_exact(results)

@@ -29,7 +29,7 @@ from core.frontend.rewrite import const_node, copy_node
 IMAGE_AXES = {0: (0,), 1: (1, 2), 2: (3,)}
 ELEMENTWISE = frozenset({
     "Relu", "Relu6", "Elu", "Selu", "LeakyRelu", "Sigmoid", "Tanh", "Softplus", "Softsign", "Neg", "Abs", "Square", "Sqrt",
-    "Rsqrt", "Exp", "Erf", "Identity", "BiasAdd", "Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum",
+    "Rsqrt", "Exp", "Erf", "Erfc", "Pow", "Identity", "BiasAdd", "Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum",
     "SquaredDifference", "ClipByValue", "FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxVarsPerChannel", "FakeQuantWithMinMaxArgs",
 })
 REDUCTIONS = frozenset({"Mean", "Max", "Min", "Sum"})

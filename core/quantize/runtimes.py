@@ -62,7 +62,7 @@ RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in (
             "LOGISTIC and TANH in gemmlowp fixed point",
             "TensorFlow Lite for Microcontrollers' interpreter", fully_connected_rounding=DOUBLE_ROUNDING, logistic_tanh=FIXED_POINT,
             wide_fully_connected_rounding=REDUCED_ROUNDING, int16_lut_precision="float", relus_without_requantization=("RELU6",),
-            missing_operators=("RELU_N1_TO_1", "RELU_0_TO_1")),
+            missing_operators=("RELU_N1_TO_1", "RELU_0_TO_1", "GELU")),
 )}
 
 DEFAULT_TFLITE_RUNTIME = RUNTIMES["litert_reference"]

@@ -115,11 +115,12 @@ def round_half_away(values):
 
 
 @lru_cache(maxsize=None)
-def libm(name: str):
-    """A float -> float function of the C math library (expf, tanhf), called as TFLite's kernels call it:
-    numpy's exp may differ from it in the last bit."""
+def libm(name: str, double: bool = False):
+    """A float -> float function of the C math library (expf, tanhf; `double`: a double -> double one, erf), called as
+    TFLite's kernels call it: numpy's exp may differ from it in the last bit."""
     function = getattr(ctypes.CDLL(ctypes.util.find_library("m") or "libm.so.6"), name)
-    function.restype, function.argtypes = ctypes.c_float, [ctypes.c_float]
+    number = ctypes.c_double if double else ctypes.c_float
+    function.restype, function.argtypes = number, [number]
     return function
 
 

@@ -151,22 +151,25 @@ def _mul(writer: TfliteWriter, layer: Layer) -> None:
     writer.operator("MUL", inputs, [writer.activation(layer.output)], *writer.options("MulOptions", fusedActivationFunction=writer.fused(layer)))
 
 
-# a lookup table's known function (core/ir/ops/lut/pattern.py: NAMED_FUNCTIONS) -> the TFLite operator and its options
-_LUT_OPERATORS = {"sigmoid": ("LOGISTIC", None), "tanh": ("TANH", None), "hard_swish": ("HARD_SWISH", None),
-                  "leaky_relu": ("LEAKY_RELU", "LeakyReluOptions")}
+# a lookup table's known function (core/ir/ops/lut/pattern.py: NAMED_FUNCTIONS) -> the TFLite operator, its options table
+# and that table's fields
+_LUT_OPERATORS = {"sigmoid": ("LOGISTIC", None, None), "tanh": ("TANH", None, None), "hard_swish": ("HARD_SWISH", None, None),
+                  "leaky_relu": ("LEAKY_RELU", "LeakyReluOptions", lambda named: {"alpha": named.alpha}),
+                  "gelu": ("GELU", "GeluOptions", lambda named: {"approximate": False}),
+                  "gelu_tanh": ("GELU", "GeluOptions", lambda named: {"approximate": True})}
 
 
 def _lut(writer: TfliteWriter, layer: Layer) -> None:
     named, affine_clamp = layer.attrs.named, layer.attrs.affine_clamp
     if named is not None and named.name in _LUT_OPERATORS:
-        operator, options = _LUT_OPERATORS[named.name]
-        arguments = writer.options(options, alpha=named.alpha) if options else ()
+        operator, options, fields = _LUT_OPERATORS[named.name]
+        arguments = writer.options(options, **fields(named)) if options else ()
         writer.operator(operator, [writer.activation(layer.inputs[0])], [writer.activation(layer.output)], *arguments)
     elif affine_clamp is not None:
         _affine_clamp(writer, layer, affine_clamp)
     else:
         raise ExportError(f"layer {layer.ir_name} (lut): the function {layer.attrs.function!r} has no TFLite int8 operator the writer "
-                          "knows; it writes sigmoid, tanh, hard swish, leaky ReLU, and any chain of scalar affine maps and clamps "
+                          "knows; it writes sigmoid, tanh, hard swish, leaky ReLU, GELU (exact and tanh), and any chain of scalar affine maps and clamps "
                           "(Rescaling, ReLU(max_value=k), hard_sigmoid, Minimum and Maximum with a constant). target=tf2ir computes "
                           "any element-wise function as a table")
 

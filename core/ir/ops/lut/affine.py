@@ -2,10 +2,11 @@
 LOGISTIC and TANH, two ways (the runtime says which, core/quantize/runtimes.py): LiteRT's PopulateLookupTable,
 a 256-entry table, each entry the C library's float32 function (expf, tanhf, called as the kernels call them)
 of input_scale x (q - input zero point), times 1 / output_scale, rounded half away from zero, plus the output
-zero point, saturated; or TFLite Micro's reference_integer_ops::Logistic / Tanh, in gemmlowp fixed point: the
-input less its zero point rescaled onto Q4.27 by a multiplier from frexp (inputs beyond the radius that Q4 holds
-saturate), gemmlowp's logistic or tanh in Q0, rounded down to the output's 1/256 (zero point -128) or 1/128. HARD_SWISH
-(reference_ops::HardSwish) in 16-bit fixed point: the input on a scale 2^7 finer, a rounding doubling high
+zero point, saturated (GELU's too: GeluTransform, 0.5 x (1 + erf(x / sqrt(2))) with erf in double, or under
+`approximate` GeluTransformApproximate, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) in float32); or TFLite
+Micro's reference_integer_ops::Logistic / Tanh, in gemmlowp fixed point: the input less its zero point rescaled onto
+Q4.27 by a multiplier from frexp (inputs beyond the radius that Q4 holds saturate), gemmlowp's logistic or tanh in
+Q0, rounded down to the output's 1/256 (zero point -128) or 1/128. HARD_SWISH (reference_ops::HardSwish) in 16-bit fixed point: the input on a scale 2^7 finer, a rounding doubling high
 multiply onto the output scale, a "relu-ish" factor in [0, 1] from the input rescaled so that 3.0 is 2^15,
 the two multiplied by the truncating doubling high multiply, then a rounding right shift. LEAKY_RELU
 (reference_ops::QuantizeLeakyRelu): two requantizations, the identity's for x >= 0 and alpha's below, their
@@ -30,7 +31,24 @@ def _tanh(value: np.float32) -> np.float32:
     return np.float32(libm("tanhf")(float(value)))
 
 
-FUNCTIONS = {"LOGISTIC": _logistic, "TANH": _tanh}
+def _gelu(value: np.float32) -> np.float32:
+    """reference_ops::GeluTransform: 0.5f * x * (1.f + std::erf(x * M_SQRT1_2)), M_SQRT1_2 a double: the product, erf
+    and the sum in double, the result rounded to float32 once."""
+    return np.float32(float(np.float32(0.5) * value) * (1.0 + libm("erf", double=True)(float(value) * math.sqrt(0.5))))
+
+
+SQRT_2_OVER_PI = np.float32(2 / math.sqrt(math.pi) * math.sqrt(0.5))  # gelu_internal::kSqrt2dPi, M_2_SQRTPI * M_SQRT1_2
+
+
+def _gelu_tanh(value: np.float32) -> np.float32:
+    """reference_ops::GeluTransformApproximate: 0.5f * x * (1.f + std::tanh(kSqrt2dPi * (x + 0.044715f * x * x * x))),
+    all in float32 (tanhf)."""
+    cubic = np.float32(np.float32(np.float32(np.float32(0.044715) * value) * value) * value)
+    inner = np.float32(SQRT_2_OVER_PI * np.float32(value + cubic))
+    return np.float32(np.float32(np.float32(0.5) * value) * np.float32(np.float32(1.0) + np.float32(libm("tanhf")(float(inner)))))
+
+
+FUNCTIONS = {"LOGISTIC": _logistic, "TANH": _tanh, "GELU": _gelu, "GELU_TANH": _gelu_tanh}
 
 
 def lookup_table(function: str, input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int) -> np.ndarray:

@@ -15,8 +15,8 @@ from core.frontend.layers import GraphIndex, Layer, Pattern
 
 # ops computing each output element from the elements at the same position of their inputs
 UNARY_OPS = ("Relu", "Relu6", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh", "Softplus", "Softsign", "Neg", "Abs",
-             "Square", "Exp", "Erf")
-BINARY_OPS = ("Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum")
+             "Square", "Exp", "Erf", "Erfc")  # Erfc: Keras 3's exact gelu, 0.5 x erfc(-x / sqrt(2))
+BINARY_OPS = ("Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Pow")  # Pow: x^3 (the tanh gelu)
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,11 @@ NAMED_FUNCTIONS: dict[str, tuple[tuple[str, tuple], ...]] = {
     "tanh": (("Tanh", ("x",)),),
     "leaky_relu": (("LeakyRelu", ("x",)),),
     "hard_swish": (("AddV2", ("x", 3.0)), ("Relu6", (0,)), ("RealDiv", (1, 6.0)), ("Mul", ("x", 2))),
+    # Keras 3's gelu, exact (0.5 x erfc(-x / sqrt(2))) and approximate (0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))),
+    # their constants as the float32 graph holds them
+    "gelu": (("Mul", (0.5, "x")), ("Neg", ("x",)), ("Mul", (1, float(np.float32(math.sqrt(0.5))))), ("Erfc", (2,)), ("Mul", (0, 3))),
+    "gelu_tanh": (("Mul", (0.5, "x")), ("Pow", ("x", 3.0)), ("Mul", (float(np.float32(0.044715)), 1)), ("AddV2", ("x", 2)),
+                  ("Mul", (float(np.float32(math.sqrt(2 / math.pi))), 3)), ("Tanh", (4,)), ("AddV2", (1.0, 5)), ("Mul", (0, 6))),
 }
 NAMED_PARAMETERS = {"leaky_relu": "alpha"}  # a known function's parameter: its one node's attribute
 
@@ -123,9 +128,12 @@ def match_lut(graph: Graph, node: Node, index: GraphIndex) -> Layer:
     region's own tensors; an end point ends it. It must have one output: where the largest has several (the function
     fans out, x * 0.5 read by two clips), the region stops at the first tensor read twice."""
     (source,) = set(_operands(node, index))
-    region, outputs = _region(node, index, source, through_shared=True)
-    if len(outputs) != 1:
-        region, outputs = _region(node, index, source, through_shared=False)
+    # the widest region first: grown from every element-wise reader of x alike, where the function's branches join (GELU's
+    # 0.5 x times erfc(-x / sqrt(2))); then from `node` alone; then stopping at a tensor read twice
+    for siblings, through_shared in ((True, True), (False, True), (False, False)):
+        region, outputs = _region(node, index, source, through_shared, siblings)
+        if len(outputs) == 1:
+            break
     if len(outputs) != 1:
         raise GraphError(f"{node.name}: the element-wise ops on {source} starting here ({', '.join(sorted(region))}) "
                          f"have {len(outputs)} outputs ({', '.join(outputs)}); a lookup table has one")
@@ -137,10 +145,13 @@ def match_lut(graph: Graph, node: Node, index: GraphIndex) -> Layer:
                  attrs=LutAttrs(source=source, function=function, named=_named(order, steps), steps=steps))
 
 
-def _region(node: Node, index: GraphIndex, source: str, through_shared: bool) -> tuple[set[str], list[str]]:
-    """(the region's nodes, its outputs) grown from `node`; `through_shared`: also past a tensor several nodes read."""
-    region, tensors = {node.name}, {f"{node.name}:0"}
-    frontier = [f"{node.name}:0"]
+def _region(node: Node, index: GraphIndex, source: str, through_shared: bool, siblings: bool) -> tuple[set[str], list[str]]:
+    """(the region's nodes, its outputs) grown from `node` (`siblings`: and from every other reader of `source` that is
+    element-wise in it alone); `through_shared`: also past a tensor several nodes read."""
+    seeds = [node, *(reader for reader in index.readers.get(source, []) if siblings and reader.name != node.name
+                     and _elementwise_of(reader, index, {source}))]
+    region, tensors = {seed.name for seed in seeds}, {f"{seed.name}:0" for seed in seeds}
+    frontier = sorted(tensors)
     while frontier:
         tensor = frontier.pop(0)
         if tensor in index.end_points or (not through_shared and len(index.readers.get(tensor, [])) > 1):

@@ -1,5 +1,5 @@
 """A lut layer of the tflite_int8 dialect (TF2IR 1.2): an element-wise int8 -> int8 function as a 256-entry table,
-read from a .tflite's LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU, int8 -> int8 QUANTIZE (a requantization), or MINIMUM /
+read from a .tflite's LOGISTIC, TANH, GELU, HARD_SWISH, LEAKY_RELU, int8 -> int8 QUANTIZE (a requantization), or MINIMUM /
 MAXIMUM of a tensor and a scalar constant of its quantization (a clamp: TFLite's kernels compare the integers), or
 RELU, RELU6, RELU_N1_TO_1 and RELU_0_TO_1 (a requantization and a clamp):
 each table entry is what the runtime's kernel gives for that input value (affine.py computes them), so the
@@ -38,6 +38,12 @@ def _check_fixed_output(model, operator, q) -> None:
         raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}): its output is quantized at scale "
                           f"{q['output_scale']}, zero point {q['output_zero_point']}; TFLite's int8 {operator.name} writes scale "
                           f"{scale}, zero point {zero_point} (convert the model again)")
+
+
+def _gelu(model, operator, q, runtime: Runtime) -> np.ndarray:
+    """GELU's Prepare populates a table (LUTPopulate) of GeluTransform, or GeluTransformApproximate under `approximate`."""
+    function = "GELU_TANH" if operator.option("approximate", False) else "GELU"
+    return lookup_table(function, q["input_scale"], q["input_zero_point"], q["output_scale"], q["output_zero_point"])
 
 
 def _hard_swish(model, operator, q, runtime: Runtime) -> np.ndarray:
@@ -90,7 +96,7 @@ def _minimum_or_maximum(model, operator, q, runtime: Runtime) -> np.ndarray:
     return choose(INPUTS, np.int8(np.asarray(bound).reshape(-1)[0]))
 
 
-TABLES: dict[str, Callable] = {"LOGISTIC": _logistic_or_tanh, "TANH": _logistic_or_tanh, "HARD_SWISH": _hard_swish,
+TABLES: dict[str, Callable] = {"LOGISTIC": _logistic_or_tanh, "TANH": _logistic_or_tanh, "GELU": _gelu, "HARD_SWISH": _hard_swish,
                                "LEAKY_RELU": _leaky_relu, "QUANTIZE": _requantize, "MINIMUM": _minimum_or_maximum,
                                "MAXIMUM": _minimum_or_maximum, **{name: _relu for name in RELU_BOUNDS}}
 
