@@ -20,8 +20,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import keras  # noqa: E402
 
-from test_models_2026 import (built, converter_sqnr_db, image_classes, keyword_spotting, raw_pixels, run_arrays, saved,  # noqa: E402
-                              signal_classes, squeeze_excite, trained, waveform_m5)
+from test_models_2026 import (built, converter_sqnr_db, gelu_mlp, image_classes, keyword_spotting, raw_pixels, run_arrays,  # noqa: E402
+                              saved, separable_multiplier_2, signal_classes, squeeze_excite, trained, waveform_m5)
 from tables import publish  # noqa: E402  (bench/tables.py)
 
 COLUMNS = ("model", "layers", "ours: SQNR (dB)", "converter: SQNR (dB)", "bit-exact", "accel_tflite MAC share", "seconds")
@@ -44,6 +44,9 @@ KINDS = {
                              "ReLU(max_value=4), hard_sigmoid, GlobalMaxPooling2D, bilinear UpSampling2D"),
     "raw pixels 20x20": (raw_pixels, lambda: image_classes(512, 20, 4, seed=2, scale=255.0), "Resizing, Rescaling in the model"),
     "mixed_float16 squeeze-excite": (mixed_float16_squeeze_excite, lambda: image_classes(512, 16, 4, seed=2), "float16 Casts"),
+    "GELU MLP 12x12": (gelu_mlp, lambda: image_classes(512, 12, 4, seed=7), "patch embedding, GELU exact and tanh"),
+    "depth multiplier 2, 12x12": (separable_multiplier_2, lambda: image_classes(512, 12, 4, seed=6),
+                                  "SeparableConv2D and DepthwiseConv2D, depth_multiplier=2"),
 }
 
 
