@@ -221,6 +221,12 @@ def _hard_swish(b, op, scope):
     return b.activation_quant(x, op.outputs[0], scope)
 
 
+def _gelu(b, op, scope):
+    """TensorFlow's gelu, exact or approximate as the operator says: the ops Keras' gelu computes, one lookup table."""
+    x = b.tf.nn.gelu(b.input(op), approximate=bool(op.option("approximate", False)), name=f"{scope}/Gelu")
+    return b.activation_quant(x, op.outputs[0], scope)
+
+
 def _leaky_relu(b, op, scope):
     x = b.tf.nn.leaky_relu(b.input(op), alpha=float(op.option("alpha", 0.2)), name=f"{scope}/LeakyRelu")
     return b.activation_quant(x, op.outputs[0], scope)
@@ -262,6 +268,7 @@ CONVERTERS: dict[str, Callable[[_Builder, TfliteOperator, str], object]] = {
     "CONCATENATION": _concatenation,
     "LOGISTIC": _unary("math.sigmoid", "Sigmoid"),
     "TANH": _unary("math.tanh", "Tanh"),
+    "GELU": _gelu,
     "HARD_SWISH": _hard_swish,
     "LEAKY_RELU": _leaky_relu,
     "RESIZE_NEAREST_NEIGHBOR": _resize("compat.v1.image.resize_nearest_neighbor"),
