@@ -32,6 +32,7 @@ from core.ir.layers import group_layers
 from core.limits import MemoryBudget, check_activations
 from core.ir.op import NETWORK_INPUT
 from core.ir.simulator import IntegerSimulator, shared_pool
+from core.ir.tflite_ir import ir_operators
 from core.quantize.evaluation import ErrorSums, KeptEndPoints, class_labels, grid_agreement
 from core.quantize.runtimes import Runtime
 from core.quantize.schemes import runtime_of
@@ -186,11 +187,11 @@ class TfliteReferenceProbe:
 
     def __init__(self, annotated: Graph, layer_graph, ir, ir_dir: Path, runtime: Runtime):
         self.model_path = ir_dir / TFLITE_FILE
-        model = read_tflite(self.model_path)
-        if len(model.operators) != len(ir.layers):
-            raise IrError(f"{self.model_path}: {len(model.operators)} operators for the IR's {len(ir.layers)} layers; run emit_ir again")
+        operators, _ = ir_operators(read_tflite(self.model_path))
+        if len(operators) != len(ir.layers):
+            raise IrError(f"{self.model_path}: {len(operators)} operators for the IR's {len(ir.layers)} layers; run emit_ir again")
         self.layers = [ComparedLayer(layer.name) for layer in ir.layers]
-        self.tensors = [operator.outputs[0] for operator in model.operators]
+        self.tensors = [operator.outputs[0] for operator in operators]
         self.runtime, self.reference = runtime.name, runtime.reference
         self.runner = runner_of(runtime.name, self.model_path)
 

@@ -213,6 +213,9 @@ def test_keyword_spotting_runs_all_stages_on_tflite_int8_bit_exact_and_at_least_
     summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
     assert_eight_stages_bit_exact(summary)
     assert summary.metrics["simulate.reference_agreement"] == 1.0
+    # model.tflite takes the Keras model's [1, L, C] (a RESHAPE to the image its layers read), as the converter's file does
+    written = Interpreter(model_path=str(stage_directory(summary, "emit_ir") / "model.tflite"))
+    assert written.get_input_details()[0]["shape"].tolist() == [1, *model.input_shape[1:]]
     emitted = read_ir(stage_directory(summary, "emit_ir"))
     operations = [layer.operation for layer in emitted.layers]
     assert {"conv", "dwconv", "max_pool", "avg_pool", "add", "concat"} <= set(operations)
@@ -256,6 +259,8 @@ def test_a_sequence_output_keeps_its_shape_and_name(tmp_path, workspace):
     assert_eight_stages_bit_exact(summary)
     graph_ends = read_ir(stage_directory(summary, "emit_ir")).end_point_layers
     assert len(graph_ends) == 1 and "frames" in graph_ends[0]
+    written = Interpreter(model_path=str(stage_directory(summary, "emit_ir") / "model.tflite"))
+    assert [detail["shape"].tolist() for detail in (*written.get_input_details(), *written.get_output_details())] == [[1, 20, 4], [1, 20, 3]]
 
 
 def test_global_max_pooling_2d_is_a_max_pool_over_the_image(tmp_path, workspace):

@@ -13,6 +13,7 @@ from core.frontend.channel_affine import insert_channel_affine_convs
 from core.frontend.constant_folding import fold_constants
 from core.frontend.folding import FoldResult, fold_batch_norms
 from core.frontend.graph import Graph
+from core.frontend.signals import SIGNAL_INPUT, held_signal
 
 
 @dataclass
@@ -30,4 +31,7 @@ def prepare(graph: Graph) -> Prepared:
     folding = fold_batch_norms(with_convs)
     canonical, rewrites = canonicalize(folding.graph)
     canonical.infer_shapes()
+    signal = held_signal(graph, canonical)
+    if signal is not None:  # the .tflite writer gives the file the model's own [1, L, C] input
+        canonical.source[SIGNAL_INPUT] = signal
     return Prepared(constant_folded, folding, canonical, early_rewrites + rewrites)

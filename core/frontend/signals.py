@@ -211,6 +211,17 @@ class _Lifting:
         return [block_node, margins_node, copy_node(node, inputs=[inputs[0], block_node.name, margins_node.name])]
 
 
+SIGNAL_INPUT = "signal_input"  # graph.source's key: the [L, C] of a signal input the graph holds as the image [N, 1, L, C]
+
+
+def held_signal(original: Graph, prepared: Graph) -> list[int] | None:
+    """The [L, C] of `original`'s signal input [N, L, C] where `prepared` holds it as the image [N, 1, L, C], else None."""
+    before, after = original.shape(original.input_tensor), prepared.shape(prepared.input_tensor)
+    if before is None or after is None or len(before) != 3 or list(after) != [before[0], 1, *before[1:]]:
+        return None
+    return [int(dim) for dim in before[1:]]
+
+
 def signals_as_images(graph: Graph, by_name: dict[str, Node]):
     """The canonical rewrite (core/frontend/canonicalize.py) of a network whose input is a signal [N, L, C]."""
     input_shape = graph.shape(graph.input_tensor)

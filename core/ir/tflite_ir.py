@@ -56,13 +56,14 @@ def ir_of_tflite(model: TfliteModel, name_of: Callable[[int], str] | None = None
     """The IR of `model` as `runtime` computes it; `name_of(tensor index)` names the layer producing a tensor (default:
     the tensor's name with every character but letters, digits and _ made _)."""
     name_of = name_of or (lambda index: layer_name(model, index))
-    producers = {model.inputs[0]: NETWORK_INPUT}
+    operators, network_inputs = ir_operators(model)
+    producers = dict.fromkeys(network_inputs, NETWORK_INPUT)
     readers: dict[int, list[str]] = {}
-    for operator in model.operators:
+    for operator in operators:
         for index in operands(model, operator):
             readers.setdefault(index, []).append(name_of(operator.outputs[0]))
     ir = Ir(layers=[])
-    for operator in model.operators:
+    for operator in operators:
         output = operator.outputs[0]
         previous = [producers[index] for index in operands(model, operator)]
         following = [END_POINT] if output in model.outputs else readers.get(output, [])
@@ -72,6 +73,19 @@ def ir_of_tflite(model: TfliteModel, name_of: Callable[[int], str] | None = None
         if params:
             ir.params[record.name] = params
     return ir
+
+
+def ir_operators(model: TfliteModel) -> tuple[list[TfliteOperator], list[int]]:
+    """The operators the IR's layers are, in order, and the tensors that are the network input: a first RESHAPE of the
+    input that only inserts the unit height (a 1-D network's [1, L, C] as the image [1, 1, L, C] its layers read, the same
+    bytes) is the input itself, as the IR's input is that image."""
+    network_input = model.inputs[0]
+    first = model.operators[0] if model.operators else None
+    if first is not None and first.name == "RESHAPE" and operands(model, first) == [network_input]:
+        signal, image = model.tensor(network_input).shape, model.tensor(first.outputs[0]).shape
+        if len(signal) == 3 and tuple(image) == (signal[0], 1, *signal[1:]):
+            return model.operators[1:], [network_input, first.outputs[0]]
+    return model.operators, [network_input]
 
 
 def layer_name(model: TfliteModel, index: int) -> str:

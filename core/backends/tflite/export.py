@@ -3,10 +3,25 @@ says what each tensor holds; ops.py writes each layer)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from core.backends.tflite.ops import WRITERS
 from core.backends.tflite.writer import ExportError, TfliteWriter
 from core.frontend.layers import LayerGraph
+from core.frontend.signals import SIGNAL_INPUT
 from core.quantize.table import CalibrationTable
+
+
+def _signal_input(writer: TfliteWriter, image: int, tensor: str, signal: list[int]) -> int:
+    """A 1-D network's file input: the model's own [1, L, C] (core/frontend/signals.py), RESHAPEd to the image [1, 1, L, C]
+    its layers read (the same bytes), as TensorFlow Lite's converter writes a Conv1D model."""
+    entry = writer.entry(tensor)
+    writer.tensors[image].name = "input/image"
+    file_input = writer.add_tensor("input", [1, *signal], writer.activation_type, entry.scale, entry.zero_point)
+    shape = [-1, 1, *signal]
+    target = writer.add_tensor("input/image_shape", [len(shape)], writer.schema.TensorType.INT32, data=np.array(shape, np.int32))
+    writer.operator("RESHAPE", [file_input, target], [image], *writer.options("ReshapeOptions", newShape=shape))
+    return file_input
 
 
 def export_tflite(layer_graph: LayerGraph, table: CalibrationTable) -> bytes:
@@ -18,6 +33,9 @@ def export_tflite(layer_graph: LayerGraph, table: CalibrationTable) -> bytes:
     writer = TfliteWriter(layer_graph, table, schema)
     graph = layer_graph.graph
     network_input = writer.activation(graph.input_tensor, "input")
+    signal = graph.source.get(SIGNAL_INPUT)
+    if signal is not None:
+        network_input = _signal_input(writer, network_input, graph.input_tensor, signal)
     for layer in layer_graph.layers:
         if layer.op not in WRITERS:
             raise ExportError(f"layer {layer.ir_name} ({layer.op}): the .tflite writer covers {', '.join(WRITERS)}")
