@@ -23,6 +23,7 @@ class DeconvAttrs:
     strides: list[int]
     padding: str  # TensorFlow's: SAME or VALID
     dense: bool = False  # conv's constants (conv_params) ask: never a dense layer
+    block_diagonal: bool = False  # nor a depthwise weight held as a conv's
 
 
 def _transpose_reading(node: Node, index: GraphIndex) -> Node | None:
