@@ -158,17 +158,6 @@ def _unclipped_before(layer_graph: LayerGraph, tensor: str, pool: str, target: T
                     *current.warnings, f"not clipped ({current.method}'s threshold {current.threshold:.4g}, its absmax "
                                        f"{candidate.threshold:.4g}): its largest values reach the maxima {pool} keeps"])
     return unclipped
-    for source in dict.fromkeys(layer_graph.scale_source(operand) for operand in producer.inputs):
-        current, own = tensors.get(source), (stats or {}).get(source)
-        if current is None or own is None or get_method(current.method).range_from_model:
-            continue  # a range the scheme fixes or the model trained: kept as it is
-        candidate = _activation_entry(source, current.layer, "minmax", target, settings, own, ranges)
-        if candidate.threshold > current.threshold:
-            unclipped[source] = dataclasses.replace(candidate, kind=current.kind, warnings=[
-                *current.warnings, f"not clipped ({current.method}'s threshold {current.threshold:.4g}, its absmax "
-                                   f"{candidate.threshold:.4g}): its largest values reach the maxima {pool} keeps through "
-                                   f"{producer.name}"])
-    return unclipped
 
 
 def _ranges_across_identities(layer_graph: LayerGraph, ranges: dict[str, QuantRange]) -> dict[str, QuantRange]:

@@ -90,7 +90,7 @@ def block_diagonal(depthwise: np.ndarray) -> np.ndarray:
 
 def depthwise_as_conv(layer: Layer, ctx: IrContext) -> Layer:
     """A dwconv layer as TF2IR holds it: itself at channel multiplier 1 (its record's HWC weight), else the conv of its
-    block-diagonal weight (the same integers; the weight M x C / M times larger, its log2scale the same)."""
+    block-diagonal weight (the same integers; the weight C times larger, its log2scale the same)."""
     if np.shape(ctx.graph.constants[layer.weight])[3] == 1:
         return layer
     return dataclasses.replace(layer, op="conv", attrs=dataclasses.replace(layer.attrs, block_diagonal=True))

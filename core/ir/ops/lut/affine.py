@@ -6,11 +6,11 @@ zero point, saturated (GELU's too: GeluTransform, 0.5 x (1 + erf(x / sqrt(2))) w
 `approximate` GeluTransformApproximate, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) in float32); or TFLite
 Micro's reference_integer_ops::Logistic / Tanh, in gemmlowp fixed point: the input less its zero point rescaled onto
 Q4.27 by a multiplier from frexp (inputs beyond the radius that Q4 holds saturate), gemmlowp's logistic or tanh in
-Q0, rounded down to the output's 1/256 (zero point -128) or 1/128. HARD_SWISH (reference_ops::HardSwish) in 16-bit fixed point: the input on a scale 2^7 finer, a rounding doubling high
-multiply onto the output scale, a "relu-ish" factor in [0, 1] from the input rescaled so that 3.0 is 2^15,
-the two multiplied by the truncating doubling high multiply, then a rounding right shift. LEAKY_RELU
-(reference_ops::QuantizeLeakyRelu): two requantizations, the identity's for x >= 0 and alpha's below, their
-multipliers from float32 ratios of the scales."""
+Q0, rounded down to the output's 1/256 (zero point -128) or 1/128. HARD_SWISH (reference_ops::HardSwish) in 16-bit
+fixed point: the input on a scale 2^7 finer, a rounding doubling high multiply onto the output scale, a "relu-ish"
+factor in [0, 1] from the input rescaled so that 3.0 is 2^15, the two multiplied by the truncating doubling high
+multiply, then a rounding right shift. LEAKY_RELU (reference_ops::QuantizeLeakyRelu): two requantizations, the
+identity's for x >= 0 and alpha's below, their multipliers from float32 ratios of the scales."""
 
 from __future__ import annotations
 
