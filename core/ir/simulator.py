@@ -80,7 +80,7 @@ class IntegerSimulator:
             operands = [as_operand(values[name], layer, position) for position, name in enumerate(layer.operands())]
             values[layer.name] = kernel(layer, self.ir.params.get(layer.name, {}), operands)
             if not keep_all:
-                for name in layer.previous_layer:
+                for name in dict.fromkeys(layer.previous_layer):  # a square's MUL(x, x) reads x twice
                     if self._last_reader[name] == position and name not in self.end_points:
                         del values[name]
         if keep_all:

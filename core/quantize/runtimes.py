@@ -42,6 +42,9 @@ class Runtime:
     wide_fully_connected_rounding: str = REDUCED_ROUNDING
     # the int16 SOFTMAX's lookup tables (gen_lut): generated in double (LiteRT) or float (TFLite Micro)
     int16_lut_precision: str = "double"
+    # MUL's requantization s1 x s2 / s_out: the float32 scales multiplied in float32 (LiteRT's mul.cc) or in double (TFLite
+    # Micro's): the multipliers differ in their low bits, and a product on a rounding boundary 1 LSB apart
+    mul_scale_precision: str = "double"
     # the ReLU operators that clamp their input's integers as they are, taking the output at the input's quantization
     relus_without_requantization: tuple[str, ...] = ()
     missing_operators: tuple[str, ...] = ()  # TFLite operators its interpreter has no kernel for
@@ -55,7 +58,7 @@ RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in (
             "LiteRT's reference kernels (ai-edge-litert's BUILTIN_REF resolver, TensorFlow Lite's reference_ops): "
             "FULLY_CONNECTED rounds its requantization once (at 16x8 too), LOGISTIC and TANH are float tables",
             "LiteRT's reference kernels", fully_connected_rounding=SINGLE_ROUNDING, logistic_tanh=FLOAT_TABLE,
-            wide_fully_connected_rounding=SINGLE_ROUNDING),
+            wide_fully_connected_rounding=SINGLE_ROUNDING, mul_scale_precision="float"),
     Runtime("tflm", "tflite_int8",
             "TensorFlow Lite for Microcontrollers (the tflite-micro interpreter's kernels): FULLY_CONNECTED rounds twice "
             "(gemmlowp), as its convolutions do (at 16x8, as its 16x8 convolutions: the multiplier reduced to 16 bits); "
