@@ -271,3 +271,24 @@ def test_gelu_exact_and_tanh_as_each_runtime_computes_it_on_every_input(tmp_path
         results[name] = (run_int8(model, EVERY_INT8, RUNTIMES[name])[output], runner_of(name, directory / "model.tflite").tensors(EVERY_INT8)[output])
     assert "litert_reference" in results
     _assert_each_runtime_exact(results)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(input_scale=scales, output_scale=scales, zeros=st.tuples(zero_points, zero_points))
+def test_rsqrt_as_each_runtime_computes_it_on_every_input_from_zero(tmp_path_factory, input_scale, output_scale, zeros):
+    """RSQRT (a LayerNormalization's inverse root): GetInvSqrtQuantizedMultiplierExp's Newton-Raphson in fixed point, then two
+    requantizations; the input's zero point gives 127. LiteRT refuses an input below the zero point (a negative real), so
+    every input from the zero point up."""
+    data = one_operator_model("RSQRT", [Tensor((1, 256), scale=input_scale, zero_point=zeros[0])],
+                              Tensor((1, 256), scale=output_scale, zero_point=zeros[1]))
+    _assert_each_runtime_exact(_run_everywhere(tmp_path_factory.mktemp("rsqrt"), data, np.maximum(EVERY_INT8, np.int8(zeros[0]))))
+
+
+def test_mul_requantizes_at_each_runtimes_multiplier(tmp_path):
+    """LiteRT's mul.cc multiplies the float32 scales in float32, TFLite Micro's in double: here the two multipliers differ
+    in their low bits and the products +-2806 (46 x 61) sit on a rounding boundary between them (a LayerNormalization's
+    x times its inverse root, found by the model benchmark)."""
+    constant = Tensor((1,), scale=0.006487866397947073, zero_point=-128, data=np.array([-128 + 61], np.int8))
+    data = one_operator_model("MUL", [Tensor((1, 256), scale=0.036562900990247726, zero_point=-35), constant],
+                              Tensor((1, 256), scale=0.02512536570429802, zero_point=-23))
+    _assert_each_runtime_exact(_run_everywhere(tmp_path, data, EVERY_INT8))

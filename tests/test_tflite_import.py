@@ -106,8 +106,8 @@ def test_a_float_file_imports_as_the_graph_tflite_computes(converted):
     names = {operator.name for operator in model.operators}
     # what a float model converts to: every operator but the int8 model's QUANTIZE and DEQUANTIZE, and RELU_0_TO_1, which
     # no Keras layer converts to (clip(0, 1) is a MINIMUM and a RELU; tests/test_runtimes.py reads the operator); GELU,
-    # which TFLM cannot run, is read from the converter's GELU model (tests/test_models_2026.py)
-    assert names == set(CONVERTERS) - {"QUANTIZE", "DEQUANTIZE", "RELU_0_TO_1", "GELU"}, set(CONVERTERS) - names
+    # which TFLM cannot run, is read from the converter's GELU model (tests/test_models_2026.py); RSQRT from its own (below)
+    assert names == set(CONVERTERS) - {"QUANTIZE", "DEQUANTIZE", "RELU_0_TO_1", "GELU", "RSQRT"}, set(CONVERTERS) - names
     inputs = np.random.default_rng(2).normal(0, 1, (8, *SHAPE)).astype(np.float32)
     interpreter = Interpreter(model_path=str(converted["float"]))
     interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], inputs.shape)
@@ -116,6 +116,22 @@ def test_a_float_file_imports_as_the_graph_tflite_computes(converted):
     interpreter.invoke()
     expected = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
     np.testing.assert_allclose(_run_graph_def(load_graph_def("tflite", converted["float"]), inputs), expected, atol=1e-5)
+
+
+def test_a_files_rsqrt_imports_as_tensorflows(tmp_path):
+    """RSQRT (a LayerNormalization's inverse root) read from a float file computes what the interpreter computes."""
+    inputs = tf.keras.Input((4, 4, 3))
+    model = tf.keras.Model(inputs, tf.keras.layers.Lambda(lambda t: tf.math.rsqrt(t * t + 0.5))(inputs))
+    path = tmp_path / "rsqrt.tflite"
+    path.write_bytes(_convert(model, False))
+    assert "RSQRT" in {operator.name for operator in read_tflite(path).operators}
+    samples = np.random.default_rng(3).normal(0, 1, (1, 4, 4, 3)).astype(np.float32)
+    interpreter = Interpreter(model_path=str(path))
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], samples)
+    interpreter.invoke()
+    expected = interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+    np.testing.assert_allclose(_run_graph_def(load_graph_def("tflite", path), samples), expected, rtol=1e-5)
 
 
 def _file_quantization(path):

@@ -269,6 +269,7 @@ CONVERTERS: dict[str, Callable[[_Builder, TfliteOperator, str], object]] = {
     "LOGISTIC": _unary("math.sigmoid", "Sigmoid"),
     "TANH": _unary("math.tanh", "Tanh"),
     "GELU": _gelu,
+    "RSQRT": _unary("math.rsqrt", "Rsqrt"),
     "HARD_SWISH": _hard_swish,
     "LEAKY_RELU": _leaky_relu,
     "RESIZE_NEAREST_NEIGHBOR": _resize("compat.v1.image.resize_nearest_neighbor"),

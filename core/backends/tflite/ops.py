@@ -4,12 +4,14 @@ exporting a network that uses one is an ExportError naming the layer."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from core.backends.tflite.writer import ExportError, TfliteWriter
 from core.frontend.layers import Layer
+from core.ir.ops.lut.pattern import NamedFunction
 from core.ir.tflite_dialect import padding as tflite_padding
 from core.quantize.tflite_math import round_half_away
 
@@ -151,25 +153,42 @@ def _mul(writer: TfliteWriter, layer: Layer) -> None:
     writer.operator("MUL", inputs, [writer.activation(layer.output)], *writer.options("MulOptions", fusedActivationFunction=writer.fused(layer)))
 
 
-# a lookup table's known function (core/ir/ops/lut/pattern.py: NAMED_FUNCTIONS) -> the TFLite operator, its options table
-# and that table's fields
-_LUT_OPERATORS = {"sigmoid": ("LOGISTIC", None, None), "tanh": ("TANH", None, None), "hard_swish": ("HARD_SWISH", None, None),
-                  "leaky_relu": ("LEAKY_RELU", "LeakyReluOptions", lambda named: {"alpha": named.alpha}),
-                  "gelu": ("GELU", "GeluOptions", lambda named: {"approximate": False}),
-                  "gelu_tanh": ("GELU", "GeluOptions", lambda named: {"approximate": True})}
+@dataclass(frozen=True)
+class LutOperator:
+    """The TFLite operator computing a lookup table's known function: its options table and that table's fields, and
+    how many times it reads x (a square is MUL(x, x)); `from_zero`: the operator is the function only where x's grid
+    starts at 0 (RSQRT is rsqrt(max(x, 0)) on such a grid; LiteRT refuses a negative input)."""
+
+    name: str
+    options: str | None = None
+    fields: Callable[[NamedFunction], dict] | None = None
+    reads: int = 1
+    from_zero: bool = False
+
+
+# a lookup table's known function (core/ir/ops/lut/pattern.py: NAMED_FUNCTIONS) -> the TFLite operator computing it
+_LUT_OPERATORS = {"sigmoid": LutOperator("LOGISTIC"), "tanh": LutOperator("TANH"), "hard_swish": LutOperator("HARD_SWISH"),
+                  "leaky_relu": LutOperator("LEAKY_RELU", "LeakyReluOptions", lambda named: {"alpha": named.alpha}),
+                  "gelu": LutOperator("GELU", "GeluOptions", lambda named: {"approximate": False}),
+                  "gelu_tanh": LutOperator("GELU", "GeluOptions", lambda named: {"approximate": True}),
+                  "rsqrt": LutOperator("RSQRT", from_zero=True), "square": LutOperator("MUL", "MulOptions", lambda named: {}, reads=2)}
 
 
 def _lut(writer: TfliteWriter, layer: Layer) -> None:
     named, affine_clamp = layer.attrs.named, layer.attrs.affine_clamp
     if named is not None and named.name in _LUT_OPERATORS:
-        operator, options, fields = _LUT_OPERATORS[named.name]
-        arguments = writer.options(options, **fields(named)) if options else ()
-        writer.operator(operator, [writer.activation(layer.inputs[0])], [writer.activation(layer.output)], *arguments)
+        operator = _LUT_OPERATORS[named.name]
+        if operator.from_zero and writer.entry(layer.inputs[0]).zero_point != -(1 << (writer.table.bits - 1)):
+            raise ExportError(f"layer {layer.ir_name} (lut): {named.name} of {layer.inputs[0]}, whose range reaches below 0 (zero "
+                              f"point {writer.entry(layer.inputs[0]).zero_point}); TFLite's {operator.name} takes inputs from 0 up: "
+                              "calibrate that tensor from 0 (its values are never negative)")
+        arguments = writer.options(operator.options, **operator.fields(named)) if operator.options else ()
+        writer.operator(operator.name, [writer.activation(layer.inputs[0])] * operator.reads, [writer.activation(layer.output)], *arguments)
     elif affine_clamp is not None:
         _affine_clamp(writer, layer, affine_clamp)
     else:
         raise ExportError(f"layer {layer.ir_name} (lut): the function {layer.attrs.function!r} has no TFLite int8 operator the writer "
-                          "knows; it writes sigmoid, tanh, hard swish, leaky ReLU, GELU (exact and tanh), and any chain of scalar affine maps and clamps "
+                          "knows; it writes sigmoid, tanh, hard swish, leaky ReLU, GELU (exact and tanh), rsqrt, x * x, and any chain of scalar affine maps and clamps "
                           "(Rescaling, ReLU(max_value=k), hard_sigmoid, Minimum and Maximum with a constant). target=tf2ir computes "
                           "any element-wise function as a table")
 

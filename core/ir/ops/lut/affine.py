@@ -19,7 +19,7 @@ import numpy as np
 import math
 
 from core.quantize import gemmlowp
-from core.quantize.tflite_math import (libm, multiply_by_quantized_multiplier, quantize_multiplier, round_half_away,
+from core.quantize.tflite_math import (INT32_MAX, libm, multiply_by_quantized_multiplier, quantize_multiplier, round_half_away,
                                        rounding_divide_by_pot)
 
 
@@ -155,3 +155,48 @@ def leaky_relu_affine(inputs: np.ndarray, input_zero_point: int, output_zero_poi
     centred = inputs.astype(np.int64) - input_zero_point
     scaled = np.where(centred >= 0, multiply_by_quantized_multiplier(centred, *identity), multiply_by_quantized_multiplier(centred, *alpha))
     return np.clip(scaled + output_zero_point, -128, 127).astype(np.int8)
+
+
+RSQRT_SHIFT = 20  # elementwise.cc's kShift: 1 / sqrt(value) held as an integer scaled by 2^20
+HALF_SQRT_2 = 1518500250  # sqrt(2) / 2 in Q0.31
+
+
+def inv_sqrt_quantized_multiplier_exp(value: int) -> tuple[int, int]:
+    """GetInvSqrtQuantizedMultiplierExp(value, kReverseShift): (multiplier, left shift) of 1 / sqrt(value), by five
+    Newton-Raphson steps in gemmlowp's Q3.28 from x = 1 on the input normalized to [2^27, 2^29) by pairs of bits."""
+    if value <= 1:
+        return INT32_MAX, 0
+    shift = 11
+    while value >= 1 << 29:
+        value //= 4
+        shift += 1
+    pairs = ((32 - value.bit_length()) - 1) // 2 - 1  # CountLeadingZeros - 1, in pairs, less one
+    shift -= pairs
+    value <<= 2 * pairs
+    half_input = gemmlowp.saturating_rounding_multiply_by_pot(value >> 1, -1)
+    half_three, x = (1 << 28) + (1 << 27), np.int64(gemmlowp.one(3))
+    for _ in range(5):
+        cube = gemmlowp.rescale(gemmlowp.srdhm(gemmlowp.srdhm(x, x), x), 9, 3)
+        x = gemmlowp.rescale(gemmlowp.sub(gemmlowp.srdhm(half_three, x), gemmlowp.srdhm(half_input, cube)), 6, 3)
+    inverse = int(gemmlowp.srdhm(x, HALF_SQRT_2))
+    if shift < 0:
+        inverse, shift = inverse << -shift, 0
+    return inverse, -shift
+
+
+def rsqrt_table(input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int) -> np.ndarray:
+    """int8 table indexed by q + 128 of TFLite's int8 RSQRT (elementwise.cc RsqrtEvalQuantized): 1 / sqrt(q - zero point)
+    as an integer scaled by 2^20, requantized by 1 / (sqrt(input_scale) x output_scale) (the square root and the product in
+    float32, the reciprocal in double) less those 20 bits; the input's zero point itself gives 127. Inputs below the zero
+    point (negative reals) are refused by LiteRT at run time; the table holds what TFLite Micro computes for them."""
+    multiplier, shift = quantize_multiplier(1.0 / float(np.float32(np.sqrt(np.float32(input_scale))) * np.float32(output_scale)))
+    table = []
+    for q in range(-128, 128):
+        value = q - input_zero_point
+        if value == 0:
+            table.append(127)
+            continue
+        inverse, inverse_shift = inv_sqrt_quantized_multiplier_exp(value)
+        scaled = multiply_by_quantized_multiplier(np.int64(1), inverse, inverse_shift + RSQRT_SHIFT)
+        table.append(int(multiply_by_quantized_multiplier(scaled, multiplier, shift - RSQRT_SHIFT)) + output_zero_point)
+    return np.clip(table, -128, 127).astype(np.int8)

@@ -15,7 +15,7 @@ from core.frontend.layers import GraphIndex, Layer, Pattern
 
 # ops computing each output element from the elements at the same position of their inputs
 UNARY_OPS = ("Relu", "Relu6", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh", "Softplus", "Softsign", "Neg", "Abs",
-             "Square", "Exp", "Erf", "Erfc")  # Erfc: Keras 3's exact gelu, 0.5 x erfc(-x / sqrt(2))
+             "Square", "Exp", "Erf", "Erfc", "Rsqrt")  # Erfc: Keras 3's exact gelu, 0.5 x erfc(-x / sqrt(2))
 BINARY_OPS = ("Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum", "Pow")  # Pow: x^3 (the tanh gelu)
 
 
@@ -82,6 +82,9 @@ NAMED_FUNCTIONS: dict[str, tuple[tuple[str, tuple], ...]] = {
     "gelu": (("Mul", (0.5, "x")), ("Neg", ("x",)), ("Mul", (1, float(np.float32(math.sqrt(0.5))))), ("Erfc", (2,)), ("Mul", (0, 3))),
     "gelu_tanh": (("Mul", (0.5, "x")), ("Pow", ("x", 3.0)), ("Mul", (float(np.float32(0.044715)), 1)), ("AddV2", ("x", 2)),
                   ("Mul", (float(np.float32(math.sqrt(2 / math.pi))), 3)), ("Tanh", (4,)), ("AddV2", (1.0, 5)), ("Mul", (0, 6))),
+    # a LayerNormalization's pieces (core/frontend/layer_norm.py)
+    "square": (("Mul", ("x", "x")),),
+    "rsqrt": (("Maximum", ("x", 0.0)), ("Rsqrt", (0,))),  # 1 / sqrt(max(x, 0)), a variance's inverse root
 }
 NAMED_PARAMETERS = {"leaky_relu": "alpha"}  # a known function's parameter: its one node's attribute
 
