@@ -371,6 +371,72 @@ def test_gelu_exact_and_tanh_run_all_stages_as_tflites_gelu_operator(tmp_path, w
     assert summary.metrics["simulate.reference_agreement"] == 1.0
 
 
+def layer_norm_patches(size: int = 12, classes: int = 4) -> keras.Model:
+    """A vision transformer's LayerNormalizations without its attention: on a patch embedding (the centring folds into the
+    conv), and after a residual sum of a GELU MLP (it cannot)."""
+    layers = keras.layers
+    images = keras.Input((size, size, 3))
+    x = layers.LayerNormalization(epsilon=1e-6)(layers.Conv2D(16, 2, strides=2)(images))
+    y = layers.Conv2D(16, 1, activation="gelu")(x)
+    x = layers.LayerNormalization()(layers.Add()([x, y]))
+    return keras.Model(images, layers.Dense(classes, activation="softmax")(layers.Flatten()(x)))
+
+
+def layer_norm_sequence(length: int = 32, channels: int = 8, classes: int = 4) -> keras.Model:
+    """A transformer's token MLP without its attention, on a sequence of tokens [L, C] (held as an image of height 1):
+    LayerNormalizations without beta, then without gamma, and Dense layers on every token (Keras 3's Tensordot)."""
+    layers = keras.layers
+    signals = keras.Input((length, channels))
+    x = layers.LayerNormalization(center=False)(layers.Conv1D(16, 4, strides=2, padding="same")(signals))
+    y = layers.Dense(16)(layers.Dense(32, activation="relu")(x))
+    x = layers.LayerNormalization(scale=False)(layers.Add()([x, y]))
+    return keras.Model(signals, layers.Dense(classes, activation="softmax")(layers.GlobalAveragePooling1D()(x)))
+
+
+@pytest.mark.parametrize("build, samples", [(layer_norm_patches, lambda: image_classes(32, 12, 4, seed=3)[0]),
+                                            (layer_norm_sequence, lambda: signal_classes(32, 32, 8, 4, seed=3)[0])])
+def test_layer_normalization_is_rewritten_as_layers_computing_what_keras_computes(tmp_path, build, samples):
+    """Keras' moments, Rsqrt and products become a centring (a conv, or folded into the conv before), a square, a variance
+    conv, a Rsqrt table and a product: the prepared graph computes, by TensorFlow, what the Keras model computes."""
+    model = built(build)
+    for layer in model.layers:  # gamma and beta away from 1 and 0, so a lost one shows
+        if isinstance(layer, keras.layers.LayerNormalization):
+            layer.set_weights([np.random.default_rng(1).uniform(0.5, 1.5, w.shape).astype(np.float32) for w in layer.get_weights()])
+    model.save(model_path := tmp_path / "model.keras")
+    loaded = load_graph_def("keras", model_path)
+    graph = import_graph(loaded.graph_def, loaded.default_input_tensor, loaded.default_end_points, origin=str(model_path), source={})
+    prepared = prepare(graph).graph
+    assert not {"SquaredDifference", "StopGradient", "Transpose"} & set(prepared.op_counts())
+    inputs = samples()
+    (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(inputs, prepared)})
+    np.testing.assert_allclose(computed, model.predict(inputs, verbose=0), atol=2e-5)
+
+
+def test_layer_normalization_runs_all_stages_bit_exact_at_least_the_converters_sqnr(tmp_path, workspace):
+    """On tflite_int8 as TFLite's operators (CONV_2D, MUL, RSQRT, ADD): bit-exact with LiteRT's reference kernels, at
+    least the converter's SQNR; on tf2ir and the accelerator as tables and the IR's layers, bit-exact."""
+    data = image_classes(256, 12, 4, seed=3)
+    model = trained(built(layer_norm_patches), data)
+    model_path, arrays = saved(model, data, tmp_path)
+    summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
+    assert_eight_stages_bit_exact(summary)
+    assert summary.metrics["simulate.reference_agreement"] == 1.0
+    written = Interpreter(model_path=str(stage_directory(summary, "emit_ir") / "model.tflite"))
+    assert [op["op_name"] for op in written._get_ops_details()].count("RSQRT") == 2
+    half = len(data[0]) // 2
+    assert summary.metrics["simulate.sqnr_db_min"] >= converter_sqnr_db(model, data[0][:half], data[0][half:]) - CONVERTER_MARGIN_DB
+    for target in ("tf2ir", "accel_tflite"):
+        assert_eight_stages_bit_exact(run_arrays(workspace, model_path, arrays, target))
+
+
+def test_layer_normalization_on_a_sequence_runs_bit_exact_on_tflm(tmp_path, workspace):
+    data = signal_classes(256, 32, 8, 4, seed=3)
+    model_path, arrays = saved(trained(built(layer_norm_sequence), data), data, tmp_path)
+    summary = run_arrays(workspace, model_path, arrays, "tflite_int8", "target.scheme.runtime=tflm")
+    assert_eight_stages_bit_exact(summary)
+    assert summary.metrics["simulate.reference_agreement"] == 1.0
+
+
 def test_an_input_of_open_size_is_fixed_from_the_preprocessing_size(tmp_path, workspace):
     """Keras' Input((None, None, 3)): the IR's layers are sized, at model.preprocess.size; without a size the refusal
     names the input and the key."""

@@ -3,13 +3,17 @@
 Each rewrite keeps every value of the graph (fold_check verifies the rewritten graph against the
 original on data) and the names readers and end points use:
 
-Two run before BatchNorm folding (EARLY_REWRITES), the rest after it:
+Four run before BatchNorm folding (EARLY_REWRITES), the rest after it:
 
 - `static_reshape`: a Reshape whose shape is computed from the input's dynamic shape (Keras
   Flatten, a Reshape with a dynamic batch: Shape -> StridedSlice -> Pack) reads the constant
   [-1, ...] of its static output shape instead;
+- `dense_on_signals` (signals.py): a Dense on every time step of a signal (Keras 3's Tensordot) as the 1x1
+  Conv1D it is;
 - `signals_as_images` (signals.py): a network on 1-D signals [N, L, C] held as images [N, 1, L, C],
   so Keras' 1-D layers are the 2-D ops TensorFlow computes them with;
+- `layer_normalization` (layer_norm.py): Keras' LayerNormalization over the channels as a centring conv, the
+  square, a variance conv, Rsqrt and products, layers every target has;
 - `keepdims_mean`: a spatial Mean without keep_dims (Keras GlobalAveragePooling2D) becomes the
   Mean with keep_dims and a Squeeze of H and W;
 - `global_max_as_pool`: a spatial Max (Keras GlobalMaxPooling1D/2D) becomes a MaxPool whose window is the
@@ -29,7 +33,8 @@ import numpy as np
 
 from core.frontend.graph import Graph, Node, tensor_node
 from core.frontend.rewrite import const_node, copy_node, finish, readers_of, unique_name
-from core.frontend.signals import signals_as_images
+from core.frontend.layer_norm import layer_normalization
+from core.frontend.signals import dense_on_signals, signals_as_images
 
 Replacements = dict[str, list[Node]]  # node name -> the nodes standing in its place (in order)
 Rewrite = Callable[[Graph, dict[str, Node]], tuple[Replacements, dict[str, np.ndarray], list[str]]]
@@ -167,7 +172,7 @@ def merged_nearest_resizes(graph: Graph, by_name: dict[str, Node]):
 
 
 # before BatchNorm folding, which looks for the conv before a BatchNorm: a Conv1D's Squeeze would hide it
-EARLY_REWRITES: tuple[Rewrite, ...] = (static_reshape, signals_as_images)
+EARLY_REWRITES: tuple[Rewrite, ...] = (static_reshape, dense_on_signals, signals_as_images, layer_normalization)
 REWRITES: tuple[Rewrite, ...] = (keepdims_mean, global_max_as_pool, repeat_as_resize, merged_nearest_resizes)
 
 

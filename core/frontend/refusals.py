@@ -72,7 +72,8 @@ KERAS_LAYERS = ("Conv2D", "DepthwiseConv2D", "SeparableConv2D", "Conv2DTranspose
                 "BatchNormalization (after a conv or dense layer, or anywhere per channel)", "Normalization", "Rescaling",
                 "Activation and ReLU, LeakyReLU, ELU, Softmax (relu, relu6, sigmoid, hard_sigmoid, tanh, swish/silu, hard_swish, gelu, "
                 "elu, selu, softplus, softsign)", "Add", "Multiply", "Concatenate", "MaxPooling1D/2D", "AveragePooling1D/2D",
-                "GlobalAveragePooling1D/2D", "GlobalMaxPooling1D/2D", "ZeroPadding2D", "UpSampling2D", "Resizing", "Flatten", "Reshape", "Dropout")
+                "GlobalAveragePooling1D/2D", "GlobalMaxPooling1D/2D", "ZeroPadding2D", "UpSampling2D", "Resizing", "Flatten", "Reshape", "Dropout",
+                "LayerNormalization (over the channels)")
 
 
 def unsupported_node(origin: str, graph: Graph, prepared: Graph, node_name: str, reason: str,

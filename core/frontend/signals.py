@@ -6,6 +6,7 @@ ExpandDims to [N, 1, L, C], the 2-D op with a 1 x k window, and a Squeeze back. 
 ExpandDims and Squeezes vanish and the 2-D ops are the IR's own conv, dwconv and pools, fused with the bias and the
 activation that follow them. What reads a signal is rewritten on the image:
 
+- a Dense on every time step (Keras 3's Tensordot) as a 1x1 conv (dense_on_signals, before the lifting);
 - element-wise ops (a bias, an activation, a FakeQuant, an Add of two signals) as they are, a constant of rank 3
   given the unit axis;
 - a reduction (GlobalAveragePooling1D's Mean, GlobalMaxPooling1D's Max) over the time axis reduces H and W;
@@ -13,9 +14,9 @@ activation that follow them. What reads a signal is rewritten on the image:
   signal to [-1, 1, L', C'].
 
 Anything else reads the signal back (a Squeeze of H), as does an end point that is a signal: its values and name
-are the model's. So an op the IR cannot take on a signal (an LSTM's loop, a Dense on each time step) is what the
-importer's refusal names, not the Conv1D before it. The input placeholder becomes [N, 1, L, C]; `graph.as_input`
-feeds it the [N, L, C] samples the model was given (row-major, the same values).
+are the model's. So an op the IR cannot take on a signal (an LSTM's loop) is what the importer's refusal names, not
+the Conv1D before it. The input placeholder becomes [N, 1, L, C]; `graph.as_input` feeds it the [N, L, C] samples
+the model was given (row-major, the same values).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from core.frontend.rewrite import const_node, copy_node
 # an axis of the signal [N, L, C] -> the axes of the image [N, 1, L, C] it spans (time is H and W: H has size 1)
 IMAGE_AXES = {0: (0,), 1: (1, 2), 2: (3,)}
 ELEMENTWISE = frozenset({
-    "Relu", "Relu6", "Elu", "Selu", "LeakyRelu", "Sigmoid", "Tanh", "Softplus", "Softsign", "Neg", "Abs", "Square", "Sqrt",
+    "Relu", "Relu6", "Elu", "Selu", "LeakyRelu", "Sigmoid", "Tanh", "Softplus", "Softsign", "Neg", "Abs", "Square", "Sqrt", "StopGradient",
     "Rsqrt", "Exp", "Erf", "Erfc", "Pow", "Identity", "BiasAdd", "Add", "AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Minimum",
     "SquaredDifference", "ClipByValue", "FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxVarsPerChannel", "FakeQuantWithMinMaxArgs",
 })
@@ -233,3 +234,45 @@ def signals_as_images(graph: Graph, by_name: dict[str, Node]):
     note = (f"{graph.input_tensor}: the signal {list(input_shape)} held as the image [{input_shape[0]}, 1, {input_shape[1]}, "
             f"{input_shape[2]}]: {len(lifting.moved)} ExpandDims/Squeeze around the 1-D layers' 2-D ops removed{read_back}")
     return replacements, lifting.constants, [note]
+
+
+def _tensordot_source(graph: Graph, by_name: dict[str, Node], matmul: Node) -> str | None:
+    """The [N, L, C] tensor that `matmul` multiplies by its constant [C, D] weight through Keras 3's Tensordot (a
+    Transpose of the identity permutation, a Reshape to [N x L, C]), else None."""
+    flattened = by_name.get(tensor_node(matmul.inputs[0]))
+    if flattened is None or flattened.op != "Reshape" or matmul.attr("transpose_a", False) or matmul.attr("transpose_b", False):
+        return None
+    source, transpose = flattened.inputs[0], by_name.get(tensor_node(flattened.inputs[0]))
+    if transpose is not None and transpose.op == "Transpose":
+        permutation = graph.constants.get(tensor_node(transpose.inputs[1]))
+        if permutation is None or list(np.asarray(permutation).reshape(-1)) != [0, 1, 2]:
+            return None
+        source = transpose.inputs[0]
+    shape = graph.shape(source)
+    return source if shape is not None and len(shape) == 3 else None
+
+
+def dense_on_signals(graph: Graph, by_name: dict[str, Node]):
+    """A canonical rewrite, before signals_as_images: a Dense on every time step of a signal (Keras 3's Tensordot:
+    Transpose, Reshape to [N x L, C], MatMul, Reshape back) as the Conv1D of kernel size 1 it is, an ExpandDims to
+    [N, 1, L, C], a 1x1 Conv2D and a Squeeze, which the signal's lifting then holds as an image's 1x1 conv."""
+    replacements, constants, notes = {}, {}, []
+    for node in graph.nodes:
+        matmul = by_name.get(tensor_node(node.inputs[0])) if node.op == "Reshape" else None
+        weight = graph.constants.get(tensor_node(matmul.inputs[1])) if matmul is not None and matmul.op == "MatMul" else None
+        source = _tensordot_source(graph, by_name, matmul) if weight is not None and np.ndim(weight) == 2 else None
+        if source is None or graph.shape(source)[2] != np.shape(weight)[0] or len(node.output_shapes[0] or []) != 3:
+            continue
+        dim, kernel = f"{node.name}/time_step_dim", f"{node.name}/time_step_kernel"
+        constants[dim], constants[kernel] = np.asarray(1, np.int32), np.asarray(weight, np.float32)[None, None]
+        float32 = {"T": {"type": "float32"}}
+        replacements[node.name] = [
+            const_node(dim, constants[dim]), const_node(kernel, constants[kernel]),
+            Node(f"{node.name}/as_image", "ExpandDims", [source, dim], {**float32, "Tdim": {"type": "int32"}}),
+            Node(f"{node.name}/conv", "Conv2D", [f"{node.name}/as_image", kernel],
+                 {**float32, "strides": {"list_i": [1, 1, 1, 1]}, "padding": {"s": "VALID"}, "data_format": {"s": "NHWC"},
+                  "dilations": {"list_i": [1, 1, 1, 1]}, "use_cudnn_on_gpu": {"b": True}}),
+            Node(node.name, "Squeeze", [f"{node.name}/conv"], {**float32, "squeeze_dims": {"list_i": [1]}}),
+        ]
+        notes.append(f"{node.name}: a Dense on every time step (Tensordot) -> a 1x1 conv of the signal held as an image")
+    return replacements, constants, notes
