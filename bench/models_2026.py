@@ -4,7 +4,7 @@ float model on the same evaluation inputs, both calibrated on the same calibrati
 (codegen.bitexact and simulate.reference_agreement must be 1, else the benchmark stops); the accelerator's share is
 accel_tflite's. A kind the converter cannot convert says so.
 
-    .venv/bin/python bench/models_2026.py [--out bench/out/models_2026.md]
+    .venv/bin/python bench/models_2026.py [--out bench/out/models_2026.md] [--only NAME ...]
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import keras  # noqa: E402
 
-from test_models_2026 import (built, converter_sqnr_db, gelu_mlp, image_classes, keyword_spotting, raw_pixels, run_arrays,  # noqa: E402
-                              saved, separable_multiplier_2, signal_classes, squeeze_excite, trained, waveform_m5)
+from test_models_2026 import (built, converter_sqnr_db, gelu_mlp, image_classes, keyword_spotting, layer_norm_patches,  # noqa: E402
+                              layer_norm_sequence, raw_pixels, run_arrays, saved, separable_multiplier_2, signal_classes, squeeze_excite,
+                              trained, waveform_m5)
 from tables import publish  # noqa: E402  (bench/tables.py)
 
 COLUMNS = ("model", "layers", "ours: SQNR (dB)", "converter: SQNR (dB)", "bit-exact", "accel_tflite MAC share", "seconds")
@@ -47,6 +48,10 @@ KINDS = {
     "GELU MLP 12x12": (gelu_mlp, lambda: image_classes(512, 12, 4, seed=7), "patch embedding, GELU exact and tanh"),
     "depth multiplier 2, 12x12": (separable_multiplier_2, lambda: image_classes(512, 12, 4, seed=6),
                                   "SeparableConv2D and DepthwiseConv2D, depth_multiplier=2"),
+    "LayerNormalization 12x12": (layer_norm_patches, lambda: image_classes(512, 12, 4, seed=3),
+                                 "on a patch embedding, and after a residual GELU MLP"),
+    "LayerNormalization [32, 8]": (layer_norm_sequence, lambda: signal_classes(512, 32, 8, 4, seed=3),
+                                   "on a Conv1D embedding (no beta), a token MLP (Dense on every token), after a residual sum (no gamma)"),
 }
 
 
@@ -71,9 +76,12 @@ def row(name: str, build, data, holds: str, work: Path) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "models_2026.md")
+    parser.add_argument("--only", nargs="+", choices=sorted(KINDS), help="these kinds alone (default: every kind)")
     args = parser.parse_args()
     rows = []
     for name, (build, data, holds) in KINDS.items():
+        if args.only and name not in args.only:
+            continue
         with tempfile.TemporaryDirectory() as work:
             rows.append(row(name, build, data(), holds, Path(work)))
     publish(COLUMNS, rows, args.out)
