@@ -393,8 +393,20 @@ def layer_norm_sequence(length: int = 32, channels: int = 8, classes: int = 4) -
     return keras.Model(signals, layers.Dense(classes, activation="softmax")(layers.GlobalAveragePooling1D()(x)))
 
 
+def vision_transformer_mlp(size: int = 12, classes: int = 4) -> keras.Model:
+    """A vision transformer block without its attention: patches Reshaped to tokens, pre-norm LayerNormalization, a
+    token MLP with GELU on a residual, a final LayerNormalization, Flatten and a classifier."""
+    layers = keras.layers
+    images = keras.Input((size, size, 3))
+    tokens = layers.Reshape(((size // 2) ** 2, 16))(layers.Conv2D(16, 2, strides=2)(images))
+    mlp = layers.Dense(16)(layers.Dense(32, activation="gelu")(layers.LayerNormalization()(tokens)))
+    x = layers.LayerNormalization()(layers.Add()([tokens, mlp]))
+    return keras.Model(images, layers.Dense(classes, activation="softmax")(layers.Flatten()(x)))
+
+
 @pytest.mark.parametrize("build, samples", [(layer_norm_patches, lambda: image_classes(32, 12, 4, seed=3)[0]),
-                                            (layer_norm_sequence, lambda: signal_classes(32, 32, 8, 4, seed=3)[0])])
+                                            (layer_norm_sequence, lambda: signal_classes(32, 32, 8, 4, seed=3)[0]),
+                                            (vision_transformer_mlp, lambda: image_classes(32, 12, 4, seed=3)[0])])
 def test_layer_normalization_is_rewritten_as_layers_computing_what_keras_computes(tmp_path, build, samples):
     """Keras' moments, Rsqrt and products become a centring (a conv, or folded into the conv before), a square, a variance
     conv, a Rsqrt table and a product: the prepared graph computes, by TensorFlow, what the Keras model computes."""
@@ -435,6 +447,21 @@ def test_layer_normalization_on_a_sequence_runs_bit_exact_on_tflm(tmp_path, work
     summary = run_arrays(workspace, model_path, arrays, "tflite_int8", "target.scheme.runtime=tflm")
     assert_eight_stages_bit_exact(summary)
     assert summary.metrics["simulate.reference_agreement"] == 1.0
+
+
+def test_an_image_reshaped_to_tokens_runs_its_token_layers_bit_exact(tmp_path, workspace):
+    """Patches Reshaped to tokens [N, L, C] mid-graph are held as an image of height 1 from there on, so the tokens'
+    LayerNormalizations and Dense layers are the IR's layers: all eight stages bit-exact on tflite_int8 (at least the
+    converter's SQNR) and on tf2ir."""
+    data = image_classes(256, 12, 4, seed=3)
+    model = trained(built(vision_transformer_mlp), data)
+    model_path, arrays = saved(model, data, tmp_path)
+    summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
+    assert_eight_stages_bit_exact(summary)
+    assert summary.metrics["simulate.reference_agreement"] == 1.0
+    half = len(data[0]) // 2
+    assert summary.metrics["simulate.sqnr_db_min"] >= converter_sqnr_db(model, data[0][:half], data[0][half:]) - CONVERTER_MARGIN_DB
+    assert_eight_stages_bit_exact(run_arrays(workspace, model_path, arrays, "tf2ir"))
 
 
 def test_an_input_of_open_size_is_fixed_from_the_preprocessing_size(tmp_path, workspace):

@@ -1,5 +1,6 @@
 """1-D signals as images of height 1: a network whose input is [N, L, C] (audio features, a waveform, embedded
-text) rewritten so that every such tensor is the [N, 1, L, C] image holding the same values in the same order.
+text), or that Reshapes an image [N, H, W, C] to tokens [N, H x W, C] (a vision transformer's patches), rewritten so
+that every such tensor is the [N, 1, L, C] image holding the same values in the same order.
 
 TensorFlow already computes Keras' 1-D layers that way: Conv1D, SeparableConv1D and the 1-D pools are an
 ExpandDims to [N, 1, L, C], the 2-D op with a 1 x k window, and a Squeeze back. Held as images throughout, those
@@ -79,12 +80,14 @@ class _Lifting:
 
     def _lifted(self, node: Node) -> list[Node]:
         inputs = [self.source(tensor) for tensor in node.inputs]
-        if node.name == tensor_node(self.graph.input_tensor):
+        if node.name == tensor_node(self.graph.input_tensor) and len(node.output_shapes[0] or []) == 3:
             return self._input(node)
         if node.op == "Squeeze" and self._squeezes_image_height(node):
             self.moved[f"{node.name}:0"] = inputs[0]
             self.signals.add(f"{node.name}:0")
             return []
+        if self._tokens_of_image(node):
+            return self._reshape(node, inputs)
         if not any(self.is_signal(tensor) for tensor in node.inputs):
             return [copy_node(node, inputs=inputs)]
         for rule in (self._expand_dims, self._elementwise, self._reduction, self._reshape, self._pad, self._concat, self._space_batch):
@@ -118,6 +121,11 @@ class _Lifting:
         batch, length, channels = node.output_shapes[0]
         self.signals.add(canonical_tensor(self.graph.input_tensor))
         return [copy_node(node, attrs={**node.attrs, "shape": {"shape": [batch, 1, length, channels]}})]
+
+    def _tokens_of_image(self, node: Node) -> bool:
+        """A Reshape of an image [N, H, W, C] to tokens [N, H x W, C] (a vision transformer's patches): the image
+        [N, 1, H x W, C] holds the same values in the same order, a signal from here on."""
+        return is_tokens_of_image(self.graph, node) and self.constant(node.inputs[1]) is not None
 
     def _squeezes_image_height(self, node: Node) -> bool:
         shape = self.graph.shape(node.inputs[0])
@@ -223,16 +231,30 @@ def held_signal(original: Graph, prepared: Graph) -> list[int] | None:
     return [int(dim) for dim in before[1:]]
 
 
+def is_tokens_of_image(graph: Graph, node: Node) -> bool:
+    """`node` Reshapes a 4-D image to [N, L, C] tokens of the same channels (a vision transformer's patches)."""
+    if node.op != "Reshape":
+        return False
+    before, after = graph.shape(node.inputs[0]), node.output_shapes[0] if node.output_shapes else None
+    return (before is not None and after is not None and len(before) == 4 and len(after) == 3 and min(after[1:]) > 0
+            and min(before[1:]) > 0 and after[2] == before[3] and after[1] == before[1] * before[2])
+
+
 def signals_as_images(graph: Graph, by_name: dict[str, Node]):
-    """The canonical rewrite (core/frontend/canonicalize.py) of a network whose input is a signal [N, L, C]."""
+    """The canonical rewrite (core/frontend/canonicalize.py) of a network whose input is a signal [N, L, C], or that
+    Reshapes an image to tokens [N, L, C]."""
     input_shape = graph.shape(graph.input_tensor)
-    if input_shape is None or len(input_shape) != 3 or graph.node(tensor_node(graph.input_tensor)).op != "Placeholder":
+    signal_input = (input_shape is not None and len(input_shape) == 3
+                    and graph.node(tensor_node(graph.input_tensor)).op == "Placeholder")
+    tokens = [node.name for node in graph.nodes if is_tokens_of_image(graph, node)]
+    if not signal_input and not tokens:
         return {}, {}, []
     lifting = _Lifting(graph, by_name)
     replacements = {node.name: lifting.node(node) for node in graph.nodes}
     read_back = f"; read back as a signal by {len(lifting.read_back)} node(s)" if lifting.read_back else ""
-    note = (f"{graph.input_tensor}: the signal {list(input_shape)} held as the image [{input_shape[0]}, 1, {input_shape[1]}, "
-            f"{input_shape[2]}]: {len(lifting.moved)} ExpandDims/Squeeze around the 1-D layers' 2-D ops removed{read_back}")
+    held = (f"{graph.input_tensor}: the signal {list(input_shape)} held as the image [{input_shape[0]}, 1, {input_shape[1]}, "
+            f"{input_shape[2]}]" if signal_input else f"the tokens of {', '.join(tokens)} held as images of height 1")
+    note = f"{held}: {len(lifting.moved)} ExpandDims/Squeeze around the 1-D layers' 2-D ops removed{read_back}"
     return replacements, lifting.constants, [note]
 
 
