@@ -78,9 +78,9 @@ def test_every_new_layer_runs_all_eight_stages_bit_exact(new_layer_file, workspa
 def test_a_layer_the_importer_does_not_take_is_named_with_the_layers_it_takes(workspace, tmp_path):
     keras.utils.set_random_seed(0)
     images = keras.Input((8, 8, 1), name="digits")
-    normalized = L.LayerNormalization(name="layer_norm")(L.Conv2D(4, 3, name="conv")(images))
+    normalized = L.UnitNormalization(name="unit_norm")(L.Conv2D(4, 3, name="conv")(images))
     path = save_as(keras.Model(images, L.Dense(10)(L.Flatten()(normalized))), "keras", tmp_path)
-    with pytest.raises(Exception, match=r"Keras layer 'layer_norm' \(LayerNormalization\) cannot be expressed in the IR; the importer "
+    with pytest.raises(Exception, match=r"Keras layer 'unit_norm' \(UnitNormalization\) cannot be expressed in the IR; the importer "
                                         r"takes the Keras layers Conv2D, .*ZeroPadding2D"):
         run_user_model(workspace, path, "keras", "tf2ir", *QUICK)
 

@@ -419,7 +419,7 @@ def test_saved_model_imports(tmp_path, keras_model, save, input_name):
 def test_a_keras_layer_no_ir_op_holds_is_named_by_its_keras_name(tmp_path, fmt):
     images = keras.Input((4, 4, 2), name="features")
     hidden = keras.layers.Conv2D(3, 1, name="stem")(images)
-    model = keras.Model(images, keras.layers.LayerNormalization(name="the_norm")(hidden))
+    model = keras.Model(images, keras.layers.UnitNormalization(name="the_norm")(hidden))
     path = tmp_path / ("model.keras" if fmt == "keras" else "saved")
     model.save(path) if fmt == "keras" else model.export(str(path))
     loaded = load_graph_def(fmt, path)
@@ -431,14 +431,14 @@ def test_a_keras_layer_no_ir_op_holds_is_named_by_its_keras_name(tmp_path, fmt):
     # a .keras file names its layers and their classes, and the refusal lists the Keras layers the importer takes;
     # a SavedModel keeps only the name scope Keras gave the ops
     if fmt == "keras":
-        assert message.startswith(f"{path}: Keras layer 'the_norm' (LayerNormalization) cannot be expressed in the IR; the importer "
+        assert message.startswith(f"{path}: Keras layer 'the_norm' (UnitNormalization) cannot be expressed in the IR; the importer "
                                   "takes the Keras layers Conv2D, DepthwiseConv2D") and "ZeroPadding2D" in message
     else:
-        assert message.startswith(f"{path}: node ") and "/the_norm_1/moments')" in message
+        assert message.startswith(f"{path}: node ") and "/the_norm_1/Sum (Sum)" in message
     cut = message.split("model.end_points=[")[1].split("]")[0]
-    # the suggested end point is the conv's output: the network up to it imports
+    # the suggested end point is what the refused Sum reads, the square of the conv's output: the network up to it imports
     assert [layer.op for layer in expressible_layers(import_graph(loaded.graph_def, loaded.default_input_tensor, [cut], origin="t", source={}),
-                                                     "t", None).layers] == ["conv"]
+                                                     "t", None).layers] == ["conv", "lut"]
 
 
 def test_frozen_graph_given_a_saved_model_dir_hints_the_format(tmp_path, keras_model):
