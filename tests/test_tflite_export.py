@@ -194,7 +194,7 @@ def test_a_function_no_tflite_operator_computes_is_refused_naming_the_layer(work
     model = tf.keras.Model(inputs, tf.keras.layers.Activation("softplus")(tf.keras.layers.Conv2D(4, 3)(inputs)))
     # calibrate makes emit_ir's emission on the table it builds: the refusal comes before annotate runs
     with pytest.raises(StageFailed, match=r"stage calibrate failed: the calibration table cannot be emitted as the target's IR: "
-                                          r"layer .*Softplus.* \(lut\): the function .*Softplus.* it writes sigmoid, tanh, hard swish, leaky ReLU, GELU \(exact and tanh\), and any chain of scalar affine maps and clamps.*target=tf2ir"):
+                                          r"layer .*Softplus.* \(lut\): the function .*Softplus.* it writes sigmoid, tanh, hard swish, leaky ReLU, GELU \(exact and tanh\), rsqrt, x \* x, and any chain of scalar affine maps and clamps.*target=tf2ir"):
         _calibrated(workspace, *_saved(model, tmp_path, "softplus"), "calib.method=minmax")
 
 
