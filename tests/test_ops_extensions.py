@@ -20,7 +20,7 @@ from conftest import ir_record
 from harness import check_layer, fields_of, hw, int8, last_layer, op_context, quantize, real, run
 from core.frontend.canonicalize import canonicalize
 from core.frontend.constant_folding import fold_constants
-from core.frontend.graph import Graph
+from core.frontend.graph import Graph, GraphError
 from core.ir.ops import OPS
 from core.ir.ops.resize.record import nearest_indices
 from core.ir.ops.softmax.record import exp_table
@@ -212,6 +212,39 @@ def test_mul_is_tfs_mul_rounded_once(h, w, c, form, s0, s1, out_offset, activati
     np.testing.assert_array_equal(annotated_layer(layer_graph, context, {"a:0": real(x0, s0), "b:0": real(x1, s1)}), expected)
 
 
+# --- batch_matmul and transpose (a multi-head attention's) ----------------------------------------
+
+
+@examples
+@given(st.integers(1, 4), st.integers(1, 5), st.integers(1, 6), st.booleans(), st.integers(-1, 7), st.integers(-1, 7),
+       st.integers(-4, 4), st.integers(0, 2**32 - 1))
+def test_batch_matmul_is_tfs_product_of_two_activations_rounded_once(h, w, c, adj_x, s0, s1, out_offset, seed):
+    """[h, w, c] by [h, w, c], the first or the second transposed in its last two axes (a sum over c, or over w): the
+    kernel and the annotated graph give TensorFlow's float product, quantized once."""
+    out = s0 + s1 + out_offset - 7
+
+    def build(x):
+        a, b = identity(x, "a"), tf.nn.avg_pool2d(x, 1, 1, "VALID", name="b")
+        return tf.linalg.matmul(a, b, adjoint_a=adj_x, adjoint_b=not adj_x, name="product")
+
+    layer_graph, context = op_context(build, [h, w, c], {"input": 7, "a": s0, "b": s1, "*": out})
+    layer = last_layer(layer_graph)
+    fields = fields_of(layer_graph, context)
+    assert layer.op == "batch_matmul" and fields["output_shift"] == s0 + s1 - out
+    rng = np.random.default_rng(seed)
+    x0, x1 = int8(rng, (1, h, w, c)), int8(rng, (1, h, w, c))
+    first, second = (np.swapaxes(real(x, s), -1, -2) if flag else real(x, s) for x, s, flag in
+                     ((x0, s0, fields["adj_x"]), (x1, s1, fields["adj_y"])))
+    expected = quantize(np.matmul(first.astype(np.float64), second), out)
+    np.testing.assert_array_equal(run(layer, fields, [x0, x1]), expected)
+    np.testing.assert_array_equal(annotated_layer(layer_graph, context, {"a:0": real(x0, s0), "b:0": real(x1, s1)}), expected)
+
+
+def test_a_transpose_moving_the_batch_axis_is_refused_naming_the_node():
+    with pytest.raises(GraphError, match=r"Transpose by \[1, 0, 2, 3\] moves the batch axis"):
+        op_context(lambda x: tf.transpose(identity(x, "a"), [1, 0, 2, 3], name="moved"), [2, 3, 4], {"input": 7, "a": 5, "*": 5})
+
+
 def test_squeeze_excitation_is_a_mul_by_a_pooled_gate():
     def build(x):
         a = identity(x, "a")
@@ -328,6 +361,9 @@ C_GRAPHS = {  # op -> (build, input shape, the scales of its inputs' layers)
     "mul": (lambda x: identity(x, "a") * tf.nn.avg_pool2d(x, [3, 4], 1, "VALID", name="b"), [3, 4, 5], {"a": 6, "b": 5}),
     "concat": (lambda x: tf.concat([identity(x, "a"), tf.nn.avg_pool2d(x, 1, 1, "VALID", name="b"), identity(x, "c")], 2),
                [3, 2, 2], {"a": 6, "b": 4, "c": 7}),
+    "batch_matmul": (lambda x: tf.linalg.matmul(identity(x, "a"), tf.nn.avg_pool2d(x, 1, 1, "VALID", name="b"), adjoint_b=True),
+                     [3, 4, 5], {"a": 6, "b": 5}),
+    "transpose": (lambda x: tf.transpose(identity(x, "a"), [0, 3, 1, 2]), [3, 4, 5], {"a": 6}),
     "resize_nearest": (lambda x: tf.raw_ops.ResizeNearestNeighbor(images=identity(x, "a"), size=[5, 7], half_pixel_centers=True),
                        [3, 2, 2], {"a": 6}),
 }

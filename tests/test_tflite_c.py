@@ -115,6 +115,17 @@ def _elementwise_cases(rng) -> dict:
                                        {"table": lookup_table("TANH", 0.01, zero_points[0], 1 / 128, zero_points[0])}, [images(shape)])
     cases["concat along width"] = ({"operation": "concat", **SCHEME, "axis": 1, "input_shapes": [[4, 2, 3], [4, 5, 3]], "shape": [4, 7, 3],
                                     "output_scale": 0.1, "output_zero_point": -7}, {}, [images([4, 2, 3]), images([4, 5, 3])])
+    multiplier, shift = quantize_multiplier(0.02 * 0.05 / 0.3)
+    for adj_x, adj_y in ((False, False), (False, True), (True, False), (True, True)):
+        # a batch of 2 heads against one broadcast (the second operand's batch axis 1), rows 3, depth 4, columns 5
+        first, second = [2, 4, 3] if adj_x else [2, 3, 4], [1, 5, 4] if adj_y else [1, 4, 5]
+        cases[f"batch_matmul adj {adj_x} {adj_y}"] = (
+            {"operation": "batch_matmul", **SCHEME, "input_shapes": [first, second], "output_shape": [2, 3, 5], "adj_x": adj_x,
+             "adj_y": adj_y, "input_scales": [0.02, 0.05], "input_zero_points": [-128, 127] if adj_x else [7, -3],
+             "multiplier": multiplier, "shift": shift, "output_scale": 0.3, "output_zero_point": -9, "output_min": -128,
+             "output_max": 127}, {}, [images(first), images(second)])
+    cases["transpose"] = ({"operation": "transpose", **SCHEME, "permutation": [1, 2, 0], "input_shape": shape, "output_shape": [5, 3, 4],
+                           "output_scale": 0.1, "output_zero_point": 3}, {}, [images(shape)])
     cases["reshape"] = ({"operation": "reshape", **SCHEME, "input_shape": shape, "output_shape": [60], "output_scale": 0.1,
                          "output_zero_point": 3}, {}, [images(shape)])
     # softmax's fixed point at scales whose multiplier is capped (large), ordinary, and where diff_min skips most of a

@@ -46,6 +46,13 @@ TARGETS = {"host": ("target=tflite_int8",),
            "accel_bias_by_the_alu": ("target=accel_tflite", "target.accelerator.bias_in_accumulators=false")}
 
 
+def _attention_mix(t):
+    """An attention's products of two activations over the channels as heads (TRANSPOSE, BATCH_MATMUL with adj_y and
+    without, TRANSPOSE back): softmax-free scores of the pixels of each row, mixing them."""
+    heads = tf.transpose(t, [0, 3, 1, 2])
+    return tf.transpose(tf.linalg.matmul(tf.linalg.matmul(heads, heads, adjoint_b=True), heads), [0, 2, 3, 1])
+
+
 def _every_layer_model() -> tf.keras.Model:
     """The Keras layers whose conversion gives each operator the reader takes."""
     tf.keras.utils.set_random_seed(11)
@@ -57,6 +64,7 @@ def _every_layer_model() -> tf.keras.Model:
     x = layers.Add()([layers.Conv2D(16, 1)(x), x])
     gate = layers.Activation("sigmoid")(layers.Conv2D(16, 1)(x))
     x = layers.Multiply()([x, gate])
+    x = layers.Add()([x, layers.Lambda(_attention_mix)(x)])
     x = layers.Concatenate()([layers.Activation("tanh")(x), layers.Activation("hard_swish")(x), layers.LeakyReLU(0.1)(x)])
     # Keras 3's UpSampling2D(interpolation="nearest") converts to EXPAND_DIMS and TILE; tf.image.resize to the operator
     up = layers.Lambda(lambda t: tf.image.resize(t, [2 * t.shape[1], 2 * t.shape[2]], method="nearest"))(x)

@@ -175,6 +175,17 @@ def _reshape(b, op, scope):
                               op.outputs[0], scope)
 
 
+def _transpose(b, op, scope):
+    permutation = [int(axis) for axis in np.atleast_1d(_constant_input(b, op, 1))]
+    return b.activation_quant(b.tf.transpose(b.input(op), permutation, name=f"{scope}/Transpose"), op.outputs[0], scope)
+
+
+def _batch_matmul(b, op, scope):
+    product = b.tf.linalg.matmul(b.input(op, 0), b.input(op, 1), adjoint_a=bool(op.option("adjX", False)),
+                                 adjoint_b=bool(op.option("adjY", False)), name=f"{scope}/BatchMatMul")
+    return b.activation_quant(product, op.outputs[0], scope)
+
+
 def _softmax(b, op, scope):
     beta = float(op.option("beta", 1.0))
     x = b.input(op) if beta == 1.0 else b.tf.multiply(b.input(op), beta, name=f"{scope}/beta")
@@ -261,6 +272,8 @@ CONVERTERS: dict[str, Callable[[_Builder, TfliteOperator, str], object]] = {
     "AVERAGE_POOL_2D": _pool("nn.avg_pool2d", "avg_pool2d"),
     "MAX_POOL_2D": _pool("nn.max_pool2d", "max_pool2d"),
     "RESHAPE": _reshape,
+    "TRANSPOSE": _transpose,
+    "BATCH_MATMUL": _batch_matmul,
     "SOFTMAX": _softmax,
     "MEAN": _mean,
     "REDUCE_MAX": _reduce_max,

@@ -239,6 +239,31 @@ class SharedGrid(AnyDialect):
         return None  # a copy
 
 
+class OperandGrids(AnyDialect):
+    """A layer of two or more operands, each on its own grid (`input_grids`), the output on `output_grid`; TF2IR names
+    its operands by producer (`input0_name`, `input1_name`: previous_layer lists them in the order they were processed),
+    the tflite_int8 dialect's previous_layer is the operator's inputs in order."""
+
+    def grid_of_input(self, position: int) -> Pow2Grid | AffineGrid:
+        return self.input_grids[position]
+
+    def grid_of_output(self) -> Pow2Grid | AffineGrid:
+        return self.output_grid
+
+    def operands(self) -> tuple[str, ...]:
+        return (self.input0_name, self.input1_name) if self.on_pow2_grids else tuple(self.previous_layer)
+
+
+class InputOutputShape:
+    """One image's `input_shape` and `output_shape`, each given as it is (reshape, transpose)."""
+
+    def shape_of_output(self) -> tuple[int, ...]:
+        return tuple(self.output_shape)
+
+    def shape_of_input(self, position: int) -> tuple[int, ...]:
+        return tuple(self.input_shape)
+
+
 class InputOutputGrids(AnyDialect):
     """One input on `input_grid`, the output on `output_grid`."""
 

@@ -19,7 +19,7 @@ from core.ir.op import DIALECTS, schema_key
 from core.ir.ops import OPS  # noqa: F401  (every operation registered)
 from core.ir.records import BITS_KEY, DIALECT_KEY, IrError, IrLayer, json_fields, omits_default
 
-VERSION = "1.2"
+VERSION = "1.3"
 # written here from the records (python -m core.ir.schema), never read: a test keeps it their image
 DATA_FILES = ("schemas/tf2ir_ir.schema.json",)
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / DATA_FILES[0]
@@ -36,7 +36,8 @@ _HEADER = {
         "_inputN; others: _input, _output). Shifts round half up; results saturate to [-128, 127]. 1.2 adds the "
         "tflite_int8 dialect: layers with \"scheme\": \"tflite_int8\" carry scales and zero points instead of log2scales, "
         "TFLite's requantization (multiplier and shift, int32 [O] params of conv and dwconv) and TFLite's rounding; "
-        "their conv weights are OHWI, biases int32."),
+        "their conv weights are OHWI, biases int32. 1.3 adds transpose and batch_matmul (a multi-head attention's heads "
+        "and its products of two activations), in both dialects."),
     "type": "array",
     "minItems": 1,
     "x-tf2ir-version": VERSION,

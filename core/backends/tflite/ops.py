@@ -135,6 +135,19 @@ def _reshape(writer: TfliteWriter, layer: Layer) -> None:
                     *writer.options("ReshapeOptions", newShape=shape))
 
 
+def _transpose(writer: TfliteWriter, layer: Layer) -> None:
+    permutation = np.array([0, *(axis + 1 for axis in layer.attrs)], np.int32)
+    order = writer.add_tensor(f"{layer.name}/permutation", [len(permutation)], writer.schema.TensorType.INT32, data=permutation)
+    writer.operator("TRANSPOSE", [writer.activation(layer.inputs[0]), order], [writer.activation(layer.output)],
+                    *writer.options("TransposeOptions"))
+
+
+def _batch_matmul(writer: TfliteWriter, layer: Layer) -> None:
+    adj_x, adj_y = layer.attrs
+    writer.operator("BATCH_MATMUL", [writer.activation(tensor) for tensor in layer.inputs], [writer.activation(layer.output)],
+                    *writer.options("BatchMatMulOptions", adjX=adj_x, adjY=adj_y, asymmetricQuantizeInputs=False))
+
+
 def _pad(writer: TfliteWriter, layer: Layer) -> None:
     """PAD of height and width (TFLite fills with the zero point: real 0, as the graph's zeros)."""
     top, bottom, left, right = layer.attrs
@@ -279,6 +292,8 @@ WRITERS: dict[str, Writer] = {
     "max_pool": _pool("MAX_POOL_2D"),
     "add": _add,
     "reshape": _reshape,
+    "transpose": _transpose,
+    "batch_matmul": _batch_matmul,
     "pad": _pad,
     "softmax": _softmax,
     "mul": _mul,

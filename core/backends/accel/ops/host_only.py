@@ -11,6 +11,8 @@ HOST_ONLY_REASONS = {
     "lut": "the accelerator has no table lookup",
     "softmax": "the accelerator has no exponent or division",
     "mul": "the accelerator multiplies only by constant weights",
+    "batch_matmul": "the accelerator's GEMM reads its weights from the constant area: a product of two activations is the host's",
+    "transpose": "a permutation of axes across the blocked layout is a host copy",
     "resize_nearest": "the accelerator has no gather; a host copy",
     "deconv": "the DMA cannot stuff zeros between pixels (a transposed conv is a conv of the stuffed image): the host's",
     "float_conv": "kept in float (calib.keep_float): the accelerator computes in integers",

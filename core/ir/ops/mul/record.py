@@ -13,7 +13,7 @@ import numpy as np
 from core.ir.activations import Activated
 from core.ir.fixedpoint import INT8_PRODUCT_MAX, rounding_constant
 from core.ir.fields import shape_array
-from core.ir.records import OUTPUT_GRID, AnyDialect, GridsKeys, IrLayer, OpSchema, Shift, grid_field, written_in
+from core.ir.records import OUTPUT_GRID, GridsKeys, IrLayer, OpSchema, OperandGrids, Shift, grid_field, written_in
 from core.quantize.grid import AffineGrid, Pow2Grid
 
 _PAIR = {"type": "array", "minItems": 2, "maxItems": 2}
@@ -31,7 +31,7 @@ def broadcast_strides(shape: tuple[int, ...], output_shape: tuple[int, ...]) -> 
 
 
 @dataclass(frozen=True, kw_only=True)
-class MulLayer(AnyDialect, Activated, IrLayer):
+class MulLayer(OperandGrids, Activated, IrLayer):
     operation: ClassVar[str] = "mul"
     schema: ClassVar[OpSchema] = OpSchema(
         doc={"tf2ir": ("Element-wise product of two int8 inputs with NumPy broadcasting of one image's shapes (an extension): "
@@ -78,15 +78,6 @@ class MulLayer(AnyDialect, Activated, IrLayer):
     output_min: int = written_in("tflite_int8", -128)
     output_max: int = written_in("tflite_int8", 127)
     load_constant: bool = written_in("tflite_int8", False)
-
-    def grid_of_input(self, position: int) -> Pow2Grid | AffineGrid:
-        return self.input_grids[position]
-
-    def grid_of_output(self) -> Pow2Grid | AffineGrid:
-        return self.output_grid
-
-    def operands(self) -> tuple[str, ...]:
-        return (self.input0_name, self.input1_name) if self.on_pow2_grids else tuple(self.previous_layer)
 
     def shape_of_output(self) -> tuple[int, ...]:
         return tuple(self.output_shape if self.on_pow2_grids else self.shape)

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from core.ir.fields import shape_array
-from core.ir.records import IrLayer, OpSchema, SharedGrid, grid_field, written_in
+from core.ir.records import InputOutputShape, IrLayer, OpSchema, SharedGrid, grid_field, written_in
 from core.quantize.grid import AffineGrid, Pow2Grid
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReshapeLayer(SharedGrid, IrLayer):
+class ReshapeLayer(SharedGrid, InputOutputShape, IrLayer):
     operation: ClassVar[str] = "reshape"
     schema: ClassVar[OpSchema] = OpSchema(
         doc={"tf2ir": "Reshape of each image's HWC data in C order.",
@@ -36,12 +36,6 @@ class ReshapeLayer(SharedGrid, IrLayer):
     output_shape: tuple[int, ...]
     dtype: str = written_in("tf2ir", "int8")
     grid: Pow2Grid | AffineGrid = grid_field()  # the input's and the output's: a reshape moves no value
-
-    def shape_of_output(self) -> tuple[int, ...]:
-        return tuple(self.output_shape)
-
-    def shape_of_input(self, position: int) -> tuple[int, ...]:
-        return tuple(self.input_shape)
 
     def fused_operators(self) -> list[str]:
         return ["reshape"]
