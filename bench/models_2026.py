@@ -22,7 +22,7 @@ import keras  # noqa: E402
 
 from test_models_2026 import (built, converter_sqnr_db, gelu_mlp, image_classes, keyword_spotting, layer_norm_patches,  # noqa: E402
                               layer_norm_sequence, raw_pixels, run_arrays, saved, separable_multiplier_2, signal_classes, squeeze_excite,
-                              trained, vision_transformer_mlp, waveform_m5)
+                              trained, vision_transformer, vision_transformer_mlp, waveform_m5)
 from tables import publish  # noqa: E402  (bench/tables.py)
 
 COLUMNS = ("model", "layers", "ours: SQNR (dB)", "converter: SQNR (dB)", "bit-exact", "accel_tflite MAC share", "seconds")
@@ -54,6 +54,8 @@ KINDS = {
                                    "on a Conv1D embedding (no beta), a token MLP (Dense on every token), after a residual sum (no gamma)"),
     "ViT block without attention 12x12": (vision_transformer_mlp, lambda: image_classes(512, 12, 4, seed=3),
                                           "patches Reshaped to tokens, pre-norm LayerNormalization, GELU token MLP, residual"),
+    "ViT block 12x12": (vision_transformer, lambda: image_classes(512, 12, 4, seed=3),
+                        "MultiHeadAttention (2 heads) and a ReLU token MLP on residuals, LayerNormalization, GlobalAveragePooling1D"),
 }
 
 

@@ -186,6 +186,23 @@ def stage_directory(summary, stage: str) -> Path:
     return next(result.artifact.directory for result in summary.results if result.stage.name == stage)
 
 
+def assert_bit_exact_with_the_reference(summary) -> None:
+    """All eight stages bit-exact, and the IR equal to TFLite's reference kernels on its model.tflite."""
+    assert_eight_stages_bit_exact(summary)
+    assert summary.metrics["simulate.reference_agreement"] == 1.0
+
+
+def assert_at_least_the_converters_sqnr(summary, model: keras.Model, data: tuple[np.ndarray, np.ndarray]) -> None:
+    """Our end-point SQNR no worse than the converter's less CONVERTER_MARGIN_DB, on the halves saved() wrote."""
+    half = len(data[0]) // 2
+    assert summary.metrics["simulate.sqnr_db_min"] >= converter_sqnr_db(model, data[0][:half], data[0][half:]) - CONVERTER_MARGIN_DB
+
+
+def written_operators(summary) -> list[str]:
+    """The operators of the model.tflite emit_ir wrote, in order."""
+    return [op["op_name"] for op in Interpreter(model_path=str(stage_directory(summary, "emit_ir") / "model.tflite"))._get_ops_details()]
+
+
 @pytest.fixture(scope="module")
 def keyword_spotting_files(tmp_path_factory):
     data = signal_classes(256, 49, 10, 4, seed=0)
@@ -211,8 +228,7 @@ def test_a_1d_network_is_held_as_images_and_computes_what_the_model_computes(key
 def test_keyword_spotting_runs_all_stages_on_tflite_int8_bit_exact_and_at_least_the_converters_sqnr(keyword_spotting_files, workspace):
     model, (signals, _), (model_path, arrays) = keyword_spotting_files
     summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
-    assert_eight_stages_bit_exact(summary)
-    assert summary.metrics["simulate.reference_agreement"] == 1.0
+    assert_bit_exact_with_the_reference(summary)
     # model.tflite takes the Keras model's [1, L, C] (a RESHAPE to the image its layers read), as the converter's file does
     written = Interpreter(model_path=str(stage_directory(summary, "emit_ir") / "model.tflite"))
     assert written.get_input_details()[0]["shape"].tolist() == [1, *model.input_shape[1:]]
@@ -242,8 +258,7 @@ def test_a_raw_waveform_m5_runs_all_stages_bit_exact(tmp_path, workspace, target
     summary = run_arrays(workspace, model_path, arrays, target)
     assert_eight_stages_bit_exact(summary)
     if target == "tflite_int8":
-        half = len(data[0]) // 2
-        assert summary.metrics["simulate.sqnr_db_min"] >= converter_sqnr_db(model, data[0][:half], data[0][half:]) - CONVERTER_MARGIN_DB
+        assert_at_least_the_converters_sqnr(summary, model, data)
 
 
 def test_a_sequence_output_keeps_its_shape_and_name(tmp_path, workspace):
@@ -287,10 +302,8 @@ def test_element_wise_layers_tflite_has_no_operator_for_run_all_stages_bit_exact
     model = trained(model, data)
     model_path, arrays = saved(model, data, tmp_path)
     summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
-    assert_eight_stages_bit_exact(summary)
-    assert summary.metrics["simulate.reference_agreement"] == 1.0
-    half = len(data[0]) // 2
-    assert summary.metrics["simulate.sqnr_db_min"] >= converter_sqnr_db(model, data[0][:half], data[0][half:]) - CONVERTER_MARGIN_DB
+    assert_bit_exact_with_the_reference(summary)
+    assert_at_least_the_converters_sqnr(summary, model, data)
     if kind == "squeeze_excite":
         # x reaches the global max through x * gate: its tail, which the maxima keep, is not clipped
         table = CalibrationTable.load(stage_directory(summary, "calibrate"))
@@ -354,21 +367,17 @@ def test_gelu_exact_and_tanh_run_all_stages_as_tflites_gelu_operator(tmp_path, w
     model = trained(model, data)
     model_path, arrays = saved(model, data, tmp_path)
     summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
-    assert_eight_stages_bit_exact(summary)
-    assert summary.metrics["simulate.reference_agreement"] == 1.0
-    written = Interpreter(model_path=str(stage_directory(summary, "emit_ir") / "model.tflite"))
-    assert [op["op_name"] for op in written._get_ops_details()].count("GELU") == 2
-    half = len(data[0]) // 2
-    assert summary.metrics["simulate.sqnr_db_min"] >= converter_sqnr_db(model, data[0][:half], data[0][half:]) - CONVERTER_MARGIN_DB
+    assert_bit_exact_with_the_reference(summary)
+    assert written_operators(summary).count("GELU") == 2
+    assert_at_least_the_converters_sqnr(summary, model, data)
     for target in ("tf2ir", "accel_tflite"):
         assert_eight_stages_bit_exact(run_arrays(workspace, model_path, arrays, target))
     with pytest.raises(StageFailed, match=r"GELU.*tflm has no kernel for it"):
         run_arrays(workspace, model_path, arrays, "tflite_int8", "target.scheme.runtime=tflm")
     # the converter's int8 file, its GELU read back as the same lookup table, calibrated as the file is
-    converted = converter_file(model, data[0][:half], tmp_path / "converted.tflite")
+    converted = converter_file(model, data[0][:len(data[0]) // 2], tmp_path / "converted.tflite")
     summary = run_arrays(workspace, converted, arrays, "tflite_int8", "model.format=tflite", "calib.method=qat")
-    assert_eight_stages_bit_exact(summary)
-    assert summary.metrics["simulate.reference_agreement"] == 1.0
+    assert_bit_exact_with_the_reference(summary)
 
 
 def layer_norm_patches(size: int = 12, classes: int = 4) -> keras.Model:
@@ -431,12 +440,9 @@ def test_layer_normalization_runs_all_stages_bit_exact_at_least_the_converters_s
     model = trained(built(layer_norm_patches), data)
     model_path, arrays = saved(model, data, tmp_path)
     summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
-    assert_eight_stages_bit_exact(summary)
-    assert summary.metrics["simulate.reference_agreement"] == 1.0
-    written = Interpreter(model_path=str(stage_directory(summary, "emit_ir") / "model.tflite"))
-    assert [op["op_name"] for op in written._get_ops_details()].count("RSQRT") == 2
-    half = len(data[0]) // 2
-    assert summary.metrics["simulate.sqnr_db_min"] >= converter_sqnr_db(model, data[0][:half], data[0][half:]) - CONVERTER_MARGIN_DB
+    assert_bit_exact_with_the_reference(summary)
+    assert written_operators(summary).count("RSQRT") == 2
+    assert_at_least_the_converters_sqnr(summary, model, data)
     for target in ("tf2ir", "accel_tflite"):
         assert_eight_stages_bit_exact(run_arrays(workspace, model_path, arrays, target))
 
@@ -445,8 +451,7 @@ def test_layer_normalization_on_a_sequence_runs_bit_exact_on_tflm(tmp_path, work
     data = signal_classes(256, 32, 8, 4, seed=3)
     model_path, arrays = saved(trained(built(layer_norm_sequence), data), data, tmp_path)
     summary = run_arrays(workspace, model_path, arrays, "tflite_int8", "target.scheme.runtime=tflm")
-    assert_eight_stages_bit_exact(summary)
-    assert summary.metrics["simulate.reference_agreement"] == 1.0
+    assert_bit_exact_with_the_reference(summary)
 
 
 def test_an_image_reshaped_to_tokens_runs_its_token_layers_bit_exact(tmp_path, workspace):
@@ -457,10 +462,8 @@ def test_an_image_reshaped_to_tokens_runs_its_token_layers_bit_exact(tmp_path, w
     model = trained(built(vision_transformer_mlp), data)
     model_path, arrays = saved(model, data, tmp_path)
     summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
-    assert_eight_stages_bit_exact(summary)
-    assert summary.metrics["simulate.reference_agreement"] == 1.0
-    half = len(data[0]) // 2
-    assert summary.metrics["simulate.sqnr_db_min"] >= converter_sqnr_db(model, data[0][:half], data[0][half:]) - CONVERTER_MARGIN_DB
+    assert_bit_exact_with_the_reference(summary)
+    assert_at_least_the_converters_sqnr(summary, model, data)
     assert_eight_stages_bit_exact(run_arrays(workspace, model_path, arrays, "tf2ir"))
 
 
@@ -517,3 +520,50 @@ def test_a_recurrent_layer_is_refused_at_import_naming_it(tmp_path, workspace):
     with pytest.raises(StageFailed, match=r"stage import failed: .*Keras layer 'encoder' \(LSTM\) runs a loop over time steps.*"
                                           r"model.end_points"):
         run_arrays(workspace, model_path, arrays, "tflite_int8")
+
+
+def vision_transformer(size: int = 12, classes: int = 4, heads: int = 2) -> keras.Model:
+    """A vision transformer block: patches Reshaped to tokens, pre-norm MultiHeadAttention (self-attention of 2 heads) and
+    a token MLP (ReLU: TFLM has no GELU kernel), each on a residual, a final LayerNormalization, GlobalAveragePooling1D and a classifier."""
+    layers = keras.layers
+    images = keras.Input((size, size, 3))
+    tokens = layers.Reshape(((size // 2) ** 2, 16))(layers.Conv2D(16, 2, strides=2)(images))
+    normed = layers.LayerNormalization()(tokens)
+    x = layers.Add()([tokens, layers.MultiHeadAttention(num_heads=heads, key_dim=8)(normed, normed)])
+    mlp = layers.Dense(16)(layers.Dense(32, activation="relu")(layers.LayerNormalization()(x)))
+    x = layers.LayerNormalization()(layers.Add()([x, mlp]))
+    return keras.Model(images, layers.Dense(classes, activation="softmax")(layers.GlobalAveragePooling1D()(x)))
+
+
+def test_multi_head_attention_is_rewritten_as_products_of_activations_computing_what_keras_computes(tmp_path):
+    """The attention's Einsums become Transposes and BatchMatMulV2s of two activations, its projections 1x1 convs with
+    their biases: the prepared graph computes, by TensorFlow, what the Keras model computes."""
+    model = built(vision_transformer)
+    model.save(model_path := tmp_path / "model.keras")
+    loaded = load_graph_def("keras", model_path)
+    graph = import_graph(loaded.graph_def, loaded.default_input_tensor, loaded.default_end_points, origin=str(model_path), source={})
+    prepared = prepare(graph).graph
+    assert "Einsum" not in prepared.op_counts() and prepared.op_counts()["BatchMatMulV2"] == 2
+    inputs = image_classes(32, 12, 4, seed=3)[0]
+    (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(inputs, prepared)})
+    np.testing.assert_allclose(computed, model.predict(inputs, verbose=0), atol=2e-5)
+
+
+def test_multi_head_attention_runs_all_stages_bit_exact_at_least_the_converters_sqnr(tmp_path, workspace):
+    """On tflite_int8 as TFLite's BATCH_MATMUL and TRANSPOSE: bit-exact with LiteRT's reference kernels and TFLM, at least
+    the converter's SQNR; on tf2ir bit-exact; on accel_tflite the products of two activations on the host, with the reason."""
+    data = image_classes(256, 12, 4, seed=3)
+    model = trained(built(vision_transformer), data)
+    model_path, arrays = saved(model, data, tmp_path)
+    summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
+    assert_bit_exact_with_the_reference(summary)
+    written = written_operators(summary)
+    assert written.count("BATCH_MATMUL") == 2 and written.count("TRANSPOSE") == 4
+    assert_at_least_the_converters_sqnr(summary, model, data)
+    tflm = run_arrays(workspace, model_path, arrays, "tflite_int8", "target.scheme.runtime=tflm")
+    assert_bit_exact_with_the_reference(tflm)
+    assert_eight_stages_bit_exact(run_arrays(workspace, model_path, arrays, "tf2ir"))
+    accelerated = run_arrays(workspace, model_path, arrays, "accel_tflite")
+    assert_eight_stages_bit_exact(accelerated)
+    placement = (stage_directory(accelerated, "partition") / "partition_plan.json").read_text()
+    assert "a product of two activations is the host's" in placement

@@ -3,11 +3,13 @@
 Each rewrite keeps every value of the graph (fold_check verifies the rewritten graph against the
 original on data) and the names readers and end points use:
 
-Four run before BatchNorm folding (EARLY_REWRITES), the rest after it:
+Six run before BatchNorm folding (EARLY_REWRITES), the rest after it:
 
 - `static_reshape`: a Reshape whose shape is computed from the input's dynamic shape (Keras
   Flatten, a Reshape with a dynamic batch: Shape -> StridedSlice -> Pack) reads the constant
   [-1, ...] of its static output shape instead;
+- `einsums_as_batch_matmuls`, `head_bias_before_split` (attention.py): a multi-head attention's Einsums of two
+  activations as Transposes and a BatchMatMulV2, its projections' biases added before the heads are split;
 - `dense_on_signals` (signals.py): a Dense on every time step of a signal (Keras 3's Tensordot) as the 1x1
   Conv1D it is;
 - `signals_as_images` (signals.py): a network on 1-D signals [N, L, C] held as images [N, 1, L, C],
@@ -33,6 +35,7 @@ import numpy as np
 
 from core.frontend.graph import Graph, Node, tensor_node
 from core.frontend.rewrite import const_node, copy_node, finish, readers_of, unique_name
+from core.frontend.attention import einsums_as_batch_matmuls, head_bias_before_split
 from core.frontend.layer_norm import layer_normalization
 from core.frontend.signals import dense_on_signals, signals_as_images
 
@@ -172,7 +175,8 @@ def merged_nearest_resizes(graph: Graph, by_name: dict[str, Node]):
 
 
 # before BatchNorm folding, which looks for the conv before a BatchNorm: a Conv1D's Squeeze would hide it
-EARLY_REWRITES: tuple[Rewrite, ...] = (static_reshape, dense_on_signals, signals_as_images, layer_normalization)
+EARLY_REWRITES: tuple[Rewrite, ...] = (static_reshape, einsums_as_batch_matmuls, head_bias_before_split, dense_on_signals, signals_as_images,
+                                       layer_normalization)
 REWRITES: tuple[Rewrite, ...] = (keepdims_mean, global_max_as_pool, repeat_as_resize, merged_nearest_resizes)
 
 

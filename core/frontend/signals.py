@@ -1,13 +1,15 @@
 """1-D signals as images of height 1: a network whose input is [N, L, C] (audio features, a waveform, embedded
-text), or that Reshapes an image [N, H, W, C] to tokens [N, H x W, C] (a vision transformer's patches), rewritten so
-that every such tensor is the [N, 1, L, C] image holding the same values in the same order.
+text), or that Reshapes an image [N, H, W, C] to tokens [N, H x W, C] (a vision transformer's patches) or an
+attention's heads [N, T, heads, H] back to tokens [N, T, heads x H], rewritten so that every such tensor is the
+[N, 1, L, C] image holding the same values in the same order.
 
 TensorFlow already computes Keras' 1-D layers that way: Conv1D, SeparableConv1D and the 1-D pools are an
 ExpandDims to [N, 1, L, C], the 2-D op with a 1 x k window, and a Squeeze back. Held as images throughout, those
 ExpandDims and Squeezes vanish and the 2-D ops are the IR's own conv, dwconv and pools, fused with the bias and the
 activation that follow them. What reads a signal is rewritten on the image:
 
-- a Dense on every time step (Keras 3's Tensordot) as a 1x1 conv (dense_on_signals, before the lifting);
+- a Dense on every time step (Keras 3's Tensordot, an attention's projection) as a 1x1 conv (dense_on_signals,
+  before the lifting);
 - element-wise ops (a bias, an activation, a FakeQuant, an Add of two signals) as they are, a constant of rank 3
   given the unit axis;
 - a reduction (GlobalAveragePooling1D's Mean, GlobalMaxPooling1D's Max) over the time axis reduces H and W;
@@ -123,9 +125,10 @@ class _Lifting:
         return [copy_node(node, attrs={**node.attrs, "shape": {"shape": [batch, 1, length, channels]}})]
 
     def _tokens_of_image(self, node: Node) -> bool:
-        """A Reshape of an image [N, H, W, C] to tokens [N, H x W, C] (a vision transformer's patches): the image
-        [N, 1, H x W, C] holds the same values in the same order, a signal from here on."""
-        return is_tokens_of_image(self.graph, node) and self.constant(node.inputs[1]) is not None
+        """A Reshape of an image [N, H, W, C] to tokens [N, H x W, C] (a vision transformer's patches), or of an
+        attention's heads [N, T, heads, H] to tokens [N, T, heads x H]: the image [N, 1, L, C] holds the same values in the
+        same order, a signal from here on."""
+        return (is_tokens_of_image(self.graph, node) or is_heads_merged(self.graph, node)) and self.constant(node.inputs[1]) is not None
 
     def _squeezes_image_height(self, node: Node) -> bool:
         shape = self.graph.shape(node.inputs[0])
@@ -231,13 +234,26 @@ def held_signal(original: Graph, prepared: Graph) -> list[int] | None:
     return [int(dim) for dim in before[1:]]
 
 
+def _tokens_from_rank_4(graph: Graph, node: Node) -> tuple[list[int], list[int]] | None:
+    """(the input's shape, the output's) where `node` Reshapes a rank-4 tensor of known size to tokens [N, L, C]."""
+    if node.op != "Reshape":
+        return None
+    before, after = graph.shape(node.inputs[0]), node.output_shapes[0] if node.output_shapes else None
+    if before is None or after is None or len(before) != 4 or len(after) != 3 or min(after[1:]) < 1 or min(before[1:]) < 1:
+        return None
+    return before, after
+
+
 def is_tokens_of_image(graph: Graph, node: Node) -> bool:
     """`node` Reshapes a 4-D image to [N, L, C] tokens of the same channels (a vision transformer's patches)."""
-    if node.op != "Reshape":
-        return False
-    before, after = graph.shape(node.inputs[0]), node.output_shapes[0] if node.output_shapes else None
-    return (before is not None and after is not None and len(before) == 4 and len(after) == 3 and min(after[1:]) > 0
-            and min(before[1:]) > 0 and after[2] == before[3] and after[1] == before[1] * before[2])
+    shapes = _tokens_from_rank_4(graph, node)
+    return shapes is not None and shapes[1][2] == shapes[0][3] and shapes[1][1] == shapes[0][1] * shapes[0][2]
+
+
+def is_heads_merged(graph: Graph, node: Node) -> bool:
+    """`node` Reshapes a multi-head attention's context [N, T, heads, H] to tokens [N, T, heads x H]."""
+    shapes = _tokens_from_rank_4(graph, node)
+    return shapes is not None and shapes[1][1] == shapes[0][1] and shapes[1][2] == shapes[0][2] * shapes[0][3]
 
 
 def signals_as_images(graph: Graph, by_name: dict[str, Node]):
@@ -274,17 +290,35 @@ def _tensordot_source(graph: Graph, by_name: dict[str, Node], matmul: Node) -> s
     return source if shape is not None and len(shape) == 3 else None
 
 
-def dense_on_signals(graph: Graph, by_name: dict[str, Node]):
-    """A canonical rewrite, before signals_as_images: a Dense on every time step of a signal (Keras 3's Tensordot:
-    Transpose, Reshape to [N x L, C], MatMul, Reshape back) as the Conv1D of kernel size 1 it is, an ExpandDims to
-    [N, 1, L, C], a 1x1 Conv2D and a Squeeze, which the signal's lifting then holds as an image's 1x1 conv."""
-    replacements, constants, notes = {}, {}, []
-    for node in graph.nodes:
+def _dense_on_every_step(graph: Graph, by_name: dict[str, Node], node: Node) -> tuple[str, np.ndarray] | None:
+    """(the [N, L, C] tensor, the constant [C, D] weight) where `node` gives the Dense of every step of it: the last
+    Reshape of Keras 3's Tensordot, or a BatchMatMulV2 by the weight (an EinsumDense's, a multi-head attention's
+    projections)."""
+    if node.op in ("BatchMatMulV2", "BatchMatMul") and not node.attr("adj_x", False) and not node.attr("adj_y", False):
+        source, weight = node.inputs[0], graph.constants.get(tensor_node(node.inputs[1]))
+        if by_name.get(tensor_node(node.inputs[1])) is None or by_name[tensor_node(node.inputs[1])].op != "Const":
+            weight = None
+    else:
         matmul = by_name.get(tensor_node(node.inputs[0])) if node.op == "Reshape" else None
         weight = graph.constants.get(tensor_node(matmul.inputs[1])) if matmul is not None and matmul.op == "MatMul" else None
         source = _tensordot_source(graph, by_name, matmul) if weight is not None and np.ndim(weight) == 2 else None
-        if source is None or graph.shape(source)[2] != np.shape(weight)[0] or len(node.output_shapes[0] or []) != 3:
+    shape = graph.shape(source) if weight is not None and np.ndim(weight) == 2 else None
+    if shape is None or len(shape) != 3 or shape[2] != np.shape(weight)[0] or len(node.output_shapes[0] or []) != 3:
+        return None
+    return source, weight
+
+
+def dense_on_signals(graph: Graph, by_name: dict[str, Node]):
+    """A canonical rewrite, before signals_as_images: a Dense on every time step of a signal (Keras 3's Tensordot:
+    Transpose, Reshape to [N x L, C], MatMul, Reshape back; or a BatchMatMulV2 by a constant) as the Conv1D of kernel
+    size 1 it is, an ExpandDims to [N, 1, L, C], a 1x1 Conv2D and a Squeeze, which the signal's lifting then holds as an
+    image's 1x1 conv."""
+    replacements, constants, notes = {}, {}, []
+    for node in graph.nodes:
+        found = _dense_on_every_step(graph, by_name, node)
+        if found is None:
             continue
+        source, weight = found
         dim, kernel = f"{node.name}/time_step_dim", f"{node.name}/time_step_kernel"
         constants[dim], constants[kernel] = np.asarray(1, np.int32), np.asarray(weight, np.float32)[None, None]
         float32 = {"T": {"type": "float32"}}
