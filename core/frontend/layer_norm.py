@@ -68,7 +68,10 @@ def _through(by_name: dict[str, Node], tensor: str) -> Node | None:
     return node
 
 
-def _constant(graph: Graph, tensor: str) -> np.ndarray | None:
+def _constant(graph: Graph, tensor: str | None) -> np.ndarray | None:
+    """The constant `tensor` holds; None where it is computed, or where there is no tensor (an _other of none)."""
+    if tensor is None:
+        return None
     name = tensor_node(tensor)
     return np.asarray(graph.constants[name], np.float32) if name in graph.constants else None
 
@@ -108,11 +111,12 @@ def _match(graph: Graph, by_name: dict[str, Node], readers, rsqrt: Node) -> _Fou
     channels = graph.shape(source)[3]
     # inv, or inv * gamma (scale=True)
     inverse, gamma = f"{rsqrt.name}:0", None
-    scaled = [reader for reader, _ in readers.get(inverse, []) if reader.op == "Mul" and _constant(graph, _other(reader, inverse) or "") is not None]
+    scaled = [reader for reader, _ in readers.get(inverse, []) if reader.op == "Mul" and _constant(graph, _other(reader, inverse)) is not None]
     if scaled:
         gamma = _constant(graph, _other(scaled[0], inverse)).reshape(-1)
         inverse = f"{scaled[0].name}:0"
-    products = {canonical_tensor(_other(reader, inverse) or ""): reader for reader, _ in readers.get(inverse, []) if reader.op == "Mul"}
+    products = {canonical_tensor(factor): reader for reader, _ in readers.get(inverse, [])
+                if reader.op == "Mul" and (factor := _other(reader, inverse)) is not None}
     negated = None  # Neg(mean), times the inverse
     for tensor in products:
         producer = by_name.get(tensor_node(tensor))
@@ -123,7 +127,7 @@ def _match(graph: Graph, by_name: dict[str, Node], readers, rsqrt: Node) -> _Fou
     offset, beta = products[f"{negated.name}:0"], None  # -mean * inv, then + beta (center=True)
     offset_readers = [reader for reader, _ in readers.get(f"{offset.name}:0", [])]
     if len(offset_readers) == 1 and offset_readers[0].op in ("Add", "AddV2") and (
-            bias := _constant(graph, _other(offset_readers[0], f"{offset.name}:0") or "")) is not None:
+            bias := _constant(graph, _other(offset_readers[0], f"{offset.name}:0"))) is not None:
         beta, offset = bias.reshape(-1), offset_readers[0]
     scaled_input = products[source]
     final = [reader for reader, _ in readers.get(f"{scaled_input.name}:0", []) if reader.op in ("Add", "AddV2")
