@@ -102,26 +102,6 @@ class SameShapeInput:
         return self.output_log2scale
 
 
-class ScaleSharingCopy:
-    """A layer that moves values without arithmetic (crop): one `log2scale` for its input and output, no
-    multiply-accumulates, no shifts, no accumulator."""
-
-    def log2scale_of_input(self, position: int) -> int:
-        return self.log2scale
-
-    def log2scale_of_output(self) -> int:
-        return self.log2scale
-
-    def macs(self) -> int:
-        return 0
-
-    def shifts(self) -> list["Shift"]:
-        return []
-
-    def accumulator_bound(self, params: dict | None = None) -> None:
-        return None  # a copy
-
-
 DIALECT_KEY = "scheme"  # the JSON key naming a layer's dialect; absent: TF2IR's own
 BITS_KEY = "activation_bits"  # the tflite_int8 dialect's key of a layer's activation width; absent: 8 (int8)
 DEFAULT_BITS = 8

@@ -148,6 +148,18 @@ def _batch_matmul(writer: TfliteWriter, layer: Layer) -> None:
                     *writer.options("BatchMatMulOptions", adjX=adj_x, adjY=adj_y, asymmetricQuantizeInputs=False))
 
 
+def _crop(writer: TfliteWriter, layer: Layer) -> None:
+    """STRIDED_SLICE of height and width by stride 1 (a Cropping2D, a recurrent layer's time step)."""
+    top, bottom, left, right = layer.attrs
+    height, width = writer.layer_graph.graph.shape(layer.output)[1:3]
+    bounds = {"begin": [0, top, left, 0], "end": [0, top + height, left + width, 0], "strides": [1, 1, 1, 1]}
+    tensors = [writer.add_tensor(f"{layer.name}/{name}", [4], writer.schema.TensorType.INT32, data=np.array(values, np.int32))
+               for name, values in bounds.items()]
+    everything = 0b1001  # the batch and the channels whole
+    writer.operator("STRIDED_SLICE", [writer.activation(layer.inputs[0]), *tensors], [writer.activation(layer.output)],
+                    *writer.options("StridedSliceOptions", beginMask=everything, endMask=everything))
+
+
 def _pad(writer: TfliteWriter, layer: Layer) -> None:
     """PAD of height and width (TFLite fills with the zero point: real 0, as the graph's zeros)."""
     top, bottom, left, right = layer.attrs
@@ -295,6 +307,7 @@ WRITERS: dict[str, Writer] = {
     "transpose": _transpose,
     "batch_matmul": _batch_matmul,
     "pad": _pad,
+    "crop": _crop,
     "softmax": _softmax,
     "mul": _mul,
     "lut": _lut,
@@ -305,7 +318,6 @@ WRITERS: dict[str, Writer] = {
 }
 # operations no writer covers (a network using one is refused naming the layer)
 NOT_WRITTEN: dict[str, str] = {
-    "crop": "STRIDED_SLICE is not written yet: target=tflite_int8 refuses a Cropping2D naming the layer",
     "deconv": "TRANSPOSE_CONV is not written yet: target=tflite_int8 refuses a Conv2DTranspose naming the layer",
     "float_conv": "layers kept in float (calib.keep_float): an int8 .tflite keeps none",
     "float_dwconv": "layers kept in float (calib.keep_float): an int8 .tflite keeps none",
