@@ -21,9 +21,10 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import keras  # noqa: E402
 
 from test_models_2026 import (built, converter_sqnr_db, gelu_mlp, image_classes, keyword_spotting, layer_norm_patches,  # noqa: E402
-                              layer_norm_sequence, raw_pixels, run_arrays, saved, separable_multiplier_2, signal_classes, squeeze_excite,
+                              layer_norm_sequence, raw_pixels, recurrent_classifier, run_arrays, saved, separable_multiplier_2, signal_classes, squeeze_excite,
                               trained, vision_transformer, vision_transformer_mlp, waveform_m5)
 from tables import publish  # noqa: E402  (bench/tables.py)
+from core.frontend.recurrent import unrolled  # noqa: E402
 
 COLUMNS = ("model", "layers", "ours: SQNR (dB)", "converter: SQNR (dB)", "bit-exact", "accel_tflite MAC share", "seconds")
 
@@ -56,6 +57,12 @@ KINDS = {
                                           "patches Reshaped to tokens, pre-norm LayerNormalization, GELU token MLP, residual"),
     "ViT block 12x12": (vision_transformer, lambda: image_classes(512, 12, 4, seed=3),
                         "MultiHeadAttention (2 heads) and a ReLU token MLP on residuals, LayerNormalization, GlobalAveragePooling1D"),
+    "LSTM [16, 4]": (lambda: recurrent_classifier("lstm"), lambda: signal_classes(512, 16, 4, 4, seed=3),
+                     "Conv1D, LSTM(8) of Keras' defaults (a `while` over time), unrolled"),
+    "GRU [16, 4]": (lambda: recurrent_classifier("gru"), lambda: signal_classes(512, 16, 4, 4, seed=3),
+                    "Conv1D, GRU(8) of Keras' defaults (reset_after), unrolled"),
+    "bidirectional GRU [16, 4]": (lambda: recurrent_classifier("bidirectional_gru"), lambda: signal_classes(512, 16, 4, 4, seed=3),
+                                  "Conv1D, Bidirectional(GRU(8)), unrolled both ways"),
 }
 
 
@@ -71,8 +78,10 @@ def row(name: str, build, data, holds: str, work: Path) -> list[str]:
     half = len(data[0]) // 2
     try:
         converter = f"{converter_sqnr_db(model, data[0][:half], data[0][half:]):.2f}"
-    except Exception as error:  # the converter's own failure is the row's finding
+    except Exception as error:  # the converter's own failure is the row's finding; a recurrent model's unrolled form beside it
         converter = f"fails ({type(error).__name__})"
+        if unrolled(model, keras) is not model:
+            converter += f"; {converter_sqnr_db(unrolled(model, keras), data[0][:half], data[0][half:]):.2f} unrolled"
     return [name, holds, f"{ours['simulate.sqnr_db_min']:.2f}", converter, "yes", f"{accel['partition.mac_share_accel']:.0%}",
             f"{time.perf_counter() - started:.0f}"]
 

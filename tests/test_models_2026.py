@@ -28,6 +28,7 @@ from conftest import compose
 from core.frontend.graph import Graph, as_input
 from core.frontend.importer import ModelImportError, import_graph, load_graph_def
 from core.frontend.prepare import prepare
+from core.frontend.recurrent import unrolled
 from core.frontend.rewrite import evaluate
 from core.ir.io import read_ir
 from core.ir.ops.conv.emit import block_diagonal
@@ -509,17 +510,66 @@ def test_a_mixed_float16_model_is_computed_in_float32(tmp_path, workspace):
     assert Graph.load(stage_directory(summary, "import")).source["float16_casts_removed"] > 0
 
 
-def test_a_recurrent_layer_is_refused_at_import_naming_it(tmp_path, workspace):
-    """Keras' LSTM runs a TensorFlow `while` over the time steps: refused naming the layer, not "the graph has a
-    cycle" through a node inside it."""
+def test_a_recurrent_layer_over_a_sequence_of_open_length_is_refused_at_import_naming_it(tmp_path, workspace):
+    """Unrolling needs the number of steps: an LSTM over keras.Input((None, 4)) is refused naming the layer and the fix."""
     keras.utils.set_random_seed(0)
-    features = keras.Input((20, 4))
+    features = keras.Input((None, 4))
     encoded = keras.layers.LSTM(8, name="encoder")(keras.layers.Conv1D(8, 3, activation="relu")(features))
     keras.Model(features, keras.layers.Dense(4)(encoded)).save(model_path := tmp_path / "lstm.keras")
     np.savez(arrays := tmp_path / "lstm.npz", calib=np.zeros((8, 20, 4), np.float32), eval=np.zeros((8, 20, 4), np.float32))
-    with pytest.raises(StageFailed, match=r"stage import failed: .*Keras layer 'encoder' \(LSTM\) runs a loop over time steps.*"
-                                          r"model.end_points"):
+    with pytest.raises(StageFailed, match=r"stage import failed: .*Keras layer 'encoder' \(LSTM\) runs over a sequence of open length.*"
+                                          r"keras.Input"):
         run_arrays(workspace, model_path, arrays, "tflite_int8")
+
+
+RECURRENT = {
+    "lstm": lambda: keras.layers.LSTM(8),
+    "gru": lambda: keras.layers.GRU(8),
+    "lstm_sequences": lambda: keras.layers.LSTM(8, return_sequences=True),
+    "bidirectional_gru": lambda: keras.layers.Bidirectional(keras.layers.GRU(8)),
+    "bidirectional_lstm_sequences": lambda: keras.layers.Bidirectional(keras.layers.LSTM(8, return_sequences=True)),
+    "gru_reset_before": lambda: keras.layers.GRU(8, reset_after=False),
+    "simple_rnn": lambda: keras.layers.SimpleRNN(8),
+}
+
+
+def recurrent_classifier(kind: str, length: int = 16, channels: int = 4, classes: int = 4) -> keras.Model:
+    """A sequence classifier of Keras' defaults (a `while` over time): Conv1D features, then the recurrent layer, then
+    a classifier (after a GlobalAveragePooling1D where the layer returns its sequence)."""
+    signals = keras.Input((length, channels))
+    x = RECURRENT[kind]()(keras.layers.Conv1D(8, 3, activation="relu")(signals))
+    if len(x.shape) == 3:
+        x = keras.layers.GlobalAveragePooling1D()(x)
+    return keras.Model(signals, keras.layers.Dense(classes, activation="softmax")(x))
+
+
+@pytest.mark.parametrize("kind", sorted(RECURRENT))
+def test_a_recurrent_layer_is_unrolled_into_layers_computing_what_keras_computes(tmp_path, kind):
+    """Unrolled over its fixed length, the zero state propagated away, each step a slice and each gate a Dense: no loop,
+    no Fill and no Split left, and the prepared graph computes, by TensorFlow, what the Keras model computes."""
+    model = built(recurrent_classifier, kind)
+    model.save(model_path := tmp_path / "model.keras")
+    loaded = load_graph_def("keras", model_path)
+    graph = import_graph(loaded.graph_def, loaded.default_input_tensor, loaded.default_end_points, origin=str(model_path), source={})
+    prepared = prepare(graph).graph
+    assert not {"While", "Fill", "Split", "Unpack", "Pack"} & set(prepared.op_counts()), prepared.op_counts()
+    inputs = signal_classes(32, 16, 4, 4, seed=3)[0]
+    (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(inputs, prepared)})
+    np.testing.assert_allclose(computed, model.predict(inputs, verbose=0), atol=2e-5)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_a_recurrent_layer_runs_all_stages_bit_exact_at_least_the_converters_sqnr(tmp_path, workspace, kind):
+    """Keras' LSTM and GRU (a `while` the converter cannot convert as is; it converts the unrolled layer) on tflite_int8,
+    bit-exact with LiteRT's reference kernels; on tf2ir and accel_tflite bit-exact."""
+    data = signal_classes(256, 16, 4, 4, seed=3)
+    model = trained(built(recurrent_classifier, kind), data)
+    model_path, arrays = saved(model, data, tmp_path)
+    summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
+    assert_bit_exact_with_the_reference(summary)
+    assert_at_least_the_converters_sqnr(summary, unrolled(model, keras), data)
+    for target in ("tf2ir", "accel_tflite"):
+        assert_eight_stages_bit_exact(run_arrays(workspace, model_path, arrays, target))
 
 
 def vision_transformer(size: int = 12, classes: int = 4, heads: int = 2) -> keras.Model:

@@ -3,11 +3,14 @@
 Each rewrite keeps every value of the graph (fold_check verifies the rewritten graph against the
 original on data) and the names readers and end points use:
 
-Six run before BatchNorm folding (EARLY_REWRITES), the rest after it:
+Eleven run before BatchNorm folding (EARLY_REWRITES), the rest after it:
 
 - `static_reshape`: a Reshape whose shape is computed from the input's dynamic shape (Keras
   Flatten, a Reshape with a dynamic batch: Shape -> StridedSlice -> Pack) reads the constant
   [-1, ...] of its static output shape instead;
+- `zero_states`, `time_steps`, `stacked_steps`, `split_gates`, `sliced_gates` (recurrent.py): an unrolled LSTM, GRU or SimpleRNN's
+  zero initial state propagated away, its time steps as slices of the sequence, its outputs stacked back by a
+  concatenation along time, each gate a Dense of its own;
 - `einsums_as_batch_matmuls`, `head_bias_before_split` (attention.py): a multi-head attention's Einsums of two
   activations as Transposes and a BatchMatMulV2, its projections' biases added before the heads are split;
 - `dense_on_signals` (signals.py): a Dense on every time step of a signal (Keras 3's Tensordot) as the 1x1
@@ -24,7 +27,9 @@ Six run before BatchNorm folding (EARLY_REWRITES), the rest after it:
   W, becomes one ResizeNearestNeighbor along that axis;
 - `merged_nearest_resizes`: a nearest resize of H only read only by one of W only (or the other
   way round) becomes one resize of both: TensorFlow picks each axis's source index on its own,
-  and an axis kept at its size maps every index to itself, so the result is the same.
+  and an axis kept at its size maps every index to itself, so the result is the same;
+- `vector_scales`, `one_minus_sigmoid` (recurrent.py): a vector [N, C] times a constant per unit as the Dense of their
+  diagonal; 1 - sigmoid(g) of a Dense g as sigmoid(-g) of the Dense negated.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from core.frontend.graph import Graph, Node, tensor_node
 from core.frontend.rewrite import const_node, copy_node, finish, readers_of, unique_name
 from core.frontend.attention import einsums_as_batch_matmuls, head_bias_before_split
 from core.frontend.layer_norm import layer_normalization
+from core.frontend.recurrent import (one_minus_sigmoid, sliced_gates, split_gates, stacked_steps, time_steps, vector_scales,
+                                     zero_states)
 from core.frontend.signals import dense_on_signals, signals_as_images
 
 Replacements = dict[str, list[Node]]  # node name -> the nodes standing in its place (in order)
@@ -175,9 +182,11 @@ def merged_nearest_resizes(graph: Graph, by_name: dict[str, Node]):
 
 
 # before BatchNorm folding, which looks for the conv before a BatchNorm: a Conv1D's Squeeze would hide it
-EARLY_REWRITES: tuple[Rewrite, ...] = (static_reshape, einsums_as_batch_matmuls, head_bias_before_split, dense_on_signals, signals_as_images,
+EARLY_REWRITES: tuple[Rewrite, ...] = (static_reshape, zero_states, time_steps, stacked_steps, split_gates, sliced_gates,
+                                       einsums_as_batch_matmuls, head_bias_before_split, dense_on_signals, signals_as_images,
                                        layer_normalization)
-REWRITES: tuple[Rewrite, ...] = (keepdims_mean, global_max_as_pool, repeat_as_resize, merged_nearest_resizes)
+REWRITES: tuple[Rewrite, ...] = (keepdims_mean, global_max_as_pool, repeat_as_resize, merged_nearest_resizes, vector_scales,
+                                 one_minus_sigmoid)
 
 
 def canonicalize(graph: Graph, rewrites: tuple[Rewrite, ...] = REWRITES) -> tuple[Graph, list[str]]:

@@ -22,8 +22,9 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from core.frontend.graph import Graph, canonical_tensor, tensor_index, tensor_node
+from core.frontend.graph import Graph, GraphError, canonical_tensor, tensor_index, tensor_node
 from core.frontend.keras2 import compatible_layers, keyword_refusal
+from core.frontend.recurrent import unrolled
 from core.frontend.refusals import (END_POINTS_KEY, FORMAT_KEY, INPUT_KEY, INPUT_SIZE_KEY, PATH_KEY, ModelImportError, check_loops,
                                     strip_wrappers)
 from core.frontend.tflite import TfliteError, read_tflite
@@ -151,6 +152,10 @@ def _load_keras(path: Path) -> LoadedModel:
         why = keyword_refusal(error) or (f"the Keras model does not load ({error}); expected a {_FORMAT_WORDS['keras']} saved "
                                          "with model.save('model.keras'). Custom layers must be importable")
         raise ModelImportError(f"{path}: {why}") from error
+    try:
+        model = unrolled(model, keras)
+    except GraphError as error:
+        raise ModelImportError(f"{path}: {error}") from None
     spec = _keras_input_spec(path, model)
     function = tf.function(lambda x: model(x, training=False), input_signature=[spec])
     loaded = _freeze(function.get_concrete_function(), path)

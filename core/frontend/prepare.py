@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from core.frontend.canonicalize import EARLY_REWRITES, canonicalize
 from core.frontend.channel_affine import insert_channel_affine_convs
-from core.frontend.constant_folding import fold_constants
+from core.frontend.constant_folding import constant_node_names, fold_constants
 from core.frontend.folding import FoldResult, fold_batch_norms
 from core.frontend.graph import Graph
 from core.frontend.signals import SIGNAL_INPUT, held_signal
@@ -27,6 +27,8 @@ class Prepared:
 def prepare(graph: Graph) -> Prepared:
     constant_folded = fold_constants(graph)
     early, early_rewrites = canonicalize(constant_folded, EARLY_REWRITES)
+    if constant_node_names(early):  # computed on constants a rewrite made (a recurrent layer's zero state plus its bias)
+        early = fold_constants(early)
     with_convs, _ = insert_channel_affine_convs(early)
     folding = fold_batch_norms(with_convs)
     canonical, rewrites = canonicalize(folding.graph)

@@ -92,7 +92,8 @@ class _Lifting:
             return self._reshape(node, inputs)
         if not any(self.is_signal(tensor) for tensor in node.inputs):
             return [copy_node(node, inputs=inputs)]
-        for rule in (self._expand_dims, self._elementwise, self._reduction, self._reshape, self._pad, self._concat, self._space_batch):
+        for rule in (self._expand_dims, self._elementwise, self._reduction, self._reshape, self._pad, self._concat, self._space_batch,
+                     self._time_slice):
             try:
                 replaced = rule(node, inputs)
             except _NotASignal:
@@ -128,7 +129,8 @@ class _Lifting:
         """A Reshape of an image [N, H, W, C] to tokens [N, H x W, C] (a vision transformer's patches), or of an
         attention's heads [N, T, heads, H] to tokens [N, T, heads x H]: the image [N, 1, L, C] holds the same values in the
         same order, a signal from here on."""
-        return (is_tokens_of_image(self.graph, node) or is_heads_merged(self.graph, node)) and self.constant(node.inputs[1]) is not None
+        return ((is_tokens_of_image(self.graph, node) or is_heads_merged(self.graph, node) or is_step_of_sequence(self.graph, node))
+                and self.constant(node.inputs[1]) is not None)
 
     def _squeezes_image_height(self, node: Node) -> bool:
         shape = self.graph.shape(node.inputs[0])
@@ -210,6 +212,22 @@ class _Lifting:
         axis_node = self.new_constant(f"{node.name}/image_axis", np.asarray(image_axis, np.int32))
         return [axis_node, copy_node(node, inputs=[*inputs[:-1], axis_node.name])]
 
+    def _time_slice(self, node: Node, inputs: list[str]) -> list[Node] | None:
+        """A recurrent layer's time steps (core/frontend/recurrent.py): a StridedSlice of the signal along time alone,
+        stride 1, as the same slice of the image's W (a crop)."""
+        if node.op != "StridedSlice":
+            return None
+        begin, end, strides = (self.constant(tensor) for tensor in node.inputs[1:4])
+        masks = [int(node.attr(key, 0)) for key in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")]
+        if begin is None or end is None or strides is None or masks != [5, 5, 0, 0, 0] or np.any(strides != 1) or \
+                not self.is_signal(node.inputs[0]):
+            raise _NotASignal(node.name)
+        self.signals.add(f"{node.name}:0")
+        bounds = [self.new_constant(f"{node.name}/image_{part}", np.asarray(value, np.int32)) for part, value in
+                  (("begin", [0, 0, int(begin[1]), 0]), ("end", [0, 1, int(end[1]), 0]), ("strides", [1, 1, 1, 1]))]
+        return [*bounds, copy_node(node, inputs=[inputs[0], *(bound.name for bound in bounds)],
+                                   attrs={**node.attrs, "begin_mask": {"i": 9}, "end_mask": {"i": 9}})]
+
     def _space_batch(self, node: Node, inputs: list[str]) -> list[Node] | None:
         """A dilated Conv1D's SpaceToBatchND / BatchToSpaceND along time: along W of the image, H left as it is."""
         if node.op not in ("SpaceToBatchND", "BatchToSpaceND"):
@@ -254,6 +272,15 @@ def is_heads_merged(graph: Graph, node: Node) -> bool:
     """`node` Reshapes a multi-head attention's context [N, T, heads, H] to tokens [N, T, heads x H]."""
     shapes = _tokens_from_rank_4(graph, node)
     return shapes is not None and shapes[1][1] == shapes[0][1] and shapes[1][2] == shapes[0][2] * shapes[0][3]
+
+
+def is_step_of_sequence(graph: Graph, node: Node) -> bool:
+    """`node` Reshapes a recurrent layer's output at one step [N, U] to a sequence of one step [N, 1, U] (to be
+    concatenated along time)."""
+    if node.op != "Reshape":
+        return False
+    before, after = graph.shape(node.inputs[0]), node.output_shapes[0] if node.output_shapes else None
+    return before is not None and after is not None and len(before) == 2 and len(after) == 3 and after[1] == 1 and after[2] == before[1] > 0
 
 
 def signals_as_images(graph: Graph, by_name: dict[str, Node]):
