@@ -558,7 +558,7 @@ def test_a_recurrent_layer_is_unrolled_into_layers_computing_what_keras_computes
     np.testing.assert_allclose(computed, model.predict(inputs, verbose=0), atol=2e-5)
 
 
-@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("kind", ["lstm", pytest.param("gru", marks=pytest.mark.slow)])  # GRU's rewrites: the test above
 def test_a_recurrent_layer_runs_all_stages_bit_exact_at_least_the_converters_sqnr(tmp_path, workspace, kind):
     """Keras' LSTM and GRU (a `while` the converter cannot convert as is; it converts the unrolled layer) on tflite_int8,
     bit-exact with LiteRT's reference kernels; on tf2ir and accel_tflite bit-exact."""

@@ -65,6 +65,7 @@ def _every_layer_model() -> tf.keras.Model:
     gate = layers.Activation("sigmoid")(layers.Conv2D(16, 1)(x))
     x = layers.Multiply()([x, gate])
     x = layers.Add()([x, layers.Lambda(_attention_mix)(x)])
+    x = layers.Cropping2D(((1, 1), (0, 1)))(layers.ZeroPadding2D(((1, 1), (0, 1)))(x))  # STRIDED_SLICE (and PAD)
     x = layers.Concatenate()([layers.Activation("tanh")(x), layers.Activation("hard_swish")(x), layers.LeakyReLU(0.1)(x)])
     # Keras 3's UpSampling2D(interpolation="nearest") converts to EXPAND_DIMS and TILE; tf.image.resize to the operator
     up = layers.Lambda(lambda t: tf.image.resize(t, [2 * t.shape[1], 2 * t.shape[2]], method="nearest"))(x)

@@ -180,6 +180,16 @@ def _transpose(b, op, scope):
     return b.activation_quant(b.tf.transpose(b.input(op), permutation, name=f"{scope}/Transpose"), op.outputs[0], scope)
 
 
+def _strided_slice(b, op, scope):
+    """STRIDED_SLICE by constant bounds (a Cropping2D), its masks as TensorFlow's."""
+    begin, end, strides = (_constant_input(b, op, position).astype(np.int32) for position in (1, 2, 3))
+    masks = {name: int(op.option(key, 0)) for name, key in (("begin_mask", "beginMask"), ("end_mask", "endMask"),
+                                                           ("ellipsis_mask", "ellipsisMask"), ("new_axis_mask", "newAxisMask"),
+                                                           ("shrink_axis_mask", "shrinkAxisMask"))}
+    return b.activation_quant(b.tf.strided_slice(b.input(op), begin, end, strides, name=f"{scope}/StridedSlice", **masks),
+                              op.outputs[0], scope)
+
+
 def _batch_matmul(b, op, scope):
     product = b.tf.linalg.matmul(b.input(op, 0), b.input(op, 1), adjoint_a=bool(op.option("adjX", False)),
                                  adjoint_b=bool(op.option("adjY", False)), name=f"{scope}/BatchMatMul")
@@ -273,6 +283,7 @@ CONVERTERS: dict[str, Callable[[_Builder, TfliteOperator, str], object]] = {
     "MAX_POOL_2D": _pool("nn.max_pool2d", "max_pool2d"),
     "RESHAPE": _reshape,
     "TRANSPOSE": _transpose,
+    "STRIDED_SLICE": _strided_slice,
     "BATCH_MATMUL": _batch_matmul,
     "SOFTMAX": _softmax,
     "MEAN": _mean,
