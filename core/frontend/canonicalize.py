@@ -39,7 +39,7 @@ from typing import Callable
 import numpy as np
 
 from core.frontend.graph import Graph, Node, tensor_node
-from core.frontend.rewrite import const_node, copy_node, finish, readers_of, unique_name
+from core.frontend.rewrite import const_node, constant_of, copy_node, finish, readers_of, unique_name
 from core.frontend.attention import einsums_as_batch_matmuls, head_bias_before_split
 from core.frontend.layer_norm import layer_normalization
 from core.frontend.recurrent import (one_minus_sigmoid, sliced_gates, split_gates, stacked_steps, time_steps, vector_scales,
@@ -50,15 +50,10 @@ Replacements = dict[str, list[Node]]  # node name -> the nodes standing in its p
 Rewrite = Callable[[Graph, dict[str, Node]], tuple[Replacements, dict[str, np.ndarray], list[str]]]
 
 
-def _const(graph: Graph, by_name: dict[str, Node], tensor: str) -> np.ndarray | None:
-    node = by_name.get(tensor_node(tensor))
-    return None if node is None or node.op != "Const" else np.asarray(graph.constants[node.name])
-
-
 def static_reshape(graph: Graph, by_name: dict[str, Node]):
     replacements, constants, notes = {}, {}, []
     for node in graph.nodes:
-        if node.op != "Reshape" or _const(graph, by_name, node.inputs[1]) is not None:
+        if node.op != "Reshape" or constant_of(graph, by_name, node.inputs[1]) is not None:
             continue
         shape = node.output_shapes[0] if node.output_shapes else None
         if shape is None or len(shape) < 1 or any(dim < 0 for dim in shape[1:]):
@@ -74,7 +69,7 @@ def static_reshape(graph: Graph, by_name: dict[str, Node]):
 def _spatial_reductions(graph: Graph, by_name: dict[str, Node], op: str):
     """The `op` nodes reducing H and W (only) of a 4-D tensor, each with its input's shape."""
     for node in graph.nodes:
-        axes = _const(graph, by_name, node.inputs[1]) if node.op == op else None
+        axes = constant_of(graph, by_name, node.inputs[1]) if node.op == op else None
         shape = graph.shape(node.inputs[0]) if axes is not None else None
         if shape is not None and len(shape) == 4 and sorted(int(a) % 4 for a in axes.reshape(-1)) == [1, 2]:
             yield node, shape
@@ -119,7 +114,7 @@ def _repeat(graph: Graph, by_name: dict[str, Node], readers, reshape: Node) -> t
     expand = by_name.get(tensor_node(tile.inputs[0]))
     if expand is None or expand.op != "ExpandDims" or len(readers.get(f"{expand.name}:0", [])) != 1:
         return None
-    dim, multiples = _const(graph, by_name, expand.inputs[1]), _const(graph, by_name, tile.inputs[1])
+    dim, multiples = constant_of(graph, by_name, expand.inputs[1]), constant_of(graph, by_name, tile.inputs[1])
     shape = graph.shape(expand.inputs[0])
     if dim is None or multiples is None or shape is None or len(shape) != 4 or multiples.size != 5:
         return None

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.frontend.graph import Graph, GraphError, Node, canonical_tensor, tensor_node
-from core.frontend.rewrite import const_node, readers_of, copy_node
+from core.frontend.rewrite import const_node, constant_of, copy_node, readers_of
 
 FLOAT = {"T": {"type": "float32"}}
 
@@ -64,11 +64,6 @@ def unrolled(model, keras_module):
 
 # --- the graph ---------------------------------------------------------------------------------------------------------
 
-def _constant(graph: Graph, by_name: dict[str, Node], tensor: str) -> np.ndarray | None:
-    node = by_name.get(tensor_node(tensor))
-    return None if node is None or node.op != "Const" else np.asarray(graph.constants[node.name])
-
-
 def zero_states(graph: Graph, by_name: dict[str, Node]):
     """A canonical rewrite: the zeros a Fill gives (an unrolled layer's initial state) propagated away: a product with
     them, or a slice of them, is zero, a sum with them its other term (its readers read that term)."""
@@ -76,7 +71,7 @@ def zero_states(graph: Graph, by_name: dict[str, Node]):
     aliases: dict[str, str] = {}  # a sum with zeros -> its other term
     replacements, constants, notes = {}, {}, []
     for node in graph.nodes:
-        if node.op == "Fill" and (value := _constant(graph, by_name, node.inputs[1])) is not None and not np.any(value):
+        if node.op == "Fill" and (value := constant_of(graph, by_name, node.inputs[1])) is not None and not np.any(value):
             zeros.add(f"{node.name}:0")
             continue
         inputs = [aliases.get(canonical_tensor(tensor), tensor) for tensor in node.inputs]
@@ -88,7 +83,7 @@ def zero_states(graph: Graph, by_name: dict[str, Node]):
             replacements[node.name] = []
         elif node.op in ("Add", "AddV2") and read.count(True) == 1:
             other = inputs[read.index(False)]
-            value = _constant(graph, by_name, other)
+            value = constant_of(graph, by_name, other)
             if value is None:
                 aliases[f"{node.name}:0"] = other
                 replacements[node.name] = []
@@ -104,15 +99,23 @@ def zero_states(graph: Graph, by_name: dict[str, Node]):
     return replacements, constants, notes
 
 
+def _rewired(replacements: dict, readers, tensor: str, source: str) -> None:
+    """Each reader of `tensor` reads `source` instead (its replacement, where it has one already, edited)."""
+    for reader, position in readers.get(tensor, []):
+        rewired = replacements.get(reader.name, [copy_node(reader)])[-1]
+        rewired.inputs[position] = source
+        replacements[reader.name] = [rewired]
+
+
 def _sequence_of(graph: Graph, by_name: dict[str, Node], unpack: Node) -> tuple[str, bool] | None:
     """(the [N, T, C] sequence, whether it is read backwards) an Unpack over time steps unstacks."""
     source = by_name.get(tensor_node(unpack.inputs[0]))
-    backwards = source is not None and source.op == "ReverseV2" and list(np.reshape(_constant(graph, by_name, source.inputs[1]), -1)) == [0]
+    backwards = source is not None and source.op == "ReverseV2" and list(np.reshape(constant_of(graph, by_name, source.inputs[1]), -1)) == [0]
     if backwards:
         source = by_name.get(tensor_node(source.inputs[0]))
     if source is None or source.op != "Transpose" or int(unpack.attr("axis", 0)) != 0:
         return None
-    permutation = _constant(graph, by_name, source.inputs[1])
+    permutation = constant_of(graph, by_name, source.inputs[1])
     shape = graph.shape(source.inputs[0])
     if permutation is None or list(permutation.reshape(-1)) != [1, 0, 2] or shape is None or len(shape) != 3 or min(shape[1:]) < 1:
         return None
@@ -145,10 +148,7 @@ def time_steps(graph: Graph, by_name: dict[str, Node]):
         replacements[node.name] = nodes
         notes.append(f"{node.name}: {length} time steps of {sequence}{' (backwards)' if backwards else ''} as slices")
     for tensor, step in steps.items():
-        for reader, position in readers.get(tensor, []):
-            rewired = replacements.get(reader.name, [copy_node(reader)])[-1]
-            rewired.inputs[position] = step
-            replacements[reader.name] = [rewired]
+        _rewired(replacements, readers, tensor, step)
     return replacements, constants, notes
 
 
@@ -159,7 +159,7 @@ def stacked_steps(graph: Graph, by_name: dict[str, Node]):
     readers = readers_of(graph)
     for node in graph.nodes:
         pack = by_name.get(tensor_node(node.inputs[0])) if node.op == "Transpose" else None
-        permutation = _constant(graph, by_name, node.inputs[1]) if pack is not None else None
+        permutation = constant_of(graph, by_name, node.inputs[1]) if pack is not None else None
         if pack is None or pack.op != "Pack" or int(pack.attr("axis", 0)) != 0 or permutation is None or \
                 list(permutation.reshape(-1)) != [1, 0, 2]:
             continue
@@ -168,7 +168,7 @@ def stacked_steps(graph: Graph, by_name: dict[str, Node]):
         # a backward layer's sequence put back in time order (Bidirectional's ReverseV2 along time): the steps reversed
         reverse = [reader for reader, _ in readers.get(f"{node.name}:0", [])]
         if len(reverse) == 1 and reverse[0].op == "ReverseV2" and \
-                [int(axis) % 3 for axis in np.reshape(_constant(graph, by_name, reverse[0].inputs[1]), -1)] == [1]:
+                [int(axis) % 3 for axis in np.reshape(constant_of(graph, by_name, reverse[0].inputs[1]), -1)] == [1]:
             replacements[node.name], node, steps = [], reverse[0], steps[::-1]
         constants[f"{node.name}/stacked_step_shape"] = np.asarray([-1, 1, units], np.int32)
         constants[f"{node.name}/stacked_axis"] = np.asarray(1, np.int32)
@@ -191,13 +191,13 @@ def _linear_terms(graph: Graph, by_name: dict[str, Node], readers, tensor: str,
     if node is None:
         return None
     if node.op == "MatMul" and not node.attr("transpose_a", False) and not node.attr("transpose_b", False):
-        weight = _constant(graph, by_name, node.inputs[1])
+        weight = constant_of(graph, by_name, node.inputs[1])
         return None if weight is None or weight.ndim != 2 else ([(node.inputs[0], weight)], np.zeros(weight.shape[1], np.float32))
     if node.op not in ("Add", "AddV2", "BiasAdd", "Identity") or not top and len(readers.get(f"{node.name}:0", [])) != 1:
         return None
     terms, bias = [], None
     for operand in node.inputs:
-        value = _constant(graph, by_name, operand)
+        value = constant_of(graph, by_name, operand)
         if value is not None:
             bias = value.reshape(-1) if bias is None else bias + value.reshape(-1)
             continue
@@ -231,19 +231,12 @@ def _gate(name: str, terms: list[tuple[str, np.ndarray]], bias: np.ndarray, colu
     return nodes
 
 
-def _rewired(replacements: dict, readers, tensor: str, source: str) -> None:
-    for reader, position in readers.get(tensor, []):
-        rewired = replacements.get(reader.name, [copy_node(reader)])[-1]
-        rewired.inputs[position] = source
-        replacements[reader.name] = [rewired]
-
-
 def split_gates(graph: Graph, by_name: dict[str, Node]):
     """A canonical rewrite: Split(x W + h U + b) along the units (LSTM's four gates) as each gate's x W_j + b_j + h U_j."""
     replacements, constants, notes = {}, {}, []
     readers = readers_of(graph)
     for node in graph.nodes:
-        axis = _constant(graph, by_name, node.inputs[0]) if node.op == "Split" else None
+        axis = constant_of(graph, by_name, node.inputs[0]) if node.op == "Split" else None
         shape = graph.shape(node.inputs[1]) if axis is not None else None
         if shape is None or len(shape) != 2 or int(axis) % 2 != 1:
             continue
@@ -263,7 +256,7 @@ def split_gates(graph: Graph, by_name: dict[str, Node]):
 def _columns(graph: Graph, by_name: dict[str, Node], node: Node) -> slice | None:
     """The columns a StridedSlice keeps of a [N, M] tensor, all its rows, stride 1 (GRU's gates of x W + b)."""
     shape = graph.shape(node.inputs[0])
-    begin, end, strides = (_constant(graph, by_name, tensor) for tensor in node.inputs[1:4])
+    begin, end, strides = (constant_of(graph, by_name, tensor) for tensor in node.inputs[1:4])
     masks = [int(node.attr(key, 0)) for key in ("ellipsis_mask", "new_axis_mask", "shrink_axis_mask")]
     if shape is None or len(shape) != 2 or shape[1] < 1 or begin is None or end is None or strides is None or any(masks) \
             or begin.size != 2 or np.any(strides != 1) or not int(node.attr("begin_mask", 0)) & 1 or not int(node.attr("end_mask", 0)) & 1:
@@ -295,7 +288,7 @@ def vector_scales(graph: Graph, by_name: dict[str, Node]):
     for node in graph.nodes:
         if node.op != "Mul" or len(node.inputs) != 2:
             continue
-        values = [_constant(graph, by_name, tensor) for tensor in node.inputs]
+        values = [constant_of(graph, by_name, tensor) for tensor in node.inputs]
         if (values[0] is None) == (values[1] is None):
             continue
         source, scale = (node.inputs[0], values[1]) if values[1] is not None else (node.inputs[1], values[0])
@@ -317,7 +310,7 @@ def one_minus_sigmoid(graph: Graph, by_name: dict[str, Node]):
     replacements, constants, notes = {}, {}, []
     readers = readers_of(graph)
     for node in graph.nodes:
-        one = _constant(graph, by_name, node.inputs[0]) if node.op == "Sub" else None
+        one = constant_of(graph, by_name, node.inputs[0]) if node.op == "Sub" else None
         sigmoid = by_name.get(tensor_node(node.inputs[1])) if one is not None and one.size == 1 and float(one) == 1.0 else None
         found = (_linear_terms(graph, by_name, readers, sigmoid.inputs[0], top=True)
                  if sigmoid is not None and sigmoid.op == "Sigmoid" else None)

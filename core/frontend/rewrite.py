@@ -29,6 +29,12 @@ def const_node(name: str, value: np.ndarray) -> Node:
     return Node(name, "Const", [], {"dtype": {"type": value.dtype.name}}, [list(value.shape)])
 
 
+def constant_of(graph: Graph, by_name: dict[str, Node], tensor: str) -> np.ndarray | None:
+    """The value of `tensor` where a Const node gives it, else None (computed)."""
+    node = by_name.get(tensor_node(tensor))
+    return None if node is None or node.op != "Const" else np.asarray(graph.constants[node.name])
+
+
 def has_shapes(graph: Graph) -> bool:
     return any(node.output_shapes for node in graph.nodes)
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.frontend.graph import Graph, Node, canonical_tensor, tensor_node
-from core.frontend.rewrite import const_node, copy_node
+from core.frontend.rewrite import const_node, constant_of, copy_node
 
 # an axis of the signal [N, L, C] -> the axes of the image [N, 1, L, C] it spans (time is H and W: H has size 1)
 IMAGE_AXES = {0: (0,), 1: (1, 2), 2: (3,)}
@@ -62,8 +62,7 @@ class _Lifting:
         return canonical_tensor(tensor) in self.signals
 
     def constant(self, tensor: str) -> np.ndarray | None:
-        node = self.by_name.get(tensor_node(tensor))
-        return None if node is None or node.op != "Const" else np.asarray(self.graph.constants[node.name])
+        return constant_of(self.graph, self.by_name, tensor)
 
     def new_constant(self, name: str, value: np.ndarray) -> Node:
         self.constants[name] = value
@@ -322,9 +321,7 @@ def _dense_on_every_step(graph: Graph, by_name: dict[str, Node], node: Node) -> 
     Reshape of Keras 3's Tensordot, or a BatchMatMulV2 by the weight (an EinsumDense's, a multi-head attention's
     projections)."""
     if node.op in ("BatchMatMulV2", "BatchMatMul") and not node.attr("adj_x", False) and not node.attr("adj_y", False):
-        source, weight = node.inputs[0], graph.constants.get(tensor_node(node.inputs[1]))
-        if by_name.get(tensor_node(node.inputs[1])) is None or by_name[tensor_node(node.inputs[1])].op != "Const":
-            weight = None
+        source, weight = node.inputs[0], constant_of(graph, by_name, node.inputs[1])
     else:
         matmul = by_name.get(tensor_node(node.inputs[0])) if node.op == "Reshape" else None
         weight = graph.constants.get(tensor_node(matmul.inputs[1])) if matmul is not None and matmul.op == "MatMul" else None
