@@ -22,7 +22,7 @@ import keras  # noqa: E402
 
 from test_models_2026 import (built, converter_sqnr_db, gelu_mlp, image_classes, keyword_spotting, layer_norm_patches,  # noqa: E402
                               layer_norm_sequence, raw_pixels, recurrent_classifier, run_arrays, saved, separable_multiplier_2, signal_classes, squeeze_excite,
-                              trained, vision_transformer, vision_transformer_mlp, waveform_m5)
+                              text_classifier, token_classes, trained, vision_transformer, vision_transformer_mlp, waveform_m5)
 from tables import publish  # noqa: E402  (bench/tables.py)
 from core.frontend.recurrent import unrolled  # noqa: E402
 
@@ -63,6 +63,8 @@ KINDS = {
                     "Conv1D, GRU(8) of Keras' defaults (reset_after), unrolled"),
     "bidirectional GRU [16, 4]": (lambda: recurrent_classifier("bidirectional_gru"), lambda: signal_classes(512, 16, 4, 4, seed=3),
                                   "Conv1D, Bidirectional(GRU(8)), unrolled both ways"),
+    "text classifier, 24 token ids": (text_classifier, lambda: token_classes(512, 24, 64, 4, seed=5),
+                                      "Embedding (64 x 8) on int32 token ids, Conv1D, GlobalMaxPooling1D"),
 }
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from core.data.datasets import load_split
 from core.frontend.fake_quant import bypass_fake_quant
+from core.frontend.embedding import check_token_ids
 from core.frontend.graph import Graph, check_input_shape
 from core.ir.layers import group_layers
 from core.limits import MemoryBudget, check_activations, human_bytes
@@ -47,6 +48,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     evaluation = load_split(data.kind.value, data.path, data.eval_split, to_plain(params.model.preprocess),
                             limit=data.eval_num_images, holdout_fraction=data.holdout_fraction, seed=data.split_seed, budget=budget)
     check_input_shape(evaluation.images, float_graph, "data.eval_split")
+    check_token_ids(evaluation.images, float_graph, "data.eval_split")
     # the float and the annotated graph (and an equalized graph's original) run each batch side by side
     side_by_side = 3 if float_graph.source.get("equalized") else 2
     batch = budget.batch_size(DEFAULT_BATCH_SIZE, side_by_side * check_activations(budget, annotated.activation_bytes(), "annotate"),

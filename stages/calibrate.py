@@ -25,6 +25,7 @@ import numpy as np
 
 from core.data.datasets import load_split
 from core.frontend.fake_quant import QuantRange, bypass_fake_quant
+from core.frontend.embedding import check_token_ids
 from core.frontend.graph import Graph, check_input_shape
 from core.frontend.layers import LayerGraph
 from core.frontend.tflite import TfliteError
@@ -211,6 +212,7 @@ def _calibration_data(params, float_graph: Graph, tensors: int, ctx):
         limit=calib.num_images, holdout_fraction=params.data.holdout_fraction, seed=params.data.split_seed, budget=budget,
     )
     check_input_shape(dataset.images, float_graph, "data.calib_split")
+    check_token_ids(dataset.images, float_graph, "data.calib_split")
     if len(dataset.images) < calib.num_images:
         ctx.log(f"calib.num_images={calib.num_images}, but {dataset.source} holds {len(dataset.images)}: calibrating on all "
                 f"{len(dataset.images)}")

@@ -116,7 +116,7 @@ class LayerProbe:
         self.ir_names = {layer.output: layer.ir_name for layer in layer_graph.layers}
         self.ir_names[layer_graph.graph.input_tensor] = NETWORK_INPUT
         self.input_tensor = annotated.input_tensor
-        self.input_log2scale = ir.input_log2scale
+        self.input_grid = ir.input_grid  # a power of two, or token ids (IndexGrid: fed as they are)
         self.log2scales = {layer.output: ir.layer(layer.ir_name).log2scale_of_output() for layer in self.layers}
         self.ranges = {layer.output: _fake_quant_range(annotated, by_name, quantized[layer.output]) for layer in self.layers}
         self.shapes = {tensor: annotated.shape(fake_quant) for tensor, fake_quant in self.feeds.items()}
@@ -136,14 +136,13 @@ class LayerProbe:
 
     def compare(self, runner: GraphRunner, integer: dict[str, np.ndarray]) -> list[tuple[int, int, int]]:
         """(equal elements, elements, largest |difference| in LSB) per layer."""
-        input_log2scale = self.input_log2scale
         if self.probe_names is None:
             self.probe_names = self._build(runner)
         # the per-layer conversions and counts release the GIL: on the pool they use the cores the graph leaves idle
         tensors = list(self.feeds)
-        values = shared_pool().map(lambda tensor: self._fed_value(tensor, integer, input_log2scale), tensors)
+        values = shared_pool().map(lambda tensor: self._fed_value(tensor, integer), tensors)
         feed = {self.feeds[tensor]: value for tensor, value in zip(tensors, values)}
-        feed[self.input_tensor] = as_input(dequantize(integer[NETWORK_INPUT], input_log2scale), runner.graph)
+        feed[self.input_tensor] = as_input(self.input_grid.dequantize(integer[NETWORK_INPUT]), runner.graph)
         probes = runner.session_run(self.probe_names, feed)
         return list(shared_pool().map(lambda pair: self._agreement(pair[0], pair[1], integer), zip(self.layers, probes)))
 
@@ -155,9 +154,11 @@ class LayerProbe:
     def check(self, tally: "Tally") -> None:
         pass  # a layer below 1 is a finding of layer_agreement_min (pipeline/quality.py), not a crash
 
-    def _fed_value(self, tensor: str, integer: dict[str, np.ndarray], input_log2scale: int) -> np.ndarray:
+    def _fed_value(self, tensor: str, integer: dict[str, np.ndarray]) -> np.ndarray:
         """What the FakeQuant of `tensor` is fed: the dequantized integer value of the layer producing it."""
-        return self._shaped(tensor, dequantize(integer[self.ir_names[tensor]], self._log2scale_of(tensor, input_log2scale)))
+        if self.ir_names[tensor] == NETWORK_INPUT:
+            return self._shaped(tensor, self.input_grid.dequantize(integer[NETWORK_INPUT]))
+        return self._shaped(tensor, dequantize(integer[self.ir_names[tensor]], self.log2scales[tensor]))
 
     def _agreement(self, layer, value: np.ndarray, integer: dict[str, np.ndarray]) -> tuple[int, int, int]:
         scale = np.asarray(2.0 ** self.log2scales[layer.output], dtype=value.dtype)
@@ -167,9 +168,6 @@ class LayerProbe:
     def _shaped(self, tensor: str, value: np.ndarray) -> np.ndarray:
         """A layer's output batch in its graph tensor's shape (a dense layer's [N, 1, 1, C] is [N, C])."""
         return value.reshape(len(value), *self.shapes[tensor][1:])
-
-    def _log2scale_of(self, tensor: str, input_log2scale: int) -> int:
-        return input_log2scale if self.ir_names[tensor] == NETWORK_INPUT else self.log2scales[tensor]
 
 
 class SimulationMismatch(IrError):

@@ -148,12 +148,15 @@ def run_arrays(workspace, model_path: Path, arrays: Path, target: str, *override
 
 
 def converted(model: keras.Model, calibration: np.ndarray) -> bytes:
-    """TensorFlow Lite's converter's full-int8 PTQ of `model` (int8 input and output), calibrated on `calibration`."""
+    """TensorFlow Lite's converter's full-int8 PTQ of `model` (int8 input, or the int32 token ids a text model takes, and
+    int8 output), calibrated on `calibration`."""
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
     converter.representative_dataset = lambda: ([sample[None]] for sample in calibration)
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    converter.inference_input_type = converter.inference_output_type = tf.int8
+    converter.inference_output_type = tf.int8
+    if calibration.dtype.kind == "f":  # token ids stay int32, as the model takes them
+        converter.inference_input_type = tf.int8
     return converter.convert()
 
 
@@ -171,7 +174,8 @@ def converter_sqnr_db(model: keras.Model, calibration: np.ndarray, evaluation: n
     (in_scale, in_zero), (out_scale, out_zero) = source["quantization"], sink["quantization"]
     outputs = []
     for sample in evaluation:
-        interpreter.set_tensor(source["index"], np.clip(np.round(sample / in_scale) + in_zero, -128, 127).astype(np.int8)[None])
+        fed = sample if sample.dtype.kind in "iu" else np.clip(np.round(sample / in_scale) + in_zero, -128, 127).astype(np.int8)
+        interpreter.set_tensor(source["index"], fed[None])
         interpreter.invoke()
         outputs.append((interpreter.get_tensor(sink["index"]).astype(np.float32) - out_zero) * out_scale)
     return sqnr_db(model.predict(evaluation, verbose=0), np.concatenate(outputs))
@@ -510,6 +514,62 @@ def test_a_mixed_float16_model_is_computed_in_float32(tmp_path, workspace):
     assert Graph.load(stage_directory(summary, "import")).source["float16_casts_removed"] > 0
 
 
+def token_classes(count: int, length: int, vocabulary: int, classes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded token ids [N, length] a small text model learns in a few epochs: class c's sentences hold its keyword (id c)
+    twice among words drawn from the rest of the vocabulary."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, classes, count)
+    ids = rng.integers(classes, vocabulary, (count, length))
+    for _ in range(2):
+        ids[np.arange(count), rng.integers(0, length, count)] = labels
+    return ids.astype(np.int32), labels
+
+
+def text_classifier(length: int = 24, vocabulary: int = 64, classes: int = 4) -> keras.Model:
+    tokens = keras.Input((length,), dtype="int32", name="tokens")
+    words = keras.layers.Embedding(vocabulary, 8)(tokens)
+    features = keras.layers.GlobalMaxPooling1D()(keras.layers.Conv1D(16, 3, activation="relu")(words))
+    return keras.Model(tokens, keras.layers.Dense(classes, activation="softmax")(features))
+
+
+@pytest.fixture(scope="module")
+def text_classifier_files(tmp_path_factory):
+    data = token_classes(512, 24, 64, 4, seed=5)
+    model = trained(built(text_classifier), data)
+    return model, data, *saved(model, data, tmp_path_factory.mktemp("text_classifier"))
+
+
+def test_a_text_classifier_on_token_ids_runs_all_stages_bit_exact_at_least_the_converters_sqnr(text_classifier_files, workspace):
+    """Embedding + Conv1D + GlobalMaxPooling1D on int32 token ids: the ids are read as they are (never quantized) and
+    each looks up its row of the table quantized on the Embedding's output grid. On tflite_int8 the file takes the model's
+    own int32 [1, 24] and GATHERs (bit-exact with LiteRT's reference kernels and TFLM, at least the converter's SQNR); on
+    tf2ir bit-exact; on accel_tflite the lookup on the host with its reason, the conv and dense on the accelerator."""
+    model, data, model_path, arrays = text_classifier_files
+    summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
+    assert_bit_exact_with_the_reference(summary)
+    assert summary.metrics["simulate.top1"] >= 0.9  # the model learnt its keywords, and kept them in int8
+    assert written_operators(summary)[:2] == ["RESHAPE", "GATHER"]
+    (file_input,) = Interpreter(model_path=str(stage_directory(summary, "emit_ir") / "model.tflite")).get_input_details()
+    assert file_input["dtype"] == np.int32 and list(file_input["shape"]) == [1, 24]
+    assert_at_least_the_converters_sqnr(summary, model, data)
+    assert_bit_exact_with_the_reference(run_arrays(workspace, model_path, arrays, "tflite_int8", "target.scheme.runtime=tflm"))
+    assert_eight_stages_bit_exact(run_arrays(workspace, model_path, arrays, "tf2ir"))
+    accelerated = run_arrays(workspace, model_path, arrays, "accel_tflite")
+    assert_eight_stages_bit_exact(accelerated)
+    assert accelerated.metrics["partition.mac_share_accel"] == 1.0
+    assert "ids known at run time" in (stage_directory(accelerated, "partition") / "partition_plan.json").read_text()
+
+
+def test_a_token_id_outside_the_vocabulary_is_refused_naming_it_before_any_is_fed(text_classifier_files, workspace, tmp_path):
+    _, data, model_path, _ = text_classifier_files
+    ids, labels = data
+    ids = ids.copy()
+    ids[300, 7] = 64
+    np.savez(arrays := tmp_path / "unknown_word.npz", calib=ids[:256], eval=ids[256:], eval_labels=labels[256:])
+    with pytest.raises(StageFailed, match=r"annotate.*data.eval_split.*token id 64 at \[44, 7\].*Embedding has 64 rows"):
+        run_arrays(workspace, model_path, arrays, "tflite_int8")
+
+
 def test_a_recurrent_layer_over_a_sequence_of_open_length_is_refused_at_import_naming_it(tmp_path, workspace):
     """Unrolling needs the number of steps: an LSTM over keras.Input((None, 4)) is refused naming the layer and the fix."""
     keras.utils.set_random_seed(0)
@@ -617,3 +677,11 @@ def test_multi_head_attention_runs_all_stages_bit_exact_at_least_the_converters_
     assert_eight_stages_bit_exact(accelerated)
     placement = (stage_directory(accelerated, "partition") / "partition_plan.json").read_text()
     assert "a product of two activations is the host's" in placement
+
+
+def test_token_ids_given_to_a_model_of_float_input_are_refused_naming_the_data(keyword_spotting_files, workspace, tmp_path):
+    _, _, (model_path, _) = keyword_spotting_files
+    ids = np.zeros((8, 49, 10), np.int32)
+    np.savez(arrays := tmp_path / "ids.npz", calib=ids, eval=ids)
+    with pytest.raises(StageFailed, match=r"calibrate.*data.calib_split: the samples of .*ids.npz:calib are integers.*save them as float32"):
+        run_arrays(workspace, model_path, arrays, "tflite_int8")

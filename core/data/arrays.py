@@ -14,8 +14,9 @@ from core.data.errors import DatasetError
 from core.limits import MemoryBudget, elements, npy_header
 
 ARRAY_SPLITS = ("calib", "eval")  # the arrays an .npz holds: data.calib_split and data.eval_split name them
-ARRAY_EXPECTED = ("an .npz (numpy.savez) holding `calib` and `eval`, float32 [N, *the model's input shape], and optionally "
-                  "`calib_labels` / `eval_labels`, int [N]")
+ARRAY_EXPECTED = ("an .npz (numpy.savez) holding `calib` and `eval`, float32 [N, *the model's input shape] (or int token ids "
+                  "[N, length] of a model whose input is integer), and optionally `calib_labels` / `eval_labels`, int [N]")
+INT32_MIN, INT32_MAX = np.iinfo(np.int32).min, np.iinfo(np.int32).max
 
 
 def array_headers(path: str | Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -39,16 +40,16 @@ def array_headers(path: str | Path) -> dict[str, tuple[tuple[int, ...], np.dtype
 
 
 def check_arrays(path: str | Path, splits: tuple[str, ...]) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-    """The .npz's headers, every named split in it as float32 of rank 2 or more, their labels int of one per
+    """The .npz's headers, every named split in it as float32 (or integer: token ids) of rank 2 or more, their labels int of one per
     sample, and the splits of one sample shape; a DatasetError naming the file and the array otherwise."""
     headers = array_headers(path)
     for split in splits:
         if split not in headers:
             raise DatasetError(f"{path}: no array {split!r} (it holds {sorted(headers) or 'none'}); expected {ARRAY_EXPECTED}")
         shape, dtype = headers[split]
-        if dtype != np.float32 or len(shape) < 2 or shape[0] == 0:
-            raise DatasetError(f"{path}: {split!r} is {dtype} {list(shape)}; expected float32 [N, ...] with N >= 1 samples "
-                               "(the model's input as it takes it: no preprocessing is applied to arrays)")
+        if not (dtype == np.float32 or dtype.kind in "iu") or len(shape) < 2 or shape[0] == 0:
+            raise DatasetError(f"{path}: {split!r} is {dtype} {list(shape)}; expected float32 [N, ...] (or int token ids) with N >= 1 "
+                               "samples (the model's input as it takes it: no preprocessing is applied to arrays)")
         if f"{split}_labels" in headers:
             label_shape, label_dtype = headers[f"{split}_labels"]
             if label_dtype.kind not in "iu" or label_shape != shape[:1]:
@@ -73,6 +74,10 @@ def load_arrays(path: str | Path, split: str, limit: int | None, budget: MemoryB
     with np.load(path, allow_pickle=False) as archive:
         samples = np.ascontiguousarray(archive[split][:limit])
         labels = archive[f"{split}_labels"][:limit].astype(np.int64) if f"{split}_labels" in headers else None
+    if samples.dtype.kind in "iu":  # token ids: int32, as an integer input takes them
+        if samples.size and (samples.min() < INT32_MIN or samples.max() > INT32_MAX):
+            raise DatasetError(f"{path}: {split!r} holds integers outside int32; token ids are int32")
+        return samples.astype(np.int32), labels
     if not np.all(np.isfinite(samples)):
         raise DatasetError(f"{path}: {split!r} holds NaN or Inf values; every sample must be finite")
     return samples, labels

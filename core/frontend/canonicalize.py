@@ -3,7 +3,7 @@
 Each rewrite keeps every value of the graph (fold_check verifies the rewritten graph against the
 original on data) and the names readers and end points use:
 
-Eleven run before BatchNorm folding (EARLY_REWRITES), the rest after it:
+Twelve run before BatchNorm folding (EARLY_REWRITES), the rest after it:
 
 - `static_reshape`: a Reshape whose shape is computed from the input's dynamic shape (Keras
   Flatten, a Reshape with a dynamic batch: Shape -> StridedSlice -> Pack) reads the constant
@@ -11,6 +11,8 @@ Eleven run before BatchNorm folding (EARLY_REWRITES), the rest after it:
 - `zero_states`, `time_steps`, `stacked_steps`, `split_gates`, `sliced_gates` (recurrent.py): an unrolled LSTM, GRU or SimpleRNN's
   zero initial state propagated away, its time steps as slices of the sequence, its outputs stacked back by a
   concatenation along time, each gate a Dense of its own;
+- `token_lookups` (embedding.py): an Embedding of the network's integer token ids as the gather of the ids held
+  as the image [N, 1, L], the Keras wrap of negative ids dropped (ids are checked against the vocabulary);
 - `einsums_as_batch_matmuls`, `head_bias_before_split` (attention.py): a multi-head attention's Einsums of two
   activations as Transposes and a BatchMatMulV2, its projections' biases added before the heads are split;
 - `dense_on_signals` (signals.py): a Dense on every time step of a signal (Keras 3's Tensordot) as the 1x1
@@ -41,6 +43,7 @@ import numpy as np
 from core.frontend.graph import Graph, Node, tensor_node
 from core.frontend.rewrite import const_node, constant_of, copy_node, finish, readers_of, unique_name
 from core.frontend.attention import einsums_as_batch_matmuls, head_bias_before_split
+from core.frontend.embedding import token_lookups
 from core.frontend.layer_norm import layer_normalization
 from core.frontend.recurrent import (one_minus_sigmoid, sliced_gates, split_gates, stacked_steps, time_steps, vector_scales,
                                      zero_states)
@@ -178,7 +181,7 @@ def merged_nearest_resizes(graph: Graph, by_name: dict[str, Node]):
 
 # before BatchNorm folding, which looks for the conv before a BatchNorm: a Conv1D's Squeeze would hide it
 EARLY_REWRITES: tuple[Rewrite, ...] = (static_reshape, zero_states, time_steps, stacked_steps, split_gates, sliced_gates,
-                                       einsums_as_batch_matmuls, head_bias_before_split, dense_on_signals, signals_as_images,
+                                       token_lookups, einsums_as_batch_matmuls, head_bias_before_split, dense_on_signals, signals_as_images,
                                        layer_normalization)
 REWRITES: tuple[Rewrite, ...] = (keepdims_mean, global_max_as_pool, repeat_as_resize, merged_nearest_resizes, vector_scales,
                                  one_minus_sigmoid)

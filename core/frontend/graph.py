@@ -320,10 +320,11 @@ def _topological(node_defs) -> list:
 
 def as_input(samples: np.ndarray, graph: "Graph") -> np.ndarray:
     """`samples` in the shape the graph's input takes: a signal [N, L, C] fed to the image [N, 1, L, C] that the
-    importer made of it (core/frontend/signals.py) is the same values, row-major; any other shape is left as it is."""
+    importer made of it (core/frontend/signals.py), token ids [N, L] to [N, 1, L] (core/frontend/embedding.py), are the
+    same values, row-major; any other shape is left as it is."""
     shapes = graph.node(tensor_node(graph.input_tensor)).output_shapes  # empty in a graph whose shapes are not inferred
     shape = shapes[tensor_index(graph.input_tensor)] if shapes else None
-    if shape is not None and len(shape) == 4 and shape[1] == 1 and list(samples.shape[1:]) == list(shape[2:]):
+    if shape is not None and len(shape) in (3, 4) and shape[1] == 1 and list(samples.shape[1:]) == list(shape[2:]):
         return samples.reshape(len(samples), *shape[1:])
     return samples
 

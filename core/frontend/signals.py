@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.frontend.embedding import is_ids_input
 from core.frontend.graph import Graph, Node, canonical_tensor, tensor_node
 from core.frontend.rewrite import const_node, constant_of, copy_node
 
@@ -81,7 +82,7 @@ class _Lifting:
 
     def _lifted(self, node: Node) -> list[Node]:
         inputs = [self.source(tensor) for tensor in node.inputs]
-        if node.name == tensor_node(self.graph.input_tensor) and len(node.output_shapes[0] or []) == 3:
+        if node.name == tensor_node(self.graph.input_tensor) and len(node.output_shapes[0] or []) == 3 and not is_ids_input(node):
             return self._input(node)
         if node.op == "Squeeze" and self._squeezes_image_height(node):
             self.moved[f"{node.name}:0"] = inputs[0]
@@ -240,13 +241,16 @@ class _Lifting:
         return [block_node, margins_node, copy_node(node, inputs=[inputs[0], block_node.name, margins_node.name])]
 
 
-SIGNAL_INPUT = "signal_input"  # graph.source's key: the [L, C] of a signal input the graph holds as the image [N, 1, L, C]
+# graph.source's key: the [L, C] of a signal input the graph holds as the image [N, 1, L, C], or the [L] of token ids it holds
+# as [N, 1, L]
+SIGNAL_INPUT = "signal_input"
 
 
 def held_signal(original: Graph, prepared: Graph) -> list[int] | None:
-    """The [L, C] of `original`'s signal input [N, L, C] where `prepared` holds it as the image [N, 1, L, C], else None."""
+    """The [L, C] of `original`'s signal input [N, L, C] where `prepared` holds it as the image [N, 1, L, C] (the [L] of
+    token ids [N, L] held as [N, 1, L]), else None."""
     before, after = original.shape(original.input_tensor), prepared.shape(prepared.input_tensor)
-    if before is None or after is None or len(before) != 3 or list(after) != [before[0], 1, *before[1:]]:
+    if before is None or after is None or len(before) not in (2, 3) or list(after) != [before[0], 1, *before[1:]]:
         return None
     return [int(dim) for dim in before[1:]]
 
@@ -286,9 +290,12 @@ def signals_as_images(graph: Graph, by_name: dict[str, Node]):
     """The canonical rewrite (core/frontend/canonicalize.py) of a network whose input is a signal [N, L, C], or that
     Reshapes an image to tokens [N, L, C]."""
     input_shape = graph.shape(graph.input_tensor)
-    signal_input = (input_shape is not None and len(input_shape) == 3
-                    and graph.node(tensor_node(graph.input_tensor)).op == "Placeholder")
+    input_node = graph.node(tensor_node(graph.input_tensor))
+    signal_input = input_shape is not None and len(input_shape) == 3 and input_node.op == "Placeholder" and not is_ids_input(input_node)
     tokens = [node.name for node in graph.nodes if is_tokens_of_image(graph, node)]
+    if is_ids_input(input_node):  # an Embedding's sequence (core/frontend/embedding.py): its Squeeze of the gathered image
+        tokens += [node.name for node in graph.nodes if node.op == "Squeeze" and node.inputs and
+                   by_name[tensor_node(node.inputs[0])].op == "GatherV2"]
     if not signal_input and not tokens:
         return {}, {}, []
     lifting = _Lifting(graph, by_name)

@@ -19,7 +19,7 @@ from core.ir.op import DIALECTS, schema_key
 from core.ir.ops import OPS  # noqa: F401  (every operation registered)
 from core.ir.records import BITS_KEY, DIALECT_KEY, IrError, IrLayer, json_fields, omits_default
 
-VERSION = "1.3"
+VERSION = "1.4"
 # written here from the records (python -m core.ir.schema), never read: a test keeps it their image
 DATA_FILES = ("schemas/tf2ir_ir.schema.json",)
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / DATA_FILES[0]
@@ -37,7 +37,8 @@ _HEADER = {
         "tflite_int8 dialect: layers with \"scheme\": \"tflite_int8\" carry scales and zero points instead of log2scales, "
         "TFLite's requantization (multiplier and shift, int32 [O] params of conv and dwconv) and TFLite's rounding; "
         "their conv weights are OHWI, biases int32. 1.3 adds transpose and batch_matmul (a multi-head attention's heads "
-        "and its products of two activations), in both dialects."),
+        "and its products of two activations), in both dialects. 1.4 adds gather (an Embedding of int32 token ids), in both "
+        "dialects."),
     "type": "array",
     "minItems": 1,
     "x-tf2ir-version": VERSION,

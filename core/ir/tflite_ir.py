@@ -77,13 +77,13 @@ def ir_of_tflite(model: TfliteModel, name_of: Callable[[int], str] | None = None
 
 def ir_operators(model: TfliteModel) -> tuple[list[TfliteOperator], list[int]]:
     """The operators the IR's layers are, in order, and the tensors that are the network input: a first RESHAPE of the
-    input that only inserts the unit height (a 1-D network's [1, L, C] as the image [1, 1, L, C] its layers read, the same
-    bytes) is the input itself, as the IR's input is that image."""
+    input that only inserts the unit height (a 1-D network's [1, L, C] as the image [1, 1, L, C] its layers read, a text
+    model's ids [1, L] as [1, 1, L], the same bytes) is the input itself, as the IR's input is that image."""
     network_input = model.inputs[0]
     first = model.operators[0] if model.operators else None
     if first is not None and first.name == "RESHAPE" and operands(model, first) == [network_input]:
         signal, image = model.tensor(network_input).shape, model.tensor(first.outputs[0]).shape
-        if len(signal) == 3 and tuple(image) == (signal[0], 1, *signal[1:]):
+        if len(signal) in (2, 3) and tuple(image) == (signal[0], 1, *signal[1:]):
             return model.operators[1:], [network_input, first.outputs[0]]
     return model.operators, [network_input]
 

@@ -3,6 +3,8 @@ the grid an IR layer declares for what it reads and writes.
 
 - `Pow2Grid` (TF2IR): real = q x 2^-log2scale, rounded half up as FakeQuant rounds.
 - `AffineGrid` (TFLite's activations): real = scale x (q - zero point), TFLite's rounding.
+- `IndexGrid` (token ids an Embedding looks up): integers taken as they are, int32, each a row of a table of
+  `vocabulary` rows; not quantized.
 - `ChannelGrid` (TFLite's weights and biases): symmetric, zero point 0, one scale per output channel (one scale: per
   tensor).
 
@@ -98,6 +100,32 @@ class AffineGrid:
 
     def named(self):
         return [self.scale, self.zero_point]
+
+
+@dataclass(frozen=True)
+class IndexGrid:
+    vocabulary: int  # the rows of the table the ids index: an id is in [0, vocabulary)
+    bits: ClassVar[int] = 32
+    dtype: ClassVar[type] = np.int32
+    zero_point: ClassVar[int] = 0
+
+    def quantize(self, values: np.ndarray) -> np.ndarray:
+        """token ids -> int32, as they are; a ValueError naming the first id that is not a whole number in [0,
+        vocabulary) (TFLite's GATHER refuses it at run time)."""
+        values = np.asarray(values)
+        ids = values.astype(np.int64) if values.dtype.kind in "iu" else np.rint(np.asarray(values, np.float64))
+        wrong = (ids != values) | (ids < 0) | (ids >= self.vocabulary)
+        if np.any(wrong):
+            position = tuple(int(axis) for axis in np.argwhere(wrong)[0])
+            raise ValueError(f"token id {values[position]!r} at {list(position)} is not in [0, {self.vocabulary}): the Embedding's "
+                             f"vocabulary has {self.vocabulary} rows")
+        return ids.astype(np.int32)
+
+    def dequantize(self, values: np.ndarray) -> np.ndarray:
+        return np.asarray(values, np.int32)
+
+    def named(self):
+        return f"ids < {self.vocabulary}"
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,19 @@ def _signal_input(writer: TfliteWriter, image: int, tensor: str, signal: list[in
     return file_input
 
 
+def _ids_input(writer: TfliteWriter, tensor: str, ids: list[int]) -> int:
+    """A text model's file input: its token ids [1, L], INT32 and not quantized (core/frontend/embedding.py), RESHAPEd to the
+    [1, 1, L] its gather reads, as _signal_input does a signal."""
+    shape = writer.layer_graph.graph.shape(tensor)
+    image = writer.add_tensor("input/image", [1, *shape[1:]], writer.schema.TensorType.INT32)
+    writer.by_graph_tensor[tensor] = image
+    file_input = writer.add_tensor("input", [1, *ids], writer.schema.TensorType.INT32)
+    target = writer.add_tensor("input/image_shape", [len(shape)], writer.schema.TensorType.INT32,
+                               data=np.array([-1, *shape[1:]], np.int32))
+    writer.operator("RESHAPE", [file_input, target], [image], *writer.options("ReshapeOptions", newShape=[-1, *shape[1:]]))
+    return file_input
+
+
 def export_tflite(layer_graph: LayerGraph, table: CalibrationTable) -> bytes:
     """The network of `layer_graph` quantized by `table` (a tflite_int8 one) as a .tflite flatbuffer."""
     from tensorflow.lite.python import schema_py_generated as schema
@@ -32,10 +45,13 @@ def export_tflite(layer_graph: LayerGraph, table: CalibrationTable) -> bytes:
         raise ExportError(f"layers {table.float_layers} are kept in float (calib.keep_float); the int8 .tflite writer keeps none")
     writer = TfliteWriter(layer_graph, table, schema)
     graph = layer_graph.graph
-    network_input = writer.activation(graph.input_tensor, "input")
     signal = graph.source.get(SIGNAL_INPUT)
-    if signal is not None:
-        network_input = _signal_input(writer, network_input, graph.input_tensor, signal)
+    if layer_graph.input_is_ids():
+        network_input = _ids_input(writer, graph.input_tensor, signal or graph.shape(graph.input_tensor)[1:])
+    else:
+        network_input = writer.activation(graph.input_tensor, "input")
+        if signal is not None:
+            network_input = _signal_input(writer, network_input, graph.input_tensor, signal)
     for layer in layer_graph.layers:
         if layer.op not in WRITERS:
             raise ExportError(f"layer {layer.ir_name} ({layer.op}): the .tflite writer covers {', '.join(WRITERS)}")

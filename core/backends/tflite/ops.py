@@ -148,6 +148,16 @@ def _batch_matmul(writer: TfliteWriter, layer: Layer) -> None:
                     *writer.options("BatchMatMulOptions", adjX=adj_x, adjY=adj_y, asymmetricQuantizeInputs=False))
 
 
+def _gather(writer: TfliteWriter, layer: Layer) -> None:
+    """GATHER of the table's rows by the int32 ids: the table quantized as the output (TFLite's GATHER copies bytes)."""
+    entry = writer.entry(layer.output)
+    table = writer.layer_graph.graph.constants[layer.weight]
+    params = writer.add_tensor(f"{layer.name}/table", table.shape, writer.activation_type, entry.scale, entry.zero_point,
+                               data=entry.grid.quantize(table))
+    writer.operator("GATHER", [params, writer.by_graph_tensor[layer.inputs[0]]], [writer.activation(layer.output)],
+                    *writer.options("GatherOptions", axis=0, batchDims=0))
+
+
 def _crop(writer: TfliteWriter, layer: Layer) -> None:
     """STRIDED_SLICE of height and width by stride 1 (a Cropping2D, a recurrent layer's time step)."""
     top, bottom, left, right = layer.attrs
@@ -305,6 +315,7 @@ WRITERS: dict[str, Writer] = {
     "add": _add,
     "reshape": _reshape,
     "transpose": _transpose,
+    "gather": _gather,
     "batch_matmul": _batch_matmul,
     "pad": _pad,
     "crop": _crop,

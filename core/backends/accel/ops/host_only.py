@@ -12,6 +12,7 @@ HOST_ONLY_REASONS = {
     "softmax": "the accelerator has no exponent or division",
     "mul": "the accelerator multiplies only by constant weights",
     "batch_matmul": "the accelerator's GEMM reads its weights from the constant area: a product of two activations is the host's",
+    "gather": "a lookup of table rows by ids known at run time: the accelerator's DMA loads addresses fixed when it is compiled",
     "transpose": "a permutation of axes across the blocked layout is a host copy",
     "resize_nearest": "the accelerator has no gather; a host copy",
     "deconv": "the DMA cannot stuff zeros between pixels (a transposed conv is a conv of the stuffed image): the host's",

@@ -1,0 +1,107 @@
+"""A text model's Embedding on integer token ids, rewritten before the signals are lifted (core/frontend/canonicalize.py:
+EARLY_REWRITES).
+
+Keras' Embedding is a GatherV2 of its constant table [V, D] by the ids [N, L], the ids first wrapped (an id below 0
+reads from the end: SelectV2(ids < 0, ids + V, ids)). The ids are checked against the vocabulary where they enter
+(core/quantize/grid.py: IndexGrid: an id outside [0, V) is refused naming it, as TFLite's GATHER refuses it at run
+time), so the wrap never changes one and is dropped. The ids' placeholder becomes the image [N, 1, L] and the table is
+gathered by it, giving the image [N, 1, L, D] the Embedding's sequence is held as (core/frontend/signals.py); a Squeeze
+gives the sequence [N, L, D] back under the Embedding's own name, which the signal lifting then removes.
+
+The ids are never quantized: the IR's gather reads them as they are (int32) and looks up rows of the table quantized
+on its output's grid, which is what quantizing each looked-up value on that grid gives."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.frontend.graph import Graph, GraphError, Node, canonical_tensor, tensor_node
+from core.frontend.rewrite import constant_of, copy_node
+
+INTEGER_TYPES = frozenset({"int32", "int64"})
+
+
+def is_ids_input(node: Node | None) -> bool:
+    """`node` is a placeholder of integer token ids."""
+    return node is not None and node.op == "Placeholder" and node.attr("dtype") in INTEGER_TYPES
+
+
+def _unwrapped(by_name: dict[str, Node], tensor: str) -> str:
+    """The ids tensor a Keras 3 Embedding's wrap of negative ids reads (SelectV2(Less(ids, 0), AddV2(ids, V), ids)), else
+    `tensor` itself."""
+    select = by_name.get(tensor_node(tensor))
+    if select is None or select.op not in ("SelectV2", "Select") or len(select.inputs) != 3:
+        return tensor
+    less, _, ids = (by_name.get(tensor_node(name)) for name in select.inputs)
+    if less is None or less.op != "Less" or ids is None or canonical_tensor(less.inputs[0]) != canonical_tensor(select.inputs[2]):
+        return tensor
+    return select.inputs[2]
+
+
+def _lookup(graph: Graph, by_name: dict[str, Node], node: Node) -> tuple[Node, np.ndarray] | None:
+    """(the ids placeholder [N, L], the table [V, D]) where `node` gathers the rows of a constant table by the network's
+    integer input."""
+    if node.op != "GatherV2" or int(node.attr("batch_dims", 0) or 0) != 0:
+        return None
+    table, axis = constant_of(graph, by_name, node.inputs[0]), constant_of(graph, by_name, node.inputs[2])
+    ids = by_name.get(tensor_node(_unwrapped(by_name, node.inputs[1])))
+    shape = ids.output_shapes[0] if ids is not None and ids.output_shapes else None
+    if table is None or axis is None or int(axis) != 0 or table.ndim != 2 or not is_ids_input(ids) or shape is None or len(shape) != 2:
+        return None
+    if tensor_node(graph.input_tensor) != ids.name:
+        return None
+    return ids, table
+
+
+def token_lookups(graph: Graph, by_name: dict[str, Node]):
+    """A canonical rewrite: an Embedding of the network's integer ids [N, L] as the gather of the ids held as the image
+    [N, 1, L], giving the image [N, 1, L, D], and the sequence [N, L, D] it holds under the Embedding's name."""
+    replacements, constants, notes = {}, {}, []
+    for node in graph.nodes:
+        found = _lookup(graph, by_name, node)
+        if found is None:
+            continue
+        ids, table = found
+        batch, length = ids.output_shapes[0]
+        replacements[ids.name] = [copy_node(ids, attrs={**ids.attrs, "shape": {"shape": [batch, 1, length]}}, output_shapes=[])]
+        image = copy_node(node, name=f"{node.name}/image", inputs=[node.inputs[0], f"{ids.name}:0", node.inputs[2]], output_shapes=[])
+        squeeze = Node(node.name, "Squeeze", [image.name], {"T": {"type": "float32"}, "squeeze_dims": {"list_i": [1]}})
+        replacements[node.name] = [image, squeeze]
+        notes.append(f"{node.name}: an Embedding of {table.shape[0]} rows of {table.shape[1]} looked up by the ids {ids.name} held "
+                     f"as the image [N, 1, {length}]")
+    return replacements, constants, notes
+
+
+def vocabulary_of(graph: Graph) -> int | None:
+    """The rows of the smallest table the network's integer input indexes (every id must be below it), or None for a
+    network whose input is not token ids."""
+    by_name = graph.by_name()
+    if not is_ids_input(by_name.get(tensor_node(graph.input_tensor))):
+        return None
+    rows = [int(np.shape(graph.constants[tensor_node(node.inputs[0])])[0]) for node in graph.nodes if node.op == "GatherV2"
+            and tensor_node(node.inputs[0]) in graph.constants
+            and canonical_tensor(_unwrapped(by_name, node.inputs[1])) == canonical_tensor(graph.input_tensor)]
+    return min(rows) if rows else None
+
+
+def check_token_ids(samples, graph: Graph, key: str) -> None:
+    """Token ids fed to a text model must be integers in [0, vocabulary) of its Embedding, and a model of float input is
+    fed no integers (an .npz of ids for another model), checked before any is fed: a GraphError naming the data, the
+    first wrong id and the vocabulary, not TensorFlow's "indices[..] is not in [0, V)"."""
+    if not is_ids_input(graph.by_name().get(tensor_node(graph.input_tensor))):
+        if np.asarray(samples[:1]).dtype.kind in "iu":
+            raise GraphError(f"{key}: the samples of {samples.source} are integers, and the model's input {graph.input_tensor} "
+                             "takes float32 values: save them as float32 (integers are the token ids of a model whose input "
+                             "is integer, read by its Embedding)")
+        return
+    vocabulary = vocabulary_of(graph)
+    values = np.asarray(samples[:])
+    if values.dtype.kind not in "iu":
+        raise GraphError(f"{key}: the samples of {samples.source} are {values.dtype}; the model's input {graph.input_tensor} takes "
+                         "integer token ids: save them as int32")
+    wrong = (values < 0) | (values >= (vocabulary or np.iinfo(np.int32).max))
+    if np.any(wrong):
+        position = [int(axis) for axis in np.argwhere(wrong)[0]]
+        raise GraphError(f"{key}: the samples of {samples.source} hold the token id {int(values[tuple(position)])} at {position}; the "
+                         f"model's Embedding has {vocabulary} rows, so every id must be in [0, {vocabulary}): map unknown words to an "
+                         "id the model was trained with")
