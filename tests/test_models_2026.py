@@ -685,3 +685,16 @@ def test_token_ids_given_to_a_model_of_float_input_are_refused_naming_the_data(k
     np.savez(arrays := tmp_path / "ids.npz", calib=ids, eval=ids)
     with pytest.raises(StageFailed, match=r"calibrate.*data.calib_split: the samples of .*ids.npz:calib are integers.*save them as float32"):
         run_arrays(workspace, model_path, arrays, "tflite_int8")
+
+
+def test_the_converters_file_of_a_text_model_is_refused_before_any_stage_naming_the_model_to_import(text_classifier_files, workspace,
+                                                                                                    tmp_path):
+    """TFLite's converter keeps Keras' wrap of negative ids (LESS, ADD, SELECT_V2 on the int32 ids), which the reader does not
+    take: the refusal names the comparison and the file to import instead."""
+    from pipeline.config import ConfigError
+
+    model, data, _, arrays = text_classifier_files
+    path = converter_file(model, data[0][:256], tmp_path / "text.tflite")
+    with pytest.raises(ConfigError, match=r"text.tflite: tensor \d+ \(.*Less\) is BOOL.*import the .keras or SavedModel"):
+        run_arrays(workspace, path, arrays, "tflite_int8", "model.format=tflite")
+    assert not list(Path(workspace[0].split("=", 1)[1]).glob("*/*/manifest.json"))

@@ -175,6 +175,10 @@ def _tensor(path: Path, model, index: int, tensor, budget: MemoryBudget | None) 
     type_name = _names("TensorType").get(tensor.type, f"type {tensor.type}")
     constant_type = type_name in CONSTANT_TYPES and tensor.buffer < len(model.buffers or []) and bool(
         len(model.buffers[tensor.buffer].data if model.buffers[tensor.buffer].data is not None else []))
+    if type_name == "BOOL":  # a comparison's result: the converter's file of a text model computes Keras' wrap of negative ids so
+        raise TfliteError(f"{path}: tensor {index} ({name}) is BOOL (a comparison's result, as LESS and SELECT_V2 give when a text "
+                          "model's file wraps negative token ids); the reader takes no comparisons: import the .keras or "
+                          "SavedModel of the model instead, whose Embedding is taken (model.format=keras or saved_model)")
     if type_name not in TENSOR_TYPES and not constant_type:
         raise TfliteError(f"{path}: tensor {index} ({name}) is {type_name}; the toolchain takes int8 models (int8 activations and "
                           f"weights, int32 biases), 16x8 ones (int16 activations, int8 weights, int64 biases) or float32 ones (float16 weights included): "
