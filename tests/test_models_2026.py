@@ -687,6 +687,22 @@ def test_token_ids_given_to_a_model_of_float_input_are_refused_naming_the_data(k
         run_arrays(workspace, model_path, arrays, "tflite_int8")
 
 
+def test_an_embeddings_rows_the_calibration_never_read_are_not_clipped(text_classifier_files, workspace, tmp_path):
+    """Calibrated on sentences of the last half of the vocabulary alone (no keyword), the Embedding's output range still
+    holds every row of its table (the keywords' too), while the data's range alone would clip the rows it never read."""
+    model, data, model_path, _ = text_classifier_files
+    ids, labels = data
+    np.savez(arrays := tmp_path / "common_words.npz", calib=32 + ids[:256] % 32, eval=ids[256:], eval_labels=labels[256:])
+    # calibration data without the keywords is no way to calibrate the rest of the model: the run stops at calibrate
+    summary = run_arrays(workspace, model_path, arrays, "tflite_int8", "until=calibrate")
+    table = model.get_layer(index=1).get_weights()[0]
+    entry = CalibrationTable.load(stage_directory(summary, "calibrate")).entry("functional_1/embedding_1/GatherV2/image:0")
+    half_step = (entry.range[1] - entry.range[0]) / 255 / 2  # the zero point's nudge moves an end by at most half a step
+    assert entry.range[0] - half_step <= table.min() and entry.range[1] + half_step >= table.max()
+    # the data alone would have clipped
+    assert table[32:].min() > table.min() + 2 * half_step or table[32:].max() < table.max() - 2 * half_step
+
+
 def test_the_converters_file_of_a_text_model_is_refused_before_any_stage_naming_the_model_to_import(text_classifier_files, workspace,
                                                                                                     tmp_path):
     """TFLite's converter keeps Keras' wrap of negative ids (LESS, ADD, SELECT_V2 on the int32 ids), which the reader does not

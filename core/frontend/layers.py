@@ -78,6 +78,9 @@ class AnnotateRule:
     bias: bool = False  # has a quantized bias
     weight_channel_axes: tuple[int, ...] = ()
     integer_model: Callable[[IntegerModelBuilder], str] | None = None  # -> the output tensor
+    # the output holds values of the layer's constant only (a lookup of its rows): calibration ranges it for the whole
+    # constant, so a row the calibration data never read (a rare word's) is not clipped
+    output_of_weight: bool = False
 
 
 @dataclass

@@ -67,6 +67,7 @@ def build_calibration_table(
             entry.fallback_reason = fallback_reason if entry.method == tensor_method else None
             tensors[tensor] = entry
     tensors.update(_ranged_for_maxima(layer_graph, method, target, settings, stats, ranges, tensors))
+    tensors.update(_ranged_for_tables(layer_graph, target, settings, stats, ranges, tensors))
     tensors.update(scheme_output_entries(layer_graph, target.scheme, tensors, stats))
     for layer in layer_graph.layers:
         rule = layer.rule
@@ -125,6 +126,29 @@ def _ranged_for_maxima(layer_graph: LayerGraph, method: str, target: TargetSpec,
                 warnings=[*current.warnings, f"ranged for the maxima {layer.name} keeps ({tensor_method} on them: threshold "
                                              f"{candidate.threshold:.4g}, on every value {current.threshold:.4g})"])
         widened.update(_unclipped_before(layer_graph, source, layer.name, target, settings, stats, ranges, {**tensors, **widened}))
+    return widened
+
+
+def _ranged_for_tables(layer_graph: LayerGraph, target: TargetSpec, settings: CalibrationSettings,
+                       stats: dict[str, TensorStatistics] | None, ranges: dict[str, QuantRange],
+                       tensors: dict[str, TensorEntry]) -> dict[str, TensorEntry]:
+    """The output of a lookup of a constant's rows (AnnotateRule.output_of_weight: an Embedding's) ranged for the whole
+    constant where the method's range on the data is narrower, as TFLite's converter ranges it: a row the calibration
+    data never read (a rare word's) would be clipped, and wrong every time that word comes."""
+    widened: dict[str, TensorEntry] = {}
+    for layer in layer_graph.layers:
+        current = tensors.get(layer.output)
+        if not layer.rule.output_of_weight or current is None or get_method(current.method).range_from_model:
+            continue  # a range the model trained is kept as it is
+        table = TensorStatistics().update(np.asarray(layer_graph.graph.constants[layer.weight], np.float32).reshape(1, -1))
+        candidate = _activation_entry(layer.output, layer.name, "minmax", target, settings, table, ranges)
+        if candidate.threshold > current.threshold or min(candidate.range) < min(current.range):
+            own = (stats or {}).get(layer.output)
+            widened[layer.output] = dataclasses.replace(
+                candidate, absmax=current.absmax, clipped_fraction=clipped_fraction(own, clip_limit(candidate)),
+                warnings=[*current.warnings, f"ranged for every row of its table {layer.weight} (minmax on them: "
+                                             f"[{min(candidate.range):.4g}, {max(candidate.range):.4g}]; {current.method} on the "
+                                             f"data: [{min(current.range):.4g}, {max(current.range):.4g}])"])
     return widened
 
 
