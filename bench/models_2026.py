@@ -20,7 +20,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import keras  # noqa: E402
 
-from test_models_2026 import (built, converter_sqnr_db, gelu_mlp, image_classes, keyword_spotting, layer_norm_patches,  # noqa: E402
+from test_models_2026 import (built, converter_sqnr_db, count, gelu_mlp, image_and_features, image_classes, keyword_spotting,  # noqa: E402
+                              layer_norm_patches, part, two_inputs,
                               layer_norm_sequence, raw_pixels, recurrent_classifier, run_arrays, saved, separable_multiplier_2, signal_classes, squeeze_excite,
                               text_classifier, token_classes, trained, vision_transformer, vision_transformer_mlp, waveform_m5)
 from tables import publish  # noqa: E402  (bench/tables.py)
@@ -65,6 +66,8 @@ KINDS = {
                                   "Conv1D, Bidirectional(GRU(8)), unrolled both ways"),
     "text classifier, 24 token ids": (text_classifier, lambda: token_classes(512, 24, 64, 4, seed=5),
                                       "Embedding (64 x 8) on int32 token ids, Conv1D, GlobalMaxPooling1D"),
+    "two inputs: image 8x8 and 4 features": (two_inputs, lambda: image_and_features(512, 8, 4, 4, seed=9),
+                                             "Conv2D and GlobalAveragePooling2D on the image, Dense on the features, Concatenate"),
 }
 
 
@@ -77,13 +80,13 @@ def row(name: str, build, data, holds: str, work: Path) -> list[str]:
     if ours["codegen.bitexact"] != 1.0 or ours["simulate.reference_agreement"] != 1.0:
         raise SystemExit(f"{name}: not bit-exact: {ours}")
     accel = run_arrays(workspace, model_path, arrays, "accel_tflite").metrics
-    half = len(data[0]) // 2
+    calibration, evaluation = part(data[0], slice(None, count(data[0]) // 2)), part(data[0], slice(count(data[0]) // 2, None))
     try:
-        converter = f"{converter_sqnr_db(model, data[0][:half], data[0][half:]):.2f}"
+        converter = f"{converter_sqnr_db(model, calibration, evaluation):.2f}"
     except Exception as error:  # the converter's own failure is the row's finding; a recurrent model's unrolled form beside it
         converter = f"fails ({type(error).__name__})"
         if unrolled(model, keras) is not model:
-            converter += f"; {converter_sqnr_db(unrolled(model, keras), data[0][:half], data[0][half:]):.2f} unrolled"
+            converter += f"; {converter_sqnr_db(unrolled(model, keras), calibration, evaluation):.2f} unrolled"
     return [name, holds, f"{ours['simulate.sqnr_db_min']:.2f}", converter, "yes", f"{accel['partition.mac_share_accel']:.0%}",
             f"{time.perf_counter() - started:.0f}"]
 

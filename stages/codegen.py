@@ -41,6 +41,7 @@ from core.backends.c.build import INT8_SIMD_PATHS, compile_program, compiler_com
 from core.backends.c.emitter import CodegenError
 from core.backends.c.program import PROGRAM_FILE
 from core.backends.program import NetworkProgram, generate_program
+from core.data.arrays import NamedSamples
 from core.data.datasets import load_split
 from core.ir.io import PARAMS_DIR, read_ir
 from core.ir.network import Ir
@@ -72,20 +73,18 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
             f"{program.arena_bytes} bytes of tensor arena (the input and end points included), at most {program.scratch_bytes} bytes "
             "of the layers' own scratch")
     accel_metrics = accelerator_metrics(program, plan, out_dir, ctx) if plan.accelerator is not None else {}
-    test_input = ir_test_input(ir, ir_dir)
     data = params.data
     evaluation = load_split(data.kind.value, data.path, data.eval_split, to_plain(params.model.preprocess), limit=EVAL_IMAGES,
                             holdout_fraction=data.holdout_fraction, seed=data.split_seed)
-    # the program reads each input as the IR's HWC image: a rank-2 [N, C] input is [N, 1, 1, C], the same bytes
-    eval_inputs = ir.input_grid.quantize(evaluation.images).reshape(len(evaluation.images), *ir.input_shape)
-    images = np.concatenate([test_input.reshape(1, *ir.input_shape), eval_inputs])
+    images = program_inputs(ir, ir_dir, evaluation.images)
+    eval_inputs = images[1:]
     compiler = compiler_command(params.codegen.cflags)
     checked = build_and_check(ir, program, program_c, images, len(eval_inputs), compiler, ctx)
     report = {
         "program": PROGRAM_FILE,
         "compiler": list(compiler),
         "symbols": program.symbols,
-        "input_shape": list(program.input_shape),
+        "inputs": {name: list(shape) for name, shape in program.inputs.items()},
         "end_points": [{"layer": name, "shape": list(program.shapes[name])} for name in program.end_points],
         "images": {"test_image": 1, "evaluation": len(eval_inputs), "source": evaluation.source},
         "bitexact": checked.bitexact,
@@ -169,22 +168,36 @@ def read_plan(path: Path) -> PartitionPlan:
     return PartitionPlan.from_json(json.loads(path.read_text()), origin=str(path))
 
 
-def ir_test_input(ir: Ir, ir_dir: Path) -> np.ndarray:
-    """The int8 HWC network input of the IR's test image, as emit_ir stored it: the input tensor
-    (`<layer>_<kind>.npy`) of the first layer that reads the network input."""
+def program_inputs(ir: Ir, ir_dir: Path, evaluation) -> np.ndarray | NamedSamples:
+    """What the program is run on: the IR's test image, then the evaluation images, each input in integers as the program
+    reads it (the IR's HWC image: a rank-2 [N, C] input is [N, 1, 1, C], the same bytes); a network of several inputs:
+    {IR name: its images}, sliced together."""
+    quantized = IntegerSimulator(ir).quantized(evaluation[:])
+    arrays = {}
+    for name in ir.network_inputs:
+        shape = ir.shape_of_network_input(name)
+        arrays[name] = np.concatenate([ir_test_input(ir, ir_dir, name).reshape(1, *shape),
+                                       quantized[name].reshape(len(quantized[name]), *shape)])
+    return arrays[NETWORK_INPUT] if list(arrays) == [NETWORK_INPUT] else NamedSamples(arrays)
+
+
+def ir_test_input(ir: Ir, ir_dir: Path, input_name: str = NETWORK_INPUT) -> np.ndarray:
+    """The HWC network input `input_name` of the IR's test image, as emit_ir stored it: the input tensor
+    (`<layer>_<kind>.npy`) of the first layer that reads it."""
+    grid = ir.grid_of_network_input(input_name)
     for layer in ir.layers:
         operands = layer.operands()
         for position, name in enumerate(operands):
-            if name == NETWORK_INPUT:
+            if name == input_name:
                 kind = operation_of(layer).input_kind(position, len(operands))
                 path = ir_dir / PARAMS_DIR / f"{layer.name}_{kind}.npy"
                 if not path.is_file():
                     raise CodegenError(f"{path}: the IR carries no test input (emit_ir writes it)")
                 array = np.load(path)
-                if array.dtype != ir.input_grid.dtype:
-                    raise CodegenError(f"{path}: a test input of dtype {array.dtype}; {np.dtype(ir.input_grid.dtype).name} expected")
+                if array.dtype != grid.dtype:
+                    raise CodegenError(f"{path}: a test input of dtype {array.dtype}; {np.dtype(grid.dtype).name} expected")
                 return array
-    raise CodegenError("no layer of the IR reads the network input")
+    raise CodegenError(f"no layer of the IR reads the network input {input_name}")
 
 
 def explain_mismatch(ir: Ir, program, program_c: Path, images: np.ndarray, matches: np.ndarray, compiler: tuple[str, ...],

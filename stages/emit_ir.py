@@ -23,7 +23,7 @@ from core.ir.emit import build_ir
 from core.ir.io import validate_ir, write_ir
 from core.ir.layers import group_layers
 from core.ir.network import Ir
-from core.ir.op import NETWORK_INPUT, operation_of
+from core.ir.op import operation_of
 from core.ir.simulator import IntegerSimulator
 from core.ir.tflite_ir import ir_of_tflite, layer_name
 from core.quantize.runtimes import DEFAULT_TFLITE_RUNTIME, Runtime
@@ -44,7 +44,6 @@ def tflite_int8_ir(params, layer_graph: LayerGraph, table: CalibrationTable, run
     data = export_tflite(layer_graph, table)
     model = parse_tflite(data, TFLITE_FILE)
     producers = {canonical_tensor(layer.output): layer.ir_name for layer in layer_graph.layers}
-    producers[canonical_tensor(layer_graph.graph.input_tensor)] = NETWORK_INPUT
 
     def name_of(index: int) -> str:
         name = model.tensor(index).name
@@ -76,7 +75,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         (out_dir / TFLITE_FILE).write_bytes(tflite_bytes)
 
     image, image_source = test_image(params)
-    values = IntegerSimulator(ir).run(image[np.newaxis], keep_all=True)
+    values = IntegerSimulator(ir).run(image, keep_all=True)
     write_ir(ir, out_dir, test_tensors(ir, values))
     counts: dict[str, int] = {}
     for layer in ir.layers:
@@ -90,15 +89,16 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
 
 
 def test_image(params) -> tuple[np.ndarray, str]:
-    """model.test_image preprocessed for the model; without one, the first evaluation image."""
+    """model.test_image preprocessed for the model; without one, the first evaluation image (a batch of one; a model of
+    several inputs: {input name: a batch of one})."""
     settings = Preprocess.from_config(to_plain(params.model.preprocess))
     if params.model.test_image is not None:
         path = params.model.test_image.path
-        return preprocess(load_image(path, settings.channels)[np.newaxis], settings)[0], str(path)
+        return preprocess(load_image(path, settings.channels)[np.newaxis], settings), str(path)
     data = params.data
     first = load_split(data.kind.value, data.path, data.eval_split, settings, limit=1,
                        holdout_fraction=data.holdout_fraction, seed=data.split_seed)
-    return first.images[0], f"{first.source}[0]"
+    return first.images[0:1], f"{first.source}[0]"
 
 
 def test_tensors(ir, values: dict[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:

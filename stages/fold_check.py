@@ -12,7 +12,8 @@ import numpy as np
 
 from core.frontend.fake_quant import bypass_fake_quant
 from core.frontend.folding import find_batch_norms, max_abs_difference
-from core.frontend.graph import Graph
+from core.frontend.embedding import is_ids_input, vocabulary_of
+from core.frontend.graph import Graph, tensor_node
 from core.frontend.prepare import prepare
 from core.limits import MemoryBudget, check_activations
 from core.reports.warnings import summarize
@@ -87,13 +88,22 @@ def _differences(original: Graph, folded: Graph, sample: np.ndarray, requantizin
     return max_abs_difference(*(bypass_fake_quant(graph, activations_only=True)[0] for graph in (original, folded)), sample), fake_quantized
 
 
-def sample_input(graph: Graph, batch: int, seed: int) -> np.ndarray:
-    """Uniform in [-1, 1], the range every supported model's input is normalized to."""
-    shape = graph.shape(graph.input_tensor)
+def sample_input(graph: Graph, batch: int, seed: int) -> np.ndarray | dict[str, np.ndarray]:
+    """Uniform in [-1, 1], the range every supported model's input is normalized to; token ids uniform over the
+    vocabulary. A model of several inputs: {input name: its samples}."""
+    rng = np.random.default_rng(seed)
+    samples = {tensor_node(tensor): _sample(graph, tensor, batch, rng) for tensor in graph.input_tensors}
+    return next(iter(samples.values())) if len(samples) == 1 else samples
+
+
+def _sample(graph: Graph, tensor: str, batch: int, rng: np.random.Generator) -> np.ndarray:
+    shape = graph.shape(tensor)
     if shape is None or any(dim < 0 for dim in shape[1:]):
-        raise FoldError(f"input {graph.input_tensor} has no static shape {shape}; set the Placeholder's shape in the model")
+        raise FoldError(f"input {tensor} has no static shape {shape}; set the Placeholder's shape in the model")
     batch = shape[0] if shape[0] > 0 else batch  # some graphs fix the batch (the SSD graph: 1)
-    return np.random.default_rng(seed).uniform(-1.0, 1.0, size=(batch, *shape[1:])).astype(np.float32)
+    if is_ids_input(graph.node(tensor_node(tensor))):
+        return rng.integers(0, vocabulary_of(graph, tensor) or 1, size=(batch, *shape[1:])).astype(np.int32)
+    return rng.uniform(-1.0, 1.0, size=(batch, *shape[1:])).astype(np.float32)
 
 
 def _refuse_if_any(batch_norms: list[dict], why: str) -> None:

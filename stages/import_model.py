@@ -44,7 +44,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     graph = import_graph(graph_def, input_tensor, end_points, origin=origin, source=source, budget=budget, layer_names=layer_names,
                          input_size=input_size)
     if "input_size_fixed" in graph.source:
-        ctx.log(f"the input {graph.input_tensor}, of open size, fixed to {graph.source['input_size_fixed']} (model.preprocess.size "
+        ctx.log(f"the input {', '.join(graph.input_tensors)}, of open size, fixed to {graph.source['input_size_fixed']} (model.preprocess.size "
                 f"{list(model.preprocess.size)})")
     if graph.source.get("float16_casts_removed"):
         ctx.log(f"float16 (a mixed_float16 model): computed in float32, {graph.source['float16_casts_removed']} float32 <-> float16 "
@@ -55,7 +55,8 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     graph.save(out_dir)
     report = import_report(graph)
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
-    ctx.log(f"{report['nodes']} nodes, input {graph.input_tensor} {report['input_shape']}, {len(graph.end_points)} end point(s)")
+    inputs = ", ".join(f"{tensor} {shape}" for tensor, shape in report["inputs"].items())
+    ctx.log(f"{report['nodes']} nodes, input{'s' if len(report['inputs']) > 1 else ''} {inputs}, {len(graph.end_points)} end point(s)")
     ctx.log(f"{len(layer_graph.layers)} IR layers after folding and canonical rewrites")
     metrics.update(
         nodes=report["nodes"],
@@ -82,8 +83,7 @@ def import_report(graph: Graph) -> dict:
     return {
         "nodes": len(graph.nodes),
         "op_counts": op_counts,
-        "input_tensor": graph.input_tensor,
-        "input_shape": graph.shape(graph.input_tensor),
+        "inputs": {tensor: graph.shape(tensor) for tensor in graph.input_tensors},
         "end_points": {tensor: graph.shape(tensor) for tensor in graph.end_points},
         "fake_quant_nodes": sum(op_counts.get(op, 0) for op in sorted(FAKE_QUANT_OPS)),
         "source": graph.source,

@@ -30,7 +30,7 @@ from core.ir.io import read_ir
 from core.ir.records import IrError
 from core.ir.layers import group_layers
 from core.limits import MemoryBudget, check_activations
-from core.ir.op import NETWORK_INPUT
+from core.ir.op import input_names
 from core.ir.simulator import IntegerSimulator, shared_pool
 from core.ir.tflite_ir import ir_operators
 from core.quantize.evaluation import ErrorSums, KeptEndPoints, class_labels, grid_agreement
@@ -114,9 +114,10 @@ class LayerProbe:
         self.feeds = {tensor: fake_quant for tensor, fake_quant in quantized.items()}
         self.layers = [layer for layer in layer_graph.layers if layer.output in quantized]
         self.ir_names = {layer.output: layer.ir_name for layer in layer_graph.layers}
-        self.ir_names[layer_graph.graph.input_tensor] = NETWORK_INPUT
-        self.input_tensor = annotated.input_tensor
-        self.input_grid = ir.input_grid  # a power of two, or token ids (IndexGrid: fed as they are)
+        self.inputs = input_names(layer_graph.graph)  # each input tensor -> its IR name
+        self.ir_names.update(self.inputs)
+        # a power of two, or token ids (IndexGrid: fed as they are)
+        self.input_grids = {name: ir.grid_of_network_input(name) for name in self.inputs.values()}
         self.log2scales = {layer.output: ir.layer(layer.ir_name).log2scale_of_output() for layer in self.layers}
         self.ranges = {layer.output: _fake_quant_range(annotated, by_name, quantized[layer.output]) for layer in self.layers}
         self.shapes = {tensor: annotated.shape(fake_quant) for tensor, fake_quant in self.feeds.items()}
@@ -142,7 +143,8 @@ class LayerProbe:
         tensors = list(self.feeds)
         values = shared_pool().map(lambda tensor: self._fed_value(tensor, integer), tensors)
         feed = {self.feeds[tensor]: value for tensor, value in zip(tensors, values)}
-        feed[self.input_tensor] = as_input(self.input_grid.dequantize(integer[NETWORK_INPUT]), runner.graph)
+        for tensor, name in self.inputs.items():
+            feed[tensor] = as_input(self.input_grids[name].dequantize(integer[name]), runner.graph, tensor)
         probes = runner.session_run(self.probe_names, feed)
         return list(shared_pool().map(lambda pair: self._agreement(pair[0], pair[1], integer), zip(self.layers, probes)))
 
@@ -156,8 +158,8 @@ class LayerProbe:
 
     def _fed_value(self, tensor: str, integer: dict[str, np.ndarray]) -> np.ndarray:
         """What the FakeQuant of `tensor` is fed: the dequantized integer value of the layer producing it."""
-        if self.ir_names[tensor] == NETWORK_INPUT:
-            return self._shaped(tensor, self.input_grid.dequantize(integer[NETWORK_INPUT]))
+        if tensor in self.inputs:
+            return self._shaped(tensor, self.input_grids[self.inputs[tensor]].dequantize(integer[self.inputs[tensor]]))
         return self._shaped(tensor, dequantize(integer[self.ir_names[tensor]], self.log2scales[tensor]))
 
     def _agreement(self, layer, value: np.ndarray, integer: dict[str, np.ndarray]) -> tuple[int, int, int]:
@@ -185,7 +187,9 @@ class TfliteReferenceProbe:
 
     def __init__(self, annotated: Graph, layer_graph, ir, ir_dir: Path, runtime: Runtime):
         self.model_path = ir_dir / TFLITE_FILE
-        operators, _ = ir_operators(read_tflite(self.model_path))
+        model = read_tflite(self.model_path)
+        operators, input_names = ir_operators(model)
+        self.inputs = [input_names[index] for index in model.inputs]  # the IR's names of the file's inputs, in its order
         if len(operators) != len(ir.layers):
             raise IrError(f"{self.model_path}: {len(operators)} operators for the IR's {len(ir.layers)} layers; run emit_ir again")
         self.layers = [ComparedLayer(layer.name) for layer in ir.layers]
@@ -194,7 +198,7 @@ class TfliteReferenceProbe:
         self.runner = runner_of(runtime.name, self.model_path)
 
     def compare(self, runner: GraphRunner, integer: dict[str, np.ndarray]) -> list[tuple[int, int, int]]:
-        reference = self.runner.tensors(integer[NETWORK_INPUT])
+        reference = self.runner.tensors([integer[name] for name in self.inputs])
         counts = []
         for layer, tensor in zip(self.layers, self.tensors):
             ours, theirs = integer[layer.ir_name].reshape(-1).astype(np.int16), reference[tensor].reshape(-1).astype(np.int16)

@@ -131,14 +131,27 @@ def trained(model: keras.Model, data: tuple[np.ndarray, np.ndarray], epochs: int
     return model
 
 
-def saved(model: keras.Model, data: tuple[np.ndarray, np.ndarray], directory: Path) -> tuple[Path, Path]:
-    """The model as a .keras file and its data (signals or images) as the .npz data=arrays reads: calibration and
-    evaluation halves."""
+def part(samples, chosen: slice):
+    """A slice of the samples: of an array, or of each input's of a model of several ({input name: its samples})."""
+    return {name: values[chosen] for name, values in samples.items()} if isinstance(samples, dict) else samples[chosen]
+
+
+def count(samples) -> int:
+    return len(next(iter(samples.values()))) if isinstance(samples, dict) else len(samples)
+
+
+def saved(model: keras.Model, data: tuple, directory: Path) -> tuple[Path, Path]:
+    """The model as a .keras file and its data (signals or images; for a model of several inputs {input name: its
+    samples}) as the .npz data=arrays reads: calibration and evaluation halves (`calib/<input name>`, `eval/<input name>`
+    for several inputs)."""
     signals, labels = data
-    half = len(signals) // 2
+    half = count(signals) // 2
     model.save(model_path := directory / "model.keras")
-    np.savez(arrays := directory / "signals.npz", calib=signals[:half], eval=signals[half:], eval_labels=labels[half:])
-    return model_path, arrays
+    splits = {"calib": part(signals, slice(None, half)), "eval": part(signals, slice(half, None))}
+    arrays = {f"{split}/{name}": values for split, named in splits.items() for name, values in named.items()} \
+        if isinstance(signals, dict) else splits
+    np.savez(path := directory / "signals.npz", **arrays, eval_labels=labels[half:])
+    return model_path, path
 
 
 def run_arrays(workspace, model_path: Path, arrays: Path, target: str, *overrides: str):
@@ -147,38 +160,50 @@ def run_arrays(workspace, model_path: Path, arrays: Path, target: str, *override
     return run_pipeline(cfg, console=QUIET)
 
 
-def converted(model: keras.Model, calibration: np.ndarray) -> bytes:
-    """TensorFlow Lite's converter's full-int8 PTQ of `model` (int8 input, or the int32 token ids a text model takes, and
-    int8 output), calibrated on `calibration`."""
+def _in_model_order(model: keras.Model, samples) -> list[np.ndarray]:
+    return [samples[tensor.name] for tensor in model.inputs] if isinstance(samples, dict) else [samples]
+
+
+def converted(model: keras.Model, calibration) -> bytes:
+    """TensorFlow Lite's converter's full-int8 PTQ of `model` (int8 inputs, or the int32 token ids a text model takes, and
+    int8 output), calibrated on `calibration` (for several inputs: {input name: its samples})."""
     converter = tf.lite.TFLiteConverter.from_keras_model(model)
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.representative_dataset = lambda: ([sample[None]] for sample in calibration)
+    inputs = _in_model_order(model, calibration)
+    converter.representative_dataset = lambda: ([values[k : k + 1] for values in inputs] for k in range(count(calibration)))
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
     converter.inference_output_type = tf.int8
-    if calibration.dtype.kind == "f":  # token ids stay int32, as the model takes them
+    if all(values.dtype.kind == "f" for values in inputs):  # token ids stay int32, as the model takes them
         converter.inference_input_type = tf.int8
     return converter.convert()
 
 
-def converter_file(model: keras.Model, calibration: np.ndarray, path: Path) -> Path:
+def converter_file(model: keras.Model, calibration, path: Path) -> Path:
     path.write_bytes(converted(model, calibration))
     return path
 
 
-def converter_sqnr_db(model: keras.Model, calibration: np.ndarray, evaluation: np.ndarray) -> float:
-    """End-point SQNR of TensorFlow Lite's converter (full-int8 PTQ, int8 input and output) against the float model
+def converter_sqnr_db(model: keras.Model, calibration, evaluation) -> float:
+    """End-point SQNR of TensorFlow Lite's converter (full-int8 PTQ, int8 inputs and output) against the float model
     on `evaluation`: the figure our simulate.sqnr_db_min is compared with."""
     interpreter = Interpreter(model_content=converted(model, calibration), num_threads=1)
     interpreter.allocate_tensors()
-    source, sink = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
-    (in_scale, in_zero), (out_scale, out_zero) = source["quantization"], sink["quantization"]
+    sink = interpreter.get_output_details()[0]
+    out_scale, out_zero = sink["quantization"]
+    # the file's inputs by the model's names (serving_default_<name>:0)
+    sources = {detail["name"].removeprefix("serving_default_").split(":")[0]: detail for detail in interpreter.get_input_details()}
+    named = evaluation if isinstance(evaluation, dict) else {next(iter(sources)): evaluation}
     outputs = []
-    for sample in evaluation:
-        fed = sample if sample.dtype.kind in "iu" else np.clip(np.round(sample / in_scale) + in_zero, -128, 127).astype(np.int8)
-        interpreter.set_tensor(source["index"], fed[None])
+    for k in range(count(evaluation)):
+        for name, values in named.items():
+            source, sample = sources[name], values[k]
+            in_scale, in_zero = source["quantization"]
+            fed = sample if sample.dtype.kind in "iu" else np.clip(np.round(sample / in_scale) + in_zero, -128, 127).astype(np.int8)
+            interpreter.set_tensor(source["index"], fed[None])
         interpreter.invoke()
         outputs.append((interpreter.get_tensor(sink["index"]).astype(np.float32) - out_zero) * out_scale)
-    return sqnr_db(model.predict(evaluation, verbose=0), np.concatenate(outputs))
+    inputs = _in_model_order(model, evaluation)
+    return sqnr_db(model.predict(inputs if len(inputs) > 1 else inputs[0], verbose=0), np.concatenate(outputs))
 
 
 def assert_eight_stages_bit_exact(summary) -> None:
@@ -199,8 +224,9 @@ def assert_bit_exact_with_the_reference(summary) -> None:
 
 def assert_at_least_the_converters_sqnr(summary, model: keras.Model, data: tuple[np.ndarray, np.ndarray]) -> None:
     """Our end-point SQNR no worse than the converter's less CONVERTER_MARGIN_DB, on the halves saved() wrote."""
-    half = len(data[0]) // 2
-    assert summary.metrics["simulate.sqnr_db_min"] >= converter_sqnr_db(model, data[0][:half], data[0][half:]) - CONVERTER_MARGIN_DB
+    half = count(data[0]) // 2
+    assert summary.metrics["simulate.sqnr_db_min"] >= converter_sqnr_db(model, part(data[0], slice(None, half)),
+                                                                        part(data[0], slice(half, None))) - CONVERTER_MARGIN_DB
 
 
 def written_operators(summary) -> list[str]:
@@ -570,6 +596,72 @@ def test_a_token_id_outside_the_vocabulary_is_refused_naming_it_before_any_is_fe
         run_arrays(workspace, model_path, arrays, "tflite_int8")
 
 
+def image_and_features(count: int, size: int, features: int, classes: int, seed: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Seeded samples of a model of two inputs that needs both: the image tells the class's parity (its mean), the feature
+    vector its half."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, classes, count)
+    pixels = 0.3 * rng.normal(size=(count, size, size, 1)) + (labels % 2)[:, None, None, None]
+    meta = 0.3 * rng.normal(size=(count, features)) + (labels // 2)[:, None]
+    return {"pixels": pixels.astype(np.float32), "meta": meta.astype(np.float32)}, labels
+
+
+def two_inputs(size: int = 8, features: int = 4, classes: int = 4) -> keras.Model:
+    """An image and a feature vector, each through its own layers, concatenated before the classifier."""
+    pixels, meta = keras.Input((size, size, 1), name="pixels"), keras.Input((features,), name="meta")
+    seen = keras.layers.GlobalAveragePooling2D()(keras.layers.Conv2D(8, 3, activation="relu")(pixels))
+    described = keras.layers.Dense(8, activation="relu")(meta)
+    joined = keras.layers.Concatenate()([seen, described])
+    return keras.Model([pixels, meta], keras.layers.Dense(classes, activation="softmax")(joined))
+
+
+@pytest.fixture(scope="module")
+def two_input_files(tmp_path_factory):
+    data = image_and_features(512, 8, 4, 4, seed=9)
+    model = trained(built(two_inputs), data, epochs=10)
+    return model, data, *saved(model, data, tmp_path_factory.mktemp("two_inputs"))
+
+
+def test_a_model_of_two_inputs_runs_all_stages_bit_exact_each_input_fed_from_its_named_array(two_input_files, workspace):
+    """Each input is fed from its own array of the .npz (`calib/pixels`, `calib/meta`), quantized on its own grid, listed
+    in the IR (`input:pixels`, `input:meta`), in model.tflite (two inputs, named as the model names them) and in the
+    generated program (its input holds them back to back, the header says where): bit-exact with LiteRT's reference
+    kernels and TFLM at least at the converter's SQNR on tflite_int8 (and that file read back), bit-exact on tf2ir and
+    accel_tflite."""
+    model, data, model_path, arrays = two_input_files
+    summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
+    assert_bit_exact_with_the_reference(summary)
+    assert summary.metrics["simulate.top1"] >= 0.9
+    assert_at_least_the_converters_sqnr(summary, model, data)
+    ir = read_ir(stage_directory(summary, "emit_ir"))
+    assert ir.network_inputs == ["input:pixels", "input:meta"]
+    assert ir.grid_of_network_input("input:pixels") != ir.grid_of_network_input("input:meta")
+    file_inputs = Interpreter(model_path=str(stage_directory(summary, "emit_ir") / "model.tflite")).get_input_details()
+    assert [(detail["name"], list(detail["shape"])) for detail in file_inputs] == [("pixels", [1, 8, 8, 1]), ("meta", [1, 4])]
+    header = (stage_directory(summary, "codegen") / "program.c").read_text().split("*/")[0]
+    assert "input:pixels 8x8x1 int8 (bytes 0 to 63), input:meta 1x1x4 int8 (bytes 64 to 67)" in header
+    assert_bit_exact_with_the_reference(run_arrays(workspace, model_path, arrays, "tflite_int8", "target.scheme.runtime=tflm"))
+    # the file of two inputs read back (model.format=tflite), calibrated as it is quantized
+    written = stage_directory(summary, "emit_ir") / "model.tflite"
+    assert_bit_exact_with_the_reference(run_arrays(workspace, written, arrays, "tflite_int8", "model.format=tflite", "calib.method=qat"))
+    assert_eight_stages_bit_exact(run_arrays(workspace, model_path, arrays, "tf2ir"))
+    accelerated = run_arrays(workspace, model_path, arrays, "accel_tflite")
+    assert_eight_stages_bit_exact(accelerated)
+    assert accelerated.metrics["partition.mac_share_accel"] >= 0.9
+
+
+@pytest.mark.parametrize("arrays, expected", [
+    (lambda data: {"calib": data["pixels"], "eval": data["pixels"]}, r"one array of samples, and the model has 2 inputs \(pixels, meta\)"),
+    (lambda data: {"calib/pixels": data["pixels"], "eval/pixels": data["pixels"]},
+     r"samples for the inputs pixels, and the model's inputs are pixels, meta"),
+])
+def test_a_model_of_two_inputs_given_other_arrays_is_refused_naming_its_inputs(two_input_files, workspace, tmp_path, arrays, expected):
+    _, data, model_path, _ = two_input_files
+    np.savez(path := tmp_path / "other.npz", **arrays(data[0]))
+    with pytest.raises(StageFailed, match=r"calibrate.*data.calib_split: " + expected + ".*<split>/<input name>"):
+        run_arrays(workspace, model_path, path, "tflite_int8")
+
+
 def test_a_recurrent_layer_over_a_sequence_of_open_length_is_refused_at_import_naming_it(tmp_path, workspace):
     """Unrolling needs the number of steps: an LSTM over keras.Input((None, 4)) is refused naming the layer and the fix."""
     keras.utils.set_random_seed(0)
@@ -696,7 +788,8 @@ def test_an_embeddings_rows_the_calibration_never_read_are_not_clipped(text_clas
     # calibration data without the keywords is no way to calibrate the rest of the model: the run stops at calibrate
     summary = run_arrays(workspace, model_path, arrays, "tflite_int8", "until=calibrate")
     table = model.get_layer(index=1).get_weights()[0]
-    entry = CalibrationTable.load(stage_directory(summary, "calibrate")).entry("functional_1/embedding_1/GatherV2/image:0")
+    (entry,) = [entry for tensor, entry in CalibrationTable.load(stage_directory(summary, "calibrate")).tensors.items()
+                if tensor.endswith("GatherV2/image:0")]  # the Embedding's output (Keras numbers the layers' names)
     half_step = (entry.range[1] - entry.range[0]) / 255 / 2  # the zero point's nudge moves an end by at most half a step
     assert entry.range[0] - half_step <= table.min() and entry.range[1] + half_step >= table.max()
     # the data alone would have clipped

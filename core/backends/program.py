@@ -35,7 +35,7 @@ from core.backends.accel.partition import ACCEL, ACCEL_LAYOUT, HOST_LAYOUT, Part
 from core.backends.c.emitter import CodegenError
 from core.backends.c.program import ARENA_ALIGN, RUNTIME_DIR, CProgram, c_array, c_bytes, c_symbols, layer_c, plan_buffers, program_text, runtime_headers
 from core.ir.network import Ir
-from core.ir.op import NETWORK_INPUT
+from core.ir.op import is_network_input
 
 ISA_HEADER = RUNTIME_DIR.parents[1] / "accel" / "runtime" / "qt_isa.h"
 ISA_LAYOUT_HEADER = "qt_isa_layout.h"
@@ -110,7 +110,7 @@ def schedule(ir: Ir, plan: PartitionPlan) -> list[tuple[str, list[str]]]:
     graph.add_nodes_from(members)
     for layer in ir.layers:
         for producer in layer.previous_layer:
-            if producer != NETWORK_INPUT and unit_of[producer] != unit_of[layer.name]:
+            if not is_network_input(producer) and unit_of[producer] != unit_of[layer.name]:
                 graph.add_edge(unit_of[producer], unit_of[layer.name])
     if not nx.is_directed_acyclic_graph(graph):
         raise CodegenError("the partition plan's functions and host layers form a cycle; re-run the partition stage")
@@ -128,13 +128,15 @@ class _ProgramBuilder:
         self.ir, self.plan, self.accelerator = ir, plan, plan.accelerator
         self.layers = {layer.name: layer for layer in ir.layers}
         self.groups = {g.layer: g for g in plan.groups}
-        self.shapes = {NETWORK_INPUT: _image(ir.input_shape), **{layer.name: _image(layer.shape_of_output()) for layer in ir.layers}}
-        # the integers' types where not int8 (TFLite's 16x8 mode): a tensor's bytes are its elements x their size
-        self.dtypes = {name: dtype for name, dtype in [(NETWORK_INPUT, ir.input_grid.dtype), *((layer.name, layer.integer_dtype)
-                                                                                              for layer in ir.layers)]
+        self.inputs = ir.network_inputs  # in the order the program's input holds them
+        self.shapes = {**{name: _image(ir.shape_of_network_input(name)) for name in self.inputs},
+                       **{layer.name: _image(layer.shape_of_output()) for layer in ir.layers}}
+        # the integers' types where not int8 (TFLite's 16x8 mode, token ids): a tensor's bytes are its elements x their size
+        self.dtypes = {name: dtype for name, dtype in [*((name, ir.grid_of_network_input(name).dtype) for name in self.inputs),
+                                                       *((layer.name, layer.integer_dtype) for layer in ir.layers)]
                        if np.dtype(dtype) != np.int8}
         self.end_points = ir.end_point_layers
-        self.native = {NETWORK_INPUT: HOST_LAYOUT, **{g.layer: g.layout for g in plan.groups}}
+        self.native = {**{name: HOST_LAYOUT for name in self.inputs}, **{g.layer: g.layout for g in plan.groups}}
         self.symbols = c_symbols(ir)
         self.steps: list[_Step] = []
         self.offsets: dict[str, int] = {}
@@ -157,11 +159,13 @@ class _ProgramBuilder:
 {chr(10).join(host_functions)}
 """
         dump_bytes = sum(self._bytes(name) for name in self.layers)
-        source = program_text(self._header(functions), self._bytes(NETWORK_INPUT), [self._bytes(name) for name in self.end_points],
+        source = program_text(self._header(functions), sum(self._bytes(name) for name in self.inputs),
+                              [self._bytes(name) for name in self.end_points],
                               dump_bytes, self._defines(), list(headers), body, "\n".join(statements))
         accel_bytes = len(lowering.constants) if lowering is not None else 0
         return NetworkProgram(
-            source=source, headers={**runtime_headers(), **headers}, symbols=self.symbols, input_shape=tuple(self.shapes[NETWORK_INPUT]),
+            source=source, headers={**runtime_headers(), **headers}, symbols=self.symbols,
+            inputs={name: tuple(self.shapes[name]) for name in self.inputs},
             end_points=self.end_points, shapes={name: self.shapes[name] for name in self.layers},
             constant_bytes=host_bytes + accel_bytes, arena_bytes=self.arena, files=files, dtypes=self.dtypes, functions=functions,
             accel_constant_bytes=accel_bytes, statistics=stats)
@@ -182,7 +186,7 @@ class _ProgramBuilder:
     def _plan_steps(self) -> None:
         """Each unit's steps, the conversions its layers need first (a function's layers run as one
         call), checked against the plan's packs and unpacks."""
-        materialized, conversions = {_value(NETWORK_INPUT, HOST_LAYOUT)}, []
+        materialized, conversions = set(self._input_values), []
         for kind, unit_layers in schedule(self.ir, self.plan):
             region = self.groups[unit_layers[0]].region if kind == "region" else None
             for name in unit_layers:
@@ -211,15 +215,15 @@ class _ProgramBuilder:
         among them, as TensorFlow Lite Micro's arena holds them: the input lives from before the first layer (run_network
         copies the image there) to its last reader, each end point from its layer to the end (run_network copies it
         out), every other value from its writer to its last reader."""
-        first, last = ([self._input], []), ([], [_value(name, HOST_LAYOUT) for name in self.end_points])
-        values = {self._input, *(value for step in self.steps for value in step.writes)}
+        first, last = (list(self._input_values), []), ([], [_value(name, HOST_LAYOUT) for name in self.end_points])
+        values = {*self._input_values, *(value for step in self.steps for value in step.writes)}
         align = ARENA_ALIGN if self.accelerator is None else math.lcm(ARENA_ALIGN, self.accelerator.channel_block)
         self.offsets, self.arena = plan_buffers([first, *[(step.writes, step.reads) for step in self.steps], last],
                                                 {value: self._size(value) for value in values}, align=align)
 
     @property
-    def _input(self) -> str:
-        return _value(NETWORK_INPUT, HOST_LAYOUT)
+    def _input_values(self) -> list[str]:
+        return [_value(name, HOST_LAYOUT) for name in self.inputs]
 
     def _buffer(self, value: str) -> str:
         return f"qt_arena + {self.offsets[value]}"
@@ -285,7 +289,11 @@ class _ProgramBuilder:
         return f"    QT_DUMP({dump_offsets[name]}, {self._buffer(value)}, {self._bytes(name)});"
 
     def _statements(self, functions: dict[str, AccelFunction], dump_offsets: dict[str, int]) -> list[str]:
-        statements, index = [f"    memcpy({self._buffer(self._input)}, input, QT_INPUT_BYTES); /* the image into the arena */"], 0
+        statements, index, offset = [], 0, 0
+        for name in self.inputs:  # the inputs back to back, in the program's order of them
+            what = "the image" if len(self.inputs) == 1 else name
+            statements.append(f"    memcpy({self._buffer(_value(name, HOST_LAYOUT))}, input + {offset}, {self._bytes(name)}); /* {what} into the arena */")
+            offset += self._bytes(name)
         while index < len(self.steps):
             step = self.steps[index]
             if step.layer is None:  # a conversion
@@ -319,11 +327,21 @@ class _ProgramBuilder:
         hosts = sum(g.target != ACCEL for g in self.plan.groups)
         return "\n".join([
             f"/* Generated by core/backends/program.py from a TF2IR IR and its partition for target {self.plan.target}: do not edit.",
-            f" * {len(self.ir.layers)} layers,{accel} {hosts} host layer(s); input {'x'.join(map(str, self.shapes[NETWORK_INPUT]))} "
-            f"int8 HWC; end points: {', '.join(f'{name} {list(self.shapes[name])}' for name in self.end_points)}.",
+            f" * {len(self.ir.layers)} layers,{accel} {hosts} host layer(s); {self._inputs_text()}; "
+            f"end points: {', '.join(f'{name} {list(self.shapes[name])}' for name in self.end_points)}.",
             " * Build: cc -O2 -std=c99 -Wall -Werror -ffp-contract=off -o network program.c  (-DQT_DUMP_LAYERS: also dump every layer)",
             " * Run:   network INPUT OUTPUT [DUMP]  (raw int8: N images in, N x the end points out) */",
         ])
+
+    def _inputs_text(self) -> str:
+        """The input's shape and type, or each input's of several with its bytes in the program's input, in order."""
+        def described(name: str) -> str:
+            return f"{'x'.join(map(str, self.shapes[name]))} {np.dtype(self.dtypes.get(name, np.int8)).name}"
+        if len(self.inputs) == 1:
+            return f"input {described(self.inputs[0])} HWC"
+        offsets = np.cumsum([0, *(self._bytes(name) for name in self.inputs)])
+        return "inputs, back to back per image: " + ", ".join(f"{name} {described(name)} (bytes {start} to {end - 1})"
+                                                               for name, start, end in zip(self.inputs, offsets, offsets[1:]))
 
     def _defines(self) -> dict[str, int]:
         accelerator = self.accelerator

@@ -365,6 +365,12 @@ def load_split(
     elif kind == "arrays":  # the model's input as it is: no preprocessing, any rank
         samples, labels = load_arrays(_required(path, kind), split, limit, budget)
         source = f"{path}:{split}"
+        if isinstance(samples, dict):  # a model of several inputs: each batch is {input name: its samples}
+            named = samples
+            content = content_digest("arrays", [part for name, array in named.items()
+                                                for part in (f"{name} {array.dtype.str} {array.shape}".encode(), array.data)])
+            count = len(named)
+            return LabeledImages(PreprocessedImages(count, lambda part: named[part], source, content), labels, source)
         content = content_digest("arrays", [f"{samples.dtype.str} {samples.shape}".encode(), samples.data])
         return LabeledImages(PreprocessedImages(len(samples), lambda part: samples[part], source, content), labels, source)
     elif kind == "images":

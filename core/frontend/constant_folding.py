@@ -22,10 +22,10 @@ def _is_evaluable_op(op: str) -> bool:
 def constant_node_names(graph: Graph) -> set[str]:
     """Non-Const nodes whose every input is (transitively) a constant."""
     constant: set[str] = {node.name for node in graph.nodes if node.op == "Const"}
-    input_node = tensor_node(graph.input_tensor)
+    input_nodes = {tensor_node(tensor) for tensor in graph.input_tensors}
     folded: set[str] = set()
     for node in graph.nodes:  # topological order: inputs are decided before their readers
-        if node.name == input_node or not node.inputs or not _is_evaluable_op(node.op):
+        if node.name in input_nodes or not node.inputs or not _is_evaluable_op(node.op):
             continue
         if all(tensor_node(t) in constant for t in node.inputs):
             constant.add(node.name)
@@ -85,7 +85,7 @@ def fold_constants(graph: Graph) -> Graph:
             nodes.append(const_node(renamed[tensor], values[tensor]))
             constants[renamed[tensor]] = values[tensor]
     end_points = [canonical_tensor(renamed.get(canonical_tensor(t), t)) for t in graph.end_points]
-    result = Graph(nodes, constants, graph.input_tensor, end_points, dict(graph.source))
+    result = Graph(nodes, constants, list(graph.input_tensors), end_points, dict(graph.source))
     return finish(result, result.nodes, result.constants)
 
 
@@ -101,4 +101,4 @@ def _constant_subgraph(graph: Graph, tensors: list[str]) -> Graph:
             stack.extend(tensor_node(t) for t in by_name[name].inputs)
     nodes = [node for node in graph.nodes if node.name in keep]
     constants = {name: value for name, value in graph.constants.items() if name in keep}
-    return Graph(nodes, constants, graph.input_tensor, [], {})
+    return Graph(nodes, constants, list(graph.input_tensors), [], {})

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.frontend.graph import Graph, GraphError, Node, canonical_tensor, tensor_node
+from core.frontend.graph import Graph, GraphError, Node, canonical_tensor, named_samples, tensor_node
 from core.frontend.rewrite import constant_of, copy_node
 
 INTEGER_TYPES = frozenset({"int32", "int64"})
@@ -48,7 +48,7 @@ def _lookup(graph: Graph, by_name: dict[str, Node], node: Node) -> tuple[Node, n
     shape = ids.output_shapes[0] if ids is not None and ids.output_shapes else None
     if table is None or axis is None or int(axis) != 0 or table.ndim != 2 or not is_ids_input(ids) or shape is None or len(shape) != 2:
         return None
-    if tensor_node(graph.input_tensor) != ids.name:
+    if ids.name not in {tensor_node(tensor) for tensor in graph.input_tensors}:
         return None
     return ids, table
 
@@ -72,36 +72,37 @@ def token_lookups(graph: Graph, by_name: dict[str, Node]):
     return replacements, constants, notes
 
 
-def vocabulary_of(graph: Graph) -> int | None:
-    """The rows of the smallest table the network's integer input indexes (every id must be below it), or None for a
-    network whose input is not token ids."""
+def vocabulary_of(graph: Graph, tensor: str) -> int | None:
+    """The rows of the smallest table the network's integer input `tensor` indexes (every id must be below it), or None
+    for an input that is not token ids."""
     by_name = graph.by_name()
-    if not is_ids_input(by_name.get(tensor_node(graph.input_tensor))):
+    if not is_ids_input(by_name.get(tensor_node(tensor))):
         return None
     rows = [int(np.shape(graph.constants[tensor_node(node.inputs[0])])[0]) for node in graph.nodes if node.op == "GatherV2"
             and tensor_node(node.inputs[0]) in graph.constants
-            and canonical_tensor(_unwrapped(by_name, node.inputs[1])) == canonical_tensor(graph.input_tensor)]
+            and canonical_tensor(_unwrapped(by_name, node.inputs[1])) == canonical_tensor(tensor)]
     return min(rows) if rows else None
 
 
 def check_token_ids(samples, graph: Graph, key: str) -> None:
-    """Token ids fed to a text model must be integers in [0, vocabulary) of its Embedding, and a model of float input is
+    """Token ids fed to a text model must be integers in [0, vocabulary) of its Embedding, and an input of float values is
     fed no integers (an .npz of ids for another model), checked before any is fed: a GraphError naming the data, the
     first wrong id and the vocabulary, not TensorFlow's "indices[..] is not in [0, V)"."""
-    if not is_ids_input(graph.by_name().get(tensor_node(graph.input_tensor))):
-        if np.asarray(samples[:1]).dtype.kind in "iu":
-            raise GraphError(f"{key}: the samples of {samples.source} are integers, and the model's input {graph.input_tensor} "
-                             "takes float32 values: save them as float32 (integers are the token ids of a model whose input "
-                             "is integer, read by its Embedding)")
-        return
-    vocabulary = vocabulary_of(graph)
-    values = np.asarray(samples[:])
-    if values.dtype.kind not in "iu":
-        raise GraphError(f"{key}: the samples of {samples.source} are {values.dtype}; the model's input {graph.input_tensor} takes "
-                         "integer token ids: save them as int32")
-    wrong = (values < 0) | (values >= (vocabulary or np.iinfo(np.int32).max))
-    if np.any(wrong):
-        position = [int(axis) for axis in np.argwhere(wrong)[0]]
-        raise GraphError(f"{key}: the samples of {samples.source} hold the token id {int(values[tuple(position)])} at {position}; the "
-                         f"model's Embedding has {vocabulary} rows, so every id must be in [0, {vocabulary}): map unknown words to an "
-                         "id the model was trained with")
+    by_name = graph.by_name()
+    for tensor, values in named_samples(samples[:], graph, key).items():
+        values = np.asarray(values)
+        if not is_ids_input(by_name.get(tensor_node(tensor))):
+            if values.dtype.kind in "iu":
+                raise GraphError(f"{key}: the samples of {samples.source} are integers, and the model's input {tensor} takes float32 "
+                                 "values: save them as float32 (integers are the token ids of an input read by an Embedding)")
+            continue
+        if values.dtype.kind not in "iu":
+            raise GraphError(f"{key}: the samples of {samples.source} are {values.dtype}; the model's input {tensor} takes integer "
+                             "token ids: save them as int32")
+        vocabulary = vocabulary_of(graph, tensor)
+        wrong = (values < 0) | (values >= (vocabulary or np.iinfo(np.int32).max))
+        if np.any(wrong):
+            position = [int(axis) for axis in np.argwhere(wrong)[0]]
+            raise GraphError(f"{key}: the samples of {samples.source} hold the token id {int(values[tuple(position)])} at {position}; "
+                             f"the model's Embedding has {vocabulary} rows, so every id must be in [0, {vocabulary}): map unknown "
+                             "words to an id the model was trained with")

@@ -70,7 +70,7 @@ def bypass_fake_quant(graph: Graph, activations_only: bool = False) -> tuple[Gra
     float_graph = Graph(
         nodes,
         dict(graph.constants),
-        graph.input_tensor,
+        list(graph.input_tensors),
         [_follow(replaced, tensor) for tensor in graph.end_points],
         {**graph.source, "fake_quant_bypassed": True},
     )
@@ -123,7 +123,7 @@ def _const_values(graph: Graph, by_name: dict[str, Node], node: Node, tensor: st
 def _drop_unread(graph: Graph) -> Graph:
     """Remove Consts nobody reads any more (the FakeQuant min/max)."""
     read = {tensor_node(tensor) for node in graph.nodes for tensor in node.inputs}
-    read |= {tensor_node(graph.input_tensor)} | {tensor_node(t) for t in graph.end_points}
+    read |= {tensor_node(t) for t in graph.input_tensors} | {tensor_node(t) for t in graph.end_points}
     nodes = [node for node in graph.nodes if node.op != "Const" or node.name in read]
     constants = {name: value for name, value in graph.constants.items() if name in read}
-    return Graph(nodes, constants, graph.input_tensor, graph.end_points, graph.source)
+    return Graph(nodes, constants, list(graph.input_tensors), graph.end_points, graph.source)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.frontend.fake_quant import FAKE_QUANT_OPS
-from core.frontend.graph import Graph, Node, as_input, canonical_tensor, tensor_index, tensor_node
+from core.frontend.graph import Graph, Node, canonical_tensor, input_feed, tensor_index, tensor_node
 from core.frontend.rewrite import const_node, copy_node, evaluate, finish, readers_of, unique_name
 
 CONV_OPS = frozenset({"Conv2D", "DepthwiseConv2dNative"})
@@ -315,7 +315,7 @@ def _rewrite_quantized_bias_adds(graph: Graph) -> tuple[Graph, list[dict]]:
         rewritten.append({"name": node.name, "conv": conv.name})
     if not rewritten:
         return graph, []
-    return Graph(nodes, dict(graph.constants), graph.input_tensor, list(graph.end_points), dict(graph.source)), rewritten
+    return Graph(nodes, dict(graph.constants), list(graph.input_tensors), list(graph.end_points), dict(graph.source)), rewritten
 
 
 def fold_batch_norms(graph: Graph) -> FoldResult:
@@ -405,7 +405,7 @@ def _why_not_folded(graph: Graph, item: dict) -> str:
 # --- 3. checking a fold -----------------------------------------------------------
 def run_graph(graph: Graph, sample_input: np.ndarray) -> list[np.ndarray]:
     """The end points' values for `sample_input`, computed by TensorFlow."""
-    return evaluate(graph, list(graph.end_points), {graph.input_tensor: as_input(sample_input, graph)})
+    return evaluate(graph, list(graph.end_points), input_feed(sample_input, graph))
 
 
 def max_abs_difference(original: Graph, folded: Graph, sample_input: np.ndarray) -> dict:

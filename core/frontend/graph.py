@@ -80,10 +80,21 @@ class Node:
 class Graph:
     nodes: list[Node]
     constants: dict[str, np.ndarray]
-    input_tensor: str
+    input_tensors: list[str]  # the network's inputs in the model's order (one tensor given alone is a list of one)
     end_points: list[str]
     # free-form facts about where the graph came from (format, file digest, ...)
     source: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if isinstance(self.input_tensors, str):
+            self.input_tensors = [self.input_tensors]
+
+    @property
+    def input_tensor(self) -> str:
+        """The network's one input; a GraphError naming them where it has several (the step asking takes one)."""
+        if len(self.input_tensors) != 1:
+            raise GraphError(f"the network has {len(self.input_tensors)} inputs ({', '.join(self.input_tensors)}); this step takes one")
+        return self.input_tensors[0]
 
     # --- lookup -----------------------------------------------------------
     def node(self, name: str) -> Node:
@@ -136,7 +147,7 @@ class Graph:
         return graph_def
 
     @classmethod
-    def from_graph_def(cls, graph_def, input_tensor: str, end_points: Iterable[str], source: dict | None = None) -> "Graph":
+    def from_graph_def(cls, graph_def, input_tensors: str | list[str], end_points: Iterable[str], source: dict | None = None) -> "Graph":
         """Nodes in topological order, constants pulled out, shapes left to `infer_shapes`."""
         import tensorflow as tf
 
@@ -153,7 +164,8 @@ class Graph:
                 attrs[key] = _encode_attr(node_def.attr[key])
             inputs = [tensor for tensor in node_def.input if not tensor.startswith("^")]
             nodes.append(Node(node_def.name, node_def.op, inputs, attrs, []))
-        return cls(nodes, constants, canonical_tensor(input_tensor), [canonical_tensor(t) for t in end_points], dict(source or {}))
+        inputs = [input_tensors] if isinstance(input_tensors, str) else list(input_tensors)
+        return cls(nodes, constants, [canonical_tensor(t) for t in inputs], [canonical_tensor(t) for t in end_points], dict(source or {}))
 
     def infer_shapes(self) -> None:
         """Fill every node's output shapes from TensorFlow's static shape inference."""
@@ -178,7 +190,7 @@ class Graph:
             constant_files[name] = f"{CONSTANTS_DIR}/{file_name}"
         document = {
             "format_version": FORMAT_VERSION,
-            "input_tensor": self.input_tensor,
+            **({"input_tensor": self.input_tensors[0]} if len(self.input_tensors) == 1 else {"input_tensors": self.input_tensors}),
             "end_points": self.end_points,
             "source": self.source,
             "constants": constant_files,
@@ -197,7 +209,8 @@ class Graph:
             raise GraphError(f"{path}: graph format {document.get('format_version')}, expected {FORMAT_VERSION}; re-run import")
         constants = {name: np.load(directory / rel, allow_pickle=False) for name, rel in document["constants"].items()}
         nodes = [Node.from_json(obj) for obj in document["nodes"]]
-        return cls(nodes, constants, document["input_tensor"], list(document["end_points"]), dict(document["source"]))
+        inputs = document["input_tensors"] if "input_tensors" in document else [document["input_tensor"]]
+        return cls(nodes, constants, list(inputs), list(document["end_points"]), dict(document["source"]))
 
 
 # --- attribute codec: AttrValue <-> {"kind": JSON value} ----------------------
@@ -318,29 +331,53 @@ def _topological(node_defs) -> list:
     return order
 
 
-def as_input(samples: np.ndarray, graph: "Graph") -> np.ndarray:
-    """`samples` in the shape the graph's input takes: a signal [N, L, C] fed to the image [N, 1, L, C] that the
-    importer made of it (core/frontend/signals.py), token ids [N, L] to [N, 1, L] (core/frontend/embedding.py), are the
-    same values, row-major; any other shape is left as it is."""
-    shapes = graph.node(tensor_node(graph.input_tensor)).output_shapes  # empty in a graph whose shapes are not inferred
-    shape = shapes[tensor_index(graph.input_tensor)] if shapes else None
+def as_input(samples: np.ndarray, graph: "Graph", tensor: str | None = None) -> np.ndarray:
+    """`samples` in the shape the graph's input `tensor` (default: its one input) takes: a signal [N, L, C] fed to the image
+    [N, 1, L, C] that the importer made of it (core/frontend/signals.py), token ids [N, L] to [N, 1, L]
+    (core/frontend/embedding.py), are the same values, row-major; any other shape is left as it is."""
+    tensor = tensor or graph.input_tensor
+    shapes = graph.node(tensor_node(tensor)).output_shapes  # empty in a graph whose shapes are not inferred
+    shape = shapes[tensor_index(tensor)] if shapes else None
     if shape is not None and len(shape) in (3, 4) and shape[1] == 1 and list(samples.shape[1:]) == list(shape[2:]):
         return samples.reshape(len(samples), *shape[1:])
     return samples
 
 
+def named_samples(samples, graph: "Graph", key: str = "the data") -> dict[str, np.ndarray]:
+    """{input tensor: its samples} of a batch: an array is the one input's; a dict (a model of several inputs) gives each
+    input's by its name (the Placeholder's, as the model names its inputs). A GraphError names the inputs where they differ."""
+    if not isinstance(samples, dict):
+        if len(graph.input_tensors) > 1:
+            names = ", ".join(tensor_node(tensor) for tensor in graph.input_tensors)
+            raise GraphError(f"{key}: one array of samples, and the model has {len(graph.input_tensors)} inputs ({names}): with "
+                             f"data=arrays save one array per input, named <split>/<input name>")
+        return {graph.input_tensor: samples}
+    by_name = {tensor_node(tensor): tensor for tensor in graph.input_tensors}
+    if sorted(samples) != sorted(by_name):
+        raise GraphError(f"{key}: samples for the inputs {', '.join(sorted(samples))}, and the model's inputs are "
+                         f"{', '.join(by_name)}: with data=arrays name each array <split>/<input name>")
+    return {by_name[name]: samples[name] for name in by_name}
+
+
+def input_feed(samples, graph: "Graph") -> dict[str, np.ndarray]:
+    """The feed_dict of a batch (named_samples'), each input's samples in the shape it takes (as_input)."""
+    return {tensor: as_input(values, graph, tensor) for tensor, values in named_samples(samples, graph).items()}
+
+
 def check_input_shape(images, graph: "Graph", key: str) -> None:
-    """Each sample of `images` (shape, source) must be what the graph's input takes, before any is fed: a
-    GraphError naming the data, the input tensor and both shapes, not TensorFlow's "Cannot feed value"."""
-    expected = graph.shape(graph.input_tensor)
-    if expected is None:
+    """Each sample of `images` (shape, source) must be what the graph's input takes (each input's, for a model of several),
+    before any is fed: a GraphError naming the data, the input tensor and both shapes, not TensorFlow's "Cannot feed
+    value"."""
+    if len(images) == 0:
         return
-    if as_input(np.empty((0, *images.shape[1:]), np.float32), graph).shape[1:] == tuple(expected[1:]):
-        return
-    got, dims = list(images.shape[1:]), [None if dim is None or dim < 0 else int(dim) for dim in expected[1:]]
-    if len(got) != len(dims) or any(dim is not None and dim != size for dim, size in zip(dims, got)):
-        wanted = ", ".join("?" if dim is None else str(dim) for dim in dims)
-        raise GraphError(f"{key}: the samples of {images.source} are {got}, and the model's input {graph.input_tensor} takes "
-                         f"[N, {wanted}]: with data=arrays save them as [N, {wanted}]; with images set model.preprocess "
-                         "(size, channels) to the model's input")
+    for tensor, values in named_samples(images[0:1], graph, key).items():
+        expected = graph.shape(tensor)
+        if expected is None or as_input(values[:0], graph, tensor).shape[1:] == tuple(expected[1:]):
+            continue
+        got, dims = list(values.shape[1:]), [None if dim is None or dim < 0 else int(dim) for dim in expected[1:]]
+        if len(got) != len(dims) or any(dim is not None and dim != size for dim, size in zip(dims, got)):
+            wanted = ", ".join("?" if dim is None else str(dim) for dim in dims)
+            raise GraphError(f"{key}: the samples of {images.source} are {got}, and the model's input {tensor} takes "
+                             f"[N, {wanted}]: with data=arrays save them as [N, {wanted}]; with images set model.preprocess "
+                             "(size, channels) to the model's input")
 

@@ -36,8 +36,9 @@ FORMATS = ("frozen_graph", "saved_model", "keras", "tflite")
 @dataclass
 class LoadedModel:
     graph_def: Any  # tf.compat.v1.GraphDef
-    # what the file's own signature names (a frozen graph: its one Placeholder, the outputs nothing reads)
-    default_input_tensor: str | None = None
+    # what the file's own signature names (a frozen graph: its one Placeholder, the outputs nothing reads); a model of
+    # several inputs: their list, in the model's order
+    default_input_tensor: str | list[str] | None = None
     default_end_points: list[str] | None = None
     layer_names: dict[str, str] | None = None  # a Keras model's layers (nested models' too) -> their classes, to name a node's layer
     # a pre-quantized file's exact scales and zero points, by FakeQuant node (fake_quant.EXACT_PARAMETERS)
@@ -156,8 +157,11 @@ def _load_keras(path: Path) -> LoadedModel:
         model = unrolled(model, keras)
     except GraphError as error:
         raise ModelImportError(f"{path}: {error}") from None
-    spec = _keras_input_spec(path, model)
-    function = tf.function(lambda x: model(x, training=False), input_signature=[spec])
+    specs = _keras_input_specs(path, model)
+    if len(specs) == 1:
+        function = tf.function(lambda x: model(x, training=False), input_signature=specs)
+    else:  # a functional model of several inputs takes them as a list, in model.inputs' order
+        function = tf.function(lambda *xs: model(list(xs), training=False), input_signature=specs)
     loaded = _freeze(function.get_concrete_function(), path)
     loaded.layer_names = _keras_layer_names(model)
     return loaded
@@ -181,19 +185,25 @@ def _keras_layer_names(model) -> dict[str, str]:
     return names
 
 
-def _keras_input_spec(path: Path, model):
+def _keras_input_specs(path: Path, model) -> list:
+    """One TensorSpec per Keras input, in model.inputs' order, each named as the Keras input is (the Placeholder's name,
+    and the name a model of several inputs is fed by: data=arrays' `<split>/<name>`)."""
     import tensorflow as tf
 
     try:
         inputs = model.inputs
     except (AttributeError, ValueError) as error:
         raise ModelImportError(f"{path}: the Keras model has no defined input; build it with keras.Input(shape=...)") from error
-    if not inputs or len(inputs) != 1:
-        raise ModelImportError(f"{path}: the Keras model has {len(inputs or [])} inputs; expected exactly one image input")
-    (tensor,) = inputs
-    # the spec's name becomes the Placeholder's name, so the config can use the Keras input name
-    name = tensor.name if _TF_OP_NAME.fullmatch(tensor.name or "") else "input"
-    return tf.TensorSpec((None, *tuple(tensor.shape)[1:]), tensor.dtype, name=name)
+    if not inputs:
+        raise ModelImportError(f"{path}: the Keras model has no inputs; build it with keras.Input(shape=...)")
+    specs, taken = [], set()
+    for position, tensor in enumerate(inputs):
+        name = tensor.name if _TF_OP_NAME.fullmatch(tensor.name or "") else f"input_{position}" if len(inputs) > 1 else "input"
+        if name in taken:
+            raise ModelImportError(f"{path}: two Keras inputs are named {name!r}; give each keras.Input a name of its own")
+        taken.add(name)
+        specs.append(tf.TensorSpec((None, *tuple(tensor.shape)[1:]), tensor.dtype, name=name))
+    return specs
 
 
 _TF_OP_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_.\-/]*")
@@ -207,16 +217,17 @@ def _freeze(concrete_function, path: Path) -> LoadedModel:
     except Exception as error:
         raise ModelImportError(f"{path}: the model could not be frozen to constants ({error})") from error
     inputs = [tensor.name for tensor in frozen.inputs]
-    if len(inputs) != 1:
-        raise ModelImportError(f"{path}: the model's signature has {len(inputs)} inputs ({', '.join(inputs)}); expected exactly one")
-    return LoadedModel(frozen.graph.as_graph_def(), inputs[0], [tensor.name for tensor in frozen.outputs])
+    if not inputs:
+        raise ModelImportError(f"{path}: the model's signature has no inputs; expected the network's input(s)")
+    return LoadedModel(frozen.graph.as_graph_def(), inputs[0] if len(inputs) == 1 else inputs, [tensor.name for tensor in frozen.outputs])
 
 
 # --- importing ------------------------------------------------------------------
-def import_graph(graph_def, input_tensor: str, end_points: Iterable[str], *, origin: str, source: dict,
+def import_graph(graph_def, input_tensor: str | list[str] | None, end_points: Iterable[str], *, origin: str, source: dict,
                  budget: MemoryBudget | None = None, layer_names: Mapping[str, str] | None = None,
                  input_size: tuple[int, int] | None = None) -> Graph:
-    """Check, prune and clean `graph_def`, then return it as a `Graph` with static shapes.
+    """Check, prune and clean `graph_def`, then return it as a `Graph` with static shapes. `input_tensor`: the network's
+    input, or the list of a model of several inputs, in its order.
     The constants' declared sizes are checked against `budget` before one is made. `layer_names`: a Keras
     model's layers, to name the one a refused node comes from. `input_size`: [H, W] of an image input whose size
     the model leaves open (Keras' Input((None, None, 3))), fixed to it (model.preprocess.size)."""
@@ -226,23 +237,25 @@ def import_graph(graph_def, input_tensor: str, end_points: Iterable[str], *, ori
     if casts:
         source = {**source, "float16_casts_removed": casts}
     graph_def, renamed = _without_wrapper_prefixes(graph_def)
-    input_tensor = _configured_name(input_tensor, renamed) if input_tensor else input_tensor
+    inputs = [input_tensor] if isinstance(input_tensor, str) else list(input_tensor or [])
+    inputs = [_configured_name(tensor, renamed) for tensor in inputs if tensor]
     end_points = [_configured_name(tensor, renamed) for tensor in end_points]
     by_name = {node.name: node for node in graph_def.node}
     if not by_name:
         raise ModelImportError(f"{origin}: the graph is empty (no nodes); expected a frozen inference graph")
     if not end_points:
         raise ModelImportError(f"{origin}: no end points given; set {END_POINTS_KEY} to the output tensor(s) of the network")
-    if not input_tensor:
+    if not inputs:
         placeholders = [name for name, node in by_name.items() if node.op == "Placeholder"]
         raise ModelImportError(f"{origin}: no input tensor given, and the graph has {len(placeholders)} Placeholders "
                                f"({', '.join(placeholders[:10]) or 'none'}); set {INPUT_KEY}")
-    _check_input(origin, by_name, input_tensor)
+    for tensor in inputs:
+        _check_input(origin, by_name, tensor)
     _check_end_points(origin, by_name, end_points)
 
     resolved = {canonical_tensor(t): canonical_tensor(_skip_identities(origin, by_name, t)) for t in end_points}
     kept = _needed_nodes(origin, by_name, resolved.values())
-    _check_placeholders(origin, by_name, kept, input_tensor)
+    _check_placeholders(origin, by_name, kept, inputs)
     check_loops(origin, graph_def, kept, layer_names)
 
     source = dict(source)
@@ -250,13 +263,13 @@ def import_graph(graph_def, input_tensor: str, end_points: Iterable[str], *, ori
     if aliases:
         source["end_point_aliases"] = aliases
     pruned = _pruned_graph_def(origin, graph_def, by_name, kept)
-    fixed = _fix_input_size(origin, pruned, input_tensor, input_size)
+    fixed = [shape for shape in (_fix_input_size(origin, pruned, tensor, input_size) for tensor in inputs) if shape]
     if fixed:
-        source["input_size_fixed"] = fixed
+        source["input_size_fixed"] = fixed[0] if len(inputs) == 1 else fixed
     import tensorflow as tf
 
     try:
-        graph = Graph.from_graph_def(pruned, input_tensor, list(dict.fromkeys(resolved.values())), source)
+        graph = Graph.from_graph_def(pruned, inputs, list(dict.fromkeys(resolved.values())), source)
         graph.infer_shapes()
     except (ValueError, TypeError, tf.errors.OpError) as error:  # a malformed node: TensorFlow's words, our frame
         raise ModelImportError(f"{origin}: TensorFlow refuses the graph ({type(error).__name__}: {error}); expected a valid "
@@ -368,19 +381,20 @@ def _needed_nodes(origin: str, by_name: dict, end_points: Iterable[str]) -> set[
     return kept
 
 
-def _check_placeholders(origin: str, by_name: dict, kept: set[str], input_tensor: str) -> None:
-    input_name = tensor_node(input_tensor)
-    if input_name not in kept:
-        raise ModelImportError(
-            f"{origin}: the end points do not depend on the input tensor {input_tensor!r}; "
-            f"fix {INPUT_KEY} or {END_POINTS_KEY}"
-        )
-    others = sorted(n for n in kept if by_name[n].op == "Placeholder" and n != input_name)
+def _check_placeholders(origin: str, by_name: dict, kept: set[str], inputs: list[str]) -> None:
+    input_names = [tensor_node(tensor) for tensor in inputs]
+    for tensor, name in zip(inputs, input_names):
+        if name not in kept:
+            raise ModelImportError(
+                f"{origin}: the end points do not depend on the input tensor {tensor!r}; "
+                f"fix {INPUT_KEY} or {END_POINTS_KEY}"
+            )
+    others = sorted(n for n in kept if by_name[n].op == "Placeholder" and n not in input_names)
     if others:
         raise ModelImportError(
-            f"{origin}: the end points also need placeholder(s) {', '.join(others)} besides the input "
-            f"{input_tensor!r}; only single-input networks are supported. Freeze those inputs to constants "
-            f"or choose {END_POINTS_KEY} that do not depend on them"
+            f"{origin}: the end points also need placeholder(s) {', '.join(others)} besides the input(s) "
+            f"{', '.join(inputs)}; feed them as inputs of the model (a Keras model's inputs are all taken), freeze them to "
+            f"constants, or choose {END_POINTS_KEY} that do not depend on them"
         )
 
 

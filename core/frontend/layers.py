@@ -162,17 +162,17 @@ class LayerGraph:
         return self._producers.get(tensor)
 
     def quantized_tensors(self) -> list[str]:
-        """The tensors held in int8: the network input (unless its layers read integer ids: QKind.INDEX) and every layer
-        output that has a scale of its own (an IDENTITY op such as reshape shares its input's)."""
-        tensors = [] if self.input_is_ids() else [self.graph.input_tensor]
+        """The tensors held in int8: the network's inputs (but those its layers read as integer ids: QKind.INDEX) and every
+        layer output that has a scale of its own (an IDENTITY op such as reshape shares its input's)."""
+        tensors = [tensor for tensor in self.graph.input_tensors if not self.is_ids(tensor)]
         for layer in self.layers:
             if layer.rule.output is not QKind.IDENTITY:
                 tensors.append(layer.output)
         return tensors
 
-    def input_is_ids(self) -> bool:
-        """The network input is integer ids its layers read as they are (an Embedding's), not a quantized tensor."""
-        return any(QKind.INDEX in layer.rule.inputs for layer in self.layers if self.graph.input_tensor in layer.inputs)
+    def is_ids(self, tensor: str) -> bool:
+        """`tensor` (a network input) is integer ids its layers read as they are (an Embedding's), not a quantized tensor."""
+        return any(QKind.INDEX in layer.rule.inputs for layer in self.layers if tensor in layer.inputs)
 
     def scale_source(self, tensor: str) -> str:
         """The quantized tensor whose scale `tensor` carries (through identity-like layers)."""

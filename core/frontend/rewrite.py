@@ -60,7 +60,7 @@ def remove_dead_nodes(graph: Graph) -> Graph:
     """Only what the end points (and the input placeholder) depend on, in the same order."""
     by_name = graph.by_name()
     live: set[str] = set()
-    stack = [tensor_node(t) for t in graph.end_points] + [tensor_node(graph.input_tensor)]
+    stack = [tensor_node(t) for t in graph.end_points] + [tensor_node(t) for t in graph.input_tensors]
     while stack:
         name = stack.pop()
         if name in live or name not in by_name:
@@ -69,12 +69,12 @@ def remove_dead_nodes(graph: Graph) -> Graph:
         stack.extend(tensor_node(t) for t in by_name[name].inputs)
     nodes = [copy_node(node) for node in graph.nodes if node.name in live]
     constants = {name: value for name, value in graph.constants.items() if name in live}
-    return Graph(nodes, constants, graph.input_tensor, list(graph.end_points), dict(graph.source))
+    return Graph(nodes, constants, list(graph.input_tensors), list(graph.end_points), dict(graph.source))
 
 
 def finish(template: Graph, nodes: list[Node], constants: dict[str, np.ndarray]) -> Graph:
     """Prune, and re-derive shapes when the input graph carried them (the importer's graphs do)."""
-    graph = remove_dead_nodes(Graph(nodes, constants, template.input_tensor, list(template.end_points), dict(template.source)))
+    graph = remove_dead_nodes(Graph(nodes, constants, list(template.input_tensors), list(template.end_points), dict(template.source)))
     if has_shapes(template):
         graph.infer_shapes()
     return graph

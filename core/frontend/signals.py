@@ -55,6 +55,7 @@ class _Lifting:
         self.constants: dict[str, np.ndarray] = {}
         self.read_back: dict[str, str] = {}  # a signal -> the Squeeze giving it back as [N, L, C]
         self.end_points = {canonical_tensor(tensor) for tensor in graph.end_points}
+        self.input_nodes = {tensor_node(tensor) for tensor in graph.input_tensors}
 
     def source(self, tensor: str) -> str:
         return self.moved.get(canonical_tensor(tensor), tensor)
@@ -82,7 +83,7 @@ class _Lifting:
 
     def _lifted(self, node: Node) -> list[Node]:
         inputs = [self.source(tensor) for tensor in node.inputs]
-        if node.name == tensor_node(self.graph.input_tensor) and len(node.output_shapes[0] or []) == 3 and not is_ids_input(node):
+        if node.name in self.input_nodes and len(node.output_shapes[0] or []) == 3 and not is_ids_input(node):
             return self._input(node)
         if node.op == "Squeeze" and self._squeezes_image_height(node):
             self.moved[f"{node.name}:0"] = inputs[0]
@@ -122,7 +123,7 @@ class _Lifting:
 
     def _input(self, node: Node) -> list[Node]:
         batch, length, channels = node.output_shapes[0]
-        self.signals.add(canonical_tensor(self.graph.input_tensor))
+        self.signals.add(f"{node.name}:0")
         return [copy_node(node, attrs={**node.attrs, "shape": {"shape": [batch, 1, length, channels]}})]
 
     def _tokens_of_image(self, node: Node) -> bool:
@@ -249,6 +250,8 @@ SIGNAL_INPUT = "signal_input"
 def held_signal(original: Graph, prepared: Graph) -> list[int] | None:
     """The [L, C] of `original`'s signal input [N, L, C] where `prepared` holds it as the image [N, 1, L, C] (the [L] of
     token ids [N, L] held as [N, 1, L]), else None."""
+    if len(original.input_tensors) != 1:
+        return None  # a model of several inputs is fed each input as its graph takes it (core/frontend/graph.py: as_input)
     before, after = original.shape(original.input_tensor), prepared.shape(prepared.input_tensor)
     if before is None or after is None or len(before) not in (2, 3) or list(after) != [before[0], 1, *before[1:]]:
         return None
@@ -289,11 +292,13 @@ def is_step_of_sequence(graph: Graph, node: Node) -> bool:
 def signals_as_images(graph: Graph, by_name: dict[str, Node]):
     """The canonical rewrite (core/frontend/canonicalize.py) of a network whose input is a signal [N, L, C], or that
     Reshapes an image to tokens [N, L, C]."""
-    input_shape = graph.shape(graph.input_tensor)
-    input_node = graph.node(tensor_node(graph.input_tensor))
-    signal_input = input_shape is not None and len(input_shape) == 3 and input_node.op == "Placeholder" and not is_ids_input(input_node)
+    input_nodes = [graph.node(tensor_node(tensor)) for tensor in graph.input_tensors]
+    signals = [node for node in input_nodes if len(graph.shape(f"{node.name}:0") or []) == 3 and node.op == "Placeholder"
+               and not is_ids_input(node)]
+    signal_input = bool(signals)
+    input_shape = graph.shape(f"{signals[0].name}:0") if signals else None
     tokens = [node.name for node in graph.nodes if is_tokens_of_image(graph, node)]
-    if is_ids_input(input_node):  # an Embedding's sequence (core/frontend/embedding.py): its Squeeze of the gathered image
+    if any(is_ids_input(node) for node in input_nodes):  # an Embedding's sequence (core/frontend/embedding.py): its Squeeze of the gathered image
         tokens += [node.name for node in graph.nodes if node.op == "Squeeze" and node.inputs and
                    by_name[tensor_node(node.inputs[0])].op == "GatherV2"]
     if not signal_input and not tokens:
@@ -301,7 +306,7 @@ def signals_as_images(graph: Graph, by_name: dict[str, Node]):
     lifting = _Lifting(graph, by_name)
     replacements = {node.name: lifting.node(node) for node in graph.nodes}
     read_back = f"; read back as a signal by {len(lifting.read_back)} node(s)" if lifting.read_back else ""
-    held = (f"{graph.input_tensor}: the signal {list(input_shape)} held as the image [{input_shape[0]}, 1, {input_shape[1]}, "
+    held = (f"{signals[0].name}:0: the signal {list(input_shape)} held as the image [{input_shape[0]}, 1, {input_shape[1]}, "
             f"{input_shape[2]}]" if signal_input else f"the tokens of {', '.join(tokens)} held as images of height 1")
     note = f"{held}: {len(lifting.moved)} ExpandDims/Squeeze around the 1-D layers' 2-D ops removed{read_back}"
     return replacements, lifting.constants, [note]

@@ -7,7 +7,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from core.frontend.graph import Graph, as_input, canonical_tensor
+from core.frontend.graph import Graph, canonical_tensor, input_feed
 
 DEFAULT_BATCH_SIZE = 64
 
@@ -37,7 +37,7 @@ class GraphRunner:
             tf.compat.v1.import_graph_def(graph.to_graph_def(), name="")
         self._session = new_session(self._tf_graph)
         # a placeholder with a fixed batch size (the SSD's is [1,160,160,3]) only takes chunks of that size
-        shape = self._tf_graph.get_tensor_by_name(graph.input_tensor).shape
+        shape = self._tf_graph.get_tensor_by_name(graph.input_tensors[0]).shape
         self.fixed_batch = shape[0] if shape.rank else None
 
     def batches(self, fetches: Sequence[str], images: np.ndarray, batch_size: int = DEFAULT_BATCH_SIZE) -> Iterator[list[np.ndarray]]:
@@ -46,13 +46,12 @@ class GraphRunner:
             raise ValueError(f"batch_size is {batch_size}; expected a positive number of images")
         if self.fixed_batch is not None:
             if len(images) % self.fixed_batch:
-                raise ValueError(f"the input {self.graph.input_tensor} takes batches of exactly {self.fixed_batch} images; "
+                raise ValueError(f"the input {self.graph.input_tensors[0]} takes batches of exactly {self.fixed_batch} images; "
                                  f"{len(images)} images do not split into them")
             batch_size = self.fixed_batch
         fetches = [canonical_tensor(t) for t in fetches]
         for start in range(0, len(images), batch_size):
-            chunk = as_input(images[start : start + batch_size], self.graph)
-            values = self._session.run(fetches, feed_dict={self.graph.input_tensor: chunk})
+            values = self._session.run(fetches, feed_dict=input_feed(images[start : start + batch_size], self.graph))
             yield [np.asarray(value) for value in values]
 
     def run(self, fetches: Sequence[str], images: np.ndarray, batch_size: int = DEFAULT_BATCH_SIZE) -> list[np.ndarray]:

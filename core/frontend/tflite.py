@@ -141,8 +141,8 @@ def parse_tflite(data: bytes, path: Path | str, budget: MemoryBudget | None = No
     tensors = tuple(_tensor(path, model, index, tensor, budget) for index, tensor in enumerate(graph.tensors or []))
     operators = tuple(_operator(path, model, index, operator, len(tensors)) for index, operator in enumerate(graph.operators or []))
     inputs, outputs = (tuple(int(i) for i in (ends if ends is not None else [])) for ends in (graph.inputs, graph.outputs))
-    if len(inputs) != 1 or not outputs:
-        raise TfliteError(f"{path}: {len(inputs)} inputs and {len(outputs)} outputs; the toolchain takes one input and at least one output")
+    if not inputs or not outputs:
+        raise TfliteError(f"{path}: {len(inputs)} inputs and {len(outputs)} outputs; the toolchain takes at least one of each")
     tensors, operators = _dequantized_constants(path, tensors, operators)
     return TfliteModel(str(path), tensors, operators, inputs, outputs)
 

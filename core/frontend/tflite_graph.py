@@ -10,6 +10,8 @@ bit for bit."""
 
 from __future__ import annotations
 
+import re
+
 from operator import attrgetter
 from typing import Callable
 
@@ -322,11 +324,22 @@ def tflite_graph_def(model: TfliteModel):
 
     graph = tf.Graph()
     with graph.as_default():
-        source = model.tensor(model.inputs[0])
         builder = _Builder(model, tf)
-        placeholder = tf.compat.v1.placeholder(tf.float32, [None, *source.shape[1:]], name=INPUT_NAME)
-        builder.values[model.inputs[0]] = builder.activation_quant(placeholder, model.inputs[0], INPUT_NAME)
+        names = _input_names(model)
+        for index, name in zip(model.inputs, names):
+            placeholder = tf.compat.v1.placeholder(tf.float32, [None, *model.tensor(index).shape[1:]], name=name)
+            builder.values[index] = builder.activation_quant(placeholder, index, name)
         for operator in model.operators:
             builder.values[operator.outputs[0]] = CONVERTERS[operator.name](builder, operator, builder.scope(operator))
         outputs = [tf.identity(builder.values[index], name=f"output_{k}") for k, index in enumerate(model.outputs)]
-    return graph.as_graph_def(), f"{INPUT_NAME}:0", [tensor.name for tensor in outputs], builder.parameters
+    inputs = [f"{name}:0" for name in names]
+    return graph.as_graph_def(), inputs[0] if len(inputs) == 1 else inputs, [tensor.name for tensor in outputs], builder.parameters
+
+
+def _input_names(model: TfliteModel) -> list[str]:
+    """The Placeholders' names: `input` for a file of one input; each of several named as the file names it (every
+    character but letters, digits and _ made _), else input_<k>."""
+    if len(model.inputs) == 1:
+        return [INPUT_NAME]
+    names = [re.sub(r"[^A-Za-z0-9_]", "_", model.tensor(index).name).strip("_") or f"input_{k}" for k, index in enumerate(model.inputs)]
+    return names if len(set(names)) == len(names) else [f"input_{k}" for k in range(len(names))]

@@ -28,7 +28,8 @@ FIELDS: dict[str, dict] = {
                                       '000, 5.5: a producer is recorded as it is processed, the network input '
                                       'first); an operation with several inputs names them in their order in its own '
                                       'fields (add: pl_name, add_name; concat2: input0_name, input1_name; concat: '
-                                      "input_names; mul: input0_name, input1_name). 'input' is the network input, an "
+                                      "input_names; mul: input0_name, input1_name). 'input' is the network input (a network of several "
+                                      "inputs: 'input:<name>' each, named as the model names it, 1.4), an "
                                       "int8 tensor at its readers' input log2scale (the input mapped to int8 at the "
                                       'log2scale calibration chose for it, or target.scheme.input_log2scale: round half up, '
                                       'saturated).',

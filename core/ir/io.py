@@ -17,7 +17,7 @@ import numpy as np
 
 from core.ir.network import Ir
 from core.limits import human_bytes, npy_header
-from core.ir.op import DIALECT_KEY, DIALECTS, NETWORK_INPUT, dialect_of, loaded_kinds, schema_key
+from core.ir.op import DIALECT_KEY, DIALECTS, dialect_of, is_network_input, loaded_kinds, schema_key
 from core.ir import schema
 from core.ir.records import IrError
 
@@ -106,11 +106,11 @@ def validate_ir(layers: list[dict[str, Any]], origin: str = "IR") -> None:
         if errors:
             where = "/".join(str(part) for part in errors[0].absolute_path) or "(layer)"
             raise IrError(f"{origin}: layer {name} ({operation}), {where}: {errors[0].message}")
-    seen = {NETWORK_INPUT}
+    seen: set[str] = set()
     for layer in layers:
-        if layer["name"] in seen:  # names key the params files and every reference: one layer each
-            raise IrError(f"{origin}: two layers are named {layer['name']!r} (or one is named like the network input)")
-        missing = [name for name in layer["previous_layer"] if name not in seen]
+        if layer["name"] in seen or is_network_input(layer["name"]):  # names key the params files and every reference
+            raise IrError(f"{origin}: two layers are named {layer['name']!r} (or one is named like a network input)")
+        missing = [name for name in layer["previous_layer"] if name not in seen and not is_network_input(name)]
         if missing:
             raise IrError(f"{origin}: layer {layer['name']} reads {missing}, which are not earlier layers")
         seen.add(layer["name"])

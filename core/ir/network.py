@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from core.quantize.grid import AffineGrid, Pow2Grid
-from core.ir.op import DIALECT_KEY, DIALECTS, END_POINT, NETWORK_INPUT, dialect_of
+from core.quantize.grid import AffineGrid, IndexGrid, Pow2Grid
+from core.ir.op import DIALECT_KEY, DIALECTS, END_POINT, NETWORK_INPUT, dialect_of, is_network_input
 from core.ir.ops import OPS  # noqa: F401  (every operation registered)
 from core.ir.records import IrError, IrLayer
 
@@ -55,10 +55,23 @@ class Ir:
     def end_point_layers(self) -> list[str]:
         return [layer.name for layer in self.layers if END_POINT in layer.next_layer]
 
-    def readers_of_input(self) -> list[tuple[IrLayer, int]]:
-        """(layer, position) of every input that is the network input."""
-        return [(layer, position) for layer in self.layers for position, name in enumerate(layer.operands())
-                if name == NETWORK_INPUT]
+    @property
+    def network_inputs(self) -> list[str]:
+        """The network inputs' names ("input", or each of several: core/ir/op.py: network_input_name), in the order the
+        layers first read them: the order the generated program's input holds them in."""
+        names = [name for layer in self.layers for name in layer.previous_layer if is_network_input(name)]
+        return list(dict.fromkeys(names))
+
+    def readers_of_input(self, name: str | None = None) -> list[tuple[IrLayer, int]]:
+        """(layer, position) of every input that is the network input `name` (default: the network's one input)."""
+        name = name or self._one_input()
+        return [(layer, position) for layer in self.layers for position, operand in enumerate(layer.operands()) if operand == name]
+
+    def _one_input(self) -> str:
+        inputs = self.network_inputs
+        if len(inputs) != 1:
+            raise IrError(f"the IR has {len(inputs)} network inputs ({', '.join(inputs)}); name the one meant")
+        return inputs[0]
 
     @property
     def input_log2scale(self) -> int:
@@ -69,18 +82,27 @@ class Ir:
         return values.pop()
 
     @property
-    def input_grid(self) -> Pow2Grid | AffineGrid:
-        """How the network input maps to int8, as the layers that read it declare it."""
-        grids = {layer.grid_of_input(position) for layer, position in self.readers_of_input()}
-        if len(grids) != 1:
-            raise IrError(f"the layers reading the network input disagree on its quantization: {sorted(map(str, grids))}")
-        return grids.pop()
+    def input_grid(self) -> Pow2Grid | AffineGrid | IndexGrid:
+        """How the network's one input maps to integers, as the layers that read it declare it."""
+        return self.grid_of_network_input()
 
     @property
     def input_shape(self) -> tuple[int, ...]:
-        """One image of the network input (HWC), as the layers that read it declare it."""
-        shapes = {layer.shape_of_input(position) for layer, position in self.readers_of_input()}
+        """One image of the network's one input (HWC), as the layers that read it declare it."""
+        return self.shape_of_network_input()
+
+    def grid_of_network_input(self, name: str | None = None) -> Pow2Grid | AffineGrid | IndexGrid:
+        """How the network input `name` (default: the one) maps to integers, as the layers that read it declare it."""
+        grids = {layer.grid_of_input(position) for layer, position in self.readers_of_input(name)}
+        if len(grids) != 1:
+            raise IrError(f"the layers reading the network input {name or NETWORK_INPUT} disagree on its quantization: "
+                          f"{sorted(map(str, grids))}")
+        return grids.pop()
+
+    def shape_of_network_input(self, name: str | None = None) -> tuple[int, ...]:
+        """One sample of the network input `name` (default: the one), as the layers that read it declare it."""
+        shapes = {layer.shape_of_input(position) for layer, position in self.readers_of_input(name)}
         if len(shapes) != 1:
-            raise IrError(f"the layers reading the network input disagree on its shape: {sorted(shapes)}"
+            raise IrError(f"the layers reading the network input {name or NETWORK_INPUT} disagree on its shape: {sorted(shapes)}"
                           if shapes else "no layer reads the network input")
         return shapes.pop()

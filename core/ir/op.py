@@ -12,17 +12,35 @@ registries of how they emit each operation, under its name.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
-from core.frontend.graph import Graph, canonical_tensor
+from core.frontend.graph import Graph, canonical_tensor, tensor_node
 from core.frontend.layers import AnnotateRule, Layer, LayerGraph, Pattern
 from core.ir.records import DIALECT_KEY, IrError, IrLayer
 from core.quantize.grid import Pow2Grid
 
 NETWORK_INPUT = "input"  # previous_layer's name for the network input (seed 000, 4.1)
+
+
+def network_input_name(model_name: str | None = None) -> str:
+    """previous_layer's name for a network input: "input" (seed 000, 4.1) for a network of one; `input:<name>` for each
+    input of a network of several, named as the model names it (every character but letters, digits and _ made _)."""
+    return NETWORK_INPUT if model_name is None else f"{NETWORK_INPUT}:{re.sub(r'[^A-Za-z0-9_]', '_', model_name)}"
+
+
+def is_network_input(name: str) -> bool:
+    return name == NETWORK_INPUT or name.startswith(f"{NETWORK_INPUT}:")
+
+
+def input_names(graph: Graph) -> dict[str, str]:
+    """Each input tensor of `graph` -> its IR name (network_input_name), in the model's order."""
+    if len(graph.input_tensors) == 1:
+        return {canonical_tensor(graph.input_tensors[0]): NETWORK_INPUT}
+    return {canonical_tensor(tensor): network_input_name(tensor_node(tensor)) for tensor in graph.input_tensors}
 END_POINT = "endpoint"  # next_layer's name for "leaves the network"
 
 
@@ -52,10 +70,11 @@ class IrContext:
         they were processed, the network input first) and discovers those readers. Readers come
         in graph order. Unlike the original tool, the readers of an end point are followed too
         (its next_layer still says "endpoint"), so no layer is ever left out."""
-        input_tensor = canonical_tensor(self.graph.input_tensor)
-        ready, order, discovered = {input_tensor}, [], []
+        inputs = input_names(self.graph)
+        ready, order, discovered = set(inputs), [], []
         previous: dict[str, list[str]] = {}
-        self._discover(input_tensor, NETWORK_INPUT, previous, discovered, order)
+        for tensor, name in inputs.items():
+            self._discover(tensor, name, previous, discovered, order)
         while discovered:
             position = next((i for i in range(len(discovered) - 1, -1, -1)
                              if all(tensor in ready for tensor in discovered[i].inputs)), None)
@@ -88,9 +107,11 @@ class IrContext:
         return self.layer_graph.scale_source(tensor)
 
     def producer_name(self, tensor: str) -> str:
-        """The IR name of the layer producing `tensor`; "input" for the network input (seed 000, 4.1)."""
-        if canonical_tensor(tensor) == canonical_tensor(self.graph.input_tensor):
-            return NETWORK_INPUT
+        """The IR name of the layer producing `tensor`; "input" for the network input (seed 000, 4.1), a network input's
+        name (network_input_name) for each of several."""
+        inputs = input_names(self.graph)
+        if canonical_tensor(tensor) in inputs:
+            return inputs[canonical_tensor(tensor)]
         producer = self.layer_graph.producer_of(canonical_tensor(tensor))
         if producer is None:
             raise IrError(f"tensor {tensor} is produced by no IR layer and is not the network input")

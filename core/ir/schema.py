@@ -38,7 +38,7 @@ _HEADER = {
         "TFLite's requantization (multiplier and shift, int32 [O] params of conv and dwconv) and TFLite's rounding; "
         "their conv weights are OHWI, biases int32. 1.3 adds transpose and batch_matmul (a multi-head attention's heads "
         "and its products of two activations), in both dialects. 1.4 adds gather (an Embedding of int32 token ids), in both "
-        "dialects."),
+        "dialects, and networks of several inputs (previous_layer names each 'input:<name>')."),
     "type": "array",
     "minItems": 1,
     "x-tf2ir-version": VERSION,

@@ -16,7 +16,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from core.ir.network import Ir
-from core.ir.op import NETWORK_INPUT, operation_of
+from core.ir.op import network_input_name, operation_of
 from core.ir.records import IrError, IrLayer
 
 
@@ -48,7 +48,7 @@ class IntegerSimulator:
 
     def __init__(self, ir: Ir, reference: bool = False):
         self.ir = ir
-        self.input_grid = ir.input_grid
+        self.input_grids = {name: ir.grid_of_network_input(name) for name in ir.network_inputs}  # in the program's order
         self.end_points = ir.end_point_layers
         self.kernels = [operation_of(layer).kernel if reference else operation_of(layer).simulator_kernel for layer in ir.layers]
         # when each value can be dropped: after the last layer that reads it
@@ -57,25 +57,44 @@ class IntegerSimulator:
             for name in layer.previous_layer:
                 self._last_reader[name] = position
 
-    def run(self, images: np.ndarray, keep_all: bool = False) -> dict[str, np.ndarray]:
-        """int8 outputs of the end-point layers (of every layer with keep_all) for float images."""
-        return self.run_int8(self.input_grid.quantize(images), keep_all)
+    def run(self, images, keep_all: bool = False) -> dict[str, np.ndarray]:
+        """int8 outputs of the end-point layers (of every layer with keep_all) for float images (a model of several inputs:
+        {input name: its samples}, named as the model names them)."""
+        return self.run_int8(self.quantized(images), keep_all)
 
-    def run_int8(self, inputs: np.ndarray, keep_all: bool = False) -> dict[str, np.ndarray]:
+    def quantized(self, images) -> dict[str, np.ndarray]:
+        """{network input's IR name: its integers} of a batch: an array is the one input's; a model of several inputs' by the
+        model's names."""
+        if not isinstance(images, dict):
+            (name, grid), *others = self.input_grids.items()
+            if others:
+                raise IrError(f"one array of inputs, and the IR has {len(self.input_grids)} network inputs ({', '.join(self.input_grids)})")
+            return {name: grid.quantize(images)}
+        named = {network_input_name(name): values for name, values in images.items()}
+        if sorted(named) != sorted(self.input_grids):
+            raise IrError(f"inputs {', '.join(sorted(named))}; the IR's network inputs are {', '.join(self.input_grids)}")
+        return {name: grid.quantize(named[name]) for name, grid in self.input_grids.items()}
+
+    def run_int8(self, inputs, keep_all: bool = False) -> dict[str, np.ndarray]:
         """As `run`, for int8 inputs. A batch of at least two images per core is split among the
         cores, each share run through every layer with single-threaded kernels: the images are
         independent, and one thread per core does not wait at every layer for the others (the
         BLAS's and the compiled kernels' own threads, each spinning between calls, made one
-        another wait: the fast kernels ran 1.5x slower side by side than alone)."""
-        workers = min(WORKERS, len(inputs) // 2)
+        another wait: the fast kernels ran 1.5x slower side by side than alone). `inputs`: the one network input's
+        integers, or {network input's IR name: its integers}."""
+        inputs = inputs if isinstance(inputs, dict) else {next(iter(self.input_grids)): inputs}
+        count = len(next(iter(inputs.values())))
+        workers = min(WORKERS, count // 2)
         if workers < 2:
             return self._run_share(inputs, keep_all)
+        parts = {name: np.array_split(values, workers) for name, values in inputs.items()}
+        shares = [{name: parts[name][k] for name in inputs} for k in range(workers)]
         with threadpool_limits(1, user_api="blas"):
-            shares = list(shared_pool().map(lambda share: self._run_share(share, keep_all), np.array_split(inputs, workers)))
-        return {name: np.concatenate([share[name] for share in shares]) for name in shares[0]}
+            results = list(shared_pool().map(lambda share: self._run_share(share, keep_all), shares))
+        return {name: np.concatenate([result[name] for result in results]) for name in results[0]}
 
-    def _run_share(self, inputs: np.ndarray, keep_all: bool) -> dict[str, np.ndarray]:
-        values: dict[str, np.ndarray] = {NETWORK_INPUT: inputs}
+    def _run_share(self, inputs: dict[str, np.ndarray], keep_all: bool) -> dict[str, np.ndarray]:
+        values: dict[str, np.ndarray] = dict(inputs)
         for position, (layer, kernel) in enumerate(zip(self.ir.layers, self.kernels)):
             operands = [as_operand(values[name], layer, position) for position, name in enumerate(layer.operands())]
             values[layer.name] = kernel(layer, self.ir.params.get(layer.name, {}), operands)

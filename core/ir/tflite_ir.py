@@ -12,7 +12,7 @@ from typing import Callable
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
 from core.ir.network import Ir
-from core.ir.op import END_POINT, NETWORK_INPUT, IrOp, operation_of
+from core.ir.op import END_POINT, NETWORK_INPUT, IrOp, network_input_name, operation_of
 from core.ir.ops import OPS  # every operation registered
 from core.ir.records import BITS_KEY, DEFAULT_BITS, IrLayer
 from core.ir.tflite_dialect import SCHEME, activation_bits
@@ -56,8 +56,7 @@ def ir_of_tflite(model: TfliteModel, name_of: Callable[[int], str] | None = None
     """The IR of `model` as `runtime` computes it; `name_of(tensor index)` names the layer producing a tensor (default:
     the tensor's name with every character but letters, digits and _ made _)."""
     name_of = name_of or (lambda index: layer_name(model, index))
-    operators, network_inputs = ir_operators(model)
-    producers = dict.fromkeys(network_inputs, NETWORK_INPUT)
+    operators, producers = ir_operators(model)
     readers: dict[int, list[str]] = {}
     for operator in operators:
         for index in operands(model, operator):
@@ -75,17 +74,23 @@ def ir_of_tflite(model: TfliteModel, name_of: Callable[[int], str] | None = None
     return ir
 
 
-def ir_operators(model: TfliteModel) -> tuple[list[TfliteOperator], list[int]]:
-    """The operators the IR's layers are, in order, and the tensors that are the network input: a first RESHAPE of the
-    input that only inserts the unit height (a 1-D network's [1, L, C] as the image [1, 1, L, C] its layers read, a text
-    model's ids [1, L] as [1, 1, L], the same bytes) is the input itself, as the IR's input is that image."""
-    network_input = model.inputs[0]
-    first = model.operators[0] if model.operators else None
-    if first is not None and first.name == "RESHAPE" and operands(model, first) == [network_input]:
-        signal, image = model.tensor(network_input).shape, model.tensor(first.outputs[0]).shape
-        if len(signal) in (2, 3) and tuple(image) == (signal[0], 1, *signal[1:]):
-            return model.operators[1:], [network_input, first.outputs[0]]
-    return model.operators, [network_input]
+def ir_operators(model: TfliteModel) -> tuple[list[TfliteOperator], dict[int, str]]:
+    """The operators the IR's layers are, in order, and the tensors that are network inputs, each -> its IR name ("input",
+    or network_input_name(the file's name of it) for each of several): a RESHAPE of an input that only inserts the unit
+    height (a 1-D network's [1, L, C] as the image [1, 1, L, C] its layers read, a text model's ids [1, L] as [1, 1, L], the
+    same bytes) is that input itself, as the IR's input is that image."""
+    names = {index: NETWORK_INPUT if len(model.inputs) == 1 else network_input_name(model.tensor(index).name) for index in model.inputs}
+    operators = list(model.operators)
+    while operators and operators[0].name == "RESHAPE" and len(operands(model, operators[0])) == 1 and \
+            operands(model, operators[0])[0] in names and _inserts_unit_height(model, operators[0]):
+        names[operators[0].outputs[0]] = names[operands(model, operators[0])[0]]
+        operators.pop(0)
+    return operators, names
+
+
+def _inserts_unit_height(model: TfliteModel, operator: TfliteOperator) -> bool:
+    signal, image = model.tensor(operands(model, operator)[0]).shape, model.tensor(operator.outputs[0]).shape
+    return len(signal) in (2, 3) and tuple(image) == (signal[0], 1, *signal[1:])
 
 
 def layer_name(model: TfliteModel, index: int) -> str:

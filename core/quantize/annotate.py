@@ -106,7 +106,7 @@ def _activation_entries(layer_graph: LayerGraph, table: CalibrationTable, allow_
         entry = table.tensors.get(tensor)
         if entry is None:
             # QAT tables have no input entry: the IR receives the input already in int8
-            if tensor == layer_graph.graph.input_tensor or allow_missing:
+            if tensor in layer_graph.graph.input_tensors or allow_missing:
                 continue
             raise AnnotateError(f"quantized tensor {tensor} has no entry in the calibration table ({table.method}); re-run calibrate")
         found.append((tensor, entry))
@@ -233,7 +233,7 @@ def _assemble(edit: _Insertions, table: CalibrationTable) -> Graph:
     constants = {**graph.constants, **edit.constants}
     source = {**graph.source, "annotation": {"method": table.method, "target": table.target, "bits": table.bits, **edit.record}}
     # what nothing reads any more goes: a bias replaced by its grid Const, the float ops an integer model replaced
-    annotated = remove_dead_nodes(Graph(nodes, constants, graph.input_tensor, end_points, source))
+    annotated = remove_dead_nodes(Graph(nodes, constants, list(graph.input_tensors), end_points, source))
     annotated.infer_shapes()
     return annotated
 
@@ -253,7 +253,7 @@ def annotate_graph(layer_graph: LayerGraph, table: CalibrationTable, *, allow_mi
     edit = _Insertions(graph, {node.name for node in graph.nodes})
     for tensor, entry in _activation_entries(layer_graph, table, allow_missing):
         model = _integer_model(edit, layer_graph.producer_of(tensor), layer_graph, table) if integer_models else None
-        _annotate_activation(edit, tensor, entry, tensor == graph.input_tensor, table.bits, model or tensor)
+        _annotate_activation(edit, tensor, entry, tensor in graph.input_tensors, table.bits, model or tensor)
     float_layers = set(table.float_layers)  # calib.keep_float: weights and biases stay float
     for layer in layer_graph.layers:
         rule = layer.rule

@@ -181,7 +181,7 @@ def equalize(layer_graph: LayerGraph, relu6: str = "keep", input_absmax: dict[st
     replaced = {tensor_node(first.output): CLAMPED[first.activation] for first, _ in pairs
                 if first.activation in CLAMPED and relu6 == "relu"}
     nodes = [dataclasses.replace(node, op=replaced[node.name]) if node.name in replaced else node for node in graph.nodes]
-    equalized = Graph(nodes, constants, graph.input_tensor, list(graph.end_points),
+    equalized = Graph(nodes, constants, list(graph.input_tensors), list(graph.end_points),
                       {**graph.source, "equalized": bool(pairs)})
     result = Equalization(equalized, passes=passes, converged=converged, activations_replaced=sorted(replaced))
     for position, (first, second) in enumerate(pairs):

@@ -47,7 +47,7 @@ def analyze(layer_graph: LayerGraph, table: CalibrationTable, reference: Graph, 
     """Every layer that owns table entries, in execution order."""
     with GraphRunner(reference) as runner:
         expected = runner.run(reference.end_points, images, batch_size)
-    input_entries = {tensor: entry for tensor, entry in table.tensors.items() if tensor == layer_graph.graph.input_tensor}
+    input_entries = {tensor: entry for tensor, entry in table.tensors.items() if tensor in layer_graph.graph.input_tensors}
     layers = [(layer, layer_entries(layer, table)) for layer in layer_graph.layers]
     layers = [(layer, own) for layer, own in layers if own]
     results = []

@@ -32,8 +32,8 @@ def reference_interpreter(model: Path | bytes, batch: int) -> Interpreter:
     source = {"model_content": bytes(model)} if isinstance(model, (bytes, bytearray)) else {"model_path": str(model)}
     interpreter = Interpreter(**source, experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
                               experimental_preserve_all_tensors=True, num_threads=1)
-    detail = interpreter.get_input_details()[0]
-    interpreter.resize_tensor_input(detail["index"], [batch, *detail["shape"][1:]], strict=False)
+    for detail in interpreter.get_input_details():
+        interpreter.resize_tensor_input(detail["index"], [batch, *detail["shape"][1:]], strict=False)
     interpreter.allocate_tensors()
     return interpreter
 
@@ -53,13 +53,15 @@ class ReferenceRunner:
         self.interpreter: Interpreter | None = None
         self.batch = 0
 
-    def tensors(self, inputs: np.ndarray) -> dict[int, np.ndarray]:
-        """Every tensor (by index) after the reference kernels ran on `inputs`."""
-        if self.interpreter is None or self.batch != len(inputs):
-            self.interpreter, self.batch = reference_interpreter(self.model, len(inputs)), len(inputs)
+    def tensors(self, inputs: np.ndarray | list[np.ndarray]) -> dict[int, np.ndarray]:
+        """Every tensor (by index) after the reference kernels ran on `inputs` (a model of several inputs: a batch of each, in
+        the file's order of its inputs)."""
+        batches = inputs if isinstance(inputs, list) else [inputs]
+        if self.interpreter is None or self.batch != len(batches[0]):
+            self.interpreter, self.batch = reference_interpreter(self.model, len(batches[0])), len(batches[0])
         interpreter = self.interpreter
-        detail = interpreter.get_input_details()[0]
-        interpreter.set_tensor(detail["index"], in_shape(inputs, detail["shape"]))
+        for detail, batch in zip(interpreter.get_input_details(), batches, strict=True):
+            interpreter.set_tensor(detail["index"], in_shape(batch, detail["shape"]))
         interpreter.invoke()
         values = {}
         for detail in interpreter.get_tensor_details():
@@ -77,15 +79,19 @@ class MicroRunner:
     def __init__(self, path: Path):
         parsed = read_tflite(Path(path))
         self.outputs = [operator.outputs[0] for operator in parsed.operators]
-        self.input_shape = parsed.tensor(parsed.inputs[0]).shape
+        self.input_shapes = [parsed.tensor(index).shape for index in parsed.inputs]
         self.interpreter = tflm.Interpreter.from_bytes(Path(path).read_bytes(), arena_size=preserving_arena_bytes(parsed),
                                                        intrepreter_config=tflm.InterpreterConfig.kPreserveAllTensors)
 
-    def tensors(self, inputs: np.ndarray) -> dict[int, np.ndarray]:
-        """Every operator's output (by tensor index) for the batch `inputs`, image by image."""
+    def tensors(self, inputs: np.ndarray | list[np.ndarray]) -> dict[int, np.ndarray]:
+        """Every operator's output (by tensor index) for the batch `inputs` (a model of several inputs: a batch of each, in the
+        file's order of its inputs), image by image."""
+        batches = [in_shape(batch, shape) for batch, shape in zip(inputs if isinstance(inputs, list) else [inputs], self.input_shapes,
+                                                                   strict=True)]
         per_image = []
-        for image in in_shape(inputs, self.input_shape):
-            self.interpreter.set_input(image[np.newaxis], 0)
+        for image in range(len(batches[0])):
+            for position, batch in enumerate(batches):
+                self.interpreter.set_input(batch[image : image + 1], position)
             self.interpreter.invoke()
             per_image.append({index: np.array(self.interpreter.GetTensor(index, 0)["tensor_data"]) for index in self.outputs})
         return {index: np.concatenate([values[index].reshape(1, *values[index].shape[1:]) for values in per_image])

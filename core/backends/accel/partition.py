@@ -36,7 +36,7 @@ from core.backends.accel.ops import HOST_ONLY, host_only_errors, lowering_of
 from core.backends.accel.target import Accelerator, Pattern
 from core.ir.fixedpoint import INT32_MAX
 from core.ir.network import Ir
-from core.ir.op import END_POINT, NETWORK_INPUT
+from core.ir.op import END_POINT, is_network_input
 from core.ir.records import IrLayer
 
 ACCEL, HOST = "accel", "host"
@@ -216,7 +216,7 @@ class _Edges:
     @classmethod
     def of(cls, ir: Ir) -> "_Edges":
         producers = {layer.name: list(dict.fromkeys(layer.previous_layer)) for layer in ir.layers}
-        readers: dict[str, list[str]] = {NETWORK_INPUT: [], **{layer.name: [] for layer in ir.layers}}
+        readers: dict[str, list[str]] = {**{name: [] for name in ir.network_inputs}, **{layer.name: [] for layer in ir.layers}}
         for layer in ir.layers:
             for producer in producers[layer.name]:
                 readers[producer].append(layer.name)
@@ -245,7 +245,7 @@ def partition(ir: Ir, accelerator: Accelerator | None, target: str | None = None
                     region_names.get(layer.name), layout[layer.name], layer.macs())
               for index, layer in enumerate(ir.layers)]
     macs = {group.layer: group.macs for group in groups}
-    tensors = [NETWORK_INPUT, *(layer.name for layer in ir.layers)]  # named by their producers
+    tensors = [*ir.network_inputs, *(layer.name for layer in ir.layers)]  # named by their producers
     regions = []
     for region_layers in members:
         inside = set(region_layers)
@@ -263,12 +263,12 @@ def _layout_changes(ir: Ir, edges: _Edges, layout: dict[str, str], accelerator: 
     once, for all of them."""
     shapes = {layer.name: layer.shape_of_output() for layer in ir.layers}
     packs, unpacks = [], []
-    for tensor in [NETWORK_INPUT, *(layer.name for layer in ir.layers)]:
+    for tensor in [*ir.network_inputs, *(layer.name for layer in ir.layers)]:
         wanted = {reader: HOST_LAYOUT if reader == END_POINT else layout[reader] for reader in edges.readers[tensor]}
         have = layout.get(tensor, HOST_LAYOUT)
         changing = [reader for reader, need in wanted.items() if need != have]
         if changing:
-            shape = list(ir.input_shape if tensor == NETWORK_INPUT else shapes[tensor])
+            shape = list(ir.shape_of_network_input(tensor) if is_network_input(tensor) else shapes[tensor])
             change = LayoutChange("pack" if have == HOST_LAYOUT else "unpack", tensor, changing, shape,
                                   math.prod(shape), accelerator.packed_bytes(shape))
             (packs if change.kind == "pack" else unpacks).append(change)
@@ -291,7 +291,7 @@ def _regions(layers: list[IrLayer], producers: dict[str, list[str]], on_accel: s
         if name in on_accel:
             members[node] = [name]
         for producer in producers[name]:
-            if producer != NETWORK_INPUT and node_of[producer] != node:
+            if not is_network_input(producer) and node_of[producer] != node:
                 quotient.add_edge(node_of[producer], node)
         if name not in on_accel:
             continue

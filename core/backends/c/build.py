@@ -16,7 +16,6 @@ import numpy as np
 from core.backends.c.emitter import CodegenError
 from core.backends.c.program import CProgram
 from core.ir.network import Ir
-from core.ir.op import NETWORK_INPUT
 
 BINARY_FILE = "network"
 DEFAULT_CFLAGS = ("-O2",)  # a program for any x86-64 (SIMD through QT_SIMD's clones); codegen.cflags replaces it
@@ -76,15 +75,32 @@ class RunResult:
     int8_simd: int = 0  # the conv microkernels the build took (INT8_SIMD_PATHS)
 
 
-def run_program(binary: Path, program: CProgram, images: np.ndarray, work_dir: Path, dump: bool = False) -> RunResult:
-    """Run the built network on int8 (a 16x8 program's: int16) images [N, *input_shape]; the end points as arrays."""
-    images = np.ascontiguousarray(images, dtype=program.dtype_of(NETWORK_INPUT))
-    if tuple(images.shape[1:]) != program.input_shape:
-        raise CodegenError(f"images of shape {list(images.shape)}; the network takes [N, {', '.join(map(str, program.input_shape))}]")
+def input_bytes(program: CProgram, images) -> tuple[bytes, int]:
+    """(the program's input file, its images): each image's inputs back to back in the program's order of them, each of its
+    integers' type. `images`: [N, *input_shape] int8 (a 16x8 program's: int16) for one input; {IR name: [N, *its shape]}
+    for several."""
+    named = images if isinstance(images, dict) else {next(iter(program.inputs)): images}
+    if sorted(named) != sorted(program.inputs):
+        raise CodegenError(f"inputs {', '.join(sorted(named))}; the network takes {', '.join(program.inputs)}")
+    parts = []
+    for name, shape in program.inputs.items():
+        values = np.ascontiguousarray(named[name], dtype=program.dtype_of(name))
+        if tuple(values.shape[1:]) != shape:
+            raise CodegenError(f"{name}: images of shape {list(values.shape)}; the network takes [N, {', '.join(map(str, shape))}]")
+        parts.append(values.reshape(len(values), -1).view(np.uint8))
+    if len({len(part) for part in parts}) != 1:
+        raise CodegenError(f"the inputs hold {[len(part) for part in parts]} images; each holds one per image")
+    return np.ascontiguousarray(np.concatenate(parts, axis=1)).tobytes(), len(parts[0])
+
+
+def run_program(binary: Path, program: CProgram, images, work_dir: Path, dump: bool = False) -> RunResult:
+    """Run the built network on int8 (a 16x8 program's: int16) images [N, *input_shape] ({IR name: its images} for a
+    network of several inputs: input_bytes); the end points as arrays."""
+    data, count = input_bytes(program, images)
     work_dir = Path(work_dir)
     work_dir.mkdir(parents=True, exist_ok=True)
     paths = [work_dir / "input.bin", work_dir / "output.bin", work_dir / "layers.bin"]
-    paths[0].write_bytes(images.tobytes())
+    paths[0].write_bytes(data)
     command = [str(Path(binary).resolve()), *map(str, paths[: 3 if dump else 2])]
     started = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True)
@@ -92,9 +108,9 @@ def run_program(binary: Path, program: CProgram, images: np.ndarray, work_dir: P
     if result.returncode != 0:
         raise CodegenError(f"{' '.join(command)} exited with {result.returncode}: {(result.stderr or result.stdout).strip()}")
     match = re.search(r"images (\d+) seconds ([0-9.eE+-]+) int8_simd (\d)", result.stdout)
-    if match is None or int(match.group(1)) != len(images):
+    if match is None or int(match.group(1)) != count:
         raise CodegenError(f"{binary}: unexpected report {result.stdout.strip()!r}")
-    n = len(images)
+    n = count
     outputs = _split(paths[1].read_bytes(), n, {name: program.shapes[name] for name in program.end_points}, program)
     layers = _split(paths[2].read_bytes(), n, program.shapes, program) if dump else None
     return RunResult(outputs, float(match.group(2)), wall, layers, int(match.group(3)))

@@ -19,7 +19,6 @@ import numpy as np
 from core.backends.c.emitter import CodegenError
 from core.backends.c.ops import emit_c, pack_c
 from core.ir.network import Ir
-from core.ir.op import NETWORK_INPUT
 from core.ir.records import IrLayer
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
@@ -42,21 +41,28 @@ class CProgram:
     source: str  # program.c
     headers: dict[str, str]  # the runtime headers it includes: file name -> text
     symbols: dict[str, str]  # layer name -> C symbol
-    input_shape: tuple[int, ...]  # one image, HWC
+    inputs: dict[str, tuple[int, ...]]  # each network input's IR name -> one image's shape (HWC), in the order the input holds them
     end_points: list[str]  # layer names, the IR's end-point order
     shapes: dict[str, tuple[int, ...]]  # layer name -> its output's shape (one image)
     constant_bytes: int
     arena_bytes: int
     files: dict[str, bytes] = field(default_factory=dict)  # other artifacts (instruction streams, listings)
-    # tensor (a layer's name, or NETWORK_INPUT's) -> the NumPy type of its integers, where not int8 (TFLite's 16x8 mode)
+    # tensor (a layer's name, or a network input's) -> the NumPy type of its integers, where not int8 (TFLite's 16x8 mode)
     dtypes: dict[str, type] = field(default_factory=dict)
 
     def dtype_of(self, tensor: str) -> np.dtype:
         return np.dtype(self.dtypes.get(tensor, np.int8))
 
     @property
+    def input_shape(self) -> tuple[int, ...]:
+        """The network's one input's shape (one image)."""
+        if len(self.inputs) != 1:
+            raise CodegenError(f"the program has {len(self.inputs)} inputs ({', '.join(self.inputs)}); name the one meant")
+        return next(iter(self.inputs.values()))
+
+    @property
     def input_bytes(self) -> int:
-        return math.prod(self.input_shape) * self.dtype_of(NETWORK_INPUT).itemsize
+        return sum(math.prod(shape) * self.dtype_of(name).itemsize for name, shape in self.inputs.items())
 
     @property
     def end_point_bytes(self) -> list[int]:

@@ -52,13 +52,13 @@ def build_calibration_table(
     weighs each weight's error by its input channel's, so the layer's output error is what it minimizes.
     `float_layers` (calib.keep_float, layer names): their weights and biases get no entries."""
     tensors: dict[str, TensorEntry] = {}
-    input_tensor = layer_graph.graph.input_tensor
+    input_tensors = layer_graph.graph.input_tensors
     ranges = _ranges_across_identities(layer_graph, ranges)
     weight_inputs = {layer_graph.scale_source(layer.inputs[0]) for layer in layer_graph.layers if layer.rule.weight and layer.weight}
     for tensor in layer_graph.quantized_tensors():
         tensor_stats = (stats or {}).get(tensor)
-        tensor_method, fallback_reason = method_for(method, tensor in weight_inputs and tensor != input_tensor, tensor_stats, settings)
-        if tensor == input_tensor:
+        tensor_method, fallback_reason = method_for(method, tensor in weight_inputs and tensor not in input_tensors, tensor_stats, settings)
+        if tensor in input_tensors:
             entry = _input_entry(tensor, tensor_method, target, settings, tensor_stats, ranges)
         else:
             layer = layer_graph.producer_of(tensor)

@@ -11,7 +11,7 @@ from core.frontend.layers import GraphIndex, Layer, Pattern
 def reads_ids(graph: Graph, node: Node, index: GraphIndex) -> bool:
     """A gather of rows of a constant table (axis 0) by the network's integer input."""
     return (index.is_const(node.inputs[0]) and index.is_const(node.inputs[2]) and int(index.const(node.inputs[2])) == 0
-            and canonical_tensor(node.inputs[1]) == canonical_tensor(graph.input_tensor) and is_ids_input(index.producer(node.inputs[1])))
+            and canonical_tensor(node.inputs[1]) in graph.input_tensors and is_ids_input(index.producer(node.inputs[1])))
 
 
 def match_gather(graph: Graph, node: Node, index: GraphIndex) -> Layer:
