@@ -568,7 +568,8 @@ def text_classifier_files(tmp_path_factory):
 def test_a_text_classifier_on_token_ids_runs_all_stages_bit_exact_at_least_the_converters_sqnr(text_classifier_files, workspace):
     """Embedding + Conv1D + GlobalMaxPooling1D on int32 token ids: the ids are read as they are (never quantized) and
     each looks up its row of the table quantized on the Embedding's output grid. On tflite_int8 the file takes the model's
-    own int32 [1, 24] and GATHERs (bit-exact with LiteRT's reference kernels and TFLM, at least the converter's SQNR); on
+    own int32 [1, 24] and GATHERs (bit-exact with LiteRT's reference kernels and TFLM, at least the converter's SQNR; the
+    file read back runs bit-exact too); on
     tf2ir bit-exact; on accel_tflite the lookup on the host with its reason, the conv and dense on the accelerator."""
     model, data, model_path, arrays = text_classifier_files
     summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
@@ -579,6 +580,11 @@ def test_a_text_classifier_on_token_ids_runs_all_stages_bit_exact_at_least_the_c
     assert file_input["dtype"] == np.int32 and list(file_input["shape"]) == [1, 24]
     assert_at_least_the_converters_sqnr(summary, model, data)
     assert_bit_exact_with_the_reference(run_arrays(workspace, model_path, arrays, "tflite_int8", "target.scheme.runtime=tflm"))
+    # the file read back (model.format=tflite: its int32 input and GATHER), calibrated as it is quantized
+    written = stage_directory(summary, "emit_ir") / "model.tflite"
+    read_back = run_arrays(workspace, written, arrays, "tflite_int8", "model.format=tflite", "calib.method=qat")
+    assert_bit_exact_with_the_reference(read_back)
+    assert read_back.metrics["simulate.top1"] == summary.metrics["simulate.top1"]
     assert_eight_stages_bit_exact(run_arrays(workspace, model_path, arrays, "tf2ir"))
     accelerated = run_arrays(workspace, model_path, arrays, "accel_tflite")
     assert_eight_stages_bit_exact(accelerated)

@@ -38,35 +38,61 @@ def _unwrapped(by_name: dict[str, Node], tensor: str) -> str:
     return select.inputs[2]
 
 
-def _lookup(graph: Graph, by_name: dict[str, Node], node: Node) -> tuple[Node, np.ndarray] | None:
-    """(the ids placeholder [N, L], the table [V, D]) where `node` gathers the rows of a constant table by the network's
-    integer input."""
+def _held_as_image(by_name: dict[str, Node], tensor: str) -> Node | None:
+    """The Reshape giving `tensor` where it holds ids [N, L] as [N, 1, L] already (a .tflite's RESHAPE of its input, as the
+    .tflite writer writes a text model), else None."""
+    reshape = by_name.get(tensor_node(tensor))
+    if reshape is None or reshape.op != "Reshape" or not reshape.output_shapes:
+        return None
+    source = by_name.get(tensor_node(reshape.inputs[0]))
+    before, after = (source.output_shapes[0] if source is not None and source.output_shapes else None), reshape.output_shapes[0]
+    if before is None or after is None or len(before) != 2 or list(after[1:]) != [1, before[1]]:
+        return None
+    return reshape
+
+
+def _ids_of(by_name: dict[str, Node], tensor: str) -> str:
+    """The ids tensor a gather's indices `tensor` are, through Keras' wrap and a RESHAPE to [N, 1, L]."""
+    indices = _unwrapped(by_name, tensor)
+    held = _held_as_image(by_name, indices)
+    return held.inputs[0] if held is not None else indices
+
+
+def _lookup(graph: Graph, by_name: dict[str, Node], node: Node) -> tuple[Node, np.ndarray, Node | None] | None:
+    """(the ids placeholder [N, L], the table [V, D], the Reshape holding the ids as [N, 1, L] already or None) where `node`
+    gathers the rows of a constant table by the network's integer input."""
     if node.op != "GatherV2" or int(node.attr("batch_dims", 0) or 0) != 0:
         return None
     table, axis = constant_of(graph, by_name, node.inputs[0]), constant_of(graph, by_name, node.inputs[2])
-    ids = by_name.get(tensor_node(_unwrapped(by_name, node.inputs[1])))
+    held = _held_as_image(by_name, _unwrapped(by_name, node.inputs[1]))
+    ids = by_name.get(tensor_node(_ids_of(by_name, node.inputs[1])))
     shape = ids.output_shapes[0] if ids is not None and ids.output_shapes else None
     if table is None or axis is None or int(axis) != 0 or table.ndim != 2 or not is_ids_input(ids) or shape is None or len(shape) != 2:
         return None
     if ids.name not in {tensor_node(tensor) for tensor in graph.input_tensors}:
         return None
-    return ids, table
+    return ids, table, held
 
 
 def token_lookups(graph: Graph, by_name: dict[str, Node]):
     """A canonical rewrite: an Embedding of the network's integer ids [N, L] as the gather of the ids held as the image
-    [N, 1, L], giving the image [N, 1, L, D], and the sequence [N, L, D] it holds under the Embedding's name."""
+    [N, 1, L], giving the image [N, 1, L, D], and the sequence [N, L, D] it holds under the Embedding's name (a .tflite's
+    GATHER of its ids already RESHAPEd to [N, 1, L] gives the image itself)."""
     replacements, constants, notes = {}, {}, []
     for node in graph.nodes:
         found = _lookup(graph, by_name, node)
         if found is None:
             continue
-        ids, table = found
+        ids, table, held = found
         batch, length = ids.output_shapes[0]
         replacements[ids.name] = [copy_node(ids, attrs={**ids.attrs, "shape": {"shape": [batch, 1, length]}}, output_shapes=[])]
-        image = copy_node(node, name=f"{node.name}/image", inputs=[node.inputs[0], f"{ids.name}:0", node.inputs[2]], output_shapes=[])
-        squeeze = Node(node.name, "Squeeze", [image.name], {"T": {"type": "float32"}, "squeeze_dims": {"list_i": [1]}})
-        replacements[node.name] = [image, squeeze]
+        if held is not None:
+            replacements[held.name] = []
+            replacements[node.name] = [copy_node(node, inputs=[node.inputs[0], f"{ids.name}:0", node.inputs[2]], output_shapes=[])]
+        else:
+            image = copy_node(node, name=f"{node.name}/image", inputs=[node.inputs[0], f"{ids.name}:0", node.inputs[2]], output_shapes=[])
+            squeeze = Node(node.name, "Squeeze", [image.name], {"T": {"type": "float32"}, "squeeze_dims": {"list_i": [1]}})
+            replacements[node.name] = [image, squeeze]
         notes.append(f"{node.name}: an Embedding of {table.shape[0]} rows of {table.shape[1]} looked up by the ids {ids.name} held "
                      f"as the image [N, 1, {length}]")
     return replacements, constants, notes
@@ -80,7 +106,7 @@ def vocabulary_of(graph: Graph, tensor: str) -> int | None:
         return None
     rows = [int(np.shape(graph.constants[tensor_node(node.inputs[0])])[0]) for node in graph.nodes if node.op == "GatherV2"
             and tensor_node(node.inputs[0]) in graph.constants
-            and canonical_tensor(_unwrapped(by_name, node.inputs[1])) == canonical_tensor(tensor)]
+            and canonical_tensor(_ids_of(by_name, node.inputs[1])) == canonical_tensor(tensor)]
     return min(rows) if rows else None
 
 

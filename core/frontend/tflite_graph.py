@@ -177,6 +177,15 @@ def _reshape(b, op, scope):
                               op.outputs[0], scope)
 
 
+def _gather(b, op, scope):
+    """GATHER of a constant table's rows (axis 0) by int32 ids: the table's real values, the output its FakeQuant."""
+    table = b.model.tensor(op.inputs[0])
+    if table.data is None or int(op.option("axis", 0)) != 0 or int(op.option("batchDims", 0)) != 0:
+        raise TfliteError(f"{b.model.path}: operator {op.index} (GATHER): the reader takes rows (axis 0) of a constant table")
+    return b.activation_quant(b.tf.gather(b.const(f"{scope}/table", dequantized(table)), b.input(op, 1), axis=0, name=f"{scope}/GatherV2"),
+                              op.outputs[0], scope)
+
+
 def _transpose(b, op, scope):
     permutation = [int(axis) for axis in np.atleast_1d(_constant_input(b, op, 1))]
     return b.activation_quant(b.tf.transpose(b.input(op), permutation, name=f"{scope}/Transpose"), op.outputs[0], scope)
@@ -285,6 +294,7 @@ CONVERTERS: dict[str, Callable[[_Builder, TfliteOperator, str], object]] = {
     "MAX_POOL_2D": _pool("nn.max_pool2d", "max_pool2d"),
     "RESHAPE": _reshape,
     "TRANSPOSE": _transpose,
+    "GATHER": _gather,
     "STRIDED_SLICE": _strided_slice,
     "BATCH_MATMUL": _batch_matmul,
     "SOFTMAX": _softmax,
@@ -327,7 +337,9 @@ def tflite_graph_def(model: TfliteModel):
         builder = _Builder(model, tf)
         names = _input_names(model)
         for index, name in zip(model.inputs, names):
-            placeholder = tf.compat.v1.placeholder(tf.float32, [None, *model.tensor(index).shape[1:]], name=name)
+            source = model.tensor(index)
+            dtype = tf.int32 if source.dtype == "INT32" else tf.float32  # token ids, or values (their FakeQuant)
+            placeholder = tf.compat.v1.placeholder(dtype, [None, *source.shape[1:]], name=name)
             builder.values[index] = builder.activation_quant(placeholder, index, name)
         for operator in model.operators:
             builder.values[operator.outputs[0]] = CONVERTERS[operator.name](builder, operator, builder.scope(operator))
