@@ -116,8 +116,9 @@ def test_a_float_file_imports_as_the_graph_tflite_computes(converted):
     names = {operator.name for operator in model.operators}
     # what a float model converts to: every operator but the int8 model's QUANTIZE and DEQUANTIZE, and RELU_0_TO_1, which
     # no Keras layer converts to (clip(0, 1) is a MINIMUM and a RELU; tests/test_runtimes.py reads the operator); GELU,
-    # which TFLM cannot run, is read from the converter's GELU model (tests/test_models_2026.py); RSQRT from its own (below)
-    assert names == set(CONVERTERS) - {"QUANTIZE", "DEQUANTIZE", "RELU_0_TO_1", "GELU", "RSQRT"}, set(CONVERTERS) - names
+    # which TFLM cannot run, is read from the converter's GELU model (tests/test_models_2026.py); RSQRT from its own (below);
+    # GATHER, which reads int32 token ids, from the text model's file (tests/test_models_2026.py)
+    assert names == set(CONVERTERS) - {"QUANTIZE", "DEQUANTIZE", "RELU_0_TO_1", "GELU", "RSQRT", "GATHER"}, set(CONVERTERS) - names
     inputs = np.random.default_rng(2).normal(0, 1, (8, *SHAPE)).astype(np.float32)
     interpreter = Interpreter(model_path=str(converted["float"]))
     interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], inputs.shape)
