@@ -51,11 +51,12 @@ def _held_as_image(by_name: dict[str, Node], tensor: str) -> Node | None:
     return reshape
 
 
-def _ids_of(by_name: dict[str, Node], tensor: str) -> str:
-    """The ids tensor a gather's indices `tensor` are, through Keras' wrap and a RESHAPE to [N, 1, L]."""
+def _ids_of(by_name: dict[str, Node], tensor: str) -> tuple[str, Node | None]:
+    """(the ids tensor a gather's indices `tensor` are, through Keras' wrap and a RESHAPE to [N, 1, L]; that Reshape, or
+    None where the ids are not held as [N, 1, L] already)."""
     indices = _unwrapped(by_name, tensor)
     held = _held_as_image(by_name, indices)
-    return held.inputs[0] if held is not None else indices
+    return (held.inputs[0] if held is not None else indices), held
 
 
 def _lookup(graph: Graph, by_name: dict[str, Node], node: Node) -> tuple[Node, np.ndarray, Node | None] | None:
@@ -64,8 +65,8 @@ def _lookup(graph: Graph, by_name: dict[str, Node], node: Node) -> tuple[Node, n
     if node.op != "GatherV2" or int(node.attr("batch_dims", 0) or 0) != 0:
         return None
     table, axis = constant_of(graph, by_name, node.inputs[0]), constant_of(graph, by_name, node.inputs[2])
-    held = _held_as_image(by_name, _unwrapped(by_name, node.inputs[1]))
-    ids = by_name.get(tensor_node(_ids_of(by_name, node.inputs[1])))
+    ids_tensor, held = _ids_of(by_name, node.inputs[1])
+    ids = by_name.get(tensor_node(ids_tensor))
     shape = ids.output_shapes[0] if ids is not None and ids.output_shapes else None
     if table is None or axis is None or int(axis) != 0 or table.ndim != 2 or not is_ids_input(ids) or shape is None or len(shape) != 2:
         return None
@@ -106,7 +107,7 @@ def vocabulary_of(graph: Graph, tensor: str) -> int | None:
         return None
     rows = [int(np.shape(graph.constants[tensor_node(node.inputs[0])])[0]) for node in graph.nodes if node.op == "GatherV2"
             and tensor_node(node.inputs[0]) in graph.constants
-            and canonical_tensor(_ids_of(by_name, node.inputs[1])) == canonical_tensor(tensor)]
+            and canonical_tensor(_ids_of(by_name, node.inputs[1])[0]) == canonical_tensor(tensor)]
     return min(rows) if rows else None
 
 
@@ -115,7 +116,9 @@ def check_token_ids(samples, graph: Graph, key: str) -> None:
     fed no integers (an .npz of ids for another model), checked before any is fed: a GraphError naming the data, the
     first wrong id and the vocabulary, not TensorFlow's "indices[..] is not in [0, V)"."""
     by_name = graph.by_name()
-    for tensor, values in named_samples(samples[:], graph, key).items():
+    # one sample tells an input's type; only token ids need the whole split read (to find an id outside the vocabulary)
+    reads_ids = any(is_ids_input(by_name.get(tensor_node(tensor))) for tensor in graph.input_tensors)
+    for tensor, values in named_samples(samples[:] if reads_ids else samples[:1], graph, key).items():
         values = np.asarray(values)
         if not is_ids_input(by_name.get(tensor_node(tensor))):
             if values.dtype.kind in "iu":
