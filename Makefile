@@ -5,9 +5,9 @@ VENV := .venv
 INSTALLED := $(VENV)/.installed
 ARGS ?=
 
-EXTRAS := s3 slurm peers
+EXTRAS := s3 slurm peers vela
 
-.PHONY: setup setup-s3 setup-slurm setup-peers setup-tfmot run test lock clean-store params repro
+.PHONY: setup setup-s3 setup-slurm setup-peers setup-vela setup-tfmot run test lock clean-store params repro
 
 setup: $(INSTALLED)
 
@@ -17,8 +17,9 @@ $(INSTALLED): requirements.lock
 	touch $(INSTALLED)
 
 # Optional extras: `make setup-s3` (a store on S3: s3fs), `make setup-slurm` (Hydra's submitit launchers),
-# `make setup-peers` (the tools bench/ptq_vs_peers.py measures our PTQ against: ai-edge-quantizer).
-setup-s3 setup-slurm setup-peers: setup-%: setup requirements-%.lock
+# `make setup-peers` (the tools bench/ptq_vs_peers.py measures our PTQ against: ai-edge-quantizer), `make setup-vela`
+# (Arm's Ethos-U compiler, which bench/bench_vs_vela.py measures our accelerator compiler against).
+setup-s3 setup-slurm setup-peers setup-vela: setup-%: setup requirements-%.lock
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.lock -r requirements-$*.lock
 
 # tfmot (tensorflow-model-optimization) needs tf_keras, which cannot share the lock with Keras 3: an environment of its

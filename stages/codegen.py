@@ -107,7 +107,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
             "scratch_bytes": program.scratch_bytes, "compile_s": checked.compile_s, "int8_simd": checked.int8_simd, **accel_metrics}
 
 
-CYCLE_COLUMNS = ("cycles", "cycles_load", "cycles_gemm", "cycles_alu", "cycles_store")
+CYCLE_COLUMNS = ("cycles", "cycles_load", "cycles_gemm", "cycles_alu", "cycles_store", "cycles_host")
 
 
 def accelerator_metrics(program: NetworkProgram, plan: PartitionPlan, out_dir: Path, ctx) -> dict[str, float]:
@@ -116,15 +116,19 @@ def accelerator_metrics(program: NetworkProgram, plan: PartitionPlan, out_dir: P
     metrics["accel_functions"] = len(program.functions)
     metrics["accel_instruction_bytes"] = sum(len(function.binary) for function in program.functions)
     metrics["accel_constant_bytes"] = program.accel_constant_bytes
-    per_layer = cycles_per_layer(program, CostModel.of(plan.accelerator))
+    # the whole network's MACs over the cycles of both processors (the host's estimated too): one figure per partition
+    metrics["accel_macs_per_cycle"] = plan.metrics()["macs"] / max(metrics["accel_cycles_total"], 1.0)
+    per_layer = cycles_per_layer(program, CostModel.of(plan.accelerator), [group.layer for group in plan.groups])
     write_series(out_dir, "cycles", series_rows("layer_index", "layer", {
         column: {layer: stats[column] for layer, stats in per_layer.items()} for column in CYCLE_COLUMNS}))
     plot_cycles(per_layer, out_dir / "cycles.png",
-                f"target {plan.target}: {metrics['accel_cycles']:.0f} cycles estimated per inference, "
+                f"target {plan.target}: {metrics['accel_cycles_total']:.0f} cycles estimated per inference "
+                f"({metrics['accel_cycles']:.0f} accelerator, {metrics['accel_cycles_host']:.0f} host), "
                 f"{int(metrics['accel_instructions'])} instructions")
     counts = ", ".join(f"{int(metrics['accel_count_' + kind])} {kind}" for kind in ("load", "gemm", "alu", "store"))
     ctx.log(f"{len(program.functions)} accelerator function(s): {int(metrics['accel_instructions'])} instructions "
-            f"({counts}), {metrics['accel_cycles']:.0f} cycles estimated by target {plan.target}'s cost model")
+            f"({counts}), {metrics['accel_cycles']:.0f} cycles estimated by target {plan.target}'s cost model, "
+            f"{metrics['accel_cycles_host']:.0f} more on the host: {metrics['accel_macs_per_cycle']:.1f} MACs per cycle")
     return metrics
 
 

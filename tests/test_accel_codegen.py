@@ -323,9 +323,13 @@ def test_the_default_model_on_both_accelerator_targets_is_bit_exact(digits_works
     # bars are horizontal, each layer's whole name beside its bar
     cycles = json.loads((directory / "series" / "cycles.json").read_text())
     assert [row["layer_index"] for row in cycles] == list(range(len(cycles))) and len(cycles) >= results["partition"].metrics["layers_accel"]
-    assert sum(row["cycles"] for row in cycles) <= metrics["accel_cycles"]
+    # the accelerator's rows add up to its instructions' estimate, the host's to the host's: one total of both
+    assert sum(row["cycles"] - row["cycles_host"] for row in cycles) <= metrics["accel_cycles"]
+    assert sum(row["cycles_host"] for row in cycles) == pytest.approx(metrics["accel_cycles_host"])
+    assert metrics["accel_cycles_total"] == pytest.approx(metrics["accel_cycles"] + metrics["accel_cycles_host"])
+    assert metrics["accel_macs_per_cycle"] == pytest.approx(results["partition"].metrics["macs"] / metrics["accel_cycles_total"])
     picture = json.loads(Image.open(directory / "cycles.png").text["Description"])
-    assert picture[0]["x"].startswith("estimated cycles") and picture[0]["y"] == "layer (program order)"
+    assert picture[0]["x"].startswith("estimated cycles") and picture[0]["y"] == "layer (IR order; then packs, unpacks)"
 
 
 def test_a_target_name_that_is_no_c_identifier_names_its_functions_by_a_sanitized_form(digits_workspace):

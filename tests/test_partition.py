@@ -244,6 +244,12 @@ def _mutated(change):
     (lambda a: a.update(unsupported=["reshape"]), r"accelerator\.unsupported: unknown key"),  # a pattern names what runs there
     (lambda a: a["cycles"].pop("gemm"), r"accelerator\.cycles\.gemm: missing"),
     (lambda a: a.update(shift_range={"min": 9, "max": 3}), r"accelerator\.shift_range: min 9 > max 3"),
+    (lambda a: a.pop("memories"), r"accelerator\.memories: missing"),
+    (lambda a: a["memories"]["dram"].update(bytes_per_cycle=0), r"accelerator\.memories\.dram\.bytes_per_cycle: 0 is not a number above 0"),
+    (lambda a: a["memories"]["dram"].pop("latency"), r"accelerator\.memories\.dram\.latency: missing"),
+    (lambda a: a["placement"].update(weights="flash"), r"accelerator\.placement\.weights: 'flash' is not a memory of accelerator\.memories; "
+                                                        r"expected one of dram"),
+    (lambda a: a["host"].update(cycles_per_mac=-1), r"accelerator\.host\.cycles_per_mac: -1 is not a number of at least 0"),
 ])
 def test_a_bad_accelerator_description_is_refused_naming_the_key(change, message):
     with pytest.raises(AcceleratorError, match=r"^accel\.yaml: " + message):

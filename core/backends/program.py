@@ -69,7 +69,9 @@ class AccelFunction:
 class NetworkProgram(CProgram):
     functions: list[AccelFunction] = field(default_factory=list)
     accel_constant_bytes: int = 0
-    statistics: dict[str, float] = field(default_factory=dict)  # the accelerator's instructions: cost model statistics
+    # the accelerator's instructions: cost model statistics, and `cycles_host` (the host's work) and `cycles_total` (both)
+    statistics: dict[str, float] = field(default_factory=dict)
+    host_cycles: dict[str, float] = field(default_factory=dict)  # each host layer's cycles, and each "pack <t>" / "unpack <t>"
 
 
 @dataclass(frozen=True)
@@ -163,12 +165,19 @@ class _ProgramBuilder:
                               [self._bytes(name) for name in self.end_points],
                               dump_bytes, self._defines(), list(headers), body, "\n".join(statements))
         accel_bytes = len(lowering.constants) if lowering is not None else 0
+        host_cycles = self._host_cycles() if self.accelerator is not None else {}
+        if self.accelerator is not None:
+            self._check_memories({"weights": host_bytes + accel_bytes, "activations": self.arena,
+                                  "program": sum(len(function.binary) for function in functions)})
+        if host_cycles or stats:
+            stats = {**stats, "cycles_host": float(sum(host_cycles.values()))}
+            stats["cycles_total"] = stats.get("cycles", 0.0) + stats["cycles_host"]
         return NetworkProgram(
             source=source, headers={**runtime_headers(), **headers}, symbols=self.symbols,
             inputs={name: tuple(self.shapes[name]) for name in self.inputs},
             end_points=self.end_points, shapes={name: self.shapes[name] for name in self.layers},
             constant_bytes=host_bytes + accel_bytes, arena_bytes=self.arena, files=files, dtypes=self.dtypes, functions=functions,
-            accel_constant_bytes=accel_bytes, statistics=stats)
+            accel_constant_bytes=accel_bytes, statistics=stats, host_cycles=host_cycles)
 
     def _bytes(self, tensor: str) -> int:
         """A tensor's bytes in the host layout: its elements x the size of its integers."""
@@ -220,6 +229,35 @@ class _ProgramBuilder:
         align = ARENA_ALIGN if self.accelerator is None else math.lcm(ARENA_ALIGN, self.accelerator.channel_block)
         self.offsets, self.arena = plan_buffers([first, *[(step.writes, step.reads) for step in self.steps], last],
                                                 {value: self._size(value) for value in values}, align=align)
+
+    def _check_memories(self, role_bytes: dict[str, int]) -> None:
+        """Each memory area of the target holds what its placement puts there, or a CodegenError naming the area."""
+        held: dict[str, int] = {}
+        for role, size in role_bytes.items():
+            held[self.accelerator.placement[role]] = held.get(self.accelerator.placement[role], 0) + size
+        for area, size in held.items():
+            capacity = self.accelerator.memories[area].size
+            if size > capacity:
+                roles = [role for role in role_bytes if self.accelerator.placement[role] == area]
+                raise CodegenError(f"the program's {' and '.join(roles)} ({size} bytes) exceed accelerator.memories.{area}.size "
+                                   f"({capacity} bytes), where accelerator.placement puts them: choose a larger memory or a "
+                                   f"smaller model")
+
+    def _host_cycles(self) -> dict[str, float]:
+        """The cost model's estimate of each step the host runs: a layer's MACs and the bytes it reads and writes, a pack
+        or unpack's bytes read and written."""
+        cost = CostModel.of(self.accelerator)
+        cycles = {}
+        for step in self.steps:
+            if step.region is not None:
+                continue
+            moved = sum(self._size(value) for value in (*step.reads, *step.writes))
+            if step.layer is None:
+                tensor, layout = step.writes[0].rsplit("@", 1)
+                cycles[f"{'pack' if layout == ACCEL_LAYOUT else 'unpack'} {tensor}"] = cost.host_layer(0, moved)
+            else:
+                cycles[step.layer] = cost.host_layer(self.groups[step.layer].macs, moved)
+        return cycles
 
     @property
     def _input_values(self) -> list[str]:

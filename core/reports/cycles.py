@@ -1,4 +1,4 @@
-"""The accelerator's estimated cycles per layer."""
+"""The estimated cycles per layer of a partitioned program: the accelerator's by instruction kind, the host's."""
 
 from __future__ import annotations
 
@@ -10,12 +10,20 @@ from core.backends.accel.cost import CostModel
 from core.backends.program import NetworkProgram
 from core.reports.figures import new_figure, save, wrapped_title
 
-INSTRUCTION_KINDS = ("load", "gemm", "alu", "store")
+INSTRUCTION_KINDS = ("load", "gemm", "alu", "store", "host")
 
 
-def cycles_per_layer(program: NetworkProgram, cost: CostModel) -> dict[str, dict[str, float]]:
-    """Per accelerator layer, in program order: the cost model's statistics (`cycles`, `cycles_<kind>`, counts)."""
-    return {layer: stats for function in program.functions for layer, stats in function.layer_statistics(cost).items()}
+def cycles_per_layer(program: NetworkProgram, cost: CostModel, order: list[str] | None = None) -> dict[str, dict[str, float]]:
+    """Per layer: the cost model's statistics of an accelerator layer's instructions (`cycles`, `cycles_<kind>`, counts),
+    a host layer's (or pack's, unpack's) estimate as `cycles` and `cycles_host`; layers in `order` (the IR's) first, then
+    the packs and unpacks."""
+    accel = {layer: {**stats, "cycles_host": 0.0} for function in program.functions
+             for layer, stats in function.layer_statistics(cost).items()}
+    host = {name: {"cycles": cycles, **{f"cycles_{kind}": 0.0 for kind in INSTRUCTION_KINDS}, "cycles_host": cycles}
+            for name, cycles in program.host_cycles.items()}
+    merged = {**accel, **host}
+    ranked = [name for name in (order or []) if name in merged]
+    return {name: merged[name] for name in [*ranked, *(name for name in merged if name not in ranked)]}
 
 
 def plot_cycles(per_layer: dict[str, dict[str, float]], path: str | Path, title: str) -> Path:
@@ -28,14 +36,14 @@ def plot_cycles(per_layer: dict[str, dict[str, float]], path: str | Path, title:
     axes = figure.add_subplot()
     left = np.zeros(len(names))
     positions = np.arange(len(names))
-    for kind, colour in zip(INSTRUCTION_KINDS, ("tab:blue", "tab:orange", "tab:green", "tab:red")):
+    for kind, colour in zip(INSTRUCTION_KINDS, ("tab:blue", "tab:orange", "tab:green", "tab:red", "tab:gray")):
         values = np.array([per_layer[name][f"cycles_{kind}"] for name in names])
         axes.barh(positions, values, left=left, color=colour, label=kind.upper())
         left += values
     axes.set_yticks(positions, names, fontsize=7.5)
     axes.invert_yaxis()  # program order, top to bottom
     axes.set_xlabel("estimated cycles (target cost model)")
-    axes.set_ylabel("layer (program order)")
-    axes.set_title(wrapped_title(title, width, fontsize=9), fontsize=9)
+    axes.set_ylabel("layer (IR order; then packs, unpacks)")
+    figure.suptitle(wrapped_title(title, width, fontsize=9), fontsize=9)  # over the whole figure: the names take a third of it
     axes.legend(fontsize=7)
     return save(figure, path, dpi=110)

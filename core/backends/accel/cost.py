@@ -1,8 +1,10 @@
-"""The target's cost model, the one every estimate uses: a DMA transfer costs its set-up
-(`cycles.load` / `cycles.store`) plus its bytes over `dma_bytes_per_cycle`; GEMM and ALU cost
-their cycles per micro-op (one loop iteration), an ALU operation `cycles.alu_<op>` where the target
-gives it (a 32 x 32-bit RMUL is dearer than an ADD), else `cycles.alu`; FINISH costs `cycles.sync`
-(0 if not given).
+"""The target's cost model, the one every estimate uses. A DMA transfer costs its set-up (`cycles.load` /
+`cycles.store`) and the latency of the memory area it reads or writes, then its bytes at that area's bytes per cycle: a
+LOAD from the CONST segment reads where the target places its weights, any other LOAD or STORE where it places its
+activations (`accelerator.memories`, `accelerator.placement`). GEMM and ALU cost their cycles per micro-op (one loop
+iteration), an ALU operation `cycles.alu_<op>` where the target gives it (a 32 x 32-bit RMUL is dearer than an ADD), else
+`cycles.alu`; FINISH costs `cycles.sync` (0 if not given). A host layer costs the target's `host.cycles_per_mac` per
+multiply-accumulate and `host.cycles_per_byte` per byte it reads and writes (a pack or unpack: per byte moved).
 Instructions run one after another (no overlap of DMA and compute): an upper bound."""
 
 from __future__ import annotations
@@ -13,21 +15,30 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from core.backends.accel.isa import ALU_OPS, OPCODES, Alu, Gemm, Instruction, Load, Store
+from core.backends.accel.target import ROLES, Accelerator, HostCost, Memory
 
 
 @dataclass(frozen=True)
 class CostModel:
     cycles: Mapping[str, int]
-    dma_bytes_per_cycle: float
+    memories: Mapping[str, Memory]  # by role: "weights", "activations"
+    host: HostCost
     block: int
 
     @classmethod
-    def of(cls, accelerator) -> "CostModel":
-        return cls(accelerator.cycles, accelerator.dma_bytes_per_cycle, accelerator.channel_block)
+    def of(cls, accelerator: Accelerator) -> "CostModel":
+        return cls(accelerator.cycles, {role: accelerator.memory_of(role) for role in ROLES}, accelerator.host,
+                   accelerator.channel_block)
 
-    def dma(self, kind: str, transfers: int, dram_bytes: float) -> float:
-        """`transfers` DMA instructions of `kind` ("load" or "store") moving `dram_bytes` together."""
-        return transfers * self.cycles[kind] + dram_bytes / self.dma_bytes_per_cycle
+    def dma(self, kind: str, transfers: int, dram_bytes: float, role: str = "activations") -> float:
+        """`transfers` DMA instructions of `kind` ("load" or "store") moving `dram_bytes` together from or to the memory
+        holding `role` ("weights" or "activations")."""
+        memory = self.memories[role]
+        return transfers * (self.cycles[kind] + memory.latency) + dram_bytes / memory.bytes_per_cycle
+
+    def host_layer(self, macs: float, moved_bytes: float) -> float:
+        """A host layer of `macs` multiply-accumulates reading and writing `moved_bytes`, in accelerator cycles."""
+        return macs * self.host.cycles_per_mac + moved_bytes * self.host.cycles_per_byte
 
     def compute(self, kind: str, micro_ops: int) -> float:
         """`micro_ops` loop iterations of `kind` ("gemm", "alu" or an "alu_<op>" the target prices)."""
@@ -41,7 +52,8 @@ class CostModel:
     def instruction(self, instruction: Instruction) -> float:
         """One instruction, in whole cycles."""
         if isinstance(instruction, (Load, Store)):
-            return math.ceil(self.dma(instruction.kind.lower(), 1, instruction.dram_bytes(self.block)))
+            role = "weights" if isinstance(instruction, Load) and instruction.const else "activations"
+            return math.ceil(self.dma(instruction.kind.lower(), 1, instruction.dram_bytes(self.block), role))
         if isinstance(instruction, Alu):
             return self.compute(self.alu_kind(instruction.op), instruction.loop.count)
         if isinstance(instruction, Gemm):

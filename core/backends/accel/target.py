@@ -30,6 +30,9 @@ from core.ir.ops import OPS
 from core.quantize.schemes import SCHEMES
 
 SECTION = "accelerator"
+# what a program keeps in memory, each placed in one of the target's memory areas: the tiled weights and biases (the CONST
+# segment the DMA reads), the activations (the DATA segment it reads and writes), the instruction streams
+ROLES = ("weights", "activations", "program")
 ACCELERATED_SCHEMES = tuple(name for name, scheme in SCHEMES.items() if scheme.accelerated)
 REQUIRED_CYCLES = ("load", "store", "gemm", "alu")
 
@@ -58,6 +61,26 @@ class ShiftRangeSpec:
 
 
 @dataclass
+class MemorySpec:
+    bytes_per_cycle: float = 8.0  # what the DMA moves per cycle once a transfer has started
+    latency: int = 0  # cycles before a transfer's first byte
+    size: int = 1 << 24  # bytes
+
+
+@dataclass
+class PlacementSpec:  # a memory area's name for each of ROLES
+    weights: str = "dram"
+    activations: str = "dram"
+    program: str = "dram"
+
+
+@dataclass
+class HostSpec:  # the host processor running what the accelerator does not, in accelerator cycles
+    cycles_per_mac: float = 1.0
+    cycles_per_byte: float = 1.0  # per byte a layer reads and writes (a pack or unpack: per byte moved)
+
+
+@dataclass
 class AcceleratorSpec:
     """A VTA-like int8 accelerator as data (conf/target/accel.yaml); `Accelerator.from_mapping` checks it."""
 
@@ -67,7 +90,9 @@ class AcceleratorSpec:
     layout: list[str]
     shift_range: ShiftRangeSpec
     cycles: dict[str, int]
-    dma_bytes_per_cycle: float = 8.0
+    memories: dict[str, MemorySpec]
+    placement: PlacementSpec
+    host: HostSpec
     bias_in_accumulators: bool = True
 
 
@@ -123,6 +148,23 @@ class Buffers:
 
 
 @dataclass(frozen=True)
+class Memory:
+    """A memory area the DMA reads or writes: a transfer costs `latency` cycles, then its bytes at `bytes_per_cycle`."""
+
+    bytes_per_cycle: float
+    latency: int
+    size: int  # bytes
+
+
+@dataclass(frozen=True)
+class HostCost:
+    """The host processor's work in accelerator cycles: per multiply-accumulate and per byte read or written."""
+
+    cycles_per_mac: float
+    cycles_per_byte: float
+
+
+@dataclass(frozen=True)
 class Accelerator:
     name: str  # the target's name: accelerator functions are called <name>_func_<k>
     # what runs on the accelerator, the one declaration (as PyTorch's BackendConfig): an operation no pattern names runs
@@ -133,7 +175,9 @@ class Accelerator:
     layout: tuple[str, ...]  # the blocked activation layout, e.g. ("H", "W", "C/16", "16")
     shift_range: tuple[int, int]  # shift amounts the ALU's shifts encode, inclusive
     cycles: Mapping[str, int] = field(hash=False)  # per instruction kind
-    dma_bytes_per_cycle: float
+    memories: Mapping[str, Memory] = field(hash=False)  # by name
+    placement: Mapping[str, str] = field(hash=False)  # ROLES -> a memory's name
+    host: HostCost
     # seed 004 Fig. 4: (b) true: a tile's accumulators start as its biases (a DMA, no reset, no ALU ADD);
     # (a) false: a GEMM RESET, then the biases added by the vector ALU after the GEMMs
     bias_in_accumulators: bool = True
@@ -146,6 +190,10 @@ class Accelerator:
     def channel_block(self) -> int:
         """Channels per block of the accelerator layout (= the GEMM block's in and out)."""
         return self.gemm_block.block_in
+
+    def memory_of(self, role: str) -> Memory:
+        """The memory area holding `role` (one of ROLES)."""
+        return self.memories[self.placement[role]]
 
     def patterns_for(self, operation: str) -> tuple[Pattern, ...]:
         return tuple(pattern for pattern in self.patterns if operation in pattern.operations)
@@ -164,7 +212,9 @@ class Accelerator:
             "layout": list(self.layout),
             "shift_range": {"min": self.shift_range[0], "max": self.shift_range[1]},
             "cycles": dict(self.cycles),
-            "dma_bytes_per_cycle": self.dma_bytes_per_cycle,
+            "memories": {name: dataclasses.asdict(memory) for name, memory in self.memories.items()},
+            "placement": dict(self.placement),
+            "host": dataclasses.asdict(self.host),
             "bias_in_accumulators": self.bias_in_accumulators,
         }
 
@@ -175,7 +225,7 @@ class Accelerator:
         it came from in error messages."""
         read = _Reader(origin, dialect)
         section = read.mapping(data, SECTION, required=("patterns", "gemm_block", "buffers", "layout", "shift_range", "cycles",
-                                                        "dma_bytes_per_cycle"), optional=("bias_in_accumulators",))
+                                                        "memories", "placement", "host"), optional=("bias_in_accumulators",))
         operations = ir_operations(dialect)
         patterns = tuple(read.pattern(item, f"{SECTION}.patterns[{i}]", operations)
                          for i, item in enumerate(read.sequence(section["patterns"], f"{SECTION}.patterns", minimum=1)))
@@ -199,11 +249,17 @@ class Accelerator:
             if key not in priced:
                 raise read.error(f"{SECTION}.cycles.{key}", f"unknown key; expected {', '.join(priced)}")
         cycles = MappingProxyType({str(k): read.integer(v, f"{SECTION}.cycles.{k}", minimum=1) for k, v in cycles_data.items()})
-        dma = section["dma_bytes_per_cycle"]
-        if isinstance(dma, bool) or not isinstance(dma, (int, float)) or not dma > 0:
-            raise read.error(f"{SECTION}.dma_bytes_per_cycle", f"{dma!r} is not a positive number")
+        memories = read.memories(section["memories"], f"{SECTION}.memories")
+        placement = read.mapping(section["placement"], f"{SECTION}.placement", required=ROLES)
+        for role in ROLES:
+            if placement[role] not in memories:
+                raise read.error(f"{SECTION}.placement.{role}", f"{placement[role]!r} is not a memory of {SECTION}.memories; "
+                                                                f"expected one of {', '.join(memories)}")
+        host_data = read.mapping(section["host"], f"{SECTION}.host", required=("cycles_per_mac", "cycles_per_byte"))
+        host = HostCost(**{key: read.number(host_data[key], f"{SECTION}.host.{key}", minimum=0.0) for key in host_data})
         bias_in_accumulators = read.boolean(section.get("bias_in_accumulators", True), f"{SECTION}.bias_in_accumulators")
-        return cls(name, patterns, gemm_block, buffers, layout, shift_range, cycles, float(dma), bias_in_accumulators, dialect)
+        return cls(name, patterns, gemm_block, buffers, layout, shift_range, cycles, MappingProxyType(memories),
+                   MappingProxyType({role: str(placement[role]) for role in ROLES}), host, bias_in_accumulators, dialect)
 
 
 def accelerator_of(target: Mapping[str, Any], origin: str = "target") -> Accelerator | None:
@@ -283,6 +339,28 @@ class _Reader:
         names = tuple(spec.name for spec in dataclasses.fields(record))
         data = self.mapping(value, key, required=names)
         return {name: self.integer(data[name], f"{key}.{name}", minimum=minimum) for name in names}
+
+    def number(self, value: Any, key: str, minimum: float = 0.0, above: bool = False) -> float:
+        """A number at least `minimum` (above it where `above`)."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                or value < minimum or (above and value == minimum):
+            raise self.error(key, f"{value!r} is not a number {'above' if above else 'of at least'} {minimum:g}")
+        return float(value)
+
+    def memories(self, value: Any, key: str) -> dict[str, Memory]:
+        """Memory areas by name, each {bytes_per_cycle, latency, size}."""
+        if not isinstance(value, Mapping) or not value:
+            raise self.error(key, f"expected a mapping of memory areas by name, each with bytes_per_cycle, latency and size, got {value!r}")
+        areas = {}
+        for name, area in value.items():
+            where = f"{key}.{name}"
+            if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_]+", name):
+                raise self.error(where, "expected a name of letters, digits and '_'")
+            data = self.mapping(area, where, required=("bytes_per_cycle", "latency", "size"))
+            areas[name] = Memory(self.number(data["bytes_per_cycle"], f"{where}.bytes_per_cycle", above=True),
+                                 self.integer(data["latency"], f"{where}.latency", minimum=0),
+                                 self.integer(data["size"], f"{where}.size", minimum=1))
+        return areas
 
     def boolean(self, value: Any, key: str) -> bool:
         if not isinstance(value, bool):

@@ -101,7 +101,11 @@ def _tile_cost(window: Window, depthwise: bool, nib: int, nob: int, low: Lowerin
     weight_loads = 1 if ob_count * ib_count == 1 else row_count * ob_count * (1 if depthwise else ib_count)
     weight_bytes = (1 if weight_loads == 1 else row_count) * window.taps * (nob if depthwise else nib * nob) * block * block
     instructions = row_count * ob_count * (window.taps * (1 if depthwise else ob_tile) + 4)
-    return low.cost.dma("load", input_loads + weight_loads + instructions, input_bytes + weight_bytes), rows
+    cost = low.cost
+    # the other instructions priced as a DMA set-up each: a proxy that favours fewer, larger tiles
+    estimate = (cost.dma("load", input_loads, input_bytes) + cost.dma("load", weight_loads, weight_bytes, "weights")
+                + instructions * cost.cycles["load"])
+    return estimate, rows
 
 
 def choose_tile(record: ConvLayer, nib: int, nob: int, low: Lowering, extra: int) -> _Tile:
