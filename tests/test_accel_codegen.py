@@ -25,7 +25,7 @@ from core.backends.c.emitter import CodegenError
 from core.ir.io import read_ir, validate_ir
 from core.ir.network import Ir
 from core.ir.op import END_POINT, NETWORK_INPUT
-from core.backends.accel.isa import Alu, Finish, Gemm, Index, IsaError, Load, Loop, Store, decode, encode, encode_all, listing, without_notes
+from core.backends.accel.isa import Alu, Finish, Gemm, Index, IsaError, Lanes, Load, Loop, Store, decode, encode, encode_all, listing, without_notes
 from core.backends.accel.lowering import LOWERINGS
 from core.backends.accel.partition import ACCEL, ACCEL_LAYOUT, HOST, PartitionPlan, partition
 from core.backends.program import generate_program
@@ -47,10 +47,11 @@ small = st.integers(0, 255)
 index = st.builds(Index, u32, i32, i32, i32)
 loop = st.builds(Loop, u16, u16, u16)
 instructions = st.one_of(
-    st.builds(Load, st.sampled_from(["INP", "WGT", "ACC", "ACC8"]), u32, u32, st.tuples(u16, u16, u16), st.tuples(i32, i32, i32),
+    st.builds(Load, st.sampled_from(["INP", "WGT", "ACC", "ACC8", "WGTV"]), u32, u32, st.tuples(u16, u16, u16), st.tuples(i32, i32, i32),
               st.tuples(small, small, small, small), st.integers(-128, 127), st.booleans()),
     st.builds(Store, u32, u32, st.tuples(u16, u16, u16), st.tuples(i32, i32, i32)),
     st.builds(Gemm, loop, index, index, index, st.booleans()),
+    st.builds(Gemm, loop, index, index, index, st.just(False), lanes=st.builds(Lanes, small, st.integers(0, 4095), st.integers(0, 4095))),
     st.builds(Alu, st.sampled_from(["MOV", "ADD", "MAX", "MIN"]), loop, index, index),
     st.builds(Alu, st.sampled_from(["MOV", "ADD", "MAX", "MIN", "RSHR", "SHL"]), loop, index, st.none(), i32),
     st.builds(Finish),
@@ -240,14 +241,34 @@ def test_a_layer_larger_than_every_buffer_is_tiled_over_rows_and_channel_blocks(
     (function,) = program.functions
     loads = [i for i in function.instructions if isinstance(i, Load)]
     input_loads = [i for i in loads if i.buffer == "INP"]
-    weight_loads = [i for i in loads if i.buffer == "WGT"]
+    # a depthwise layer's weights are one B-int8 vector per tap and channel block (WGTV), a conv's B x B blocks (WGT)
+    weight_loads = [i for i in loads if i.buffer == ("WGTV" if depthwise else "WGT")]
+    assert not [i for i in loads if i.buffer == ("WGT" if depthwise else "WGTV")]
     stores = [i for i in function.instructions if isinstance(i, Store)]
     assert len(stores) > 1 and len({s.size[0] for s in stores}) >= 1  # several tiles of output rows/blocks
-    assert len(input_loads) > 1 and len(weight_loads) > 1
+    assert len(input_loads) > 1 and len(weight_loads) >= (1 if depthwise else 2)
     # every tile fits its buffer (the ISA simulator would also refuse it)
     assert max(i.units for i in input_loads) * SMALL.channel_block <= SMALL.buffers.input
-    assert max(i.units for i in weight_loads) * SMALL.channel_block ** 2 <= SMALL.buffers.weight
+    assert max(i.dram_bytes(SMALL.channel_block) for i in weight_loads) <= SMALL.buffers.weight
     assert all(i.units * 4 * SMALL.channel_block <= SMALL.buffers.accumulator for i in loads if i.buffer == "ACC")
+
+
+def test_a_depthwise_layer_runs_at_the_arrays_full_width_its_weights_stored_once(tmp_path):
+    """No block-diagonal GEMM: each weight stored and moved once per tap and channel (not B times), and each GEMM micro-op
+    multiplies B pixels of a row by a tap's weight vector, so the micro-ops are the output's pixel groups of B (a row's
+    last ones in one micro-op of fewer lanes) x taps x channel blocks."""
+    channels, size, kernel, block = 70, 21, 3, SMALL.channel_block
+    ir = _deep_layer(channels, channels, size, kernel, 1, depthwise=True)
+    plan, program, result, expected = _run_both(ir, SMALL, tmp_path, images=2)
+    assert np.array_equal(result.outputs["big"], expected["big"])
+    (function,) = program.functions
+    blocks = -(-channels // block)
+    weight_bytes = sum(i.dram_bytes(block) for i in function.instructions if isinstance(i, Load) and i.buffer in ("WGT", "WGTV"))
+    assert weight_bytes % (kernel * kernel * blocks * block) == 0 and weight_bytes < kernel * kernel * blocks * block * block
+    gemms = [i for i in function.instructions if isinstance(i, Gemm) and not i.reset]
+    assert gemms and all(g.lanes is not None and 1 <= g.lanes.count <= block for g in gemms)
+    assert sum(g.loop.count * g.lanes.count for g in gemms) == size * size * kernel * kernel * blocks  # every pixel, tap, block once
+    assert sum(g.loop.count for g in gemms) == size * -(-size // block) * kernel * kernel * blocks
 
 
 def test_a_bias_is_preloaded_into_the_accumulators_and_a_layer_without_one_resets_them(tmp_path):

@@ -4,7 +4,8 @@ on-chip buffers, a block GEMM core, a vector ALU and a DMA engine, parameterized
 
 State
   INP  int8,  `buffers.input` bytes, addressed in vectors of B = gemm_block.block_in int8s.
-  WGT  int8,  `buffers.weight` bytes, addressed in B x B blocks ([out][in], row-major).
+  WGT  int8,  `buffers.weight` bytes, addressed in B x B blocks ([out][in], row-major), or by a depthwise
+       GEMM and a WGTV LOAD in vectors of B int8s (vector v: the bytes v * B .. v * B + B - 1).
   ACC  int32, `buffers.accumulator` bytes, addressed in vectors of B int32s.
   DRAM two segments the host shares: DATA (activations, read and written) and CONST (the
        program's tiled weights and int32 biases, read only). Addresses are byte offsets.
@@ -15,7 +16,7 @@ Loops: a 3-deep nest i0 < e0, i1 < e1, i2 < e2; an operand's index is
 base + i0 * f0 + i1 * f1 + i2 * f2 (in its buffer's units).
 
   LOAD   sub = buffer (INP, WGT, ACC = int32 vectors, ACC8 = int8 vectors sign-extended into
-         ACC); flag CONST = read the CONST segment. A 3-D DMA: for y < y_size, x < x_size,
+         ACC, WGTV = int8 vectors into WGT); flag CONST = read the CONST segment. A 3-D DMA: for y < y_size, x < x_size,
          c < c_size the unit at dram + (y * sy + x * sx + c * sc) * unit bytes goes to buffer
          index base + ((pad_top + y) * (pad_left + x_size + pad_right) + pad_left + x) * c_size + c;
          the pad_top/bottom rows and pad_left/right columns of that [Y][X][C] box hold
@@ -24,6 +25,10 @@ base + i0 * f0 + i1 * f1 + i2 * f2 (in its buffer's units).
          program clamps to int8 first), to dram + (y * sy + x * sx + c * sc) * B.
   GEMM   flag RESET: acc[d] = 0; else acc[d][o] += sum_k inp[s][k] * wgt[w][o][k], over the
          loop nest (d, s, w each base + i . f). One micro-op per loop iteration.
+         flag DEPTHWISE (a depthwise convolution at the array's full width, no block-diagonal
+         weights): each micro-op takes `lanes` (1..B) pixels at once, lane p:
+         acc[d + p * acc_lane][c] += inp[s + p * inp_lane][c] * wgtv[w][c] for every channel c,
+         wgtv the WGT buffer's B-int8 vectors (B x lanes multiply-adds a micro-op).
   ALU    sub = MOV, ADD, MAX, MIN, RSHR (rounding shift right: floor((a + 2^(n-1)) / 2^n),
          n >= 1, computed without overflow), SHL (a * 2^n saturated to int32), and for
          TFLite's requantization (seed 004 [0046], [0062]): RMUL (the rounding multiply:
@@ -50,12 +55,13 @@ WORDS = 16
 INSTRUCTION_BYTES = 4 * WORDS
 
 OPCODES = {"LOAD": 1, "STORE": 2, "GEMM": 3, "ALU": 4, "FINISH": 5}
-BUFFERS = {"INP": 0, "WGT": 1, "ACC": 2, "ACC8": 3}
+BUFFERS = {"INP": 0, "WGT": 1, "ACC": 2, "ACC8": 3, "WGTV": 4}
 ALU_OPS = {"MOV": 0, "ADD": 1, "MAX": 2, "MIN": 3, "RSHR": 4, "SHL": 5, "RMUL": 6, "RSHRA": 7, "LSL": 8}
 RMUL_ROUND = (1, 62)  # RMUL's `round` field: the product of two int32s and its rounding constant fit int64
 DOUBLING_HIGH_MUL = 31  # RMUL round = 31: gemmlowp's SaturatingRoundingDoublingHighMul
 FLAG_CONST = 1  # LOAD: from the CONST segment
 FLAG_RESET = 1  # GEMM: zero the accumulators
+FLAG_DEPTHWISE = 2  # GEMM: lanes of pixels times weight vectors
 FLAG_IMM = 1  # ALU: immediate second operand
 
 
@@ -109,7 +115,8 @@ LAYOUT: dict[str, tuple[Field, ...]] = {
              Field("pad_value", 5, 16, 8, signed=True), *_strides(6, "s")),
     "STORE": (*_header(), Field("dram", 1, 0, 32), Field("base", 2, 0, 32), *_box(3), *_strides(6, "s")),
     "GEMM": (*_header(), Field("acc", 1, 0, 32), Field("inp", 2, 0, 32), Field("wgt", 3, 0, 32), *_loop(),
-             *_strides(6, "acc_f"), *_strides(9, "inp_f"), *_strides(12, "wgt_f")),
+             *_strides(6, "acc_f"), *_strides(9, "inp_f"), *_strides(12, "wgt_f"), Field("lanes", 15, 0, 8),
+             Field("acc_lane", 15, 8, 12), Field("inp_lane", 15, 20, 12)),
     "ALU": (*_header(), Field("dst", 1, 0, 32), Field("src", 2, 0, 32), Field("imm", 3, 0, 32, signed=True), *_loop(),
             *_strides(6, "dst_f"), *_strides(9, "src_f"), Field("round", 12, 0, 8)),
     "FINISH": tuple(_header()),
@@ -234,6 +241,15 @@ class Store:
 
 
 @dataclass(frozen=True)
+class Lanes:
+    """A depthwise GEMM's pixels per micro-op and their strides in ACC and INP vectors."""
+
+    count: int
+    acc: int
+    inp: int
+
+
+@dataclass(frozen=True)
 class Gemm:
     loop: Loop
     acc: Index
@@ -241,22 +257,28 @@ class Gemm:
     wgt: Index
     reset: bool = False
     note: str = ""
+    lanes: Lanes | None = None  # a depthwise GEMM (wgt then indexes B-int8 vectors); None: the block GEMM
 
     kind = "GEMM"
 
     def values(self) -> dict[str, int]:
-        return {"sub": 0, "flags": FLAG_RESET if self.reset else 0, **self.loop.values(), **self.acc.values("acc"),
-                **self.inp.values("inp"), **self.wgt.values("wgt")}
+        lanes = self.lanes or Lanes(0, 0, 0)
+        flags = (FLAG_RESET if self.reset else 0) | (FLAG_DEPTHWISE if self.lanes else 0)
+        return {"sub": 0, "flags": flags, **self.loop.values(), **self.acc.values("acc"), **self.inp.values("inp"),
+                **self.wgt.values("wgt"), "lanes": lanes.count, "acc_lane": lanes.acc, "inp_lane": lanes.inp}
 
     @classmethod
     def read(cls, v: dict[str, int]) -> "Gemm":
+        lanes = Lanes(v["lanes"], v["acc_lane"], v["inp_lane"]) if v["flags"] & FLAG_DEPTHWISE else None
         return cls(Loop(v["e0"], v["e1"], v["e2"]), Index.read(v, "acc"), Index.read(v, "inp"), Index.read(v, "wgt"),
-                   bool(v["flags"] & FLAG_RESET))
+                   bool(v["flags"] & FLAG_RESET), lanes=lanes)
 
     def text(self) -> str:
         operands = f"acc={_index_text(self.acc)}" if self.reset else \
             f"acc={_index_text(self.acc)} inp={_index_text(self.inp)} wgt={_index_text(self.wgt)}"
-        return f"GEMM   {'RESET ' if self.reset else ''}loop={[self.loop.e0, self.loop.e1, self.loop.e2]} {operands}"
+        lanes = f" lanes={self.lanes.count}x(acc+{self.lanes.acc}, inp+{self.lanes.inp})" if self.lanes else ""
+        name = "RESET " if self.reset else ("DW " if self.lanes else "")
+        return f"GEMM   {name}loop={[self.loop.e0, self.loop.e1, self.loop.e2]} {operands}{lanes}"
 
 
 @dataclass(frozen=True)
@@ -311,7 +333,7 @@ KINDS = {"LOAD": Load, "STORE": Store, "GEMM": Gemm, "ALU": Alu, "FINISH": Finis
 
 def unit_bytes(buffer: str, block: int) -> int:
     """Bytes of one unit of a buffer in DRAM: an int8 vector, an int8 block, an int32 vector."""
-    return {"INP": block, "ACC8": block, "WGT": block * block, "ACC": 4 * block}[buffer]
+    return {"INP": block, "ACC8": block, "WGT": block * block, "WGTV": block, "ACC": 4 * block}[buffer]
 
 
 def _name(table: dict[str, int], code: int, what: str) -> str:
@@ -378,7 +400,8 @@ def layout_header() -> str:
              "#ifndef QT_ISA_LAYOUT_H", "#define QT_ISA_LAYOUT_H", ""]
     for prefix, table in (("QT_OP", OPCODES), ("QT_BUF", BUFFERS), ("QT_ALU", ALU_OPS)):
         lines += [f"#define {prefix}_{name} {value}" for name, value in table.items()]
-    lines += [f"#define QT_FLAG_CONST {FLAG_CONST}", f"#define QT_FLAG_RESET {FLAG_RESET}", f"#define QT_FLAG_IMM {FLAG_IMM}", ""]
+    lines += [f"#define QT_FLAG_CONST {FLAG_CONST}", f"#define QT_FLAG_RESET {FLAG_RESET}", f"#define QT_FLAG_DEPTHWISE {FLAG_DEPTHWISE}",
+              f"#define QT_FLAG_IMM {FLAG_IMM}", ""]
     for kind, specs in LAYOUT.items():
         for spec in specs:
             name = f"QT_{kind}_{spec.name.upper()}"

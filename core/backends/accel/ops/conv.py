@@ -8,8 +8,11 @@ Per tile: the accumulators start as the bias (seed 004 Fig. 4(b), `bias_in_accum
 LOAD, no reset, no ALU add) or at zero (a GEMM RESET; Fig. 4(a): the bias vectors added by the
 ALU after the GEMMs), one GEMM per (tap, output block) loops over the rows, the columns and the
 input blocks, then the dialect's requantization and clamp (`ConvArithmetic.finish`: TF2IR's RSHR,
-MAX/MIN here; TFLite's in affine_conv.py) and STORE. A depthwise layer is a block-diagonal GEMM:
-one GEMM per tap loops over rows, columns and channel blocks.
+MAX/MIN here; TFLite's in affine_conv.py) and STORE. A depthwise layer runs the GEMM's depthwise mode at
+the array's full width: its weights are one B-int8 vector per tap and channel block (WGTV), and each
+micro-op multiplies B pixels of a row (lanes) by the tap's vector; per tap, one GEMM over the rows, the
+row's whole groups of B pixels and the channel blocks, and one for the row's last pixels if B does not
+divide its width (a block-diagonal GEMM stored and moved B times the weights and used 1/B of the array).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from core.backends.accel.isa import Alu, Gemm, Index, Load, Loop
+from core.backends.accel.isa import Alu, Gemm, Index, Lanes, Load, Loop
 from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, load_rows, most_rows, spans
 from core.backends.accel.target import Accelerator
 from core.ir.fixedpoint import INT32_MAX
@@ -29,10 +32,11 @@ from core.ir.window import Window
 
 def conv_tile_needs(record: ConvLayer, accelerator: Accelerator) -> dict[str, int]:
     """One output row of one channel block: the window's rows of padded input, one weight block
-    per tap (dwconv: a block-diagonal GEMM), the row's int32 results and the block's vectors."""
+    per tap (dwconv: one weight vector per tap), the row's int32 results and the block's vectors."""
     block, window = accelerator.channel_block, record.window
     extra = int(record.load_bias and not accelerator.bias_in_accumulators)
-    return {"input": window.input_rows(1) * window.padded_width * block, "weight": window.taps * block * block,
+    return {"input": window.input_rows(1) * window.padded_width * block,
+            "weight": window.taps * block * (1 if record.depthwise else block),
             "accumulator": (window.out_width + extra) * block * ACCUMULATOR_BYTES}
 
 
@@ -50,19 +54,15 @@ class ConvArithmetic:
 
 
 def accel_weights(record, params: dict, block: int, weight: np.ndarray | None = None) -> np.ndarray:
-    """The weights as the accelerator's B x B blocks, [tap][in block][out block][out][in] (conv) or
-    [tap][block][out][in] diagonal (dwconv); channels past the layer's zero."""
+    """The weights as the accelerator's B x B blocks, [tap][in block][out block][out][in] (conv), or
+    B-int8 vectors [tap][block][channel] (dwconv); channels past the layer's zero."""
     taps = record.window.taps
     ci, co = record.input_channel_num, record.output_channel_num
     weight = np.asarray(params["weight"] if weight is None else weight, dtype=np.int8)  # HWIO (dwconv HWC)
     if record.depthwise:
-        blocks = -(-co // block)
-        diagonal = np.zeros((taps, blocks * block), np.int8)
-        diagonal[:, :co] = weight.reshape(taps, co)
-        tiled = np.zeros((taps, blocks, block, block), np.int8)
-        lanes = np.arange(block)
-        tiled[:, :, lanes, lanes] = diagonal.reshape(taps, blocks, block)
-        return tiled
+        vectors = np.zeros((taps, -(-co // block) * block), np.int8)
+        vectors[:, :co] = weight.reshape(taps, co)
+        return vectors.reshape(taps, -1, block)
     nib, nob = -(-ci // block), -(-co // block)
     padded = np.zeros((taps, nib * block, nob * block), np.int8)
     padded[:, :ci, :co] = weight.reshape(taps, ci, co)
@@ -90,7 +90,7 @@ def _tile_cost(window: Window, depthwise: bool, nib: int, nob: int, low: Lowerin
     """(estimated cycles, rows) of the best row count for these block tiles, `extra` accumulator vectors
     per output block besides the results; None if nothing fits."""
     block, wp = low.block, window.padded_width
-    if window.taps * (ob_tile if depthwise else ib_tile * ob_tile) > low.wgt_units:
+    if window.taps * (ob_tile if depthwise else ib_tile * ob_tile * block) > low.wgt_units * block:  # in B-int8 vectors
         return None
     rows = most_rows(window, lambda r: window.input_rows(r) * wp * ib_tile <= low.inp_units and (r * window.out_width + extra) * ob_tile <= low.acc_units)
     if rows == 0:
@@ -99,8 +99,8 @@ def _tile_cost(window: Window, depthwise: bool, nib: int, nob: int, low: Lowerin
     input_loads = row_count * (ob_count if depthwise or ib_count > 1 else 1) * (1 if depthwise else ib_count)
     input_bytes = row_count * window.input_rows(rows) * window.width * nib * block * (1 if depthwise or ib_count == 1 else ob_count)
     weight_loads = 1 if ob_count * ib_count == 1 else row_count * ob_count * (1 if depthwise else ib_count)
-    weight_bytes = (1 if weight_loads == 1 else row_count) * window.taps * (nob if depthwise else nib * nob) * block * block
-    instructions = row_count * ob_count * (window.taps * (1 if depthwise else ob_tile) + 4)
+    weight_bytes = (1 if weight_loads == 1 else row_count) * window.taps * (nob if depthwise else nib * nob * block) * block
+    instructions = row_count * ob_count * (window.taps * (2 if depthwise else ob_tile) + 4)
     cost = low.cost
     # the other instructions priced as a DMA set-up each: a proxy that favours fewer, larger tiles
     estimate = (cost.dma("load", input_loads, input_bytes) + cost.dma("load", weight_loads, weight_bytes, "weights")
@@ -179,8 +179,8 @@ def _lower_tile(record, x: PackedTensor, output: PackedTensor, low: Lowering, ro
         low.load(load_rows(window, "INP", 0, x, (r0, r1), (i0, i1), arithmetic.pad_value, f"{what}: input blocks {i0}-{i1 - 1}"),
                  holds=(record.name, "input", r0, i0, i1))
         if record.depthwise:
-            low.load(Load("WGT", weights + i0 * block * block, 0, (window.taps, width, 1), (nob, 1, 0), const=True,
-                          note=f"{what}: weights"), holds=(record.name, "weight", i0, i1))
+            low.load(Load("WGTV", weights + i0 * block, 0, (window.taps, width, 1), (nob, 1, 0), const=True,
+                          note=f"{what}: weight vectors"), holds=(record.name, "weight", i0, i1))
         else:
             low.load(Load("WGT", weights + (i0 * nob + o0) * block * block, 0, (window.taps, i1 - i0, width), (x.blocks * nob, nob, 1),
                           const=True, note=f"{what}: weights, input blocks {i0}-{i1 - 1}"), holds=(record.name, "weight", i0, i1, o0, o1))
@@ -204,10 +204,26 @@ def _tap_gemms(record: ConvLayer, low: Lowering, shape: tuple[int, int, int], de
         dh, dw = window.tap_offset(kh, kw)
         start = (dh * wp + dw) * depth
         if record.depthwise:
-            low.emit(Gemm(Loop(tile_rows, out_width, width), Index(0, out_width * width, width, 1),
-                          Index(start, row_step, column_step, 1), Index(tap * width, 0, 0, 1), note=f"{what}: tap {kh},{kw}"))
+            _depthwise_gemms(low, shape, start, (row_step, column_step), tap, f"{what}: tap {kh},{kw}")
             continue
         for ob in range(width):
             low.emit(Gemm(Loop(tile_rows, out_width, depth), Index(ob, out_width * width, width, 0),
                           Index(start, row_step, column_step, 1), Index((tap * depth) * width + ob, 0, 0, width),
                           note=f"{what}: tap {kh},{kw} out block {o0 + ob}"))
+
+
+def _depthwise_gemms(low: Lowering, shape: tuple[int, int, int], start: int, steps: tuple[int, int], tap: int, what: str) -> None:
+    """One tap of a depthwise tile in the GEMM's depthwise mode: B pixels of a row a micro-op (the row's whole groups of
+    B), then the row's last pixels in one micro-op of fewer lanes."""
+    tile_rows, out_width, width = shape
+    row_step, column_step = steps
+    block = low.block
+    whole, rest = divmod(out_width, block)
+    weights = Index(tap * width, 0, 0, 1)
+    if whole:
+        low.emit(Gemm(Loop(tile_rows, whole, width), Index(0, out_width * width, block * width, 1),
+                      Index(start, row_step, block * column_step, 1), weights, note=what, lanes=Lanes(block, width, column_step)))
+    if rest:
+        low.emit(Gemm(Loop(tile_rows, 1, width), Index(whole * block * width, out_width * width, 0, 1),
+                      Index(start + whole * block * column_step, row_step, 0, 1), weights,
+                      note=f"{what}, last {rest} pixel(s)", lanes=Lanes(rest, width, column_step)))

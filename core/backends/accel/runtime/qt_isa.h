@@ -34,6 +34,8 @@
 
 static int8_t qt_isa_inp[QT_ISA_INP_UNITS][QT_ISA_B];
 static int8_t qt_isa_wgt[QT_ISA_WGT_UNITS][QT_ISA_B][QT_ISA_B];
+#define QT_ISA_WGTV_UNITS (QT_ISA_WGT_UNITS * QT_ISA_B) /* WGT as B-int8 vectors (WGTV loads, depthwise GEMMs) */
+#define QT_ISA_WGTV(v) (&qt_isa_wgt[0][0][0] + (v) * QT_ISA_B)
 static int32_t qt_isa_acc[QT_ISA_ACC_UNITS][QT_ISA_B];
 
 typedef struct {
@@ -141,6 +143,7 @@ static void qt_isa_load(qt_isa_where at, const uint8_t *insn, const int8_t *data
     case QT_BUF_WGT: units = QT_ISA_WGT_UNITS; unit = QT_ISA_B * QT_ISA_B; break;
     case QT_BUF_ACC: units = QT_ISA_ACC_UNITS; unit = 4 * QT_ISA_B; break;
     case QT_BUF_ACC8: units = QT_ISA_ACC_UNITS; unit = QT_ISA_B; break;
+    case QT_BUF_WGTV: units = QT_ISA_WGTV_UNITS; unit = QT_ISA_B; break;
     default: qt_isa_fail(at, "LOAD into an unknown buffer", buffer, 3); return;
     }
     if (base + rows * cols * c > units)
@@ -164,6 +167,12 @@ static void qt_isa_load(qt_isa_where at, const uint8_t *insn, const int8_t *data
                         memcpy(qt_isa_wgt[u], src, QT_ISA_B * QT_ISA_B);
                     else
                         memset(qt_isa_wgt[u], (int)(pad & 0xFF), QT_ISA_B * QT_ISA_B);
+                    break;
+                case QT_BUF_WGTV:
+                    if (inside)
+                        memcpy(QT_ISA_WGTV(u), src, QT_ISA_B);
+                    else
+                        memset(QT_ISA_WGTV(u), (int)(pad & 0xFF), QT_ISA_B);
                     break;
                 case QT_BUF_ACC:
                     for (lane = 0; lane < QT_ISA_B; lane++) {
@@ -203,9 +212,36 @@ static void qt_isa_store(qt_isa_where at, const uint8_t *insn, int8_t *data, lon
             }
 }
 
+/* a depthwise GEMM: each micro-op `lanes` pixels (p) of every channel (c), weights as B-int8 vectors */
+static void qt_isa_gemm_depthwise(qt_isa_where at, const uint8_t *insn, long d0, long s0, long w0, const long *e, const long *fd,
+                                  const long *fs, const long *fw)
+{
+    long lanes = (long)QT_FIELD(insn, GEMM, LANES), acc_lane = (long)QT_FIELD(insn, GEMM, ACC_LANE);
+    long inp_lane = (long)QT_FIELD(insn, GEMM, INP_LANE), i0, i1, i2, p;
+    int c;
+    if (lanes < 1 || lanes > QT_ISA_B)
+        qt_isa_fail(at, "depthwise GEMM lanes outside 1..B", lanes, QT_ISA_B);
+    qt_isa_check_index(at, "GEMM accumulator index", d0, fd, e, QT_ISA_ACC_UNITS - (lanes - 1) * acc_lane);
+    qt_isa_check_index(at, "GEMM input index", s0, fs, e, QT_ISA_INP_UNITS - (lanes - 1) * inp_lane);
+    qt_isa_check_index(at, "GEMM weight vector index", w0, fw, e, QT_ISA_WGTV_UNITS);
+    for (i0 = 0; i0 < e[0]; i0++)
+        for (i1 = 0; i1 < e[1]; i1++)
+            for (i2 = 0; i2 < e[2]; i2++) {
+                long d = d0 + i0 * fd[0] + i1 * fd[1] + i2 * fd[2], s = s0 + i0 * fs[0] + i1 * fs[1] + i2 * fs[2];
+                const int8_t *w = QT_ISA_WGTV(w0 + i0 * fw[0] + i1 * fw[1] + i2 * fw[2]);
+                for (p = 0; p < lanes; p++) {
+                    int32_t *acc = qt_isa_acc[d + p * acc_lane];
+                    const int8_t *x = qt_isa_inp[s + p * inp_lane];
+                    for (c = 0; c < QT_ISA_B; c++)
+                        acc[c] = qt_isa_signed((uint32_t)acc[c] + (uint32_t)(int32_t)(x[c] * w[c]));
+                }
+            }
+}
+
 static void qt_isa_gemm(qt_isa_where at, const uint8_t *insn)
 {
     int reset = (int)(QT_FIELD(insn, GEMM, FLAGS) & QT_FLAG_RESET);
+    int depthwise = (int)(QT_FIELD(insn, GEMM, FLAGS) & QT_FLAG_DEPTHWISE);
     long d0 = (long)QT_FIELD(insn, GEMM, ACC), s0 = (long)QT_FIELD(insn, GEMM, INP), w0 = (long)QT_FIELD(insn, GEMM, WGT);
     long e[3], fd[3], fs[3], fw[3], i0, i1, i2;
     e[0] = (long)QT_FIELD(insn, GEMM, E0), e[1] = (long)QT_FIELD(insn, GEMM, E1), e[2] = (long)QT_FIELD(insn, GEMM, E2);
@@ -214,6 +250,10 @@ static void qt_isa_gemm(qt_isa_where at, const uint8_t *insn)
     fw[0] = QT_SFIELD(insn, GEMM, WGT_F0), fw[1] = QT_SFIELD(insn, GEMM, WGT_F1), fw[2] = QT_SFIELD(insn, GEMM, WGT_F2);
     if (e[0] <= 0 || e[1] <= 0 || e[2] <= 0)
         return;
+    if (depthwise && !reset) {
+        qt_isa_gemm_depthwise(at, insn, d0, s0, w0, e, fd, fs, fw);
+        return;
+    }
     qt_isa_check_index(at, "GEMM accumulator index", d0, fd, e, QT_ISA_ACC_UNITS);
     if (!reset) {
         qt_isa_check_index(at, "GEMM input index", s0, fs, e, QT_ISA_INP_UNITS);
