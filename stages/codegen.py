@@ -116,6 +116,8 @@ def accelerator_metrics(program: NetworkProgram, plan: PartitionPlan, out_dir: P
     metrics["accel_functions"] = len(program.functions)
     metrics["accel_instruction_bytes"] = sum(len(function.binary) for function in program.functions)
     metrics["accel_constant_bytes"] = program.accel_constant_bytes
+    # the constant segment as stored against as it would be uncompressed (1: the target compresses nothing)
+    metrics["accel_compression_ratio"] = program.accel_constant_raw_bytes / max(program.accel_constant_bytes, 1)
     # the whole network's MACs over the cycles of both processors (the host's estimated too): one figure per partition
     metrics["accel_macs_per_cycle"] = plan.metrics()["macs"] / max(metrics["accel_cycles_total"], 1.0)
     per_layer = cycles_per_layer(program, CostModel.of(plan.accelerator), [group.layer for group in plan.groups])

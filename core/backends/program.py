@@ -69,6 +69,7 @@ class AccelFunction:
 class NetworkProgram(CProgram):
     functions: list[AccelFunction] = field(default_factory=list)
     accel_constant_bytes: int = 0
+    accel_constant_raw_bytes: int = 0  # the same constants stored without compression
     # the accelerator's instructions: cost model statistics, and `cycles_host` (the host's work) and `cycles_total` (both)
     statistics: dict[str, float] = field(default_factory=dict)
     host_cycles: dict[str, float] = field(default_factory=dict)  # each host layer's cycles, and each "pack <t>" / "unpack <t>"
@@ -177,7 +178,8 @@ class _ProgramBuilder:
             inputs={name: tuple(self.shapes[name]) for name in self.inputs},
             end_points=self.end_points, shapes={name: self.shapes[name] for name in self.layers},
             constant_bytes=host_bytes + accel_bytes, arena_bytes=self.arena, files=files, dtypes=self.dtypes, functions=functions,
-            accel_constant_bytes=accel_bytes, statistics=stats, host_cycles=host_cycles)
+            accel_constant_bytes=accel_bytes, statistics=stats, host_cycles=host_cycles,
+            accel_constant_raw_bytes=accel_bytes + (lowering.compression_saved_bytes if lowering is not None else 0))
 
     def _bytes(self, tensor: str) -> int:
         """A tensor's bytes in the host layout: its elements x the size of its integers."""

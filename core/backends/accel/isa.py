@@ -16,7 +16,9 @@ Loops: a 3-deep nest i0 < e0, i1 < e1, i2 < e2; an operand's index is
 base + i0 * f0 + i1 * f1 + i2 * f2 (in its buffer's units).
 
   LOAD   sub = buffer (INP, WGT, ACC = int32 vectors, ACC8 = int8 vectors sign-extended into
-         ACC, WGTV = int8 vectors into WGT); flag CONST = read the CONST segment. A 3-D DMA: for y < y_size, x < x_size,
+         ACC, WGTV = int8 vectors into WGT); flag CONST = read the CONST segment; flag COMPRESSED (with
+         CONST, no padding): dram holds `stream` bytes of core/backends/accel/compression.py's width-packed
+         groups, decoded as read into the box's y * x * c units in order (the strides unused). A 3-D DMA: for y < y_size, x < x_size,
          c < c_size the unit at dram + (y * sy + x * sx + c * sc) * unit bytes goes to buffer
          index base + ((pad_top + y) * (pad_left + x_size + pad_right) + pad_left + x) * c_size + c;
          the pad_top/bottom rows and pad_left/right columns of that [Y][X][C] box hold
@@ -51,6 +53,8 @@ import struct
 from dataclasses import dataclass, fields
 from typing import Iterable
 
+from core.backends.accel.compression import GROUP
+
 WORDS = 16
 INSTRUCTION_BYTES = 4 * WORDS
 
@@ -60,6 +64,7 @@ ALU_OPS = {"MOV": 0, "ADD": 1, "MAX": 2, "MIN": 3, "RSHR": 4, "SHL": 5, "RMUL": 
 RMUL_ROUND = (1, 62)  # RMUL's `round` field: the product of two int32s and its rounding constant fit int64
 DOUBLING_HIGH_MUL = 31  # RMUL round = 31: gemmlowp's SaturatingRoundingDoublingHighMul
 FLAG_CONST = 1  # LOAD: from the CONST segment
+FLAG_COMPRESSED = 2  # LOAD: a width-packed stream (core/backends/accel/compression.py)
 FLAG_RESET = 1  # GEMM: zero the accumulators
 FLAG_DEPTHWISE = 2  # GEMM: lanes of pixels times weight vectors
 FLAG_IMM = 1  # ALU: immediate second operand
@@ -112,7 +117,7 @@ def _loop() -> list[Field]:
 LAYOUT: dict[str, tuple[Field, ...]] = {
     "LOAD": (*_header(), Field("dram", 1, 0, 32), Field("base", 2, 0, 32), *_box(3), Field("pad_top", 4, 16, 8),
              Field("pad_bottom", 4, 24, 8), Field("pad_left", 5, 0, 8), Field("pad_right", 5, 8, 8),
-             Field("pad_value", 5, 16, 8, signed=True), *_strides(6, "s")),
+             Field("pad_value", 5, 16, 8, signed=True), *_strides(6, "s"), Field("stream", 9, 0, 32)),
     "STORE": (*_header(), Field("dram", 1, 0, 32), Field("base", 2, 0, 32), *_box(3), *_strides(6, "s")),
     "GEMM": (*_header(), Field("acc", 1, 0, 32), Field("inp", 2, 0, 32), Field("wgt", 3, 0, 32), *_loop(),
              *_strides(6, "acc_f"), *_strides(9, "inp_f"), *_strides(12, "wgt_f"), Field("lanes", 15, 0, 8),
@@ -178,6 +183,7 @@ class Load:
     pad_value: int = 0
     const: bool = False
     note: str = ""
+    stream: int = 0  # a compressed load's stream bytes in CONST (flag COMPRESSED); 0: the units as they are
 
     kind = "LOAD"
 
@@ -192,24 +198,28 @@ class Load:
         return rows * columns * c
 
     def dram_bytes(self, block: int) -> int:
-        return self.size[0] * self.size[1] * self.size[2] * unit_bytes(self.buffer, block)
+        """The bytes read from memory: a compressed load's stream, else its units'."""
+        return self.stream or self.size[0] * self.size[1] * self.size[2] * unit_bytes(self.buffer, block)
 
     def values(self) -> dict[str, int]:
         top, bottom, left, right = self.pads
-        return {"sub": BUFFERS[self.buffer], "flags": FLAG_CONST if self.const else 0, "dram": self.dram, "base": self.base,
+        flags = (FLAG_CONST if self.const else 0) | (FLAG_COMPRESSED if self.stream else 0)
+        return {"sub": BUFFERS[self.buffer], "flags": flags, "dram": self.dram, "base": self.base,
                 **_box_values(self.size, self.strides), "pad_top": top, "pad_bottom": bottom, "pad_left": left,
-                "pad_right": right, "pad_value": self.pad_value}
+                "pad_right": right, "pad_value": self.pad_value, "stream": self.stream}
 
     @classmethod
     def read(cls, v: dict[str, int]) -> "Load":
         return cls(_name(BUFFERS, v["sub"], "buffer"), v["dram"], v["base"], (v["y"], v["x"], v["c"]), (v["s0"], v["s1"], v["s2"]),
-                   (v["pad_top"], v["pad_bottom"], v["pad_left"], v["pad_right"]), v["pad_value"], bool(v["flags"] & FLAG_CONST))
+                   (v["pad_top"], v["pad_bottom"], v["pad_left"], v["pad_right"]), v["pad_value"], bool(v["flags"] & FLAG_CONST),
+                   stream=v["stream"] if v["flags"] & FLAG_COMPRESSED else 0)
 
     def text(self) -> str:
         segment = "CONST" if self.const else "DATA"
         pads = f" pad={list(self.pads)}:{self.pad_value}" if any(self.pads) else ""
+        packed = f" compressed={self.stream}B" if self.stream else ""
         return (f"LOAD   {self.buffer:<4} [{self.base}] <- {segment}[{self.dram}] size={list(self.size)} "
-                f"stride={list(self.strides)}{pads}")
+                f"stride={list(self.strides)}{pads}{packed}")
 
 
 @dataclass(frozen=True)
@@ -400,7 +410,8 @@ def layout_header() -> str:
              "#ifndef QT_ISA_LAYOUT_H", "#define QT_ISA_LAYOUT_H", ""]
     for prefix, table in (("QT_OP", OPCODES), ("QT_BUF", BUFFERS), ("QT_ALU", ALU_OPS)):
         lines += [f"#define {prefix}_{name} {value}" for name, value in table.items()]
-    lines += [f"#define QT_FLAG_CONST {FLAG_CONST}", f"#define QT_FLAG_RESET {FLAG_RESET}", f"#define QT_FLAG_DEPTHWISE {FLAG_DEPTHWISE}",
+    lines += [f"#define QT_ISA_GROUP {GROUP} /* values per group of a compressed stream */"]
+    lines += [f"#define QT_FLAG_CONST {FLAG_CONST}", f"#define QT_FLAG_COMPRESSED {FLAG_COMPRESSED}", f"#define QT_FLAG_RESET {FLAG_RESET}", f"#define QT_FLAG_DEPTHWISE {FLAG_DEPTHWISE}",
               f"#define QT_FLAG_IMM {FLAG_IMM}", ""]
     for kind, specs in LAYOUT.items():
         for spec in specs:

@@ -15,6 +15,7 @@ from typing import Callable, Hashable
 
 import numpy as np
 
+from core.backends.accel.compression import compress
 from core.backends.accel.cost import CostModel
 from core.backends.accel.isa import DOUBLING_HIGH_MUL, Alu, Index, Instruction, Load, Loop, Store
 from core.backends.accel.target import Accelerator
@@ -64,6 +65,14 @@ class PackedTensor:
         return self.address + (h * self.strides[0] + w * self.strides[1] + block * self.strides[2]) * self.block
 
 
+@dataclass(frozen=True)
+class StoredWeights:
+    """Weights in CONST: their address, and their compressed stream's bytes (0: stored as they are)."""
+
+    address: int
+    stream: int
+
+
 @dataclass
 class Lowering:
     """The state one accelerator program's lowering threads through its layers."""
@@ -72,6 +81,7 @@ class Lowering:
     instructions: list[Instruction] = field(default_factory=list)
     constants: bytearray = field(default_factory=bytearray)
     resident: dict[str, Hashable] = field(default_factory=dict)  # buffer -> what it holds
+    compression_saved_bytes: int = 0  # the constants stored as they are would take this much more
 
     @property
     def block(self) -> int:
@@ -96,6 +106,16 @@ class Lowering:
         array = np.ascontiguousarray(data)
         self.constants.extend(array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes())
         return address
+
+    def weight_constant(self, weights: np.ndarray, loaded_whole: bool) -> "StoredWeights":
+        """Int8 weights in CONST: compressed (the target's weight_compression, where smaller) when one LOAD reads them
+        whole, for the DMA decodes a stream from its start; else as they are."""
+        raw = np.ascontiguousarray(weights, np.int8).tobytes()
+        stream = compress(raw) if loaded_whole and self.accelerator.weight_compression else raw
+        if len(stream) >= len(raw):
+            return StoredWeights(self.constant(np.frombuffer(raw, np.int8)), 0)
+        self.compression_saved_bytes += len(raw) - len(stream)
+        return StoredWeights(self.constant(np.frombuffer(stream, np.uint8)), len(stream))
 
     def emit(self, instruction: Instruction) -> None:
         self.instructions.append(instruction)

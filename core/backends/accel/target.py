@@ -94,6 +94,7 @@ class AcceleratorSpec:
     placement: PlacementSpec
     host: HostSpec
     bias_in_accumulators: bool = True
+    weight_compression: bool = False
 
 
 # --- the checked description ------------------------------------------------------------------------
@@ -182,6 +183,9 @@ class Accelerator:
     # (a) false: a GEMM RESET, then the biases added by the vector ALU after the GEMMs
     bias_in_accumulators: bool = True
     dialect: str = "tf2ir"  # the IR dialect whose operations its patterns name
+    # the DMA decodes compressed weights as it loads them (core/backends/accel/compression.py): a layer whose weights are
+    # loaded whole is stored compressed where that is smaller
+    weight_compression: bool = False
     # the width of the values its buffers, GEMM and ALU hold: a layer of wider activations (TFLite's 16x8 mode) runs on
     # the host
     activation_bits: int = 8
@@ -216,6 +220,7 @@ class Accelerator:
             "placement": dict(self.placement),
             "host": dataclasses.asdict(self.host),
             "bias_in_accumulators": self.bias_in_accumulators,
+            "weight_compression": self.weight_compression,
         }
 
     @classmethod
@@ -225,7 +230,7 @@ class Accelerator:
         it came from in error messages."""
         read = _Reader(origin, dialect)
         section = read.mapping(data, SECTION, required=("patterns", "gemm_block", "buffers", "layout", "shift_range", "cycles",
-                                                        "memories", "placement", "host"), optional=("bias_in_accumulators",))
+                                                        "memories", "placement", "host"), optional=("bias_in_accumulators", "weight_compression"))
         operations = ir_operations(dialect)
         patterns = tuple(read.pattern(item, f"{SECTION}.patterns[{i}]", operations)
                          for i, item in enumerate(read.sequence(section["patterns"], f"{SECTION}.patterns", minimum=1)))
@@ -258,8 +263,10 @@ class Accelerator:
         host_data = read.mapping(section["host"], f"{SECTION}.host", required=("cycles_per_mac", "cycles_per_byte"))
         host = HostCost(**{key: read.number(host_data[key], f"{SECTION}.host.{key}", minimum=0.0) for key in host_data})
         bias_in_accumulators = read.boolean(section.get("bias_in_accumulators", True), f"{SECTION}.bias_in_accumulators")
+        weight_compression = read.boolean(section.get("weight_compression", False), f"{SECTION}.weight_compression")
         return cls(name, patterns, gemm_block, buffers, layout, shift_range, cycles, MappingProxyType(memories),
-                   MappingProxyType({role: str(placement[role]) for role in ROLES}), host, bias_in_accumulators, dialect)
+                   MappingProxyType({role: str(placement[role]) for role in ROLES}), host, bias_in_accumulators, dialect,
+                   weight_compression=weight_compression)
 
 
 def accelerator_of(target: Mapping[str, Any], origin: str = "target") -> Accelerator | None:

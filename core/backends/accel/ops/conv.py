@@ -23,7 +23,8 @@ from typing import Callable
 import numpy as np
 
 from core.backends.accel.isa import Alu, Gemm, Index, Lanes, Load, Loop
-from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, load_rows, most_rows, spans
+from core.backends.accel.lowering import (ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, StoredWeights, load_rows, most_rows,
+                                          spans)
 from core.backends.accel.target import Accelerator
 from core.ir.fixedpoint import INT32_MAX
 from core.ir.ops.conv.record import ConvLayer
@@ -143,7 +144,8 @@ def lower_conv(record, params: dict, inputs: list[PackedTensor], output: PackedT
     (x,) = inputs
     bias_vectors = int(arithmetic.bias is not None and not low.accelerator.bias_in_accumulators)
     tile = choose_tile(record, x.blocks, output.blocks, low, bias_vectors + arithmetic.vectors_per_block)
-    weights = low.constant(accel_weights(record, params, low.block))
+    loaded_whole = tile.out_blocks == output.blocks and (record.depthwise or tile.in_blocks == x.blocks)
+    weights = low.weight_constant(accel_weights(record, params, low.block), loaded_whole)
     for r0, r1 in spans(record.window.out_height, tile.rows):
         for o0, o1 in spans(output.blocks, tile.out_blocks):
             _lower_tile(record, x, output, low, (r0, r1), (o0, o1), tile, weights, arithmetic)
@@ -166,7 +168,7 @@ def _add_bias(low: Lowering, shape: tuple[int, int, int], o0: int, bias: int, at
 
 
 def _lower_tile(record, x: PackedTensor, output: PackedTensor, low: Lowering, rows: tuple[int, int],
-                blocks: tuple[int, int], tile: _Tile, weights: int, arithmetic: ConvArithmetic) -> None:
+                blocks: tuple[int, int], tile: _Tile, weights: StoredWeights, arithmetic: ConvArithmetic) -> None:
     """One tile: output rows [r0, r1) x output blocks [o0, o1)."""
     (r0, r1), (o0, o1) = rows, blocks
     window, block, nob = record.window, low.block, output.blocks
@@ -179,11 +181,12 @@ def _lower_tile(record, x: PackedTensor, output: PackedTensor, low: Lowering, ro
         low.load(load_rows(window, "INP", 0, x, (r0, r1), (i0, i1), arithmetic.pad_value, f"{what}: input blocks {i0}-{i1 - 1}"),
                  holds=(record.name, "input", r0, i0, i1))
         if record.depthwise:
-            low.load(Load("WGTV", weights + i0 * block, 0, (window.taps, width, 1), (nob, 1, 0), const=True,
-                          note=f"{what}: weight vectors"), holds=(record.name, "weight", i0, i1))
+            low.load(Load("WGTV", weights.address + i0 * block, 0, (window.taps, width, 1), (nob, 1, 0), const=True,
+                          note=f"{what}: weight vectors", stream=weights.stream), holds=(record.name, "weight", i0, i1))
         else:
-            low.load(Load("WGT", weights + (i0 * nob + o0) * block * block, 0, (window.taps, i1 - i0, width), (x.blocks * nob, nob, 1),
-                          const=True, note=f"{what}: weights, input blocks {i0}-{i1 - 1}"), holds=(record.name, "weight", i0, i1, o0, o1))
+            low.load(Load("WGT", weights.address + (i0 * nob + o0) * block * block, 0, (window.taps, i1 - i0, width),
+                          (x.blocks * nob, nob, 1), const=True, note=f"{what}: weights, input blocks {i0}-{i1 - 1}",
+                          stream=weights.stream), holds=(record.name, "weight", i0, i1, o0, o1))
         _tap_gemms(record, low, shape, i1 - i0, o0, what)
     vectors = results
     if arithmetic.bias is not None and not low.accelerator.bias_in_accumulators:

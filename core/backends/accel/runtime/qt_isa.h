@@ -125,6 +125,34 @@ static void qt_isa_check_dram(qt_isa_where at, const char *what, long dram, long
         qt_isa_fail(at, what, dram + (high + 1) * unit, segment_bytes);
 }
 
+/* a compressed LOAD's stream (core/backends/accel/compression.py: groups of QT_ISA_GROUP values, each a width byte
+ * 0..8 then the values zigzag-coded in that many bits, low bit first) decoded into `length` int8s */
+static void qt_isa_unpack_weights(qt_isa_where at, const uint8_t *src, long stream, int8_t *dst, long length)
+{
+    long position = 0, out = 0;
+    while (out < length) {
+        long width, size, bit = 0;
+        int v;
+        if (position >= stream)
+            qt_isa_fail(at, "compressed LOAD: the stream ends before its units are decoded", position, stream);
+        width = src[position++];
+        size = QT_ISA_GROUP * width / 8;
+        if (width > 8)
+            qt_isa_fail(at, "compressed LOAD: a group wider than 8 bits", width, 8);
+        if (position + size > stream)
+            qt_isa_fail(at, "compressed LOAD: a group past the stream's end", position + size, stream);
+        for (v = 0; v < QT_ISA_GROUP; v++, out++) {
+            uint32_t code = 0;
+            long b;
+            for (b = 0; b < width; b++, bit++)
+                code |= (uint32_t)((src[position + bit / 8] >> (bit % 8)) & 1u) << b;
+            if (out < length)
+                dst[out] = (int8_t)(code & 1u ? -(int32_t)((code + 1u) / 2u) : (int32_t)(code / 2u));
+        }
+        position += size;
+    }
+}
+
 static void qt_isa_load(qt_isa_where at, const uint8_t *insn, const int8_t *data, long data_bytes, const int8_t *consts,
                         long const_bytes)
 {
@@ -148,6 +176,17 @@ static void qt_isa_load(qt_isa_where at, const uint8_t *insn, const int8_t *data
     }
     if (base + rows * cols * c > units)
         qt_isa_fail(at, "LOAD past the end of its buffer", base + rows * cols * c, units);
+    if (QT_FIELD(insn, LOAD, FLAGS) & QT_FLAG_COMPRESSED) {
+        long stream = (long)QT_FIELD(insn, LOAD, STREAM);
+        int8_t *weights = buffer == QT_BUF_WGT ? qt_isa_wgt[base][0] : QT_ISA_WGTV(base);
+        if (!is_const || (buffer != QT_BUF_WGT && buffer != QT_BUF_WGTV) || rows != y || cols != x)
+            qt_isa_fail(at, "a compressed LOAD reads weights from CONST without padding", buffer, QT_BUF_WGTV);
+        if (dram + stream > segment_bytes)
+            qt_isa_fail(at, "compressed LOAD outside the CONST segment", dram + stream, segment_bytes);
+        if (y > 0 && x > 0 && c > 0)
+            qt_isa_unpack_weights(at, (const uint8_t *)segment + dram, stream, weights, y * x * c * unit);
+        return;
+    }
     qt_isa_check_dram(at, "LOAD outside its DRAM segment", dram, unit, y, x, c, sy, sx, sc, segment_bytes);
     for (r = 0; r < rows; r++)
         for (q = 0; q < cols; q++)

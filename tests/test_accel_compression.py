@@ -1,0 +1,73 @@
+"""Lossless weight compression (core/backends/accel/compression.py): the round trip on any int8 data, a damaged stream
+refused, and compressed LOADs decoded by the C ISA simulator into the weights the host kernels multiply (every output byte
+of MLCommons' int8 visual wake words, whose channel padding and pruned weights compress), with the bytes read from flash
+and the constant segment counted at their compressed size."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import MODELS, PROJECT_ROOT
+from core.backends.accel.compression import GROUP, CompressionError, compress, decompress
+from core.backends.accel.isa import Load
+from core.backends.accel.partition import partition
+from core.backends.accel.target import load_target
+from core.backends.c.build import compile_program, run_program
+from core.backends.program import generate_program
+from core.frontend.tflite import read_tflite
+from core.ir.simulator import IntegerSimulator
+from core.ir.tflite_ir import ir_of_tflite
+
+VWW = MODELS / "mlperf_tiny_vww" / "vww_96_int8.tflite"
+int8_values = st.one_of(st.integers(-128, 127), st.just(0), st.sampled_from([-128, 127, -1, 1]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(int8_values, max_size=5 * GROUP + 3))
+def test_any_int8_data_comes_back_from_its_stream_byte_for_byte(values):
+    raw = np.array(values, np.int8).tobytes()
+    stream = compress(raw)
+    assert decompress(stream, len(raw)) == raw
+    assert len(stream) <= -(-len(raw) // GROUP) * (1 + GROUP)  # at worst 8 bits a value and a header byte a group
+
+
+def test_zeros_and_small_values_take_fewer_bytes():
+    assert len(compress(bytes(64))) == 64 // GROUP  # a header alone per group of zeros
+    small = np.tile(np.array([-2, -1, 0, 1], np.int8), 16).tobytes()  # zigzag codes 0..3: 2 bits a value
+    assert len(compress(small)) == len(small) // GROUP * (1 + GROUP * 2 // 8)
+
+
+@pytest.mark.parametrize("stream, message", [(bytes([9]) + bytes(18), "width 9"), (bytes([8]) + bytes(3), "needs 16 bytes"),
+                                             (b"", "ends after 0 bytes")])
+def test_a_damaged_stream_is_refused(stream, message):
+    with pytest.raises(CompressionError, match=message):
+        decompress(stream, GROUP)
+
+
+def test_compressed_weights_decode_on_the_isa_simulator_to_every_output_byte_of_the_host_kernels(tmp_path):
+    if not VWW.exists():
+        pytest.skip(f"needs {VWW}")
+    _, compressing = load_target(PROJECT_ROOT / "conf" / "target" / "accel_tflite.yaml")
+    assert compressing.weight_compression
+    ir = ir_of_tflite(read_tflite(VWW))
+    programs = {on: generate_program(ir, partition(ir, dataclasses.replace(compressing, weight_compression=on))) for on in (False, True)}
+    compressed = [i for f in programs[True].functions for i in f.instructions if isinstance(i, Load) and i.stream]
+    assert compressed and all(i.const and i.buffer in ("WGT", "WGTV") for i in compressed)
+    # the same instructions but the compressed loads' streams; the constant segment and the bytes read from flash shrink
+    plain, packed = (programs[on].statistics for on in (False, True))
+    assert plain["instructions"] == packed["instructions"] and packed["load_bytes"] < plain["load_bytes"]
+    assert programs[True].accel_constant_bytes < programs[False].accel_constant_bytes
+    # (the raw figure differs by the alignment of each constant)
+    assert programs[True].accel_constant_raw_bytes == pytest.approx(programs[False].accel_constant_bytes, rel=0.01)
+    inputs = np.random.default_rng(3).integers(-128, 128, (2, *ir.input_shape)).astype(np.int8)
+    expected = IntegerSimulator(ir).run_int8(inputs)
+    program = programs[True]
+    outputs = run_program(compile_program(program.write(tmp_path), tmp_path / "network", defines=("QT_PORTABLE",)), program, inputs,
+                          tmp_path / "run").outputs
+    for name in program.end_points:
+        assert np.array_equal(outputs[name].reshape(expected[name].shape), expected[name]), name
