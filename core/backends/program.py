@@ -29,7 +29,7 @@ import numpy as np
 
 from core.backends.accel.cost import CostModel
 from core.backends.accel.isa import INSTRUCTION_BYTES, Finish, Instruction, encode_all, layout_header, listing
-from core.backends.accel.lowering import Lowering, LoweringError, PackedTensor, packed, packed_strides
+from core.backends.accel.lowering import Lowering, LoweringError, PackedTensor, in_host_layout, packed, packed_strides
 from core.backends.accel.ops import lowering_of
 from core.backends.accel.partition import ACCEL, ACCEL_LAYOUT, HOST_LAYOUT, PartitionPlan, Region, partition
 from core.backends.c.emitter import CodegenError
@@ -187,6 +187,8 @@ class _ProgramBuilder:
 
     # --- the statements of run_network and the arena ------------------------------------------
     def _ensure(self, tensor: str, layout: str, materialized: set[str], conversions: list) -> str:
+        if tensor in self.plan.read_in_host_layout:  # packed by the DMA as the accelerator reads it (narrow loads)
+            layout = self.native[tensor]
         value = _value(tensor, layout)
         if value not in materialized:
             self.steps.append(_Step([value], [_value(tensor, self.native[tensor])]))
@@ -212,7 +214,7 @@ class _ProgramBuilder:
             for name in unit_layers:
                 if name in self.end_points:
                     self._ensure(name, HOST_LAYOUT, materialized, conversions)
-        expected = sorted([("pack", c.tensor) for c in self.plan.packs] + [("unpack", c.tensor) for c in self.plan.unpacks])
+        expected = sorted([("pack", c.tensor) for c in self.plan.packs if not c.by_dma] + [("unpack", c.tensor) for c in self.plan.unpacks])
         if sorted(conversions) != expected:
             raise CodegenError(f"the program's packs/unpacks {sorted(conversions)} are not the partition plan's {expected}")
 
@@ -269,6 +271,8 @@ class _ProgramBuilder:
         return f"qt_arena + {self.offsets[value]}"
 
     def _packed(self, tensor: str) -> PackedTensor:
+        if tensor in self.plan.read_in_host_layout:
+            return in_host_layout(self.accelerator, self.offsets[_value(tensor, HOST_LAYOUT)], self.shapes[tensor])
         return packed(self.accelerator, self.offsets[_value(tensor, ACCEL_LAYOUT)], self.shapes[tensor])
 
     # --- operator level --------------------------------------------------------------------------

@@ -18,7 +18,10 @@ base + i0 * f0 + i1 * f1 + i2 * f2 (in its buffer's units).
   LOAD   sub = buffer (INP, WGT, ACC = int32 vectors, ACC8 = int8 vectors sign-extended into
          ACC, WGTV = int8 vectors into WGT); flag CONST = read the CONST segment; flag COMPRESSED (with
          CONST, no padding): dram holds `stream` bytes of core/backends/accel/compression.py's width-packed
-         groups, decoded as read into the box's y * x * c units in order (the strides unused). A 3-D DMA: for y < y_size, x < x_size,
+         groups, decoded as read into the box's y * x * c units in order (the strides unused).
+         `narrow` (INP, ACC8; 1..B, 0 = B): a unit in DRAM is that many bytes, the vector's other lanes
+         pad_value: a tensor of at most B channels read in the host's HWC layout (the strides in
+         units of `narrow` bytes), with no pack before it. A 3-D DMA: for y < y_size, x < x_size,
          c < c_size the unit at dram + (y * sy + x * sx + c * sc) * unit bytes goes to buffer
          index base + ((pad_top + y) * (pad_left + x_size + pad_right) + pad_left + x) * c_size + c;
          the pad_top/bottom rows and pad_left/right columns of that [Y][X][C] box hold
@@ -117,7 +120,8 @@ def _loop() -> list[Field]:
 LAYOUT: dict[str, tuple[Field, ...]] = {
     "LOAD": (*_header(), Field("dram", 1, 0, 32), Field("base", 2, 0, 32), *_box(3), Field("pad_top", 4, 16, 8),
              Field("pad_bottom", 4, 24, 8), Field("pad_left", 5, 0, 8), Field("pad_right", 5, 8, 8),
-             Field("pad_value", 5, 16, 8, signed=True), *_strides(6, "s"), Field("stream", 9, 0, 32)),
+             Field("pad_value", 5, 16, 8, signed=True), *_strides(6, "s"), Field("stream", 9, 0, 32),
+             Field("narrow", 10, 0, 16)),
     "STORE": (*_header(), Field("dram", 1, 0, 32), Field("base", 2, 0, 32), *_box(3), *_strides(6, "s")),
     "GEMM": (*_header(), Field("acc", 1, 0, 32), Field("inp", 2, 0, 32), Field("wgt", 3, 0, 32), *_loop(),
              *_strides(6, "acc_f"), *_strides(9, "inp_f"), *_strides(12, "wgt_f"), Field("lanes", 15, 0, 8),
@@ -184,6 +188,7 @@ class Load:
     const: bool = False
     note: str = ""
     stream: int = 0  # a compressed load's stream bytes in CONST (flag COMPRESSED); 0: the units as they are
+    narrow: int = 0  # bytes of a unit in DRAM, the other lanes pad_value (INP, ACC8); 0: a whole unit
 
     kind = "LOAD"
 
@@ -199,25 +204,25 @@ class Load:
 
     def dram_bytes(self, block: int) -> int:
         """The bytes read from memory: a compressed load's stream, else its units'."""
-        return self.stream or self.size[0] * self.size[1] * self.size[2] * unit_bytes(self.buffer, block)
+        return self.stream or self.size[0] * self.size[1] * self.size[2] * (self.narrow or unit_bytes(self.buffer, block))
 
     def values(self) -> dict[str, int]:
         top, bottom, left, right = self.pads
         flags = (FLAG_CONST if self.const else 0) | (FLAG_COMPRESSED if self.stream else 0)
         return {"sub": BUFFERS[self.buffer], "flags": flags, "dram": self.dram, "base": self.base,
                 **_box_values(self.size, self.strides), "pad_top": top, "pad_bottom": bottom, "pad_left": left,
-                "pad_right": right, "pad_value": self.pad_value, "stream": self.stream}
+                "pad_right": right, "pad_value": self.pad_value, "stream": self.stream, "narrow": self.narrow}
 
     @classmethod
     def read(cls, v: dict[str, int]) -> "Load":
         return cls(_name(BUFFERS, v["sub"], "buffer"), v["dram"], v["base"], (v["y"], v["x"], v["c"]), (v["s0"], v["s1"], v["s2"]),
                    (v["pad_top"], v["pad_bottom"], v["pad_left"], v["pad_right"]), v["pad_value"], bool(v["flags"] & FLAG_CONST),
-                   stream=v["stream"] if v["flags"] & FLAG_COMPRESSED else 0)
+                   stream=v["stream"] if v["flags"] & FLAG_COMPRESSED else 0, narrow=v["narrow"])
 
     def text(self) -> str:
         segment = "CONST" if self.const else "DATA"
         pads = f" pad={list(self.pads)}:{self.pad_value}" if any(self.pads) else ""
-        packed = f" compressed={self.stream}B" if self.stream else ""
+        packed = (f" compressed={self.stream}B" if self.stream else "") + (f" narrow={self.narrow}B" if self.narrow else "")
         return (f"LOAD   {self.buffer:<4} [{self.base}] <- {segment}[{self.dram}] size={list(self.size)} "
                 f"stride={list(self.strides)}{pads}{packed}")
 

@@ -51,6 +51,7 @@ class PackedTensor:
     channels: int
     strides: tuple[int, int, int]  # vectors: h, w, channel block
     block: int
+    unit: int = 0  # bytes a vector takes in DRAM: 0 = block; fewer: the host's HWC layout of at most one block (narrow loads)
 
     @property
     def blocks(self) -> int:
@@ -62,7 +63,7 @@ class PackedTensor:
 
     def at(self, h: int, w: int, block: int) -> int:
         """The byte address of vector (h, w, block)."""
-        return self.address + (h * self.strides[0] + w * self.strides[1] + block * self.strides[2]) * self.block
+        return self.address + (h * self.strides[0] + w * self.strides[1] + block * self.strides[2]) * (self.unit or self.block)
 
 
 @dataclass(frozen=True)
@@ -227,6 +228,15 @@ class Rescale:
         return table.reshape(3, blocks, block).astype(np.int32)
 
 
+def in_host_layout(accelerator: Accelerator, address: int, shape: list[int] | tuple[int, ...]) -> PackedTensor:
+    """An H x W x C tensor of C <= B channels where the host keeps it (HWC): a narrow load's source, no pack needed."""
+    height, width, channels = (int(d) for d in shape)
+    if channels > accelerator.channel_block:
+        raise LoweringError(f"a tensor of {channels} channels read in the host layout; a narrow load reads at most "
+                            f"{accelerator.channel_block}")
+    return PackedTensor(address, height, width, channels, (width, 1, 0), accelerator.channel_block, unit=channels)
+
+
 def packed(accelerator: Accelerator, address: int, shape: list[int] | tuple[int, ...]) -> PackedTensor:
     if len(shape) != 3:
         raise LoweringError(f"a tensor of shape {list(shape)} on the accelerator; it takes H x W x C activations")
@@ -253,9 +263,9 @@ def load_rows(window: Window, buffer: str, base: int, tensor: PackedTensor, rows
     b0, b1 = blocks
     if inside == 0:  # all padding: no DRAM read
         return Load(buffer, tensor.address, base, (0, tensor.width, b1 - b0), tensor.strides, (total, 0, window.pad_left, right),
-                    pad_value, note=note)
+                    pad_value, note=note, narrow=tensor.unit)
     return Load(buffer, tensor.at(start, 0, b0), base, (inside, tensor.width, b1 - b0), tensor.strides,
-                (top, bottom, window.pad_left, right), pad_value, note=note)
+                (top, bottom, window.pad_left, right), pad_value, note=note, narrow=tensor.unit)
 
 
 def spans(total: int, per_tile: int) -> list[tuple[int, int]]:
@@ -292,19 +302,23 @@ class OpLowering:
     lower: Callable[..., None]
     tile_needs: Callable[..., dict[str, int]]
     refusals: Callable[..., list[str]] = lambda record, params: []
+    # its inputs are read by load_rows alone, so one of at most one block of channels is read where the host keeps it
+    # (a narrow load): partition packs it not
+    reads_host_layout: bool = False
 
 
 LOWERINGS: dict[str, OpLowering] = {}
 HOST_ONLY: dict[str, str] = {}  # operation -> why it never runs on the accelerator
 
 
-def lowers(operation: str, tile_needs: Callable[..., dict[str, int]], refusals: Callable[..., list[str]] | None = None) -> Callable:
+def lowers(operation: str, tile_needs: Callable[..., dict[str, int]], refusals: Callable[..., list[str]] | None = None,
+           reads_host_layout: bool = False) -> Callable:
     """Decorator: register the accelerator lowering of `operation`."""
 
     def register(lower: Callable[..., None]) -> Callable[..., None]:
         if operation in LOWERINGS or operation in HOST_ONLY:
             raise ValueError(f"{operation!r} declared twice in the accelerator's registry")
-        LOWERINGS[operation] = OpLowering(lower, tile_needs, *([refusals] if refusals else []))
+        LOWERINGS[operation] = OpLowering(lower, tile_needs, refusals or (lambda record, params: []), reads_host_layout)
         return lower
 
     return register

@@ -20,6 +20,8 @@
    exactly [0055]: a pack before the first function when a non-element-wise operator (or the
    network input) precedes it, an unpack after the last when one (or the end) follows it, and
    between two functions a pack/unpack only if a non-element-wise operator lies between them.
+   A pack of a tensor of at most one block of channels whose readers all load it as rows of vectors
+   is made by the DMA as they read it (narrow loads: `LayoutChange.by_dma`), not by the host.
 """
 
 from __future__ import annotations
@@ -85,6 +87,10 @@ class LayoutChange:
     shape: list[int]  # host layout (HWC, or a reshape's shape)
     bytes: int  # int8, host layout
     packed_bytes: int  # int8, accelerator layout (channels padded to whole blocks)
+    # a pack the accelerator's DMA makes as its readers load the tensor where the host keeps it (narrow loads of a tensor of
+    # at most one block of channels, readers that read their inputs as rows of vectors: OpLowering.reads_host_layout): no
+    # host copy, no packed copy in memory
+    by_dma: bool = False
 
 
 @dataclass
@@ -96,6 +102,11 @@ class PartitionPlan:
     packs: list[LayoutChange]
     unpacks: list[LayoutChange]
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def read_in_host_layout(self) -> set[str]:
+        """The tensors the accelerator reads where the host keeps them (packs by its DMA)."""
+        return {change.tensor for change in self.packs if change.by_dma}
 
     def group(self, layer: str) -> Group:
         return next(group for group in self.groups if group.layer == layer)
@@ -116,6 +127,7 @@ class PartitionPlan:
             "mac_share_accel": macs_accel / macs if macs else 0.0,
             "regions": len(self.regions),
             "pack_count": len(self.packs),
+            "pack_by_dma_count": sum(change.by_dma for change in self.packs),
             "unpack_count": len(self.unpacks),
             "boundary_bytes": sum(change.bytes for change in changes),
             "boundary_packed_bytes": sum(change.packed_bytes for change in changes),
@@ -262,6 +274,7 @@ def _layout_changes(ir: Ir, edges: _Edges, layout: dict[str, str], accelerator: 
     """(packs, unpacks): each tensor whose readers need the other layout than it is in changes
     once, for all of them."""
     shapes = {layer.name: layer.shape_of_output() for layer in ir.layers}
+    operations = {layer.name: layer.operation for layer in ir.layers}
     packs, unpacks = [], []
     for tensor in [*ir.network_inputs, *(layer.name for layer in ir.layers)]:
         wanted = {reader: HOST_LAYOUT if reader == END_POINT else layout[reader] for reader in edges.readers[tensor]}
@@ -269,8 +282,10 @@ def _layout_changes(ir: Ir, edges: _Edges, layout: dict[str, str], accelerator: 
         changing = [reader for reader, need in wanted.items() if need != have]
         if changing:
             shape = list(ir.shape_of_network_input(tensor) if is_network_input(tensor) else shapes[tensor])
+            by_dma = (have == HOST_LAYOUT and len(shape) == 3 and shape[-1] <= accelerator.channel_block
+                      and all(lowering_of(operations[reader]).reads_host_layout for reader in changing))
             change = LayoutChange("pack" if have == HOST_LAYOUT else "unpack", tensor, changing, shape,
-                                  math.prod(shape), accelerator.packed_bytes(shape))
+                                  math.prod(shape), accelerator.packed_bytes(shape), by_dma)
             (packs if change.kind == "pack" else unpacks).append(change)
     return packs, unpacks
 

@@ -109,5 +109,6 @@ def affine_conv_lower(record: ConvLayer, params: dict, inputs: list[PackedTensor
 # conv's and dwconv's lowering, by the kind of the record's requantization
 for _operation in ("conv", "dwconv"):
     lowers(_operation, by_requantization({ShiftRequantization: conv_tile_needs, ChannelRequantization: affine_conv_tile_needs}),
-           by_requantization({ShiftRequantization: lambda record, params: [], ChannelRequantization: affine_conv_refusals}))(
+           by_requantization({ShiftRequantization: lambda record, params: [], ChannelRequantization: affine_conv_refusals}),
+           reads_host_layout=True)(
         by_requantization({ShiftRequantization: conv_lower, ChannelRequantization: affine_conv_lower}))

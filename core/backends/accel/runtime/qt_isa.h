@@ -163,6 +163,7 @@ static void qt_isa_load(qt_isa_where at, const uint8_t *insn, const int8_t *data
     long left = (long)QT_FIELD(insn, LOAD, PAD_LEFT), right = (long)QT_FIELD(insn, LOAD, PAD_RIGHT);
     int32_t pad = (int32_t)QT_SFIELD(insn, LOAD, PAD_VALUE);
     long sy = QT_SFIELD(insn, LOAD, S0), sx = QT_SFIELD(insn, LOAD, S1), sc = QT_SFIELD(insn, LOAD, S2);
+    long narrow = (long)QT_FIELD(insn, LOAD, NARROW);
     long rows = top + y + bottom, cols = left + x + right, units, unit, r, q, k, lane;
     const int8_t *segment = is_const ? consts : data;
     long segment_bytes = is_const ? const_bytes : data_bytes;
@@ -173,6 +174,11 @@ static void qt_isa_load(qt_isa_where at, const uint8_t *insn, const int8_t *data
     case QT_BUF_ACC8: units = QT_ISA_ACC_UNITS; unit = QT_ISA_B; break;
     case QT_BUF_WGTV: units = QT_ISA_WGTV_UNITS; unit = QT_ISA_B; break;
     default: qt_isa_fail(at, "LOAD into an unknown buffer", buffer, 3); return;
+    }
+    if (narrow) { /* units of `narrow` bytes in DRAM, the other lanes pad */
+        if ((buffer != QT_BUF_INP && buffer != QT_BUF_ACC8) || narrow > QT_ISA_B)
+            qt_isa_fail(at, "a narrow LOAD reads at most B bytes a unit into INP or ACC8", narrow, QT_ISA_B);
+        unit = narrow;
     }
     if (base + rows * cols * c > units)
         qt_isa_fail(at, "LOAD past the end of its buffer", base + rows * cols * c, units);
@@ -196,10 +202,9 @@ static void qt_isa_load(qt_isa_where at, const uint8_t *insn, const int8_t *data
                 const int8_t *src = inside ? segment + dram + ((r - top) * sy + (q - left) * sx + k * sc) * unit : NULL;
                 switch (buffer) {
                 case QT_BUF_INP:
+                    memset(qt_isa_inp[u], (int)(pad & 0xFF), QT_ISA_B);
                     if (inside)
-                        memcpy(qt_isa_inp[u], src, QT_ISA_B);
-                    else
-                        memset(qt_isa_inp[u], (int)(pad & 0xFF), QT_ISA_B);
+                        memcpy(qt_isa_inp[u], src, (size_t)unit);
                     break;
                 case QT_BUF_WGT:
                     if (inside)
@@ -221,9 +226,9 @@ static void qt_isa_load(qt_isa_where at, const uint8_t *insn, const int8_t *data
                                                      : pad;
                     }
                     break;
-                default: /* QT_BUF_ACC8: int8 sign-extended */
+                default: /* QT_BUF_ACC8: int8 sign-extended (a narrow unit's other lanes pad) */
                     for (lane = 0; lane < QT_ISA_B; lane++)
-                        qt_isa_acc[u][lane] = inside ? src[lane] : pad;
+                        qt_isa_acc[u][lane] = inside && lane < unit ? src[lane] : pad;
                     break;
                 }
             }
