@@ -36,14 +36,17 @@ def test_any_int8_data_comes_back_from_its_stream_byte_for_byte(values):
     assert len(stream) <= -(-len(raw) // GROUP) * (1 + GROUP)  # at worst 8 bits a value and a header byte a group
 
 
-def test_zeros_and_small_values_take_fewer_bytes():
+def test_zeros_few_values_and_small_values_take_fewer_bytes():
     assert len(compress(bytes(64))) == 64 // GROUP  # a header alone per group of zeros
     small = np.tile(np.array([-2, -1, 0, 1], np.int8), 16).tobytes()  # zigzag codes 0..3: 2 bits a value
     assert len(compress(small)) == len(small) // GROUP * (1 + GROUP * 2 // 8)
+    one_channel = np.zeros((4, GROUP), np.int8)
+    one_channel[:, 0] = [-128, 127, 5, -7]  # a block row of one input channel: a header, a mask and one value
+    assert len(compress(one_channel.tobytes())) == 4 * (1 + 2 + 1)
 
 
-@pytest.mark.parametrize("stream, message", [(bytes([9]) + bytes(18), "width 9"), (bytes([8]) + bytes(3), "needs 16 bytes"),
-                                             (b"", "ends after 0 bytes")])
+@pytest.mark.parametrize("stream, message", [(bytes([9]) + bytes(18), "header 0x09"), (bytes([8]) + bytes(3), "needs 17 bytes"),
+                                             (b"", "ends after 0 bytes"), (bytes([0x88, 1]), "before its mask")])
 def test_a_damaged_stream_is_refused(stream, message):
     with pytest.raises(CompressionError, match=message):
         decompress(stream, GROUP)

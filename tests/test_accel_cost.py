@@ -113,3 +113,28 @@ def test_an_input_of_three_channels_is_packed_by_the_dma_as_the_first_convolutio
                           tmp_path / "run").outputs
     for name in program.end_points:
         assert np.array_equal(outputs[name].reshape(expected[name].shape), expected[name]), name
+
+
+MLPERF_TINY = {"resnet8": RESNET8, "vww": MODELS / "mlperf_tiny_vww" / "vww_96_int8.tflite",
+               "kws": MODELS / "mlperf_tiny_kws" / "kws_ref_model.tflite", "ad": MODELS / "mlperf_tiny_ad" / "ad01_int8.tflite"}
+
+
+@pytest.mark.parametrize("model", MLPERF_TINY)
+def test_mlperf_tinys_int8_models_run_on_the_accelerator_but_reshape_and_softmax_every_output_byte_the_host_kernels(model, tmp_path):
+    """MLCommons' four files on accel_tflite: the depthwise layers at full width, keyword spotting's 10x4 convolution and
+    25x5 average pool, visual wake words' 3x3 one (a division by RMUL), compressed weights, the input packed by the DMA."""
+    path = MLPERF_TINY[model]
+    if not path.exists():
+        pytest.skip(f"needs {path}")
+    ir = ir_of_tflite(read_tflite(path))
+    _, accelerator = load_target(TARGETS / "accel_tflite.yaml")
+    plan = partition(ir, accelerator)
+    assert {group.operation for group in plan.groups if group.target == HOST} <= {"reshape", "softmax"}, \
+        [(group.layer, group.reason) for group in plan.groups if group.target == HOST]
+    program = generate_program(ir, plan)
+    inputs = np.random.default_rng(7).integers(-128, 128, (2, *ir.input_shape)).astype(np.int8)
+    expected = IntegerSimulator(ir).run_int8(inputs)
+    outputs = run_program(compile_program(program.write(tmp_path), tmp_path / "network", defines=("QT_PORTABLE",)), program, inputs,
+                          tmp_path / "run").outputs
+    for name in program.end_points:
+        assert np.array_equal(outputs[name].reshape(expected[name].shape), expected[name]), name

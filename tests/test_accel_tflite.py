@@ -141,7 +141,8 @@ def test_every_conv_lowering_gives_the_host_kernels_bytes(tmp_path_factory, plac
 
 @st.composite
 def pool_layers(draw) -> dict:
-    """max_pool (any window, padded), AVERAGE_POOL_2D (unpadded power-of-two windows) or MEAN (the image)."""
+    """max_pool (any window, padded), AVERAGE_POOL_2D (unpadded windows: a power of two a shift, any other a division by
+    RMUL) or MEAN (the image)."""
     kind = draw(st.sampled_from(["max_pool", "avg_pool", "mean"]))
     channels, zero_point = draw(st.integers(1, 20)), draw(zero_points)
     common = {"scheme": SCHEME, "input_scale": 0.1, "input_zero_point": zero_point, "output_scale": 0.1, "output_zero_point": zero_point,
@@ -150,7 +151,7 @@ def pool_layers(draw) -> dict:
     if kind == "max_pool":
         return {"operation": "max_pool", **common, **draw(windows())}
     if kind == "avg_pool":
-        side = draw(st.sampled_from([(1, 2), (2, 2), (2, 1), (4, 2), (4, 4), (8, 8)]))  # beyond 2: global (the pattern's strides)
+        side = draw(st.sampled_from([(1, 2), (2, 2), (2, 1), (4, 2), (4, 4), (8, 8), (3, 1), (3, 3), (5, 5), (7, 7), (25, 5)]))  # beyond 2: global
         rows, columns = (draw(st.integers(1, 3)), draw(st.integers(1, 3))) if max(side) <= 2 else (1, 1)
         return {"operation": "avg_pool", **common, "input_size": _size(rows * side[0], columns * side[1]), "kernel_size": _size(*side),
                 "stride": _size(*side), "output_size": _size(rows, columns), "padding": dict.fromkeys(("top", "bottom", "left", "right"), 0)}

@@ -3,14 +3,16 @@ columns x channel blocks) LOADs its padded input box into ACC (int8 sign-extende
 with -128, which no window's maximum can be below), then per window tap one ALU op over the tile
 (MOV for the first, ADD or MAX after), then: avg_pool's mean as its averaging says (ACCEL_MEANS: a window
 mean of an unpadded power-of-two window is a shift, RSHR rounding half up as TF2IR does, RSHRA half away as
-TFLite's AVERAGE_POOL_2D; MEAN a requantization); max_pool the shift from input to output grid; MAX/MIN to the
-output's range; STORE."""
+TFLite's AVERAGE_POOL_2D; TFLite's mean of any other unpadded window n elements a division rounded half away
+from zero by RMUL: the positive and the negative sums each multiplied by m = ceil(2^r / n) and rounded at r, exact
+for every sum of n int8s when 256 n^2 < 2^r, then added; MEAN a requantization); max_pool the shift from input to
+output grid; MAX/MIN to the output's range; STORE."""
 
 from __future__ import annotations
 
 from typing import Callable
 
-from core.backends.accel.isa import Alu, Index, Loop
+from core.backends.accel.isa import RMUL_ROUND, Alu, Index, Loop
 from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, Rescale, load_rows, lowers, most_rows, spans
 from core.backends.accel.target import Accelerator
 from core.ir.fixedpoint import INT8_MIN
@@ -18,21 +20,29 @@ from core.ir.ops.pool.affine import mean_requantization
 from core.ir.ops.pool.record import AvgPoolLayer, MaxPoolLayer, PoolLayer, RescaledMean, WindowMean
 
 
+def _divides(record) -> bool:
+    """Whether the mean is a division (TFLite's mean of a window whose count is no power of two): its results then need
+    a second box of accumulators, the negative sums'."""
+    count = record.window.taps
+    return isinstance(getattr(record, "averaging", None), WindowMean) and bool(count & (count - 1))
+
+
 def pool_tile_needs(record, accelerator: Accelerator) -> dict[str, int]:
     """One output row of one channel block: its padded input rows (int8 widened to int32) and
-    its results, all in the accumulators."""
+    its results (twice for a division), all in the accumulators."""
     window = record.window
-    return {"accumulator": (window.input_rows(1) * window.padded_width + window.out_width) * accelerator.channel_block
-            * ACCUMULATOR_BYTES}
+    results = window.out_width * (2 if _divides(record) else 1)
+    return {"accumulator": (window.input_rows(1) * window.padded_width + results) * accelerator.channel_block * ACCUMULATOR_BYTES}
 
 
 def _choose_tile(record, blocks: int, low: Lowering) -> tuple[int, int]:
     """(output rows, channel blocks) per tile: the most output vectors that fit the accumulators."""
     window, wp = record.window, record.window.padded_width
+    boxes = 2 if _divides(record) else 1
     tiles = []
     for block_tile in range(blocks, 0, -1):
         def fits(rows: int, block_tile=block_tile) -> bool:
-            return (window.input_rows(rows) * wp + rows * window.out_width) * block_tile <= low.acc_units
+            return (window.input_rows(rows) * wp + boxes * rows * window.out_width) * block_tile <= low.acc_units
         rows = most_rows(window, fits)
         if rows:
             tiles.append((-rows * block_tile, rows, block_tile))
@@ -42,11 +52,27 @@ def _choose_tile(record, blocks: int, low: Lowering) -> tuple[int, int]:
     return rows, block_tile
 
 
+def division(count: int) -> tuple[int, int]:
+    """(m, r): RMUL by m rounding at r divides any sum of `count` int8s by `count`, rounded half up on its magnitude:
+    m / 2^r exceeds 1 / count by less than 1 / (2 count x 128 count), below the distance of any such quotient to a
+    rounding boundary."""
+    shift = (256 * count * count).bit_length() + 1
+    return -(-(1 << shift) // count), shift
+
+
 def mean_refusals(record: AvgPoolLayer, params: dict) -> list[str]:
     count = record.window.taps
-    if isinstance(record.averaging, WindowMean) and (record.padding.any() or count & (count - 1)):
+    if not isinstance(record.averaging, WindowMean):
+        return []
+    if record.padding.any():
         return [f"the mean of a {record.kernel_size.height}x{record.kernel_size.width} window with padding "
-                f"{record.padding.as_list()}: a division the ALU has not (an unpadded power-of-two window is a shift)"]
+                f"{record.padding.as_list()}: its count varies at the edges, a division per position the ALU has not"]
+    if count & (count - 1) and record.averaging.rounding == "half_up":
+        return [f"the mean of a {record.kernel_size.height}x{record.kernel_size.width} window rounded half up: TF2IR's "
+                "division the ALU has not (an unpadded power-of-two window is a shift)"]
+    multiplier, shift = division(count)
+    if count & (count - 1) and (shift > RMUL_ROUND[1] or multiplier >= 1 << 31 or record.averaging.pre_shift):
+        return [f"the mean of {count} elements: no int32 RMUL divides every such sum exactly"]
     return []
 
 
@@ -69,10 +95,28 @@ def _window_mean(low: Lowering, base: int, shape: tuple[int, int, int], averagin
     if averaging.pre_shift:
         low.alu_over("SHL", base, shape, averaging.pre_shift, f"{what}: << input_pre_ls {averaging.pre_shift}")
     bits = count.bit_length() - 1
-    if bits and averaging.rounding == "half_up":
+    if count & (count - 1):
+        _divided_mean(low, base, shape, count, what)
+    elif bits and averaging.rounding == "half_up":
         low.alu_over("RSHR", base, shape, bits, f"{what}: requantize >> {bits}")
     elif bits:
         low.alu_over("RSHRA", base, shape, bits, f"{what}: mean, rounded half away from zero")
+
+
+def _divided_mean(low: Lowering, base: int, shape: tuple[int, int, int], count: int, what: str) -> None:
+    """TFLite's (sum +- count / 2) / count, truncated: the sums copied to the box after the results, the results kept
+    >= 0 and the copy <= 0, each RMUL by m rounding at r (the negative ones round half down: away from zero), added."""
+    multiplier, shift = division(count)
+    negative = base + shape[0] * shape[1] * shape[2]
+    a, b, c = shape
+    box = Loop(a, b, c)
+    low.emit(Alu("MOV", box, Index(negative, b * c, c, 1), Index(base, b * c, c, 1), note=f"{what}: the sums' copy"))
+    low.alu_over("MAX", base, shape, 0, f"{what}: the positive sums")
+    low.alu_over("MIN", negative, shape, 0, f"{what}: the negative sums")
+    for start, sign in ((base, "positive"), (negative, "negative")):
+        low.emit(Alu("RMUL", box, Index(start, b * c, c, 1), None, multiplier, round=shift,
+                     note=f"{what}: {sign} sums / {count} (x {multiplier} >> {shift})"))
+    low.emit(Alu("ADD", box, Index(base, b * c, c, 1), Index(negative, b * c, c, 1), note=f"{what}: mean"))
 
 
 def _rescaled_mean(low: Lowering, base: int, shape: tuple[int, int, int], averaging: RescaledMean, count: int, what: str) -> None:

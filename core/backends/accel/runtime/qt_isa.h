@@ -125,27 +125,39 @@ static void qt_isa_check_dram(qt_isa_where at, const char *what, long dram, long
         qt_isa_fail(at, what, dram + (high + 1) * unit, segment_bytes);
 }
 
-/* a compressed LOAD's stream (core/backends/accel/compression.py: groups of QT_ISA_GROUP values, each a width byte
- * 0..8 then the values zigzag-coded in that many bits, low bit first) decoded into `length` int8s */
+/* a compressed LOAD's stream (core/backends/accel/compression.py: groups of QT_ISA_GROUP values, each a header byte, its
+ * low 4 bits a width 0..8 and its top bit MASKED, then the values zigzag-coded in that many bits, low bit first; a masked
+ * group: a 16-bit mask of the values not zero first, and those values alone) decoded into `length` int8s */
 static void qt_isa_unpack_weights(qt_isa_where at, const uint8_t *src, long stream, int8_t *dst, long length)
 {
     long position = 0, out = 0;
     while (out < length) {
-        long width, size, bit = 0;
+        long width, present = 0, size, bit = 0, header;
+        uint32_t mask = 0xFFFFu;
         int v;
         if (position >= stream)
             qt_isa_fail(at, "compressed LOAD: the stream ends before its units are decoded", position, stream);
-        width = src[position++];
-        size = QT_ISA_GROUP * width / 8;
-        if (width > 8)
-            qt_isa_fail(at, "compressed LOAD: a group wider than 8 bits", width, 8);
+        header = src[position++];
+        width = header & 0x0F;
+        if (width > 8 || (header & 0x70))
+            qt_isa_fail(at, "compressed LOAD: a group header of width above 8 or unknown bits", header, 0x88);
+        if (header & 0x80) {
+            if (position + 2 > stream)
+                qt_isa_fail(at, "compressed LOAD: a mask past the stream's end", position + 2, stream);
+            mask = (uint32_t)src[position] | (uint32_t)src[position + 1] << 8;
+            position += 2;
+        }
+        for (v = 0; v < QT_ISA_GROUP; v++)
+            present += (long)(mask >> v & 1u);
+        size = (present * width + 7) / 8;
         if (position + size > stream)
             qt_isa_fail(at, "compressed LOAD: a group past the stream's end", position + size, stream);
         for (v = 0; v < QT_ISA_GROUP; v++, out++) {
             uint32_t code = 0;
             long b;
-            for (b = 0; b < width; b++, bit++)
-                code |= (uint32_t)((src[position + bit / 8] >> (bit % 8)) & 1u) << b;
+            if (mask >> v & 1u)
+                for (b = 0; b < width; b++, bit++)
+                    code |= (uint32_t)((src[position + bit / 8] >> (bit % 8)) & 1u) << b;
             if (out < length)
                 dst[out] = (int8_t)(code & 1u ? -(int32_t)((code + 1u) / 2u) : (int32_t)(code / 2u));
         }
