@@ -13,14 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import MODELS, PROJECT_ROOT
+from test_accel_cost import assert_the_host_kernels_bytes
 from core.backends.accel.compression import GROUP, CompressionError, compress, decompress
 from core.backends.accel.isa import Load
 from core.backends.accel.partition import partition
 from core.backends.accel.target import load_target
-from core.backends.c.build import compile_program, run_program
 from core.backends.program import generate_program
 from core.frontend.tflite import read_tflite
-from core.ir.simulator import IntegerSimulator
 from core.ir.tflite_ir import ir_of_tflite
 
 VWW = MODELS / "mlperf_tiny_vww" / "vww_96_int8.tflite"
@@ -67,10 +66,4 @@ def test_compressed_weights_decode_on_the_isa_simulator_to_every_output_byte_of_
     assert programs[True].accel_constant_bytes < programs[False].accel_constant_bytes
     # (the raw figure differs by the alignment of each constant)
     assert programs[True].accel_constant_raw_bytes == pytest.approx(programs[False].accel_constant_bytes, rel=0.01)
-    inputs = np.random.default_rng(3).integers(-128, 128, (2, *ir.input_shape)).astype(np.int8)
-    expected = IntegerSimulator(ir).run_int8(inputs)
-    program = programs[True]
-    outputs = run_program(compile_program(program.write(tmp_path), tmp_path / "network", defines=("QT_PORTABLE",)), program, inputs,
-                          tmp_path / "run").outputs
-    for name in program.end_points:
-        assert np.array_equal(outputs[name].reshape(expected[name].shape), expected[name]), name
+    assert_the_host_kernels_bytes(ir, programs[True], tmp_path)

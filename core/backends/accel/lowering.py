@@ -268,6 +268,21 @@ def load_rows(window: Window, buffer: str, base: int, tensor: PackedTensor, rows
                 (top, bottom, window.pad_left, right), pad_value, note=note, narrow=tensor.unit)
 
 
+def copy_box(low: "Lowering", name: str, x: PackedTensor, output: PackedTensor, top: int = 0, left: int = 0) -> None:
+    """The DMA's copy of `output`'s box of `x` from row `top` and column `left`: per tile of output rows and channel
+    blocks, one LOAD into the accumulators (int8 sign-extended) and one STORE."""
+    width = output.width
+    block_tile = min(x.blocks, low.acc_units // width)
+    if block_tile == 0:
+        raise LoweringError(f"layer {name}: an output row of one channel block ({width} vectors) exceeds the accumulators")
+    rows = max(1, low.acc_units // (width * block_tile))
+    for r0, r1 in spans(output.height, rows):
+        for b0, b1 in spans(x.blocks, block_tile):
+            what = f"{name} rows {r0}-{r1 - 1} blocks {b0}-{b1 - 1}"
+            low.emit(Load("ACC8", x.at(r0 + top, left, b0), 0, (r1 - r0, width, b1 - b0), x.strides, note=f"{what}: the box"))
+            low.store(0, (r0, r1), output, (b0, b1), f"{what}: store")
+
+
 def spans(total: int, per_tile: int) -> list[tuple[int, int]]:
     """[0, total) cut into [start, stop) of per_tile (the last one shorter): rows, blocks, vectors."""
     return [(start, min(total, start + per_tile)) for start in range(0, total, per_tile)]

@@ -4,7 +4,6 @@ operation, for every dialect its record is of."""
 from core.backends.accel.lowering import host_only
 
 HOST_ONLY_REASONS = {
-    "reshape": "a change of shape across the blocked layout is a host copy (seed 004 [0055])",
     "concat2": "the accelerator has no concatenation",
     "concat": "the accelerator has no concatenation",
     "resize_bilinear": "the accelerator has no interpolation",
