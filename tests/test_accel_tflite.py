@@ -99,9 +99,10 @@ def windows(draw, max_kernel: int = 3, dilated: bool = False) -> dict:
 @st.composite
 def conv_layers(draw, kind: str) -> tuple[dict, dict]:
     """A conv, dwconv or dense layer: random window and channels, per-channel multipliers and shifts from the
-    extremes (a few left shifts for conv), int32 bias; its sums on the raw input within int32."""
+    extremes (a few left shifts for conv; a dense layer one shift, "dense_channels" one per channel within 3 of each
+    other), int32 bias; its sums on the raw input within int32."""
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    dense = kind == "dense"
+    dense = kind.startswith("dense")
     window = ({"input_size": _size(1, 1), "output_size": _size(1, 1), "kernel_size": _size(1, 1), "stride": _size(1, 1),
                "padding": dict.fromkeys(("top", "bottom", "left", "right"), 0), "dilations": _size(1, 1)} if dense
               else draw(windows(dilated=True)))
@@ -110,6 +111,9 @@ def conv_layers(draw, kind: str) -> tuple[dict, dict]:
     kernel = (window["kernel_size"]["height"], window["kernel_size"]["width"])
     count = outputs if kind != "dense" else 1
     shifts = draw(st.lists(right_shifts if kind != "conv" else st.one_of(right_shifts, st.integers(1, 2)), min_size=count, max_size=count))
+    if kind == "dense_channels":  # the single rounding at the smallest shift, the others first shifted left by the difference
+        base = draw(st.integers(-31, -4))
+        shifts = [base + draw(st.integers(0, 3)) for _ in range(count)]
     fields = {"operation": "dwconv" if kind == "dwconv" else "conv", "scheme": SCHEME, "input_scale": 0.05,
               "input_zero_point": draw(zero_points), "output_scale": 0.1, "output_zero_point": draw(zero_points),
               "output_min": draw(st.sampled_from([-128, -100])), "output_max": draw(st.sampled_from([127, 90])),
@@ -130,7 +134,7 @@ def _one_layer(fields: dict, params: dict, operands: int = 1) -> Ir:
 
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
-@pytest.mark.parametrize("kind", ["conv", "dwconv", "dense"])
+@pytest.mark.parametrize("kind", ["conv", "dwconv", "dense", "dense_channels"])
 @LAYERS
 @given(layer=st.data(), block=st.sampled_from([16, 4]))
 def test_every_conv_lowering_gives_the_host_kernels_bytes(tmp_path_factory, placement, kind, layer, block):
@@ -271,8 +275,11 @@ def test_what_the_accelerator_cannot_run_stays_on_the_host_with_the_reason(tmp_p
              "output_channel_num": 2, **one}
     windowed = _network([dw, avg], {"dw": {"weight": rng.integers(-127, 128, (1, 3, 3, 6)).astype(np.int8),
                                            "multiplier": np.full(6, 2**30, np.int32), "shift": np.full(6, -6, np.int32)}})
-    dense_ir = _one_layer(dense, {"weight": rng.integers(-127, 128, (2, 1, 1, 6)).astype(np.int8), "multiplier": np.full(2, 2**30, np.int32),
-                                  "shift": np.array([-8, -9], np.int32)})
+    dense_weights = {"weight": rng.integers(-127, 128, (2, 1, 1, 6)).astype(np.int8), "multiplier": np.full(2, 2**30, np.int32)}
+    # shifts 30 apart: its sums shifted left by 30 could leave int32 (3 apart run on the accelerator: the LSL, then one RMUL)
+    dense_ir = _one_layer(dense, {**dense_weights, "shift": np.array([-1, -31], np.int32)})
+    _run_on_the_accelerator(_one_layer(dense, {**dense_weights, "shift": np.array([-8, -11], np.int32)}), ACCEL_TFLITE,
+                            tmp_path / "near", ["layer"])
     reasons = {group.layer: group.reason for ir in (windowed, dense_ir) for group in partition(ir, ACCEL_TFLITE).groups
                if group.target == HOST}
     assert set(reasons) == {"dw", "avg", "layer"}

@@ -165,11 +165,15 @@ class Lowering:
         def operand(offset: int) -> Index:
             return Index(scaling.vectors + offset * c, 0, 0, 1)
 
-        if scaling.rounding == "single":
-            self.emit(Alu("RMUL", Loop(a, b, c), dst, scaling.vector_or_none(scaling.multipliers, operand(0)),
-                          scaling.immediate(scaling.multipliers), f"{note}: rounding multiply", round=DOUBLING_HIGH_MUL - scaling.shifts[0]))
-            return
         left, right = scaling.left_shifts, scaling.right_shifts
+        if scaling.rounding == "single":
+            if any(left):
+                self.emit(Alu("LSL", Loop(a, b, c), dst, scaling.vector_or_none(left, operand(2)), scaling.immediate(left),
+                              f"{note}: << each shift less the smallest"))
+            self.emit(Alu("RMUL", Loop(a, b, c), dst, scaling.vector_or_none(scaling.multipliers, operand(0)),
+                          scaling.immediate(scaling.multipliers), f"{note}: rounding multiply",
+                          round=DOUBLING_HIGH_MUL - min(scaling.shifts)))
+            return
         if any(left):
             self.emit(Alu("LSL", Loop(a, b, c), dst, scaling.vector_or_none(left, operand(2)), scaling.immediate(left), f"{note}: << left shift"))
         self.emit(Alu("RMUL", Loop(a, b, c), dst, scaling.vector_or_none(scaling.multipliers, operand(0)), scaling.immediate(scaling.multipliers),
@@ -191,9 +195,11 @@ class Lowering:
 @dataclass(frozen=True)
 class Rescale:
     """TFLite's requantization of a tile's channels: per channel a multiplier and a shift (positive: left),
-    rounded twice ("double": LSL, RMUL at 31, RSHRA) or once ("single"). Where the values differ across
-    the channels they are vectors in the accumulators at `vectors` ([multipliers][right shifts][left
-    shifts], one block of the tile's channels each); where they agree, immediates."""
+    rounded twice ("double": LSL, RMUL at 31, RSHRA) or once ("single": one RMUL rounding at 31 - shift; where the
+    shifts differ, first an LSL by each channel's shift less the smallest, then the RMUL rounds at 31 - the smallest:
+    (a x 2^d x m + 2^(R-1)) >> R is (a x m + 2^(R-d-1)) >> (R - d), exact while a x 2^d stays in int32). Where the
+    values differ across the channels they are vectors in the accumulators at `vectors` ([multipliers][right
+    shifts][left shifts], one block of the tile's channels each); where they agree, immediates."""
 
     multipliers: tuple[int, ...]
     shifts: tuple[int, ...]
@@ -202,11 +208,14 @@ class Rescale:
 
     @property
     def left_shifts(self) -> tuple[int, ...]:
+        """Double rounding: the positive shifts; single: each shift less the smallest (the LSL before the one RMUL)."""
+        if self.rounding == "single":
+            return tuple(shift - min(self.shifts) for shift in self.shifts)
         return tuple(max(shift, 0) for shift in self.shifts)
 
     @property
     def right_shifts(self) -> tuple[int, ...]:
-        return tuple(max(-shift, 0) for shift in self.shifts)
+        return (0,) * len(self.shifts) if self.rounding == "single" else tuple(max(-shift, 0) for shift in self.shifts)
 
     @staticmethod
     def uniform(values: tuple[int, ...]) -> bool:

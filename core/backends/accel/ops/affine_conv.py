@@ -5,7 +5,8 @@ with the input's zero point (conv2d_zp), the zero-point term folded into the bia
 (Qfused_bias = Qbias - zp_in x sum(Qw): every tap, padding included, reads x - zp_in), then TFLite's
 requantization by the vector ALU (LSL, RMUL, RSHRA per channel: Lowering.rescale), ADD of the output zero
 point, MAX/MIN to the activation's range, STORE. A fully connected layer is the 1x1 conv of a 1x1
-image; its single rounding is one RMUL, so its channels must share one shift."""
+image; its single rounding is one RMUL at the smallest of its shifts, each channel's sum first shifted left by its
+shift less that one (exact while the sums so shifted stay in int32)."""
 
 from __future__ import annotations
 
@@ -50,9 +51,12 @@ def affine_conv_refusals(record: ConvLayer, params: dict) -> list[str]:
         problems.append(f"depth multiplier {record.output_channel_num // record.input_channel_num}: the block-diagonal GEMM maps "
                         "each channel to itself")
     shifts = sorted(set(np.asarray(params.get("shift", [0])).tolist()))
-    if record.rounding == "single" and (len(shifts) > 1 or not -31 <= shifts[0] <= 30):
-        problems.append(f"single rounding with shifts {shifts[:4]}: one RMUL rounds every lane of a block at one position "
-                        "(31 - shift, 1..62)")
+    if record.rounding == "single" and not -31 <= shifts[0] <= 30:
+        problems.append(f"single rounding with shifts {shifts[:4]}: one RMUL rounds at 31 - the smallest shift, 1..62")
+    elif record.rounding == "single" and len(shifts) > 1 and "weight" in params \
+            and max(record.accumulator_bound(params), raw_accumulator_bound(record, params)) << (shifts[-1] - shifts[0]) > INT32_MAX:
+        problems.append(f"single rounding with shifts {shifts[0]}..{shifts[-1]}: one RMUL rounds every lane of a block at one "
+                        "position, and its sums shifted left by the shifts' difference could leave int32")
     if "weight" in params and raw_accumulator_bound(record, params) > INT32_MAX:
         problems.append("its sums on the raw input with the folded bias could exceed int32")
     if record.rounding == "single" and "weight" in params and _single_rounding_may_wrap(record, params):
