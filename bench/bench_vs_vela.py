@@ -33,18 +33,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import numpy as np  # noqa: E402
-import yaml  # noqa: E402
-
 from conftest import MODELS  # noqa: E402
 from core.backends.accel.cost import CostModel  # noqa: E402
 from core.backends.accel.partition import partition  # noqa: E402
+from core.backends.accel.target import load_target  # noqa: E402
 from core.backends.c.build import compile_program, run_program  # noqa: E402
 from core.backends.program import generate_program  # noqa: E402
 from core.frontend.tflite import read_tflite  # noqa: E402
 from core.ir.simulator import IntegerSimulator  # noqa: E402
 from core.ir.tflite_ir import ir_of_tflite  # noqa: E402
 from core.reports.cycles import cycles_per_layer  # noqa: E402
-from stages.partition import target_accelerator  # noqa: E402
 from tables import publish  # noqa: E402  (bench/tables.py)
 
 FILES = {"ResNet-8": "mlperf_tiny_resnet8/pretrainedResnet_quant.tflite", "visual wake words": "mlperf_tiny_vww/vww_96_int8.tflite",
@@ -131,9 +129,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="*", choices=list(FILES), help="models to run (default: all four)")
     chosen = parser.parse_args().only or list(FILES)
-    target = yaml.safe_load((ROOT / "conf" / "target" / "accel_tflite.yaml").read_text())
-    target["scheme"] = "tflite_int8"
-    _, accelerator = target_accelerator(target)
+    _, accelerator = load_target(ROOT / "conf" / "target" / "accel_tflite.yaml")
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-vs-vela-") as directory:
         for label in chosen:
