@@ -58,9 +58,14 @@ instructions = st.one_of(
 )
 
 
+tokens = st.integers(0, 15)
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.lists(instructions, max_size=8))
-def test_the_binary_decodes_to_the_instructions_it_encodes(program):
+@given(st.lists(instructions, max_size=8), st.lists(st.tuples(tokens, tokens), min_size=8, max_size=8))
+def test_the_binary_decodes_to_the_instructions_it_encodes(program, masks):
+    program = [instruction if isinstance(instruction, Finish) else dataclasses.replace(instruction, pop=pop, push=push)
+               for instruction, (pop, push) in zip(program, masks)]
     binary = encode_all(program)
     assert len(binary) == 64 * len(program)
     assert decode(binary) == [without_notes(instruction) for instruction in program]

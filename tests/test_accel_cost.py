@@ -39,12 +39,13 @@ def resnet8_ir():
     return ir_of_tflite(read_tflite(RESNET8))
 
 
-def assert_the_host_kernels_bytes(ir, program, work, images: int = 2) -> None:
-    """The program (host C driving the ISA simulator) gives every end point's byte the host kernels give, on random inputs."""
+def assert_the_host_kernels_bytes(ir, program, work, images: int = 2, schedule: int = 1) -> None:
+    """The program (host C driving the ISA simulator, its units in qt_isa.h's QT_ISA_SCHEDULE order) gives every end point's
+    byte the host kernels give, on random inputs."""
     inputs = np.random.default_rng(7).integers(-128, 128, (images, *ir.input_shape)).astype(np.int8)
     expected = IntegerSimulator(ir).run_int8(inputs)
-    outputs = run_program(compile_program(program.write(work), work / "network", defines=("QT_PORTABLE",)), program, inputs,
-                          work / "run").outputs
+    binary = compile_program(program.write(work), work / "network", defines=("QT_PORTABLE", f"QT_ISA_SCHEDULE={schedule}"))
+    outputs = run_program(binary, program, inputs, work / "run").outputs
     for name in program.end_points:
         assert np.array_equal(outputs[name].reshape(expected[name].shape), expected[name]), name
 

@@ -53,12 +53,14 @@ def _network(layers: list[dict], params: dict) -> Ir:
     return Ir.from_json(layers, params)
 
 
-def _run_on_the_accelerator(ir: Ir, accelerator: Accelerator, work: Path, on_accelerator: list[str], images: int = 3) -> None:
-    """The program (host C driving the ISA simulator) gives every end point's byte the host kernels give."""
+def _run_on_the_accelerator(ir: Ir, accelerator: Accelerator, work: Path, on_accelerator: list[str], images: int = 3,
+                            schedule: int = 1) -> None:
+    """The program (host C driving the ISA simulator, its units in the order `schedule` chooses: qt_isa.h's
+    QT_ISA_SCHEDULE) gives every end point's byte the host kernels give."""
     plan = partition(ir, accelerator)
     assert [g.layer for g in plan.groups if g.target == ACCEL] == on_accelerator, [(g.layer, g.reason) for g in plan.groups]
     program = generate_program(ir, plan)
-    binary = compile_program(program.write(work), work / "network", defines=("QT_PORTABLE",))
+    binary = compile_program(program.write(work), work / "network", defines=("QT_PORTABLE", f"QT_ISA_SCHEDULE={schedule}"))
     rng = np.random.default_rng(len(ir.layers))
     inputs = rng.integers(-128, 128, (images, *program.input_shape)).astype(np.int8)
     expected = IntegerSimulator(ir).run_int8(inputs)
@@ -69,6 +71,9 @@ def _run_on_the_accelerator(ir: Ir, accelerator: Accelerator, work: Path, on_acc
 
 # --- random layers at the arithmetic's extremes ---------------------------------------------------------
 
+# the units' order in the ISA simulator (qt_isa.h's QT_ISA_SCHEDULE): loads as far ahead as the tokens allow, or the
+# computation and the stores as early; each against the host kernels (the program order, 0, is the simulators' reference)
+SCHEDULES = st.sampled_from([1, 2])
 zero_points = st.one_of(st.sampled_from([-128, 127, 0]), st.integers(-128, 127))
 multipliers = st.one_of(st.sampled_from([2**30, INT32_MAX, INT32_MAX - 1, 1518500250]), st.integers(2**30, INT32_MAX))
 right_shifts = st.one_of(st.sampled_from([0, -31, -1]), st.integers(-20, -1))
@@ -136,11 +141,11 @@ def _one_layer(fields: dict, params: dict, operands: int = 1) -> Ir:
 @pytest.mark.parametrize("placement", PLACEMENTS)
 @pytest.mark.parametrize("kind", ["conv", "dwconv", "dense", "dense_channels"])
 @LAYERS
-@given(layer=st.data(), block=st.sampled_from([16, 4]))
-def test_every_conv_lowering_gives_the_host_kernels_bytes(tmp_path_factory, placement, kind, layer, block):
+@given(layer=st.data(), block=st.sampled_from([16, 4]), schedule=SCHEDULES)
+def test_every_conv_lowering_gives_the_host_kernels_bytes(tmp_path_factory, placement, kind, layer, block, schedule):
     fields, params = layer.draw(conv_layers(kind))
     _run_on_the_accelerator(_one_layer(fields, params), _accelerator(PLACEMENTS[placement], block), tmp_path_factory.mktemp("conv"),
-                            ["layer"])
+                            ["layer"], schedule=schedule)
 
 
 @st.composite
@@ -168,15 +173,16 @@ def pool_layers(draw) -> dict:
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
 @LAYERS
-@given(fields=pool_layers(), block=st.sampled_from([16, 4]))
-def test_every_pool_lowering_gives_the_host_kernels_bytes(tmp_path_factory, placement, fields, block):
-    _run_on_the_accelerator(_one_layer(fields, {}), _accelerator(PLACEMENTS[placement], block), tmp_path_factory.mktemp("pool"), ["layer"])
+@given(fields=pool_layers(), block=st.sampled_from([16, 4]), schedule=SCHEDULES)
+def test_every_pool_lowering_gives_the_host_kernels_bytes(tmp_path_factory, placement, fields, block, schedule):
+    _run_on_the_accelerator(_one_layer(fields, {}), _accelerator(PLACEMENTS[placement], block), tmp_path_factory.mktemp("pool"), ["layer"],
+                            schedule=schedule)
 
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
 @LAYERS
-@given(data=st.data(), block=st.sampled_from([16, 4]))
-def test_the_add_lowering_gives_the_host_kernels_bytes(tmp_path_factory, placement, data, block):
+@given(data=st.data(), block=st.sampled_from([16, 4]), schedule=SCHEDULES)
+def test_the_add_lowering_gives_the_host_kernels_bytes(tmp_path_factory, placement, data, block, schedule):
     """add(conv(x), x): two operands at their own scales and zero points (from the extremes), the conv's a 1x1
     of the same channels."""
     height, width, channels = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 6)), data.draw(st.integers(1, 20))
@@ -199,7 +205,7 @@ def test_the_add_lowering_gives_the_host_kernels_bytes(tmp_path_factory, placeme
     params = {"conv": {"weight": rng.integers(-127, 128, (channels, 1, 1, channels)).astype(np.int8),
                        "multiplier": np.full(channels, data.draw(multipliers), np.int32), "shift": np.full(channels, -8, np.int32)}}
     _run_on_the_accelerator(_network([conv, add], params), _accelerator(PLACEMENTS[placement], block), tmp_path_factory.mktemp("add"),
-                            ["conv", "add"])
+                            ["conv", "add"], schedule=schedule)
 
 
 # --- the ALU's TFLite operations at int32's extremes -------------------------------------------------------

@@ -250,6 +250,13 @@ def _mutated(change):
     (lambda a: a["placement"].update(weights="flash"), r"accelerator\.placement\.weights: 'flash' is not a memory of accelerator\.memories; "
                                                         r"expected one of dram"),
     (lambda a: a["host"].update(cycles_per_mac=-1), r"accelerator\.host\.cycles_per_mac: -1 is not a number of at least 0"),
+    (lambda a: a.update(units={"load": ["LOAD"], "compute": ["GEMM", "ALU"], "store": ["STOR"]}),
+     r"accelerator\.units\.store\[0\]: 'STOR' is not one of LOAD, STORE, GEMM, ALU"),
+    (lambda a: a.update(units={"load": ["LOAD", "STORE"], "compute": ["GEMM", "ALU", "LOAD"]}),
+     r"accelerator\.units\.compute: LOAD is run by unit 'load' already"),
+    (lambda a: a.update(units={"load": ["LOAD"], "compute": ["GEMM"], "store": ["STORE"]}), r"accelerator\.units: no unit runs ALU"),
+    (lambda a: a.update(units={f"u{k}": [] for k in range(5)}), r"accelerator\.units: expected a mapping of 1 to 4 units"),
+    (lambda a: a.update(double_buffering="yes"), r"accelerator\.double_buffering: expected true or false"),
 ])
 def test_a_bad_accelerator_description_is_refused_naming_the_key(change, message):
     with pytest.raises(AcceleratorError, match=r"^accel\.yaml: " + message):

@@ -216,13 +216,14 @@ def test_every_record_answers_the_questions_partition_and_the_backends_ask():
 
 u16, i32 = st.integers(0, 0xFFFF), st.integers(-(2**31), 2**31 - 1)
 u32 = st.integers(0, 2**31 - 1)
+TOKENS = {"pop": st.integers(0, 15), "push": st.integers(0, 15)}  # the dependency tokens' masks
 INSTRUCTIONS = st.one_of(
     st.builds(isa.Load, st.sampled_from(list(isa.BUFFERS)), u32, u32, st.tuples(u16, u16, u16), st.tuples(i32, i32, i32),
-              st.tuples(*[st.integers(0, 255)] * 4), st.integers(-128, 127), st.booleans()),
-    st.builds(isa.Store, u32, u32, st.tuples(u16, u16, u16), st.tuples(i32, i32, i32)),
-    st.builds(isa.Gemm, st.builds(isa.Loop, u16, u16, u16), *[st.builds(isa.Index, u32, i32, i32, i32)] * 3, st.booleans()),
+              st.tuples(*[st.integers(0, 255)] * 4), st.integers(-128, 127), st.booleans(), **TOKENS),
+    st.builds(isa.Store, u32, u32, st.tuples(u16, u16, u16), st.tuples(i32, i32, i32), **TOKENS),
+    st.builds(isa.Gemm, st.builds(isa.Loop, u16, u16, u16), *[st.builds(isa.Index, u32, i32, i32, i32)] * 3, st.booleans(), **TOKENS),
     st.builds(isa.Alu, st.sampled_from(list(isa.ALU_OPS)), st.builds(isa.Loop, u16, u16, u16), st.builds(isa.Index, u32, i32, i32, i32),
-              st.none(), i32),
+              st.none(), i32, **TOKENS),
 )
 
 

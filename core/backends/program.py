@@ -32,6 +32,7 @@ from core.backends.accel.isa import INSTRUCTION_BYTES, Finish, Instruction, enco
 from core.backends.accel.lowering import Lowering, LoweringError, PackedTensor, in_host_layout, packed, packed_strides
 from core.backends.accel.ops import lowering_of
 from core.backends.accel.partition import ACCEL, ACCEL_LAYOUT, HOST_LAYOUT, PartitionPlan, Region, partition
+from core.backends.accel.schedule import insert_tokens
 from core.backends.c.emitter import CodegenError
 from core.backends.c.program import ARENA_ALIGN, RUNTIME_DIR, CProgram, c_array, c_bytes, c_symbols, layer_c, plan_buffers, program_text, runtime_headers
 from core.ir.network import Ir
@@ -56,8 +57,8 @@ class AccelFunction:
         return encode_all(self.instructions)
 
     def layer_statistics(self, cost: CostModel) -> dict[str, dict[str, float]]:
-        """The cost model's statistics of each layer's instructions."""
-        return {layer: cost.statistics(self.instructions[start : start + count]) for layer, (start, count) in self.segments.items()}
+        """The cost model's statistics of each layer's instructions, on the function's timeline."""
+        return cost.layer_statistics(self.instructions, self.segments)
 
     def listing(self) -> str:
         lines = [f"; {self.name}: {len(self.instructions)} instructions, {len(self.instructions) * INSTRUCTION_BYTES} bytes"]
@@ -293,7 +294,7 @@ class _ProgramBuilder:
                 raise CodegenError(f"{region.name}: {error}") from None
             segments[name] = (start - start_all, len(lowering.instructions) - start)
         lowering.emit(Finish(note=f"end of {region.name}"))
-        instructions = lowering.instructions[start_all:]
+        instructions = insert_tokens(lowering.instructions[start_all:], self.accelerator.unit_of, self.accelerator.channel_block)
         del lowering.instructions[start_all:]
         return AccelFunction(region.name, list(region.layers), instructions, segments)
 
@@ -392,7 +393,9 @@ class _ProgramBuilder:
         if accelerator is None:
             return {}
         return {"QT_ISA_BLOCK": accelerator.channel_block, "QT_ISA_INP_BYTES": accelerator.buffers.input,
-                "QT_ISA_WGT_BYTES": accelerator.buffers.weight, "QT_ISA_ACC_BYTES": accelerator.buffers.accumulator}
+                "QT_ISA_WGT_BYTES": accelerator.buffers.weight, "QT_ISA_ACC_BYTES": accelerator.buffers.accumulator,
+                "QT_ISA_UNITS": len(accelerator.units),
+                **{f"QT_ISA_UNIT_{opcode}": unit for opcode, unit in accelerator.unit_of.items()}}
 
     def _accelerator_parts(self, functions: list[AccelFunction], lowering: Lowering | None):
         """(the body's arena, DRAM segment and instruction streams; the extra headers; the extra

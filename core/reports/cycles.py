@@ -40,9 +40,13 @@ def plot_cycles(per_layer: dict[str, dict[str, float]], path: str | Path, title:
         values = np.array([per_layer[name][f"cycles_{kind}"] for name in names])
         axes.barh(positions, values, left=left, color=colour, label=kind.upper())
         left += values
+    elapsed = np.array([per_layer[name]["cycles"] for name in names])
+    overlapped = not np.allclose(elapsed, left)
+    if overlapped:  # units running at once: the bars are each kind's busy cycles, the mark when the layer ends after the one before
+        axes.scatter(elapsed, positions, marker="|", s=120, color="black", label="elapsed (units at once)", zorder=3)
     axes.set_yticks(positions, names, fontsize=7.5)
     axes.invert_yaxis()  # program order, top to bottom
-    axes.set_xlabel("estimated cycles (target cost model)")
+    axes.set_xlabel("estimated cycles (target cost model)" + (": busy per kind, elapsed marked" if overlapped else ""))
     axes.set_ylabel("layer (IR order; then packs, unpacks)")
     figure.suptitle(wrapped_title(title, width, fontsize=9), fontsize=9)  # over the whole figure: the names take a third of it
     axes.legend(fontsize=7)

@@ -5,16 +5,22 @@ activations (`accelerator.memories`, `accelerator.placement`). GEMM and ALU cost
 iteration), an ALU operation `cycles.alu_<op>` where the target gives it (a 32 x 32-bit RMUL is dearer than an ADD), else
 `cycles.alu`; FINISH costs `cycles.sync` (0 if not given). A host layer costs the target's `host.cycles_per_mac` per
 multiply-accumulate and `host.cycles_per_byte` per byte it reads and writes (a pack or unpack: per byte moved).
-Instructions run one after another (no overlap of DMA and compute): an upper bound."""
+The target's units (`accelerator.units`) run at once: an instruction starts when its unit has finished the one before it
+and the instructions it pops a token from have finished (isa.py's dependency tokens), and FINISH when every unit has
+finished; the estimate is the last end, the schedule's critical path. A function's layers end in order; a layer's
+`cycles` are the time its last instruction ends after the layer before it (so the layers' cycles add up to the
+function's), and `cycles_<kind>` the busy cycles of its instructions of that kind (which overlap). One unit: every
+instruction after the one before it, the sum of their cycles. Memories are not shared between transfers: two DMAs at
+once each run at their memory's full rate."""
 
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Mapping
 
-from core.backends.accel.isa import ALU_OPS, OPCODES, Alu, Gemm, Instruction, Load, Store
+from core.backends.accel.isa import ALU_OPS, OPCODES, UNITS, Alu, Finish, Gemm, Instruction, Load, Store
 from core.backends.accel.target import ROLES, Accelerator, HostCost, Memory
 
 
@@ -24,11 +30,12 @@ class CostModel:
     memories: Mapping[str, Memory]  # by role: "weights", "activations"
     host: HostCost
     block: int
+    unit_of: Mapping[str, int]  # opcode -> unit number (Accelerator.unit_of)
 
     @classmethod
     def of(cls, accelerator: Accelerator) -> "CostModel":
         return cls(accelerator.cycles, {role: accelerator.memory_of(role) for role in ROLES}, accelerator.host,
-                   accelerator.channel_block)
+                   accelerator.channel_block, accelerator.unit_of)
 
     def dma(self, kind: str, transfers: int, dram_bytes: float, role: str = "activations") -> float:
         """`transfers` DMA instructions of `kind` ("load" or "store") moving `dram_bytes` together from or to the memory
@@ -60,8 +67,48 @@ class CostModel:
             return self.compute("gemm", instruction.loop.count)
         return self.cycles.get("sync", 0)
 
+    def timeline(self, instructions: list[Instruction]) -> list[float]:
+        """Each instruction's end, the units running at once as their tokens allow (a token whose push is not among
+        `instructions`, as in one layer's part of a function, is there from the start)."""
+        free = [0.0] * UNITS  # when each unit has finished its last instruction
+        queues = {(a, b): deque() for a in range(UNITS) for b in range(UNITS)}  # [from, to]: the pushes' ends
+        ends = []
+        for instruction in instructions:
+            if isinstance(instruction, Finish):
+                end = max([*free, *ends]) + self.instruction(instruction)
+                free = [end] * UNITS
+                ends.append(end)
+                continue
+            unit = self.unit_of[instruction.kind]
+            start = free[unit]
+            for other in range(UNITS):
+                if instruction.pop >> other & 1 and queues[other, unit]:
+                    start = max(start, queues[other, unit].popleft())
+            end = free[unit] = start + self.instruction(instruction)
+            for other in range(UNITS):
+                if instruction.push >> other & 1:
+                    queues[unit, other].append(end)
+            ends.append(end)
+        return ends
+
     def statistics(self, instructions: list[Instruction]) -> dict[str, float]:
-        """Counts by kind (ALU also by operation), micro-ops, DMA bytes and estimated cycles."""
+        """Counts by kind (ALU also by operation), micro-ops, DMA bytes, each kind's busy cycles (`cycles_<kind>`), their
+        sum (`cycles_serial`) and the estimate with the units at once (`cycles`)."""
+        ends = self.timeline(instructions)
+        return self._counts(instructions, max(ends, default=0.0))
+
+    def layer_statistics(self, instructions: list[Instruction], segments: dict[str, tuple[int, int]]) -> dict[str, dict[str, float]]:
+        """Per layer of one function (its (first instruction, count)): statistics() of its instructions, with `cycles` the
+        time its last one ends after the layer before it, on the function's timeline."""
+        ends = self.timeline(instructions)
+        per_layer, finished = {}, 0.0
+        for layer, (start, count) in segments.items():
+            end = max([finished, *ends[start : start + count]])
+            per_layer[layer] = self._counts(instructions[start : start + count], end - finished)
+            finished = end
+        return per_layer
+
+    def _counts(self, instructions: list[Instruction], elapsed: float) -> dict[str, float]:
         kinds = Counter(instruction.kind for instruction in instructions)
         stats: dict[str, float] = {f"count_{kind.lower()}": kinds.get(kind, 0) for kind in OPCODES}
         for op in ALU_OPS:
@@ -77,5 +124,6 @@ class CostModel:
             by_kind[instruction.kind] += self.instruction(instruction)
         for kind in OPCODES:
             stats[f"cycles_{kind.lower()}"] = float(by_kind.get(kind, 0))
-        stats["cycles"] = float(sum(by_kind.values()))
+        stats["cycles_serial"] = float(sum(by_kind.values()))
+        stats["cycles"] = float(elapsed)
         return stats

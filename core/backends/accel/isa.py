@@ -46,6 +46,15 @@ base + i0 * f0 + i1 * f1 + i2 * f2 (in its buffer's units).
          RSHRA and LSL take either; RSHR and SHL the immediate only). Result to acc[d].
   FINISH the end of an accelerator function.
 
+Units and dependency tokens (VTA's dependency queues, generalised): a target groups the opcodes into at most UNITS
+concurrent units (`accelerator.units`, e.g. load: LOAD; compute: GEMM, ALU; store: STORE), each running its own
+instructions in program order. Between every two units there is a queue of tokens. Every instruction but FINISH has a
+`pop` and a `push` mask of units (header bits 24-27, 28-31): before it starts it takes one token from each unit in `pop`
+(waiting until there is one), and once it has finished it gives one to each unit in `push`. The compiler
+(core/backends/accel/schedule.py) sets them so that every instruction waits for the last earlier instruction of each
+other unit whose buffer or DATA bytes it reads or writes and that wrote or read them; so any order the tokens allow
+computes what the program order does. FINISH waits for every unit, and every token pushed has been popped by then.
+
 The reference implementation is core/backends/accel/runtime/qt_isa.h (C, compiled with the
 program); the cost model is core/backends/accel/cost.py.
 """
@@ -53,7 +62,7 @@ program); the cost model is core/backends/accel/cost.py.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Iterable
 
 from core.backends.accel.compression import GROUP
@@ -71,6 +80,7 @@ FLAG_COMPRESSED = 2  # LOAD: a width-packed stream (core/backends/accel/compress
 FLAG_RESET = 1  # GEMM: zero the accumulators
 FLAG_DEPTHWISE = 2  # GEMM: lanes of pixels times weight vectors
 FLAG_IMM = 1  # ALU: immediate second operand
+UNITS = 4  # concurrent units a machine may have (the token fields' bits)
 
 
 @dataclass(frozen=True)
@@ -100,7 +110,12 @@ class Field:
 
 
 def _header() -> list[Field]:
-    return [Field("opcode", 0, 0, 8), Field("sub", 0, 8, 8), Field("flags", 0, 16, 16)]
+    return [Field("opcode", 0, 0, 8), Field("sub", 0, 8, 8), Field("flags", 0, 16, 8)]
+
+
+def _tokens() -> list[Field]:
+    """The dependency tokens (a bit per unit, UNITS at most): the units to pop one token from, then push one to."""
+    return [Field("pop", 0, 24, UNITS), Field("push", 0, 28, UNITS)]
 
 
 def _strides(first_word: int, prefix: str) -> list[Field]:
@@ -118,15 +133,15 @@ def _loop() -> list[Field]:
 
 # The one description of the binary format: encode, decode and qt_isa_layout.h come from it.
 LAYOUT: dict[str, tuple[Field, ...]] = {
-    "LOAD": (*_header(), Field("dram", 1, 0, 32), Field("base", 2, 0, 32), *_box(3), Field("pad_top", 4, 16, 8),
+    "LOAD": (*_header(), *_tokens(), Field("dram", 1, 0, 32), Field("base", 2, 0, 32), *_box(3), Field("pad_top", 4, 16, 8),
              Field("pad_bottom", 4, 24, 8), Field("pad_left", 5, 0, 8), Field("pad_right", 5, 8, 8),
              Field("pad_value", 5, 16, 8, signed=True), *_strides(6, "s"), Field("stream", 9, 0, 32),
              Field("narrow", 10, 0, 16)),
-    "STORE": (*_header(), Field("dram", 1, 0, 32), Field("base", 2, 0, 32), *_box(3), *_strides(6, "s")),
-    "GEMM": (*_header(), Field("acc", 1, 0, 32), Field("inp", 2, 0, 32), Field("wgt", 3, 0, 32), *_loop(),
+    "STORE": (*_header(), *_tokens(), Field("dram", 1, 0, 32), Field("base", 2, 0, 32), *_box(3), *_strides(6, "s")),
+    "GEMM": (*_header(), *_tokens(), Field("acc", 1, 0, 32), Field("inp", 2, 0, 32), Field("wgt", 3, 0, 32), *_loop(),
              *_strides(6, "acc_f"), *_strides(9, "inp_f"), *_strides(12, "wgt_f"), Field("lanes", 15, 0, 8),
              Field("acc_lane", 15, 8, 12), Field("inp_lane", 15, 20, 12)),
-    "ALU": (*_header(), Field("dst", 1, 0, 32), Field("src", 2, 0, 32), Field("imm", 3, 0, 32, signed=True), *_loop(),
+    "ALU": (*_header(), *_tokens(), Field("dst", 1, 0, 32), Field("src", 2, 0, 32), Field("imm", 3, 0, 32, signed=True), *_loop(),
             *_strides(6, "dst_f"), *_strides(9, "src_f"), Field("round", 12, 0, 8)),
     "FINISH": tuple(_header()),
 }
@@ -189,6 +204,8 @@ class Load:
     note: str = ""
     stream: int = 0  # a compressed load's stream bytes in CONST (flag COMPRESSED); 0: the units as they are
     narrow: int = 0  # bytes of a unit in DRAM, the other lanes pad_value (INP, ACC8); 0: a whole unit
+    pop: int = 0  # dependency tokens: a bit per unit (the module docstring)
+    push: int = 0
 
     kind = "LOAD"
 
@@ -209,7 +226,7 @@ class Load:
     def values(self) -> dict[str, int]:
         top, bottom, left, right = self.pads
         flags = (FLAG_CONST if self.const else 0) | (FLAG_COMPRESSED if self.stream else 0)
-        return {"sub": BUFFERS[self.buffer], "flags": flags, "dram": self.dram, "base": self.base,
+        return {"sub": BUFFERS[self.buffer], "flags": flags, "pop": self.pop, "push": self.push, "dram": self.dram, "base": self.base,
                 **_box_values(self.size, self.strides), "pad_top": top, "pad_bottom": bottom, "pad_left": left,
                 "pad_right": right, "pad_value": self.pad_value, "stream": self.stream, "narrow": self.narrow}
 
@@ -234,6 +251,8 @@ class Store:
     size: tuple[int, int, int]
     strides: tuple[int, int, int]
     note: str = ""
+    pop: int = 0
+    push: int = 0
 
     kind = "STORE"
 
@@ -245,7 +264,8 @@ class Store:
         return self.units * block
 
     def values(self) -> dict[str, int]:
-        return {"sub": 0, "flags": 0, "dram": self.dram, "base": self.base, **_box_values(self.size, self.strides)}
+        return {"sub": 0, "flags": 0, "pop": self.pop, "push": self.push, "dram": self.dram, "base": self.base,
+                **_box_values(self.size, self.strides)}
 
     @classmethod
     def read(cls, v: dict[str, int]) -> "Store":
@@ -273,13 +293,15 @@ class Gemm:
     reset: bool = False
     note: str = ""
     lanes: Lanes | None = None  # a depthwise GEMM (wgt then indexes B-int8 vectors); None: the block GEMM
+    pop: int = 0  # dependency tokens: a bit per unit (the module docstring)
+    push: int = 0
 
     kind = "GEMM"
 
     def values(self) -> dict[str, int]:
         lanes = self.lanes or Lanes(0, 0, 0)
         flags = (FLAG_RESET if self.reset else 0) | (FLAG_DEPTHWISE if self.lanes else 0)
-        return {"sub": 0, "flags": flags, **self.loop.values(), **self.acc.values("acc"), **self.inp.values("inp"),
+        return {"sub": 0, "flags": flags, "pop": self.pop, "push": self.push, **self.loop.values(), **self.acc.values("acc"), **self.inp.values("inp"),
                 **self.wgt.values("wgt"), "lanes": lanes.count, "acc_lane": lanes.acc, "inp_lane": lanes.inp}
 
     @classmethod
@@ -305,11 +327,13 @@ class Alu:
     imm: int = 0
     note: str = ""
     round: int = 0  # RMUL: the product's rounding shift (RMUL_ROUND); 0 for every other operation
+    pop: int = 0  # dependency tokens: a bit per unit (the module docstring)
+    push: int = 0
 
     kind = "ALU"
 
     def values(self) -> dict[str, int]:
-        return {"sub": ALU_OPS[self.op], "flags": FLAG_IMM if self.src is None else 0, "imm": self.imm, **self.loop.values(),
+        return {"sub": ALU_OPS[self.op], "flags": FLAG_IMM if self.src is None else 0, "pop": self.pop, "push": self.push, "imm": self.imm, **self.loop.values(),
                 **self.dst.values("dst"), **(self.src or Index(0)).values("src"), "round": self.round}
 
     @classmethod
@@ -389,7 +413,9 @@ def decode(data: bytes) -> list[Instruction]:
             kind = _name(OPCODES, words[0] & 0xFF, "opcode")
         except IsaError as error:
             raise IsaError(f"instruction {start // INSTRUCTION_BYTES}: {error}") from None
-        decoded.append(KINDS[kind].read({spec.name: spec.unpack(words) for spec in LAYOUT[kind]}))
+        values = {spec.name: spec.unpack(words) for spec in LAYOUT[kind]}
+        instruction = KINDS[kind].read(values)
+        decoded.append(replace(instruction, pop=values["pop"], push=values["push"]) if "pop" in values else instruction)
     return decoded
 
 
@@ -404,8 +430,16 @@ def listing(instructions: list[Instruction], offset: int = 0) -> str:
     lines = []
     for number, instruction in enumerate(instructions, start=offset):
         note = f"  ; {instruction.note}" if instruction.note else ""
-        lines.append(f"{number:6d}  {instruction.text()}{note}\n")
+        lines.append(f"{number:6d}  {instruction.text()}{_tokens_text(instruction)}{note}\n")
     return "".join(lines)
+
+
+def _tokens_text(instruction: Instruction) -> str:
+    """The tokens an instruction pops and pushes, by unit number: ` pop{0} push{2}`."""
+    def units(mask: int) -> str:
+        return ",".join(str(unit) for unit in range(UNITS) if mask >> unit & 1)
+    pop, push = getattr(instruction, "pop", 0), getattr(instruction, "push", 0)
+    return (f" pop{{{units(pop)}}}" if pop else "") + (f" push{{{units(push)}}}" if push else "")
 
 
 def layout_header() -> str:
@@ -417,7 +451,7 @@ def layout_header() -> str:
         lines += [f"#define {prefix}_{name} {value}" for name, value in table.items()]
     lines += [f"#define QT_ISA_GROUP {GROUP} /* values per group of a compressed stream */"]
     lines += [f"#define QT_FLAG_CONST {FLAG_CONST}", f"#define QT_FLAG_COMPRESSED {FLAG_COMPRESSED}", f"#define QT_FLAG_RESET {FLAG_RESET}", f"#define QT_FLAG_DEPTHWISE {FLAG_DEPTHWISE}",
-              f"#define QT_FLAG_IMM {FLAG_IMM}", ""]
+              f"#define QT_FLAG_IMM {FLAG_IMM}", f"#define QT_ISA_MAX_UNITS {UNITS}", ""]
     for kind, specs in LAYOUT.items():
         for spec in specs:
             name = f"QT_{kind}_{spec.name.upper()}"

@@ -83,6 +83,7 @@ class Lowering:
     constants: bytearray = field(default_factory=bytearray)
     resident: dict[str, Hashable] = field(default_factory=dict)  # buffer -> what it holds
     compression_saved_bytes: int = 0  # the constants stored as they are would take this much more
+    halves_used: dict[str, int] = field(default_factory=dict)  # buffer -> how many times alternate() gave one of its halves
 
     @property
     def block(self) -> int:
@@ -117,6 +118,13 @@ class Lowering:
             return StoredWeights(self.constant(np.frombuffer(raw, np.int8)), 0)
         self.compression_saved_bytes += len(raw) - len(stream)
         return StoredWeights(self.constant(np.frombuffer(stream, np.uint8)), len(stream))
+
+    def alternate(self, buffer: str, half: int) -> int:
+        """The base of `buffer`'s next half (`half`: a half's units): 0, half, 0, ... across the program, so that what the
+        units run at once never shares a half with what came just before (the target's double_buffering)."""
+        used = self.halves_used.get(buffer, 0)
+        self.halves_used[buffer] = used + 1
+        return used % 2 * half
 
     def emit(self, instruction: Instruction) -> None:
         self.instructions.append(instruction)

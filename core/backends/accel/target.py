@@ -18,12 +18,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 import yaml
 
 from core.backends.accel.constraints import CONSTRAINTS, PatternSpec
-from core.backends.accel.isa import ALU_OPS
+from core.backends.accel.isa import ALU_OPS, OPCODES, UNITS
 from core.ir.schema import branches as schema_branches
 from core.ir.op import DIALECTS
 from core.ir.ops import OPS
@@ -35,6 +35,8 @@ SECTION = "accelerator"
 ROLES = ("weights", "activations", "program")
 ACCELERATED_SCHEMES = tuple(name for name, scheme in SCHEMES.items() if scheme.accelerated)
 REQUIRED_CYCLES = ("load", "store", "gemm", "alu")
+UNIT_OPCODES = tuple(opcode for opcode in OPCODES if opcode != "FINISH")  # FINISH waits for every unit
+SERIAL = {"serial": list(UNIT_OPCODES)}  # one unit: every instruction after the one before it
 
 
 # --- the `accelerator:` section's schema (Hydra structured config) -------------------------------
@@ -95,6 +97,9 @@ class AcceleratorSpec:
     host: HostSpec
     bias_in_accumulators: bool = True
     weight_compression: bool = False
+    double_buffering: bool = False
+    # None: one unit (SERIAL); a default mapping would merge with the target's own units
+    units: Optional[dict[str, list[str]]] = None
 
 
 # --- the checked description ------------------------------------------------------------------------
@@ -189,6 +194,18 @@ class Accelerator:
     # the width of the values its buffers, GEMM and ALU hold: a layer of wider activations (TFLite's 16x8 mode) runs on
     # the host
     activation_bits: int = 8
+    # the units running at once, each its opcodes in program order, synchronised by dependency tokens (isa.py); one unit:
+    # every instruction after the one before it
+    units: tuple[tuple[str, tuple[str, ...]], ...] = tuple((name, tuple(opcodes)) for name, opcodes in SERIAL.items())
+    # a conv's tiles alternate between the halves of INP and ACC, and its layers' weights between the halves of WGT, so
+    # that with several units a tile's loads, the tile before's computation and the one before that's store overlap, and
+    # a layer's weights load during the layer before (where its smallest tile fits a half; else it takes the whole buffers)
+    double_buffering: bool = False
+
+    @property
+    def unit_of(self) -> dict[str, int]:
+        """Each opcode but FINISH: the number of the unit running it."""
+        return {opcode: number for number, (_, opcodes) in enumerate(self.units) for opcode in opcodes}
 
     @property
     def channel_block(self) -> int:
@@ -221,6 +238,8 @@ class Accelerator:
             "host": dataclasses.asdict(self.host),
             "bias_in_accumulators": self.bias_in_accumulators,
             "weight_compression": self.weight_compression,
+            "units": {name: list(opcodes) for name, opcodes in self.units},
+            "double_buffering": self.double_buffering,
         }
 
     @classmethod
@@ -230,7 +249,7 @@ class Accelerator:
         it came from in error messages."""
         read = _Reader(origin, dialect)
         section = read.mapping(data, SECTION, required=("patterns", "gemm_block", "buffers", "layout", "shift_range", "cycles",
-                                                        "memories", "placement", "host"), optional=("bias_in_accumulators", "weight_compression"))
+                                                        "memories", "placement", "host"), optional=("bias_in_accumulators", "weight_compression", "units", "double_buffering"))
         operations = ir_operations(dialect)
         patterns = tuple(read.pattern(item, f"{SECTION}.patterns[{i}]", operations)
                          for i, item in enumerate(read.sequence(section["patterns"], f"{SECTION}.patterns", minimum=1)))
@@ -264,9 +283,11 @@ class Accelerator:
         host = HostCost(**{key: read.number(host_data[key], f"{SECTION}.host.{key}", minimum=0.0) for key in host_data})
         bias_in_accumulators = read.boolean(section.get("bias_in_accumulators", True), f"{SECTION}.bias_in_accumulators")
         weight_compression = read.boolean(section.get("weight_compression", False), f"{SECTION}.weight_compression")
+        units = read.units(SERIAL if section.get("units") is None else section["units"], f"{SECTION}.units")
+        double_buffering = read.boolean(section.get("double_buffering", False), f"{SECTION}.double_buffering")
         return cls(name, patterns, gemm_block, buffers, layout, shift_range, cycles, MappingProxyType(memories),
                    MappingProxyType({role: str(placement[role]) for role in ROLES}), host, bias_in_accumulators, dialect,
-                   weight_compression=weight_compression)
+                   weight_compression=weight_compression, units=units, double_buffering=double_buffering)
 
 
 def accelerator_of(target: Mapping[str, Any], origin: str = "target") -> Accelerator | None:
@@ -368,6 +389,27 @@ class _Reader:
                                  self.integer(data["latency"], f"{where}.latency", minimum=0),
                                  self.integer(data["size"], f"{where}.size", minimum=1))
         return areas
+
+    def units(self, value: Any, key: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        """Units by name, each a list of opcodes: every opcode but FINISH in exactly one, at most UNITS units."""
+        if not isinstance(value, Mapping) or not 1 <= len(value) <= UNITS:
+            raise self.error(key, f"expected a mapping of 1 to {UNITS} units by name, each a list of the opcodes it runs "
+                                  f"({', '.join(UNIT_OPCODES)}), e.g. {{load: [LOAD], compute: [GEMM, ALU], store: [STORE]}}; "
+                                  f"got {value!r}")
+        units, seen = [], {}
+        for name, opcodes in value.items():
+            where = f"{key}.{name}"
+            if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_]+", name):
+                raise self.error(where, "expected a name of letters, digits and '_'")
+            for opcode in self.names(opcodes, where, UNIT_OPCODES, minimum=1):
+                if opcode in seen:
+                    raise self.error(where, f"{opcode} is run by unit {seen[opcode]!r} already; each opcode runs on one unit")
+                seen[opcode] = name
+            units.append((name, tuple(opcodes)))
+        missing = [opcode for opcode in UNIT_OPCODES if opcode not in seen]
+        if missing:
+            raise self.error(key, f"no unit runs {', '.join(missing)}; add it to one of {', '.join(value)}")
+        return tuple(units)
 
     def boolean(self, value: Any, key: str) -> bool:
         if not isinstance(value, bool):

@@ -13,10 +13,15 @@ the array's full width: its weights are one B-int8 vector per tap and channel bl
 micro-op multiplies B pixels of a row (lanes) by the tap's vector; per tap, one GEMM over the rows, the
 row's whole groups of B pixels and the channel blocks, and one for the row's last pixels if B does not
 divide its width (a block-diagonal GEMM stored and moved B times the weights and used 1/B of the array).
+With the target's double_buffering, the tiles alternate between the halves of INP and ACC and the layers between the
+halves of WGT (where the smallest tile fits a half), so that on a machine of several units a tile's loads overlap the
+tile before's GEMMs and ALU and the next layer's weights load during this one; the rows a tile are then those whose
+schedule the cost model times fastest (fewer rows: a longer pipeline, more instructions).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -25,6 +30,7 @@ import numpy as np
 from core.backends.accel.isa import Alu, Gemm, Index, Lanes, Load, Loop
 from core.backends.accel.lowering import (ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, StoredWeights, load_rows, most_rows,
                                           spans)
+from core.backends.accel.schedule import insert_tokens
 from core.backends.accel.target import Accelerator
 from core.ir.fixedpoint import INT32_MAX
 from core.ir.ops.conv.record import ConvLayer
@@ -87,13 +93,22 @@ class _Tile:
     out_blocks: int  # output-channel blocks
 
 
-def _tile_cost(window: Window, depthwise: bool, nib: int, nob: int, low: Lowering, ib_tile: int, ob_tile: int, extra: int):
+@dataclass(frozen=True)
+class _Room:
+    """What a tile may use: INP vectors, WGT B x B blocks, ACC vectors (the whole buffers, or a half of each)."""
+
+    inp: int
+    wgt: int
+    acc: int
+
+
+def _tile_cost(window: Window, depthwise: bool, nib: int, nob: int, low: Lowering, ib_tile: int, ob_tile: int, extra: int, room: _Room):
     """(estimated cycles, rows) of the best row count for these block tiles, `extra` accumulator vectors
     per output block besides the results; None if nothing fits."""
     block, wp = low.block, window.padded_width
-    if window.taps * (ob_tile if depthwise else ib_tile * ob_tile * block) > low.wgt_units * block:  # in B-int8 vectors
+    if window.taps * (ob_tile if depthwise else ib_tile * ob_tile * block) > room.wgt * block:  # in B-int8 vectors
         return None
-    rows = most_rows(window, lambda r: window.input_rows(r) * wp * ib_tile <= low.inp_units and (r * window.out_width + extra) * ob_tile <= low.acc_units)
+    rows = most_rows(window, lambda r: window.input_rows(r) * wp * ib_tile <= room.inp and (r * window.out_width + extra) * ob_tile <= room.acc)
     if rows == 0:
         return None
     row_count, ob_count, ib_count = -(-window.out_height // rows), -(-nob // ob_tile), -(-nib // ib_tile)
@@ -109,18 +124,16 @@ def _tile_cost(window: Window, depthwise: bool, nib: int, nob: int, low: Lowerin
     return estimate, rows
 
 
-def choose_tile(record: ConvLayer, nib: int, nob: int, low: Lowering, extra: int) -> _Tile:
-    """The cheapest tile by the cost model among those that fit the buffers (ties: more rows,
-    then larger block tiles)."""
+def choose_tile(record: ConvLayer, nib: int, nob: int, low: Lowering, extra: int, room: _Room) -> _Tile | None:
+    """The cheapest tile by the cost model among those that fit `room` (ties: more rows, then larger block tiles); None
+    if none does."""
     candidates = []
     for ob_tile in range(nob, 0, -1):
         for ib_tile in ([ob_tile] if record.depthwise else range(nib, 0, -1)):
-            found = _tile_cost(record.window, record.depthwise, nib, nob, low, ib_tile, ob_tile, extra)
+            found = _tile_cost(record.window, record.depthwise, nib, nob, low, ib_tile, ob_tile, extra, room)
             if found is not None:
                 candidates.append((found[0], -found[1], -ib_tile, -ob_tile, _Tile(found[1], ib_tile, ob_tile)))
-    if not candidates:
-        raise LoweringError(f"layer {record.name}: no tile of one output row and one channel block fits the buffers")
-    return min(candidates, key=lambda candidate: candidate[:4])[-1]
+    return min(candidates, key=lambda candidate: candidate[:4])[-1] if candidates else None
 
 
 def conv_lower(record: ConvLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
@@ -142,61 +155,105 @@ def lower_conv(record, params: dict, inputs: list[PackedTensor], output: PackedT
     """conv and dwconv as accelerator instructions (the notes above), the tile chosen by the
     target's cost model among those that fit its buffers."""
     (x,) = inputs
-    bias_vectors = int(arithmetic.bias is not None and not low.accelerator.bias_in_accumulators)
-    tile = choose_tile(record, x.blocks, output.blocks, low, bias_vectors + arithmetic.vectors_per_block)
+    extra = int(arithmetic.bias is not None and not low.accelerator.bias_in_accumulators) + arithmetic.vectors_per_block
+    whole = _Room(low.inp_units, low.wgt_units, low.acc_units)
+    half = _Room(whole.inp // 2, whole.wgt // 2, whole.acc // 2)
+    tile = choose_tile(record, x.blocks, output.blocks, low, extra, half) if low.accelerator.double_buffering else None
+    double = tile is not None
+    tile = tile or choose_tile(record, x.blocks, output.blocks, low, extra, whole)
+    if tile is None:
+        raise LoweringError(f"layer {record.name}: no tile of one output row and one channel block fits the buffers")
+    if double:
+        tile = _pipelined(record, params, x, output, low, arithmetic, tile)
+    _emit_tiles(record, params, x, output, low, arithmetic, tile, double)
+
+
+def _pipelined(record, params: dict, x: PackedTensor, output: PackedTensor, low: Lowering, arithmetic: ConvArithmetic,
+               tile: _Tile) -> _Tile:
+    """With double-buffered tiles on a machine of several units, fewer rows a tile can be faster: a tile's loads, the
+    one before's computation and the store of the one before that run at once. The tile of `tile`'s blocks and 1/1, 1/2,
+    1/4 or 1/8 of its rows whose instructions the cost model times fastest, alone (ties: more rows)."""
+    if len(low.accelerator.units) == 1:
+        return tile
+    timed = []
+    for rows in sorted({max(1, -(-tile.rows // parts)) for parts in (1, 2, 4, 8)}, reverse=True):
+        candidate = dataclasses.replace(tile, rows=rows)
+        scratch = Lowering(low.accelerator)
+        _emit_tiles(record, params, x, output, scratch, arithmetic, candidate, True)
+        ends = scratch.cost.timeline(insert_tokens(scratch.instructions, low.accelerator.unit_of, low.block))
+        timed.append((max(ends, default=0.0), -rows, candidate))
+    return min(timed, key=lambda entry: entry[:2])[-1]
+
+
+def _emit_tiles(record, params: dict, x: PackedTensor, output: PackedTensor, low: Lowering, arithmetic: ConvArithmetic,
+                tile: _Tile, double: bool) -> None:
+    """The layer's weights stored, then its tiles; with `double`, each in its halves of the buffers."""
+    half = _Room(low.inp_units // 2, low.wgt_units // 2, low.acc_units // 2)
     loaded_whole = tile.out_blocks == output.blocks and (record.depthwise or tile.in_blocks == x.blocks)
     weights = low.weight_constant(accel_weights(record, params, low.block), loaded_whole)
+    wgt = low.alternate("WGT", half.wgt) if double else 0
     for r0, r1 in spans(record.window.out_height, tile.rows):
+        inp = low.alternate("INP", half.inp) if double else 0
         for o0, o1 in spans(output.blocks, tile.out_blocks):
-            _lower_tile(record, x, output, low, (r0, r1), (o0, o1), tile, weights, arithmetic)
+            bases = _Bases(inp, wgt, low.alternate("ACC", half.acc) if double else 0)
+            _lower_tile(record, x, output, low, (r0, r1), (o0, o1), tile, weights, arithmetic, bases)
 
 
-def _start_tile(low: Lowering, shape: tuple[int, int, int], o0: int, bias: int | None, what: str) -> None:
+@dataclass(frozen=True)
+class _Bases:
+    """Where a tile's data start: INP vectors, WGT blocks, ACC vectors (0, or a half's start: double buffering)."""
+
+    inp: int = 0
+    wgt: int = 0
+    acc: int = 0
+
+
+def _start_tile(low: Lowering, shape: tuple[int, int, int], o0: int, bias: int | None, acc: int, what: str) -> None:
     """The accumulators' start: the biases (Fig. 4(b): a broadcasting LOAD) or zero (a GEMM RESET)."""
     if bias is not None and low.accelerator.bias_in_accumulators:
-        low.emit(Load("ACC", bias + o0 * low.block * 4, 0, shape, (0, 0, 1), const=True, note=f"{what}: bias preload"))
+        low.emit(Load("ACC", bias + o0 * low.block * 4, acc, shape, (0, 0, 1), const=True, note=f"{what}: bias preload"))
     else:
         rows, out_width, width = shape
-        low.emit(Gemm(Loop(*shape), Index(0, out_width * width, width, 1), Index(0), Index(0), reset=True, note=f"{what}: reset"))
+        low.emit(Gemm(Loop(*shape), Index(acc, out_width * width, width, 1), Index(0), Index(0), reset=True, note=f"{what}: reset"))
 
 
-def _add_bias(low: Lowering, shape: tuple[int, int, int], o0: int, bias: int, at: int, what: str) -> None:
+def _add_bias(low: Lowering, shape: tuple[int, int, int], o0: int, bias: int, acc: int, at: int, what: str) -> None:
     """Fig. 4(a): the tile's bias vectors loaded after its results and added by the vector ALU."""
     rows, out_width, width = shape
     low.emit(Load("ACC", bias + o0 * low.block * 4, at, (1, width, 1), (0, 1, 0), const=True, note=f"{what}: bias vectors"))
-    low.emit(Alu("ADD", Loop(*shape), Index(0, out_width * width, width, 1), Index(at, 0, 0, 1), note=f"{what}: + bias"))
+    low.emit(Alu("ADD", Loop(*shape), Index(acc, out_width * width, width, 1), Index(at, 0, 0, 1), note=f"{what}: + bias"))
 
 
 def _lower_tile(record, x: PackedTensor, output: PackedTensor, low: Lowering, rows: tuple[int, int],
-                blocks: tuple[int, int], tile: _Tile, weights: StoredWeights, arithmetic: ConvArithmetic) -> None:
-    """One tile: output rows [r0, r1) x output blocks [o0, o1)."""
+                blocks: tuple[int, int], tile: _Tile, weights: StoredWeights, arithmetic: ConvArithmetic, bases: _Bases) -> None:
+    """One tile: output rows [r0, r1) x output blocks [o0, o1), its data from `bases`."""
     (r0, r1), (o0, o1) = rows, blocks
     window, block, nob = record.window, low.block, output.blocks
     width = o1 - o0
     shape = (r1 - r0, window.out_width, width)
     what = f"{record.name} rows {r0}-{r1 - 1} blocks {o0}-{o1 - 1}"
     results = shape[0] * shape[1] * width  # ACC: the results, then the bias (Fig. 4(a)) and requantization vectors
-    _start_tile(low, shape, o0, arithmetic.bias, what)
+    _start_tile(low, shape, o0, arithmetic.bias, bases.acc, what)
     for i0, i1 in ([(o0, o1)] if record.depthwise else spans(x.blocks, tile.in_blocks)):
-        low.load(load_rows(window, "INP", 0, x, (r0, r1), (i0, i1), arithmetic.pad_value, f"{what}: input blocks {i0}-{i1 - 1}"),
-                 holds=(record.name, "input", r0, i0, i1))
+        low.load(load_rows(window, "INP", bases.inp, x, (r0, r1), (i0, i1), arithmetic.pad_value, f"{what}: input blocks {i0}-{i1 - 1}"),
+                 holds=(record.name, "input", r0, i0, i1, bases.inp))
         if record.depthwise:
-            low.load(Load("WGTV", weights.address + i0 * block, 0, (window.taps, width, 1), (nob, 1, 0), const=True,
+            low.load(Load("WGTV", weights.address + i0 * block, bases.wgt * block, (window.taps, width, 1), (nob, 1, 0), const=True,
                           note=f"{what}: weight vectors", stream=weights.stream), holds=(record.name, "weight", i0, i1))
         else:
-            low.load(Load("WGT", weights.address + (i0 * nob + o0) * block * block, 0, (window.taps, i1 - i0, width),
+            low.load(Load("WGT", weights.address + (i0 * nob + o0) * block * block, bases.wgt, (window.taps, i1 - i0, width),
                           (x.blocks * nob, nob, 1), const=True, note=f"{what}: weights, input blocks {i0}-{i1 - 1}",
                           stream=weights.stream), holds=(record.name, "weight", i0, i1, o0, o1))
-        _tap_gemms(record, low, shape, i1 - i0, o0, what)
-    vectors = results
+        _tap_gemms(record, low, shape, i1 - i0, o0, bases, what)
+    vectors = bases.acc + results
     if arithmetic.bias is not None and not low.accelerator.bias_in_accumulators:
-        _add_bias(low, shape, o0, arithmetic.bias, results, what)
+        _add_bias(low, shape, o0, arithmetic.bias, bases.acc, vectors, what)
         vectors += width
-    arithmetic.finish(low, 0, shape, blocks, vectors, what)
-    low.store(0, rows, output, blocks, f"{what}: store")
+    arithmetic.finish(low, bases.acc, shape, blocks, vectors, what)
+    low.store(bases.acc, rows, output, blocks, f"{what}: store")
 
 
-def _tap_gemms(record: ConvLayer, low: Lowering, shape: tuple[int, int, int], depth: int, o0: int, what: str) -> None:
+def _tap_gemms(record: ConvLayer, low: Lowering, shape: tuple[int, int, int], depth: int, o0: int, bases: _Bases, what: str) -> None:
     """The GEMMs of one loaded input-block range: per tap (and, for conv, per output block)."""
     window = record.window
     tile_rows, out_width, width = shape
@@ -205,28 +262,29 @@ def _tap_gemms(record: ConvLayer, low: Lowering, shape: tuple[int, int, int], de
     taps = [(kh, kw) for kh in range(window.kernel[0]) for kw in range(window.kernel[1])]
     for tap, (kh, kw) in enumerate(taps):
         dh, dw = window.tap_offset(kh, kw)
-        start = (dh * wp + dw) * depth
+        start = bases.inp + (dh * wp + dw) * depth
         if record.depthwise:
-            _depthwise_gemms(low, shape, start, (row_step, column_step), tap, f"{what}: tap {kh},{kw}")
+            _depthwise_gemms(low, shape, start, (row_step, column_step), tap, bases, f"{what}: tap {kh},{kw}")
             continue
         for ob in range(width):
-            low.emit(Gemm(Loop(tile_rows, out_width, depth), Index(ob, out_width * width, width, 0),
-                          Index(start, row_step, column_step, 1), Index((tap * depth) * width + ob, 0, 0, width),
+            low.emit(Gemm(Loop(tile_rows, out_width, depth), Index(bases.acc + ob, out_width * width, width, 0),
+                          Index(start, row_step, column_step, 1), Index(bases.wgt + (tap * depth) * width + ob, 0, 0, width),
                           note=f"{what}: tap {kh},{kw} out block {o0 + ob}"))
 
 
-def _depthwise_gemms(low: Lowering, shape: tuple[int, int, int], start: int, steps: tuple[int, int], tap: int, what: str) -> None:
+def _depthwise_gemms(low: Lowering, shape: tuple[int, int, int], start: int, steps: tuple[int, int], tap: int, bases: _Bases,
+                     what: str) -> None:
     """One tap of a depthwise tile in the GEMM's depthwise mode: B pixels of a row a micro-op (the row's whole groups of
     B), then the row's last pixels in one micro-op of fewer lanes."""
     tile_rows, out_width, width = shape
     row_step, column_step = steps
     block = low.block
     whole, rest = divmod(out_width, block)
-    weights = Index(tap * width, 0, 0, 1)
+    weights = Index(bases.wgt * block + tap * width, 0, 0, 1)
     if whole:
-        low.emit(Gemm(Loop(tile_rows, whole, width), Index(0, out_width * width, block * width, 1),
+        low.emit(Gemm(Loop(tile_rows, whole, width), Index(bases.acc, out_width * width, block * width, 1),
                       Index(start, row_step, block * column_step, 1), weights, note=what, lanes=Lanes(block, width, column_step)))
     if rest:
-        low.emit(Gemm(Loop(tile_rows, 1, width), Index(whole * block * width, out_width * width, 0, 1),
+        low.emit(Gemm(Loop(tile_rows, 1, width), Index(bases.acc + whole * block * width, out_width * width, 0, 1),
                       Index(start + whole * block * column_step, row_step, 0, 1), weights,
                       note=f"{what}, last {rest} pixel(s)", lanes=Lanes(rest, width, column_step)))

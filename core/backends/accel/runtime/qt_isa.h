@@ -402,24 +402,156 @@ static void qt_isa_alu(qt_isa_where at, const uint8_t *insn)
             }
 }
 
+/* One instruction, as its unit runs it. */
+static void qt_isa_execute(qt_isa_where at, const uint8_t *insn, int8_t *data, long data_bytes, const int8_t *consts, long const_bytes)
+{
+    switch (QT_FIELD(insn, FINISH, OPCODE)) {
+    case QT_OP_LOAD: qt_isa_load(at, insn, data, data_bytes, consts, const_bytes); break;
+    case QT_OP_STORE: qt_isa_store(at, insn, data, data_bytes); break;
+    case QT_OP_GEMM: qt_isa_gemm(at, insn); break;
+    case QT_OP_ALU: qt_isa_alu(at, insn); break;
+    default: qt_isa_fail(at, "unknown opcode", (long)QT_FIELD(insn, FINISH, OPCODE), QT_OP_FINISH);
+    }
+}
+
+/* The units (isa.py: units and dependency tokens): the including file defines QT_ISA_UNITS and each opcode's unit
+ * QT_ISA_UNIT_<opcode>; without them, one unit. QT_ISA_SCHEDULE chooses the order the simulator runs them in:
+ *   0  program order, the tokens ignored (the reference the other two are tested against);
+ *   1  the lowest-numbered unit that can go on first (the target lists its load unit first: the loads run as far
+ *      ahead of the computation as the tokens allow, so a missing token shows as a buffer overwritten too soon);
+ *   2  the highest-numbered first (the stores and the computation as early as the tokens allow, so a missing token
+ *      shows as a buffer read too soon).
+ * Tokens are the machine's state across calls: a layer-by-layer run (QT_DUMP_LAYERS) keeps what an earlier layer
+ * pushed for a later one. */
+#ifndef QT_ISA_UNITS
+#define QT_ISA_UNITS 1
+#define QT_ISA_UNIT_LOAD 0
+#define QT_ISA_UNIT_STORE 0
+#define QT_ISA_UNIT_GEMM 0
+#define QT_ISA_UNIT_ALU 0
+#endif
+#ifndef QT_ISA_SCHEDULE
+#define QT_ISA_SCHEDULE 1
+#endif
+#if QT_ISA_UNITS > QT_ISA_MAX_UNITS
+#error "QT_ISA_UNITS exceeds the units the instruction's token fields encode"
+#endif
+
+static long qt_isa_tokens[QT_ISA_UNITS][QT_ISA_UNITS]; /* [from][to]: pushed, not yet popped */
+
+static int qt_isa_unit_of(qt_isa_where at, const uint8_t *insn)
+{
+    switch (QT_FIELD(insn, FINISH, OPCODE)) {
+    case QT_OP_LOAD: return QT_ISA_UNIT_LOAD;
+    case QT_OP_STORE: return QT_ISA_UNIT_STORE;
+    case QT_OP_GEMM: return QT_ISA_UNIT_GEMM;
+    case QT_OP_ALU: return QT_ISA_UNIT_ALU;
+    default: qt_isa_fail(at, "unknown opcode", (long)QT_FIELD(insn, FINISH, OPCODE), QT_OP_FINISH); return 0;
+    }
+}
+
+static uint32_t qt_isa_pops(const uint8_t *insn) { return QT_FIELD(insn, LOAD, POP); }
+static uint32_t qt_isa_pushes(const uint8_t *insn) { return QT_FIELD(insn, LOAD, PUSH); }
+
+/* the tokens of instruction `insn` of `unit` name only other units of the machine */
+static void qt_isa_check_tokens(qt_isa_where at, const uint8_t *insn, int unit)
+{
+    uint32_t masks = qt_isa_pops(insn) | qt_isa_pushes(insn);
+    if ((masks >> QT_ISA_UNITS) != 0u || (masks >> unit & 1u))
+        qt_isa_fail(at, "a token from or to its own unit or a unit the machine lacks", (long)masks, QT_ISA_UNITS);
+}
+
+static int qt_isa_ready(const uint8_t *insn, int unit)
+{
+    int other;
+    for (other = 0; other < QT_ISA_UNITS; other++)
+        if ((qt_isa_pops(insn) >> other & 1u) && qt_isa_tokens[other][unit] == 0)
+            return 0;
+    return 1;
+}
+
+static void qt_isa_run_unit(qt_isa_where at, const uint8_t *insn, int unit, int8_t *data, long data_bytes, const int8_t *consts,
+                            long const_bytes)
+{
+    int other;
+    for (other = 0; other < QT_ISA_UNITS; other++)
+        if (qt_isa_pops(insn) >> other & 1u)
+            qt_isa_tokens[other][unit]--;
+    qt_isa_execute(at, insn, data, data_bytes, consts, const_bytes);
+    for (other = 0; other < QT_ISA_UNITS; other++)
+        if (qt_isa_pushes(insn) >> other & 1u)
+            qt_isa_tokens[unit][other]++;
+}
+
+/* the position of the next instruction of `unit` from `pc` on, `end` if none */
+static long qt_isa_next(const char *function, const uint8_t *program, long pc, long end, int unit)
+{
+    for (; pc < end; pc++) {
+        qt_isa_where at;
+        at.function = function;
+        at.pc = pc;
+        if (qt_isa_unit_of(at, program + pc * 4 * QT_ISA_WORDS) == unit)
+            break;
+    }
+    return pc;
+}
+
+/* FINISH: every unit has finished, and every token pushed has been popped */
+static void qt_isa_finish(qt_isa_where at)
+{
+    int from, to;
+    for (from = 0; from < QT_ISA_UNITS; from++)
+        for (to = 0; to < QT_ISA_UNITS; to++) {
+            if (qt_isa_tokens[from][to] != 0 && QT_ISA_SCHEDULE != 0)
+                qt_isa_fail(at, "FINISH with tokens pushed and never popped (from unit, count)", from, qt_isa_tokens[from][to]);
+            qt_isa_tokens[from][to] = 0;
+        }
+}
+
 /* Run one accelerator function: `count` instructions of 64 bytes, up to its FINISH. */
 static inline void qt_isa_run(const char *function, const uint8_t *program, long count, int8_t *data, long data_bytes,
                        const int8_t *consts, long const_bytes)
 {
-    long pc;
-    for (pc = 0; pc < count; pc++) {
-        const uint8_t *insn = program + pc * 4 * QT_ISA_WORDS;
-        qt_isa_where at;
-        at.function = function;
-        at.pc = pc;
-        switch (QT_FIELD(insn, FINISH, OPCODE)) {
-        case QT_OP_LOAD: qt_isa_load(at, insn, data, data_bytes, consts, const_bytes); break;
-        case QT_OP_STORE: qt_isa_store(at, insn, data, data_bytes); break;
-        case QT_OP_GEMM: qt_isa_gemm(at, insn); break;
-        case QT_OP_ALU: qt_isa_alu(at, insn); break;
-        case QT_OP_FINISH: return;
-        default: qt_isa_fail(at, "unknown opcode", (long)QT_FIELD(insn, FINISH, OPCODE), QT_OP_FINISH);
+    long end, next[QT_ISA_UNITS];
+    int unit, remaining;
+    qt_isa_where at;
+    at.function = function;
+    for (end = 0; end < count && QT_FIELD(program + end * 4 * QT_ISA_WORDS, FINISH, OPCODE) != QT_OP_FINISH; end++) {
+        at.pc = end;
+        qt_isa_check_tokens(at, program + end * 4 * QT_ISA_WORDS, qt_isa_unit_of(at, program + end * 4 * QT_ISA_WORDS));
+    }
+    if (QT_ISA_SCHEDULE == 0) {
+        for (at.pc = 0; at.pc < end; at.pc++)
+            qt_isa_execute(at, program + at.pc * 4 * QT_ISA_WORDS, data, data_bytes, consts, const_bytes);
+    } else {
+        for (unit = 0; unit < QT_ISA_UNITS; unit++)
+            next[unit] = qt_isa_next(function, program, 0, end, unit);
+        for (remaining = 1; remaining;) {
+            int k, chosen = -1;
+            remaining = 0;
+            for (k = 0; k < QT_ISA_UNITS; k++) {
+                unit = QT_ISA_SCHEDULE == 1 ? k : QT_ISA_UNITS - 1 - k;
+                if (next[unit] >= end)
+                    continue;
+                remaining = 1;
+                if (chosen < 0 && qt_isa_ready(program + next[unit] * 4 * QT_ISA_WORDS, unit))
+                    chosen = unit;
+            }
+            if (!remaining)
+                break;
+            if (chosen < 0) {
+                at.pc = next[0];
+                qt_isa_fail(at, "deadlock: the next instruction of every unit waits for a token never pushed (unit 0's next)",
+                            next[0], end);
+            }
+            at.pc = next[chosen];
+            qt_isa_run_unit(at, program + at.pc * 4 * QT_ISA_WORDS, chosen, data, data_bytes, consts, const_bytes);
+            next[chosen] = qt_isa_next(function, program, at.pc + 1, end, chosen);
         }
+    }
+    if (end < count) {
+        at.pc = end;
+        qt_isa_finish(at);
     }
 }
 
