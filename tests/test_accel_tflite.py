@@ -54,15 +54,15 @@ def _network(layers: list[dict], params: dict) -> Ir:
 
 
 def _run_on_the_accelerator(ir: Ir, accelerator: Accelerator, work: Path, on_accelerator: list[str], images: int = 3,
-                            schedule: int = 1) -> None:
+                            schedule: int = 1, inputs: np.ndarray | None = None) -> None:
     """The program (host C driving the ISA simulator, its units in the order `schedule` chooses: qt_isa.h's
     QT_ISA_SCHEDULE) gives every end point's byte the host kernels give."""
     plan = partition(ir, accelerator)
     assert [g.layer for g in plan.groups if g.target == ACCEL] == on_accelerator, [(g.layer, g.reason) for g in plan.groups]
     program = generate_program(ir, plan)
     binary = compile_program(program.write(work), work / "network", defines=("QT_PORTABLE", f"QT_ISA_SCHEDULE={schedule}"))
-    rng = np.random.default_rng(len(ir.layers))
-    inputs = rng.integers(-128, 128, (images, *program.input_shape)).astype(np.int8)
+    if inputs is None:
+        inputs = np.random.default_rng(len(ir.layers)).integers(-128, 128, (images, *program.input_shape)).astype(np.int8)
     expected = IntegerSimulator(ir).run_int8(inputs)
     outputs = run_program(binary, program, inputs, work / "run").outputs
     for name in program.end_points:
@@ -179,6 +179,48 @@ def test_every_pool_lowering_gives_the_host_kernels_bytes(tmp_path_factory, plac
                             schedule=schedule)
 
 
+@st.composite
+def softmax_layers(draw) -> dict:
+    """TFLite's int8 SOFTMAX over C classes (rows of several blocks) of a vector or an H x W image, at scales and betas
+    whose differences reach diff_min (exps the kernel skips) or not."""
+    classes = draw(st.integers(1, 40))
+    shape = draw(st.sampled_from([[classes], [1, 1, classes], [draw(st.integers(1, 3)), draw(st.integers(1, 3)), classes]]))
+    return {"operation": "softmax", "scheme": SCHEME, "shape": shape, "input_scale": draw(st.sampled_from([0.004, 0.05, 0.17, 1.0, 8.0])),
+            "input_zero_point": draw(zero_points), "output_scale": 1 / 256, "output_zero_point": -128,
+            "beta": draw(st.sampled_from([1.0, 0.3, 2.5]))}
+
+
+@LAYERS
+@given(fields=softmax_layers(), block=st.sampled_from([16, 4]), schedule=SCHEDULES)
+def test_the_softmax_lowering_gives_the_host_kernels_bytes(tmp_path_factory, fields, block, schedule):
+    _run_on_the_accelerator(_one_layer(fields, {}), _accelerator(True, block), tmp_path_factory.mktemp("softmax"), ["layer"],
+                            schedule=schedule)
+
+
+@LAYERS
+@given(data=st.data(), block=st.sampled_from([16, 4]), schedule=SCHEDULES)
+def test_the_lut_lowering_gives_the_host_kernels_bytes(tmp_path_factory, data, block, schedule):
+    """Any table of 256 int8s over a vector or an H x W x C image (LOGISTIC's fields: the lowering reads the table alone)."""
+    shape = data.draw(st.sampled_from([[data.draw(st.integers(1, 40))], [data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4)),
+                                                                            data.draw(st.integers(1, 40))]]))
+    fields = {"operation": "lut", "scheme": SCHEME, "function": "LOGISTIC", "shape": shape, "input_scale": 0.1, "input_zero_point": 0,
+              "output_scale": 1 / 256, "output_zero_point": -128}
+    table = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1))).integers(-128, 128, 256).astype(np.int8)
+    _run_on_the_accelerator(_one_layer(fields, {"table": table}), _accelerator(True, block), tmp_path_factory.mktemp("lut"), ["layer"],
+                            schedule=schedule)
+
+
+def test_a_softmax_of_511_equal_classes_rounds_at_the_alus_last_shift_and_512_stay_on_the_host(tmp_path):
+    """Equal inputs make every exp one: the sum 511 x 2^19 has 4 leading zeros, so the output's rounding shift 35 - 4 is
+    the ALU's 31; 512 classes could need 32: that softmax is the host's, with the reason."""
+    fields = {"operation": "softmax", "scheme": SCHEME, "input_scale": 0.1, "input_zero_point": 0, "output_scale": 1 / 256,
+              "output_zero_point": -128, "beta": 1.0}
+    _run_on_the_accelerator(_one_layer({**fields, "shape": [511]}, {}), ACCEL_TFLITE, tmp_path / "equal", ["layer"],
+                            inputs=np.full((2, 1, 1, 511), 7, np.int8))
+    (group,) = partition(_one_layer({**fields, "shape": [512]}, {}), ACCEL_TFLITE).groups
+    assert group.target == HOST and "at most 511" in group.reason
+
+
 @pytest.mark.parametrize("placement", PLACEMENTS)
 @LAYERS
 @given(data=st.data(), block=st.sampled_from([16, 4]), schedule=SCHEDULES)
@@ -222,6 +264,19 @@ def test_rmul_rshra_and_lsl_are_tflites_arithmetic_at_int32s_extremes(tmp_path):
                     "RSHRA": lambda: rounding_divide_by_pot(values, operand),
                     "LSL": lambda: ((values << operand) + 2**31) % 2**32 - 2**31}[op]()
         assert np.array_equal(_alu_on(tmp_path / f"{op}{operand}", Alu(op, Loop(1), Index(0), None, operand, **extra), values), expected)
+
+
+def test_the_reductions_across_a_vector_and_clz_at_int32s_extremes(tmp_path):
+    """MAXR and SUMR of a vector's first lanes (the sum wrapping modulo 2^32) in every lane; CLZ of each lane as a uint32."""
+    values = np.array([5, INT32_MAX, INT32_MAX, -1, INT32_MIN, 0, 1, 2**30, -(2**30), 7, 12345, -12345, 3, 2**20, 1, 2], np.int64)
+    for lanes in (1, 3, 4, 16):
+        sum_of = ((values[:lanes].sum() + 2**31) % 2**32) - 2**31
+        assert np.array_equal(_alu_on(tmp_path / f"max{lanes}", Alu("MAXR", Loop(1), Index(0), Index(0), lanes=lanes % 16), values),
+                              np.full(16, values[:lanes].max()))
+        assert np.array_equal(_alu_on(tmp_path / f"sum{lanes}", Alu("SUMR", Loop(1), Index(0), Index(0), lanes=lanes % 16), values),
+                              np.full(16, sum_of))
+    expected = [32 - int(value & 0xFFFFFFFF).bit_length() for value in values]
+    assert np.array_equal(_alu_on(tmp_path / "clz", Alu("CLZ", Loop(1), Index(0), Index(0)), values), expected)
 
 
 def _alu_on(work: Path, instruction: Alu, values: np.ndarray) -> np.ndarray:

@@ -71,6 +71,7 @@ class NetworkProgram(CProgram):
     functions: list[AccelFunction] = field(default_factory=list)
     accel_constant_bytes: int = 0
     accel_constant_raw_bytes: int = 0  # the same constants stored without compression
+    accel_constants: bytes = b""  # the CONST segment the accelerator's DMA reads (tiled weights, compressed streams, biases)
     # the accelerator's instructions: cost model statistics, and `cycles_host` (the host's work) and `cycles_total` (both)
     statistics: dict[str, float] = field(default_factory=dict)
     host_cycles: dict[str, float] = field(default_factory=dict)  # each host layer's cycles, and each "pack <t>" / "unpack <t>"
@@ -141,6 +142,7 @@ class _ProgramBuilder:
                        if np.dtype(dtype) != np.int8}
         self.end_points = ir.end_point_layers
         self.native = {**{name: HOST_LAYOUT for name in self.inputs}, **{g.layer: g.layout for g in plan.groups}}
+        self.aliases: dict[str, str] = {}  # a layout change's value -> the value whose buffer holds its bytes (_same_bytes)
         self.symbols = c_symbols(ir)
         self.steps: list[_Step] = []
         self.offsets: dict[str, int] = {}
@@ -180,7 +182,8 @@ class _ProgramBuilder:
             end_points=self.end_points, shapes={name: self.shapes[name] for name in self.layers},
             constant_bytes=host_bytes + accel_bytes, arena_bytes=self.arena, files=files, dtypes=self.dtypes, functions=functions,
             accel_constant_bytes=accel_bytes, statistics=stats, host_cycles=host_cycles,
-            accel_constant_raw_bytes=accel_bytes + (lowering.compression_saved_bytes if lowering is not None else 0))
+            accel_constant_raw_bytes=accel_bytes + (lowering.compression_saved_bytes if lowering is not None else 0),
+            accel_constants=bytes(lowering.constants) if lowering is not None else b"")
 
     def _bytes(self, tensor: str) -> int:
         """A tensor's bytes in the host layout: its elements x the size of its integers."""
@@ -192,10 +195,27 @@ class _ProgramBuilder:
             layout = self.native[tensor]
         value = _value(tensor, layout)
         if value not in materialized:
-            self.steps.append(_Step([value], [_value(tensor, self.native[tensor])]))
+            if self._same_bytes(tensor):  # no copy: the one buffer is both
+                self.aliases[value] = _value(tensor, self.native[tensor])
+            else:
+                self.steps.append(_Step([value], [_value(tensor, self.native[tensor])]))
             conversions.append(("pack" if layout == ACCEL_LAYOUT else "unpack", tensor))
             materialized.add(value)
-        return value
+        return self._resolved(value)
+
+    def _same_bytes(self, tensor: str) -> bool:
+        """Whether the tensor's accelerator layout holds its host (HWC) bytes as they are: int8, whole channel blocks, the
+        layout's H, W, C order (a dense layer's 1 x 1 x 640 input or output): a pack or unpack of it is no copy."""
+        shape = self.shapes[tensor]
+        if self.accelerator is None or len(shape) != 3 or np.dtype(self.dtypes.get(tensor, np.int8)).itemsize != 1:
+            return False
+        height, width, channels = shape
+        blocks, remainder = divmod(channels, self.accelerator.channel_block)
+        return remainder == 0 and packed_strides(self.accelerator, height, width, channels) == (width * blocks, blocks, 1)
+
+    def _resolved(self, value: str) -> str:
+        """The buffer a value lives in: itself, or the value a layout change without a copy aliases."""
+        return self.aliases.get(value, value)
 
     def _plan_steps(self) -> None:
         """Each unit's steps, the conversions its layers need first (a function's layers run as one
@@ -229,7 +249,7 @@ class _ProgramBuilder:
         among them, as TensorFlow Lite Micro's arena holds them: the input lives from before the first layer (run_network
         copies the image there) to its last reader, each end point from its layer to the end (run_network copies it
         out), every other value from its writer to its last reader."""
-        first, last = (list(self._input_values), []), ([], [_value(name, HOST_LAYOUT) for name in self.end_points])
+        first, last = (list(self._input_values), []), ([], [self._resolved(_value(name, HOST_LAYOUT)) for name in self.end_points])
         values = {*self._input_values, *(value for step in self.steps for value in step.writes)}
         align = ARENA_ALIGN if self.accelerator is None else math.lcm(ARENA_ALIGN, self.accelerator.channel_block)
         self.offsets, self.arena = plan_buffers([first, *[(step.writes, step.reads) for step in self.steps], last],
@@ -269,12 +289,12 @@ class _ProgramBuilder:
         return [_value(name, HOST_LAYOUT) for name in self.inputs]
 
     def _buffer(self, value: str) -> str:
-        return f"qt_arena + {self.offsets[value]}"
+        return f"qt_arena + {self.offsets[self._resolved(value)]}"
 
     def _packed(self, tensor: str) -> PackedTensor:
         if tensor in self.plan.read_in_host_layout:
-            return in_host_layout(self.accelerator, self.offsets[_value(tensor, HOST_LAYOUT)], self.shapes[tensor])
-        return packed(self.accelerator, self.offsets[_value(tensor, ACCEL_LAYOUT)], self.shapes[tensor])
+            return in_host_layout(self.accelerator, self.offsets[self._resolved(_value(tensor, HOST_LAYOUT))], self.shapes[tensor])
+        return packed(self.accelerator, self.offsets[self._resolved(_value(tensor, ACCEL_LAYOUT))], self.shapes[tensor])
 
     # --- operator level --------------------------------------------------------------------------
     def _lower_region(self, region: Region, lowering: Lowering) -> AccelFunction:

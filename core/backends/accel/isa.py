@@ -17,7 +17,7 @@ base + i0 * f0 + i1 * f1 + i2 * f2 (in its buffer's units).
 
   LOAD   sub = buffer (INP, WGT, ACC = int32 vectors, ACC8 = int8 vectors sign-extended into
          ACC, WGTV = int8 vectors into WGT); flag CONST = read the CONST segment; flag COMPRESSED (with
-         CONST, no padding): dram holds `stream` bytes of core/backends/accel/compression.py's width-packed
+         CONST, no padding): dram holds `stream` bytes of core/backends/accel/compression.py's width-packed, masked or Rice-coded
          groups, decoded as read into the box's y * x * c units in order (the strides unused).
          `narrow` (INP, ACC8; 1..B, 0 = B): a unit in DRAM is that many bytes, the vector's other lanes
          pad_value: a tensor of at most B channels read in the host's HWC layout (the strides in
@@ -44,6 +44,11 @@ base + i0 * f0 + i1 * f1 + i2 * f2 (in its buffer's units).
          int32 `x * (1 << left_shift)`); flag IMM: the second operand is the immediate for
          every lane, else acc[s] lane by lane (a per-channel multiplier or shift vector: RMUL,
          RSHRA and LSL take either; RSHR and SHL the immediate only). Result to acc[d].
+         Of the vector acc[s] alone (no IMM; `lanes` 1..B, 0 = B, of it read): MAXR and SUMR (its lanes'
+         maximum, their sum modulo 2^32, in every lane of acc[d]: the reductions across a vector a
+         softmax takes), LUT (lane by lane, the entry acc[s] in 0..255 of the 256-int32 table whose
+         first vector is acc[imm] (entry k: vector imm + k / B, lane k % B); the lanes past `lanes` 0),
+         CLZ (lane by lane, the leading zeros of acc[s] as a uint32, 32 for 0).
   FINISH the end of an accelerator function.
 
 Units and dependency tokens (VTA's dependency queues, generalised): a target groups the opcodes into at most UNITS
@@ -65,18 +70,21 @@ import struct
 from dataclasses import dataclass, fields, replace
 from typing import Iterable
 
-from core.backends.accel.compression import GROUP
+from core.backends.accel.compression import GROUP, RICE
 
 WORDS = 16
 INSTRUCTION_BYTES = 4 * WORDS
 
 OPCODES = {"LOAD": 1, "STORE": 2, "GEMM": 3, "ALU": 4, "FINISH": 5}
 BUFFERS = {"INP": 0, "WGT": 1, "ACC": 2, "ACC8": 3, "WGTV": 4}
-ALU_OPS = {"MOV": 0, "ADD": 1, "MAX": 2, "MIN": 3, "RSHR": 4, "SHL": 5, "RMUL": 6, "RSHRA": 7, "LSL": 8}
+ALU_OPS = {"MOV": 0, "ADD": 1, "MAX": 2, "MIN": 3, "RSHR": 4, "SHL": 5, "RMUL": 6, "RSHRA": 7, "LSL": 8, "MAXR": 9, "SUMR": 10,
+           "LUT": 11, "CLZ": 12}
+VECTOR_OPS = ("MAXR", "SUMR", "LUT", "CLZ")  # ALU operations of a vector operand alone (no immediate), `lanes` of it
+LUT_ENTRIES = 256  # LUT: a table of 256 int32s in ACC
 RMUL_ROUND = (1, 62)  # RMUL's `round` field: the product of two int32s and its rounding constant fit int64
 DOUBLING_HIGH_MUL = 31  # RMUL round = 31: gemmlowp's SaturatingRoundingDoublingHighMul
 FLAG_CONST = 1  # LOAD: from the CONST segment
-FLAG_COMPRESSED = 2  # LOAD: a width-packed stream (core/backends/accel/compression.py)
+FLAG_COMPRESSED = 2  # LOAD: a compressed stream (core/backends/accel/compression.py)
 FLAG_RESET = 1  # GEMM: zero the accumulators
 FLAG_DEPTHWISE = 2  # GEMM: lanes of pixels times weight vectors
 FLAG_IMM = 1  # ALU: immediate second operand
@@ -142,7 +150,7 @@ LAYOUT: dict[str, tuple[Field, ...]] = {
              *_strides(6, "acc_f"), *_strides(9, "inp_f"), *_strides(12, "wgt_f"), Field("lanes", 15, 0, 8),
              Field("acc_lane", 15, 8, 12), Field("inp_lane", 15, 20, 12)),
     "ALU": (*_header(), *_tokens(), Field("dst", 1, 0, 32), Field("src", 2, 0, 32), Field("imm", 3, 0, 32, signed=True), *_loop(),
-            *_strides(6, "dst_f"), *_strides(9, "src_f"), Field("round", 12, 0, 8)),
+            *_strides(6, "dst_f"), *_strides(9, "src_f"), Field("round", 12, 0, 8), Field("lanes", 12, 8, 8)),
     "FINISH": tuple(_header()),
 }
 
@@ -327,26 +335,29 @@ class Alu:
     imm: int = 0
     note: str = ""
     round: int = 0  # RMUL: the product's rounding shift (RMUL_ROUND); 0 for every other operation
+    lanes: int = 0  # MAXR, SUMR, LUT: the source's lanes 0..lanes-1 (0: all B); 0 for every other operation
     pop: int = 0  # dependency tokens: a bit per unit (the module docstring)
     push: int = 0
 
     kind = "ALU"
 
     def values(self) -> dict[str, int]:
-        return {"sub": ALU_OPS[self.op], "flags": FLAG_IMM if self.src is None else 0, "pop": self.pop, "push": self.push, "imm": self.imm, **self.loop.values(),
-                **self.dst.values("dst"), **(self.src or Index(0)).values("src"), "round": self.round}
+        return {"sub": ALU_OPS[self.op], "flags": FLAG_IMM if self.src is None else 0, "pop": self.pop, "push": self.push, "imm": self.imm,
+                **self.loop.values(), **self.dst.values("dst"), **(self.src or Index(0)).values("src"), "round": self.round,
+                "lanes": self.lanes}
 
     @classmethod
     def read(cls, v: dict[str, int]) -> "Alu":
-        immediate = bool(v["flags"] & FLAG_IMM)
-        return cls(_name(ALU_OPS, v["sub"], "ALU operation"), Loop(v["e0"], v["e1"], v["e2"]), Index.read(v, "dst"),
-                   None if immediate else Index.read(v, "src"), v["imm"] if immediate else 0, round=v["round"])
+        immediate, op = bool(v["flags"] & FLAG_IMM), _name(ALU_OPS, v["sub"], "ALU operation")
+        return cls(op, Loop(v["e0"], v["e1"], v["e2"]), Index.read(v, "dst"), None if immediate else Index.read(v, "src"),
+                   v["imm"] if immediate or op == "LUT" else 0, round=v["round"], lanes=v["lanes"])
 
     def text(self) -> str:
         operand = f"#{self.imm}" if self.src is None else _index_text(self.src)
-        rounding = f" round={self.round}" if self.round else ""
+        extra = (f" round={self.round}" if self.round else "") + (f" lanes={self.lanes}" if self.lanes else "")
+        extra += f" table={self.imm}" if self.op == "LUT" else ""
         return (f"ALU    {self.op:<5} loop={[self.loop.e0, self.loop.e1, self.loop.e2]} dst={_index_text(self.dst)} "
-                f"src={operand}{rounding}")
+                f"src={operand}{extra}")
 
 
 @dataclass(frozen=True)
@@ -449,7 +460,8 @@ def layout_header() -> str:
              "#ifndef QT_ISA_LAYOUT_H", "#define QT_ISA_LAYOUT_H", ""]
     for prefix, table in (("QT_OP", OPCODES), ("QT_BUF", BUFFERS), ("QT_ALU", ALU_OPS)):
         lines += [f"#define {prefix}_{name} {value}" for name, value in table.items()]
-    lines += [f"#define QT_ISA_GROUP {GROUP} /* values per group of a compressed stream */"]
+    lines += [f"#define QT_ISA_GROUP {GROUP} /* values per group of a compressed stream */",
+              f"#define QT_ISA_RICE {RICE} /* a compressed stream's header bit: a Rice-coded run of groups */"]
     lines += [f"#define QT_FLAG_CONST {FLAG_CONST}", f"#define QT_FLAG_COMPRESSED {FLAG_COMPRESSED}", f"#define QT_FLAG_RESET {FLAG_RESET}", f"#define QT_FLAG_DEPTHWISE {FLAG_DEPTHWISE}",
               f"#define QT_FLAG_IMM {FLAG_IMM}", f"#define QT_ISA_MAX_UNITS {UNITS}", ""]
     for kind, specs in LAYOUT.items():

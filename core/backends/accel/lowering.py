@@ -137,6 +137,18 @@ class Lowering:
         self.emit(load)
         self.resident[buffer] = holds
 
+    def load_all(self, loads: list[Load], holds: Hashable) -> None:
+        """Emit `loads` (into one buffer) unless it already holds `holds`."""
+        buffers = {"ACC" if load.buffer == "ACC8" else load.buffer for load in loads}
+        if len(buffers) != 1:
+            raise LoweringError(f"load_all of several buffers: {sorted(buffers)}")
+        (buffer,) = buffers
+        if self.resident.get(buffer) == holds:
+            return
+        for load in loads:
+            self.emit(load)
+        self.resident[buffer] = holds
+
     def forget(self) -> None:
         """A new layer: nothing in the buffers is known to be reusable."""
         self.resident.clear()
@@ -235,14 +247,16 @@ class Rescale:
     def immediate(self, values: tuple[int, ...]) -> int:
         return values[0] if self.uniform(values) else 0
 
-    def vector_table(self, channels: int, block: int) -> np.ndarray:
-        """[channel block][multipliers, right shifts, left shifts][block] int32, zero past `channels` (the
-        tile's LOAD of vectors: channel blocks o0..o1 of each row)."""
+    def vector_tables(self, channels: int, block: int) -> tuple[np.ndarray, np.ndarray]:
+        """The tile's vectors in CONST, zero past `channels`: the multipliers, int32 [channel block][block]; the right and
+        the left shifts, int8 [2][channel block][block] (0..61: a byte each, loaded sign-extended, half the flash of
+        int32s)."""
         blocks = -(-channels // block)
         table = np.zeros((3, blocks * block), np.int64)
         for row, values in enumerate((self.multipliers, self.right_shifts, self.left_shifts)):
             table[row, :channels] = np.broadcast_to(values, (channels,))
-        return table.reshape(3, blocks, block).astype(np.int32)
+        table = table.reshape(3, blocks, block)
+        return table[0].astype(np.int32), table[1:].astype(np.int8)
 
 
 def in_host_layout(accelerator: Accelerator, address: int, shape: list[int] | tuple[int, ...]) -> PackedTensor:
@@ -350,7 +364,16 @@ def lowers(operation: str, tile_needs: Callable[..., dict[str, int]], refusals: 
     def register(lower: Callable[..., None]) -> Callable[..., None]:
         if operation in LOWERINGS or operation in HOST_ONLY:
             raise ValueError(f"{operation!r} declared twice in the accelerator's registry")
-        LOWERINGS[operation] = OpLowering(lower, tile_needs, refusals or (lambda record, params: []), reads_host_layout)
+        refused = refusals or (lambda record, params: [])
+
+        def checked(record, params: dict, *arguments) -> None:
+            """`lower`, after the refusals the partition should have kept on the host (a LoweringError naming them)."""
+            problems = refused(record, params)
+            if problems:
+                raise LoweringError(f"layer {record.name}: {'; '.join(problems)}")
+            lower(record, params, *arguments)
+
+        LOWERINGS[operation] = OpLowering(checked, tile_needs, refused, reads_host_layout)
         return lower
 
     return register

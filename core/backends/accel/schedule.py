@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-from core.backends.accel.isa import UNITS, Alu, Finish, Gemm, Index, Instruction, Load, Loop, Store, unit_bytes
+from core.backends.accel.isa import LUT_ENTRIES, UNITS, Alu, Finish, Gemm, Index, Instruction, Load, Loop, Store, unit_bytes
 
 BUFFER_SPACE = {"INP": "INP", "WGT": "WGT", "WGTV": "WGT", "ACC": "ACC", "ACC8": "ACC"}
 
@@ -78,7 +78,12 @@ def accesses(instruction: Instruction, block: int) -> tuple[Access, ...]:
         if instruction.loop.count == 0:
             return ()
         dst = Access("ACC", *_span(instruction.dst, instruction.loop), True)
-        return (dst,) if instruction.src is None else (dst, Access("ACC", *_span(instruction.src, instruction.loop), False))
+        if instruction.src is None:
+            return (dst,)
+        src = Access("ACC", *_span(instruction.src, instruction.loop), False)
+        if instruction.op == "LUT":
+            return dst, src, Access("ACC", instruction.imm, instruction.imm + -(-LUT_ENTRIES // block), False)
+        return dst, src
     return ()
 
 

@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 
 from core.backends.accel.isa import Load
-from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, Rescale, lowers
+from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, PackedTensor, Rescale, lowers
 from core.backends.accel.ops.conv import ConvArithmetic, conv_lower, conv_tile_needs, lower_conv
 from core.backends.accel.target import Accelerator
 from core.ir.fixedpoint import INT32_MAX
@@ -85,22 +85,20 @@ def _padded(values: np.ndarray, channels: int, block: int) -> np.ndarray:
 
 
 def affine_conv_lower(record: ConvLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
-    problems = affine_conv_refusals(record, params)
-    if problems:
-        raise LoweringError(f"layer {record.name}: {'; '.join(problems)}")
     block, channels = low.block, record.output_channel_num
     bias = low.constant(_padded(fused_bias(record, params), channels, block))
     scaling = Rescale(tuple(int(m) for m in params["multiplier"]), tuple(int(s) for s in params["shift"]), record.rounding)
     per_channel = not all(map(scaling.uniform, (scaling.multipliers, scaling.left_shifts, scaling.right_shifts)))
-    table = low.constant(scaling.vector_table(channels, block)) if per_channel else None
+    multipliers, shifts = (low.constant(table) for table in scaling.vector_tables(channels, block)) if per_channel else (None, None)
     blocks = -(-channels // block)
 
     def finish(low: Lowering, base: int, shape: tuple[int, int, int], tile_blocks: tuple[int, int], vectors: int, what: str) -> None:
         o0, o1 = tile_blocks
-        if table is not None:
-            from_table = Load("ACC", table + o0 * block * 4, vectors, (VECTORS, o1 - o0, 1), (blocks, 1, 0), const=True,
-                              note=f"{what}: multipliers and shifts")
-            low.load(from_table, holds=(record.name, "requantization", o0, o1, vectors))
+        if multipliers is not None:  # [multipliers][right shifts][left shifts], a vector of each per block (Rescale)
+            low.load_all([Load("ACC", multipliers + o0 * block * 4, vectors, (1, o1 - o0, 1), (0, 1, 0), const=True,
+                               note=f"{what}: multipliers"),
+                          Load("ACC8", shifts + o0 * block, vectors + o1 - o0, (2, o1 - o0, 1), (blocks, 1, 0), const=True,
+                               note=f"{what}: shifts")], holds=(record.name, "requantization", o0, o1, vectors))
         low.rescale(base, shape, dataclasses.replace(scaling, vectors=vectors), what)
         low.alu_over("ADD", base, shape, record.output_grid.zero_point, f"{what}: + output zero point")
         low.alu_over("MAX", base, shape, record.output_min, f"{what}: clamp low")

@@ -7,8 +7,6 @@ HOST_ONLY_REASONS = {
     "concat2": "the accelerator has no concatenation",
     "concat": "the accelerator has no concatenation",
     "resize_bilinear": "the accelerator has no interpolation",
-    "lut": "the accelerator has no table lookup",
-    "softmax": "the accelerator has no exponent or division",
     "mul": "the accelerator multiplies only by constant weights",
     "batch_matmul": "the accelerator's GEMM reads its weights from the constant area: a product of two activations is the host's",
     "gather": "a lookup of table rows by ids known at run time: the accelerator's DMA loads addresses fixed when it is compiled",

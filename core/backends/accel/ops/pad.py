@@ -33,9 +33,6 @@ def pad_lower(record, params: dict, inputs: list[PackedTensor], output: PackedTe
     (x,) = inputs
     window = _window(record)
     blocks = x.blocks
-    problems = pad_refusals(record, params)
-    if problems:
-        raise LoweringError(f"layer {record.name}: {'; '.join(problems)}")
     rows, block_tile = most_rows(window, lambda r: r * window.padded_width * blocks <= low.acc_units), blocks
     if rows == 0:  # not one row of every block: one row of as many blocks as fit
         rows, block_tile = 1, min(blocks, low.acc_units // window.padded_width)

@@ -78,9 +78,6 @@ def mean_refusals(record: AvgPoolLayer, params: dict) -> list[str]:
 
 @lowers("avg_pool", pool_tile_needs, mean_refusals)
 def avg_pool_lower(record: AvgPoolLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
-    problems = mean_refusals(record, params)
-    if problems:
-        raise LoweringError(f"layer {record.name}: {'; '.join(problems)}")
     averaging = record.averaging
 
     def finish(low: Lowering, base: int, shape: tuple[int, int, int], what: str) -> None:

@@ -5,7 +5,7 @@ values across the blocked layout's rows and blocks: the host's copy (its refusal
 
 from __future__ import annotations
 
-from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, copy_box, lowers
+from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, PackedTensor, copy_box, lowers
 from core.backends.accel.target import Accelerator
 from core.ir.ops.reshape.record import ReshapeLayer
 
@@ -31,8 +31,5 @@ def reshape_tile_needs(record: ReshapeLayer, accelerator: Accelerator) -> dict[s
 
 @lowers("reshape", reshape_tile_needs, reshape_refusals)
 def reshape_lower(record: ReshapeLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
-    problems = reshape_refusals(record, params)
-    if problems:
-        raise LoweringError(f"layer {record.name}: {'; '.join(problems)}")
     (x,) = inputs
     copy_box(low, record.name, x, output)

@@ -125,9 +125,43 @@ static void qt_isa_check_dram(qt_isa_where at, const char *what, long dram, long
         qt_isa_fail(at, what, dram + (high + 1) * unit, segment_bytes);
 }
 
+/* a Rice run of a compressed stream (compression.py): `count` codes, each its quotient by 2^k in unary (1 bits, then a
+ * 0), then its low k bits, low bit first, from byte *position; *position advanced past the run's last byte */
+static void qt_isa_unrice(qt_isa_where at, const uint8_t *src, long stream, long *position, long count, long k, int8_t *dst,
+                          long *out, long length)
+{
+    long bit = 0, n, b;
+    for (n = 0; n < count; n++, (*out)++) {
+        uint32_t quotient = 0, code;
+        for (;;) {
+            uint32_t one;
+            if (*position + bit / 8 >= stream)
+                qt_isa_fail(at, "compressed LOAD: a Rice run past the stream's end", *position + bit / 8, stream);
+            one = (uint32_t)(src[*position + bit / 8] >> (bit % 8)) & 1u;
+            bit++;
+            if (!one)
+                break;
+            if (++quotient > 255u)
+                qt_isa_fail(at, "compressed LOAD: a Rice code past the int8s' 255", (long)quotient, 255);
+        }
+        code = quotient << k;
+        for (b = 0; b < k; b++, bit++) {
+            if (*position + bit / 8 >= stream)
+                qt_isa_fail(at, "compressed LOAD: a Rice run past the stream's end", *position + bit / 8, stream);
+            code |= (uint32_t)((src[*position + bit / 8] >> (bit % 8)) & 1u) << b;
+        }
+        if (code > 255u)
+            qt_isa_fail(at, "compressed LOAD: a Rice code past the int8s' 255", (long)code, 255);
+        if (*out < length)
+            dst[*out] = (int8_t)(code & 1u ? -(int32_t)((code + 1u) / 2u) : (int32_t)(code / 2u));
+    }
+    *position += (bit + 7) / 8;
+}
+
 /* a compressed LOAD's stream (core/backends/accel/compression.py: groups of QT_ISA_GROUP values, each a header byte, its
  * low 4 bits a width 0..8 and its top bit MASKED, then the values zigzag-coded in that many bits, low bit first; a masked
- * group: a 16-bit mask of the values not zero first, and those values alone) decoded into `length` int8s */
+ * group: a 16-bit mask of the values not zero first, and those values alone; a header with bit QT_ISA_RICE: bits 3-5 the
+ * groups it covers less one, its low 3 bits k, then their values Rice-coded) decoded into `length` int8s */
 static void qt_isa_unpack_weights(qt_isa_where at, const uint8_t *src, long stream, int8_t *dst, long length)
 {
     long position = 0, out = 0;
@@ -138,6 +172,12 @@ static void qt_isa_unpack_weights(qt_isa_where at, const uint8_t *src, long stre
         if (position >= stream)
             qt_isa_fail(at, "compressed LOAD: the stream ends before its units are decoded", position, stream);
         header = src[position++];
+        if (header & QT_ISA_RICE) {
+            if (header & 0x80)
+                qt_isa_fail(at, "compressed LOAD: a Rice header with the mask bit", header, 0x7F);
+            qt_isa_unrice(at, src, stream, &position, (((header >> 3) & 7) + 1) * QT_ISA_GROUP, header & 7, dst, &out, length);
+            continue;
+        }
         width = header & 0x0F;
         if (width > 8 || (header & 0x70))
             qt_isa_fail(at, "compressed LOAD: a group header of width above 8 or unknown bits", header, 0x88);
@@ -366,6 +406,68 @@ static void qt_isa_check_shift(qt_isa_where at, int op, int32_t amount)
         qt_isa_fail(at, "shift amount out of range", amount, 31);
 }
 
+/* the leading zeros of a uint32, 32 for 0 */
+static int32_t qt_isa_clz(uint32_t v)
+{
+    int32_t n = 0;
+    if (v == 0u)
+        return 32;
+    while (!(v & 0x80000000u)) {
+        v <<= 1;
+        n++;
+    }
+    return n;
+}
+
+/* MAXR, SUMR, LUT, CLZ: of the vector acc[s] alone, its lanes 0..lanes-1 (isa.py) */
+static void qt_isa_alu_vector(qt_isa_where at, const uint8_t *insn, int op)
+{
+    long d0 = (long)QT_FIELD(insn, ALU, DST), s0 = (long)QT_FIELD(insn, ALU, SRC), table = QT_SFIELD(insn, ALU, IMM);
+    long lanes = (long)QT_FIELD(insn, ALU, LANES), e[3], fd[3], fs[3], i0, i1, i2;
+    int lane;
+    e[0] = (long)QT_FIELD(insn, ALU, E0), e[1] = (long)QT_FIELD(insn, ALU, E1), e[2] = (long)QT_FIELD(insn, ALU, E2);
+    fd[0] = QT_SFIELD(insn, ALU, DST_F0), fd[1] = QT_SFIELD(insn, ALU, DST_F1), fd[2] = QT_SFIELD(insn, ALU, DST_F2);
+    fs[0] = QT_SFIELD(insn, ALU, SRC_F0), fs[1] = QT_SFIELD(insn, ALU, SRC_F1), fs[2] = QT_SFIELD(insn, ALU, SRC_F2);
+    if (QT_FIELD(insn, ALU, FLAGS) & QT_FLAG_IMM)
+        qt_isa_fail(at, "MAXR, SUMR, LUT and CLZ read a vector, not an immediate", 1, 0);
+    if (lanes == 0)
+        lanes = QT_ISA_B;
+    if (lanes > QT_ISA_B)
+        qt_isa_fail(at, "ALU lanes past the block", lanes, QT_ISA_B);
+    if (op == QT_ALU_LUT && (table < 0 || table + (256 + QT_ISA_B - 1) / QT_ISA_B > QT_ISA_ACC_UNITS))
+        qt_isa_fail(at, "LUT table outside ACC", table, QT_ISA_ACC_UNITS - (256 + QT_ISA_B - 1) / QT_ISA_B);
+    if (e[0] <= 0 || e[1] <= 0 || e[2] <= 0)
+        return;
+    qt_isa_check_index(at, "ALU destination index", d0, fd, e, QT_ISA_ACC_UNITS);
+    qt_isa_check_index(at, "ALU source index", s0, fs, e, QT_ISA_ACC_UNITS);
+    for (i0 = 0; i0 < e[0]; i0++)
+        for (i1 = 0; i1 < e[1]; i1++)
+            for (i2 = 0; i2 < e[2]; i2++) {
+                int32_t *dst = qt_isa_acc[d0 + i0 * fd[0] + i1 * fd[1] + i2 * fd[2]];
+                const int32_t *src = qt_isa_acc[s0 + i0 * fs[0] + i1 * fs[1] + i2 * fs[2]];
+                int32_t result[QT_ISA_B], reduced = src[0];
+                uint32_t sum = 0u;
+                for (lane = 0; lane < QT_ISA_B; lane++) {
+                    if (lane < lanes) {
+                        reduced = src[lane] > reduced ? src[lane] : reduced;
+                        sum += (uint32_t)src[lane];
+                    }
+                    if (op == QT_ALU_CLZ)
+                        result[lane] = qt_isa_clz((uint32_t)src[lane]);
+                    else if (op == QT_ALU_LUT && lane >= lanes)
+                        result[lane] = 0;
+                    else if (op == QT_ALU_LUT) {
+                        int32_t k = src[lane];
+                        if (k < 0 || k > 255)
+                            qt_isa_fail(at, "LUT index outside 0..255", k, 255);
+                        result[lane] = qt_isa_acc[table + k / QT_ISA_B][k % QT_ISA_B];
+                    }
+                }
+                for (lane = 0; lane < QT_ISA_B; lane++)
+                    dst[lane] = op == QT_ALU_MAXR ? reduced : op == QT_ALU_SUMR ? qt_isa_signed(sum) : result[lane];
+            }
+}
+
 static void qt_isa_alu(qt_isa_where at, const uint8_t *insn)
 {
     int op = (int)QT_FIELD(insn, ALU, SUB), immediate = (int)(QT_FIELD(insn, ALU, FLAGS) & QT_FLAG_IMM), lane;
@@ -376,8 +478,12 @@ static void qt_isa_alu(qt_isa_where at, const uint8_t *insn)
     fd[0] = QT_SFIELD(insn, ALU, DST_F0), fd[1] = QT_SFIELD(insn, ALU, DST_F1), fd[2] = QT_SFIELD(insn, ALU, DST_F2);
     fs[0] = QT_SFIELD(insn, ALU, SRC_F0), fs[1] = QT_SFIELD(insn, ALU, SRC_F1), fs[2] = QT_SFIELD(insn, ALU, SRC_F2);
     int round = (int)QT_FIELD(insn, ALU, ROUND), shifts = op == QT_ALU_RSHR || op == QT_ALU_SHL || op == QT_ALU_RSHRA || op == QT_ALU_LSL;
-    if (op > QT_ALU_LSL)
-        qt_isa_fail(at, "unknown ALU operation", op, QT_ALU_LSL);
+    if (op > QT_ALU_CLZ)
+        qt_isa_fail(at, "unknown ALU operation", op, QT_ALU_CLZ);
+    if (op >= QT_ALU_MAXR) {
+        qt_isa_alu_vector(at, insn, op);
+        return;
+    }
     if ((op == QT_ALU_RSHR || op == QT_ALU_SHL) && !immediate)
         qt_isa_fail(at, "a shift takes an immediate amount", 0, 1);
     if (shifts && immediate)
