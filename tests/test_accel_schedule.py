@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import MODELS, PROJECT_ROOT
+from conftest import PROJECT_ROOT
 from core.backends import program as program_module
 from core.backends.accel.cost import CostModel
 from core.backends.accel.isa import Alu, Finish, Gemm, Index, Load, Loop, Store

@@ -68,12 +68,6 @@ def _rice(codes: np.ndarray, k: int) -> bytes:
     return np.packbits(bits, bitorder="little").tobytes()
 
 
-def _best_rice(codes: np.ndarray) -> tuple[int, int]:
-    """(bytes, k) of the smallest Rice code of `codes`, its header included."""
-    sizes = [(1 + -(-int(((codes.astype(np.int64) >> k) + 1 + k).sum()) // 8), k) for k in range(MAX_K + 1)]
-    return min(sizes)
-
-
 @lru_cache(maxsize=64)
 def compress(raw: bytes) -> bytes:
     """The stream of `raw` (int8 values): the groups cut into runs of 1..RUNS groups, each run rice at its best k or its

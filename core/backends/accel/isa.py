@@ -79,7 +79,6 @@ OPCODES = {"LOAD": 1, "STORE": 2, "GEMM": 3, "ALU": 4, "FINISH": 5}
 BUFFERS = {"INP": 0, "WGT": 1, "ACC": 2, "ACC8": 3, "WGTV": 4}
 ALU_OPS = {"MOV": 0, "ADD": 1, "MAX": 2, "MIN": 3, "RSHR": 4, "SHL": 5, "RMUL": 6, "RSHRA": 7, "LSL": 8, "MAXR": 9, "SUMR": 10,
            "LUT": 11, "CLZ": 12}
-VECTOR_OPS = ("MAXR", "SUMR", "LUT", "CLZ")  # ALU operations of a vector operand alone (no immediate), `lanes` of it
 LUT_ENTRIES = 256  # LUT: a table of 256 int32s in ACC
 RMUL_ROUND = (1, 62)  # RMUL's `round` field: the product of two int32s and its rounding constant fit int64
 DOUBLING_HIGH_MUL = 31  # RMUL round = 31: gemmlowp's SaturatingRoundingDoublingHighMul
@@ -379,6 +378,11 @@ class Finish:
 
 Instruction = Load | Store | Gemm | Alu | Finish
 KINDS = {"LOAD": Load, "STORE": Store, "GEMM": Gemm, "ALU": Alu, "FINISH": Finish}
+
+
+def lut_vectors(block: int) -> int:
+    """The ACC vectors a LUT's table takes."""
+    return -(-LUT_ENTRIES // block)
 
 
 def unit_bytes(buffer: str, block: int) -> int:

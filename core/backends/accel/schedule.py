@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-from core.backends.accel.isa import LUT_ENTRIES, UNITS, Alu, Finish, Gemm, Index, Instruction, Load, Loop, Store, unit_bytes
+from core.backends.accel.isa import UNITS, Alu, Finish, Gemm, Index, Instruction, Load, Loop, Store, lut_vectors, unit_bytes
 
 BUFFER_SPACE = {"INP": "INP", "WGT": "WGT", "WGTV": "WGT", "ACC": "ACC", "ACC8": "ACC"}
 
@@ -82,7 +82,7 @@ def accesses(instruction: Instruction, block: int) -> tuple[Access, ...]:
             return (dst,)
         src = Access("ACC", *_span(instruction.src, instruction.loop), False)
         if instruction.op == "LUT":
-            return dst, src, Access("ACC", instruction.imm, instruction.imm + -(-LUT_ENTRIES // block), False)
+            return dst, src, Access("ACC", instruction.imm, instruction.imm + lut_vectors(block), False)
         return dst, src
     return ()
 

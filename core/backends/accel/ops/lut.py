@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.backends.accel.isa import LUT_ENTRIES, Alu, Index, Load, Loop
+from core.backends.accel.isa import Alu, Index, Load, Loop, lut_vectors
 from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, lowers, spans
 from core.backends.accel.target import Accelerator
 from core.ir.ops.lut.record import TABLE_SIZE, LutLayer
@@ -14,13 +14,10 @@ from core.ir.ops.lut.record import TABLE_SIZE, LutLayer
 MAX_VECTORS = 0xFFFF  # a 16-bit loop extent
 
 
-def _table_vectors(block: int) -> int:
-    return -(-LUT_ENTRIES // block)
-
 
 def lut_tile_needs(record: LutLayer, accelerator: Accelerator) -> dict[str, int]:
     """The table and one vector."""
-    return {"accumulator": (_table_vectors(accelerator.channel_block) + 1) * accelerator.channel_block * ACCUMULATOR_BYTES}
+    return {"accumulator": (lut_vectors(accelerator.channel_block) + 1) * accelerator.channel_block * ACCUMULATOR_BYTES}
 
 
 def lut_refusals(record: LutLayer, params: dict) -> list[str]:
@@ -37,7 +34,7 @@ def lut_lower(record: LutLayer, params: dict, inputs: list[PackedTensor], output
     entries = np.asarray(params["table"], np.int8).astype(np.int32)
     if entries.shape != (TABLE_SIZE,):
         raise LoweringError(f"layer {record.name}: a table of shape {list(entries.shape)}; expected [{TABLE_SIZE}]")
-    table_vectors = _table_vectors(low.block)
+    table_vectors = lut_vectors(low.block)
     table = low.constant(np.resize(entries, table_vectors * low.block))
     chunk = min(low.acc_units - table_vectors, MAX_VECTORS)
     if chunk <= 0:

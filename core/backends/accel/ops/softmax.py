@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.backends.accel.isa import DOUBLING_HIGH_MUL, LUT_ENTRIES, Alu, Index, Load, Loop
+from core.backends.accel.isa import DOUBLING_HIGH_MUL, Alu, Index, Load, Loop, lut_vectors
 from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, lowers, spans
 from core.backends.accel.target import Accelerator
 from core.ir.ops.softmax.affine import ACCUMULATION_INTEGER_BITS, OUTPUT_ZERO_POINT, softmax_exp_table
@@ -39,15 +39,12 @@ def _blocks(record: SoftmaxLayer, block: int) -> int:
     return -(-record.classes // block)
 
 
-def _table_vectors(block: int) -> int:
-    return -(-LUT_ENTRIES // block)
-
 
 def softmax_tile_needs(record: SoftmaxLayer, accelerator: Accelerator) -> dict[str, int]:
     """One image row: its pixels' rows and exps (two vectors a block each), the per-pixel vectors, the exp table."""
     block = accelerator.channel_block
     width = record.shape[-2] if len(record.shape) == 3 else 1
-    vectors = width * (2 * _blocks(record, block) + len(SCALARS)) + _table_vectors(block)
+    vectors = width * (2 * _blocks(record, block) + len(SCALARS)) + lut_vectors(block)
     return {"accumulator": vectors * block * ACCUMULATOR_BYTES}
 
 
@@ -87,15 +84,15 @@ class _Layout:
 def softmax_lower(record: SoftmaxLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
     (x,) = inputs
     table = np.maximum(softmax_exp_table(record.input_grid.scale, record.beta), 0)  # the kernel's skipped differences: exp 0
-    table_address = low.constant(np.resize(table, _table_vectors(low.block) * low.block).astype(np.int32))
+    table_address = low.constant(np.resize(table, lut_vectors(low.block) * low.block).astype(np.int32))
     per_row = output.width * (2 * output.blocks + len(SCALARS))
-    rows = (low.acc_units - _table_vectors(low.block)) // per_row
+    rows = (low.acc_units - lut_vectors(low.block)) // per_row
     if rows == 0:
         raise LoweringError(f"layer {record.name}: an image row's vectors and the exp table exceed the accumulators")
     for r0, r1 in spans(output.height, rows):
         layout = _Layout((r1 - r0) * output.width, output.blocks)
         what = f"{record.name} rows {r0}-{r1 - 1}"
-        low.emit(Load("ACC", table_address, layout.table, (1, _table_vectors(low.block), 1), (0, 1, 0), const=True,
+        low.emit(Load("ACC", table_address, layout.table, (1, lut_vectors(low.block), 1), (0, 1, 0), const=True,
                       note=f"{what}: exp table"))
         low.emit(Load("ACC8", x.at(r0, 0, 0), 0, (r1 - r0, x.width, x.blocks), x.strides, note=f"{what}: the rows"))
         _exps(record, low, layout, what)

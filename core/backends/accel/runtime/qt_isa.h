@@ -556,6 +556,7 @@ static int qt_isa_unit_of(qt_isa_where at, const uint8_t *insn)
     }
 }
 
+/* the token masks sit in the header, where every kind has them: LOAD's names serve all */
 static uint32_t qt_isa_pops(const uint8_t *insn) { return QT_FIELD(insn, LOAD, POP); }
 static uint32_t qt_isa_pushes(const uint8_t *insn) { return QT_FIELD(insn, LOAD, PUSH); }
 
