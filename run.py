@@ -17,7 +17,7 @@ from rich.console import Console
 
 from pipeline.cli import interrupt_on_sigterm, report_run, run_or_explain, unwritable_output_dir
 from pipeline.completion import answer_query
-from pipeline.config import register
+from pipeline.config import command_line_overrides, register, unknown_key
 from pipeline.sweep import current_sweep, missing_launcher
 
 register()
@@ -40,7 +40,7 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    refused = missing_launcher(sys.argv) or unwritable_output_dir(sys.argv[1:])
+    refused = missing_launcher(sys.argv) or unknown_key(command_line_overrides(sys.argv[1:])) or unwritable_output_dir(sys.argv[1:])
     if refused:
         print(f"error: {refused}", file=sys.stderr)
         sys.exit(2)

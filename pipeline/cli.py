@@ -147,6 +147,10 @@ def report_run(summary: RunSummary, cfg: DictConfig, console: Console, output_di
         console.print(escape(f"all {len(summary.metrics)} metrics: {output_dir / 'metrics.json'}"))
     console.print(escape(f"MLflow run {run_name(cfg)} ({summary.mlflow_run_id}) in {cfg.tracking_uri} (experiment '{cfg.model.name}'; "
                          f"{ui_hint(cfg.tracking_uri, summary.mlflow_experiment_id)})"))
+    if summary.logged_model_id:
+        registered = f", registered as {cfg.tracking.register}" if cfg.tracking.register else ""
+        console.print(escape(f"logged model models:/{summary.logged_model_id} (MLflow's Models tab; "
+                             f"mlflow.search_logged_models()){registered}"))
     if summary.export_dir:
         console.print(escape(f"artifacts exported to {summary.export_dir}/ (metrics.json, run.json, one directory per stage)"))
     else:

@@ -12,7 +12,9 @@ batch size, a fraction) live next to the field as `metadata` and are checked by
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
+import typing
 from dataclasses import dataclass, field, make_dataclass
 from enum import Enum
 from typing import Any, Optional
@@ -31,7 +33,7 @@ from core.quantize.calibration.methods import CHECKS, METHODS, auto_candidates, 
 from core.quantize.schemes import SCHEMES, runtime_of
 from pipeline.params import (DataKind, ModelFormat, Pow2Rounding, Relu6Equalization, Resize, Task,
                              to_plain)
-from pipeline.stages import STAGE_NAMES
+from pipeline.stages import STAGE_NAMES, STAGES
 
 __all__ = ["CalibMethod", "Config", "ConfigError", "DataKind", "FileRef", "ModelFormat", "Pow2Rounding", "Relu6Equalization", "Resize", "Task", "WeightMethod",
            "flatten", "register", "select", "to_plain", "validate"]
@@ -215,6 +217,19 @@ class CodegenConfig:
 
 
 @dataclass
+class TrackingConfig:
+    # register the run's logged model (pipeline/logged_model.py) as a new version of this model in MLflow's registry
+    register: Optional[str] = None
+
+
+@dataclass
+class SweepConfig:
+    # how a sweep's verdict ranks its jobs that finished and passed every quality guard: the first metric decides,
+    # the next break ties; each a '<stage>.<metric>' (a stage's headline metric), higher is better, a leading '-' lower
+    rank_by: list[str] = field(default_factory=lambda: ["annotate.sqnr_db_min", "annotate.top1"])
+
+
+@dataclass
 class Config:
     model: ModelConfig = MISSING
     data: DataConfig = MISSING
@@ -226,6 +241,8 @@ class Config:
     sensitivity: SensitivityConfig = field(default_factory=SensitivityConfig)
     quality: QualityConfig = field(default_factory=QualityConfig)
     codegen: CodegenConfig = field(default_factory=CodegenConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
     tracking_uri: str = "sqlite:///mlflow.db"
     export_dir: Optional[str] = None
     # stop after this stage (a stage name), e.g. to iterate on calibration only
@@ -283,6 +300,11 @@ def validate(cfg: DictConfig) -> Config:
     if typed.until is not None:
         if typed.until not in STAGE_NAMES:
             raise ConfigError(f"until={typed.until!r}: not a stage; choose one of {', '.join(STAGE_NAMES)}")
+    for error in rank_by_errors(typed.sweep.rank_by):
+        raise ConfigError(error)
+    if typed.tracking.register is not None and not REGISTERED_MODEL_NAME.fullmatch(typed.tracking.register):
+        raise ConfigError(f"tracking.register={typed.tracking.register!r}: a registered model's name starts with a letter or digit "
+                          "and holds only letters, digits, '_', '-' and '.' (at most 128)")
     if typed.model.format is not ModelFormat.builtin and not (typed.model.file.path or typed.model.file.url):
         raise ConfigError(f"model {typed.model.name!r}: format {typed.model.format.value} needs model.file.path or model.file.url")
     for key in ("calib_split", "eval_split"):
@@ -314,6 +336,64 @@ def validate(cfg: DictConfig) -> Config:
     if typed.model.format is ModelFormat.builtin and typed.model.builtin is None:
         raise ConfigError(f"model {typed.model.name!r}: format builtin needs a model.builtin section")
     return typed
+
+
+# MLflow's registry takes most names; these are safe in its URIs (models:/<name>/<version>) and on every store
+REGISTERED_MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+
+
+def rank_by_errors(rank_by: list[str]) -> list[str]:
+    """What is wrong with sweep.rank_by: each entry a stage's headline metric, '-' before one that is better lower."""
+    if not rank_by:
+        return ["sweep.rank_by=[]: name at least one metric, e.g. [annotate.sqnr_db_min, annotate.top1]"]
+    headline = {f"{stage.name}.{name}" for stage in STAGES for name in stage.headline}
+    return [f"sweep.rank_by: {entry!r} is not a stage's headline metric; choose among {', '.join(sorted(headline))} "
+            "(a leading '-' ranks lower first)" for entry in rank_by if entry.removeprefix("-") not in headline]
+
+
+def _schema_node(node_type: Any) -> Any:
+    """The dataclass a field's type holds (Optional[X] -> X), or None where any key goes (Any, a dict, a list)."""
+    arguments = [argument for argument in typing.get_args(node_type) if argument is not type(None)]
+    if dataclasses.is_dataclass(node_type):
+        return node_type
+    if typing.get_origin(node_type) is typing.Union and len(arguments) == 1 and dataclasses.is_dataclass(arguments[0]):
+        return arguments[0]
+    return None
+
+
+# Hydra's command-line options that take the next argument as their value (`-sc query=bash`, `--cfg job`)
+HYDRA_VALUE_OPTIONS = {"-sc", "--shell-completion", "-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir", "-c",
+                       "--cfg", "-p", "--package", "-i", "--info", "--experimental-rerun"}
+
+
+def command_line_overrides(argv: list[str]) -> list[str]:
+    """The overrides among run.py's arguments: not an option, not an option's value."""
+    return [argument for previous, argument in zip(["", *argv], argv)
+            if not argument.startswith("-") and previous not in HYDRA_VALUE_OPTIONS]
+
+
+def unknown_key(overrides: list[str]) -> str | None:
+    """A command-line override whose key the schema has no place for (`calib.methd=kl`), said with the nearest keys
+    (`did you mean calib.method?`), or None. Appends (+key), deletions (~key), groups (a/b=), Hydra's own keys and
+    keys under a node that takes any key (target.scheme.*, store.options.*) are left to Hydra."""
+    for override in overrides:
+        key = override.split("=", 1)[0]
+        if "=" not in override or key.startswith(("+", "~", "hydra", "-")) or "/" in key:
+            continue
+        node, walked = Config, []
+        for part in key.split("."):
+            hints = typing.get_type_hints(node)
+            if part not in hints:
+                place = ".".join(walked) or "the config"
+                nearest = difflib.get_close_matches(part, list(hints), n=3)
+                nearest_keys = ", ".join(".".join([*walked, name]) for name in nearest)
+                hint = f"did you mean {nearest_keys}?" if nearest else f"the keys of {place}: {', '.join(sorted(hints))}"
+                return f"{override}: {place} has no key {part!r}; {hint} (`python run.py --cfg job` prints every key)"
+            walked.append(part)
+            node = _schema_node(hints[part])
+            if node is None:
+                break
+    return None
 
 
 def _check_scheme(scheme: Any) -> None:

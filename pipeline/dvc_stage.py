@@ -204,12 +204,15 @@ def track(console: Console) -> None:
         for result in results:
             tracker.log_stage(result)
         tracker.log_summary(summary)
+        summary.logged_model_id = tracker.log_model(summary, cfg)
     summary.mlflow_run_id, summary.mlflow_experiment_id = tracker.run_id, tracker.experiment_id
     write_json_atomic(DVC_DIR / "run.json", {
         "mlflow_run_id": summary.mlflow_run_id,
         "stages": {r.stage.name: {"key": r.key, "reused": r.reused} for r in results},
     })
     console.print(escape(f"MLflow run {summary.mlflow_run_id} in {cfg.tracking_uri}: {ui_hint(cfg.tracking_uri, tracker.experiment_id)}"))
+    if summary.logged_model_id:
+        console.print(escape(f"logged model models:/{summary.logged_model_id}"))
 
 
 def main(argv: list[str]) -> int:

@@ -109,6 +109,8 @@ def run_pipeline(cfg: Config, *, sweep: Sweep | None = None, console: Console | 
         tracker.log_summary(summary)
         if summary.quality and cfg.quality.enforce:
             raise QualityFailed(summary.quality, summary)
+        if not summary.quality:  # a model past a quality limit is not one to ship
+            summary.logged_model_id = tracker.log_model(summary, cfg)
         if cfg.export_dir:  # inside the run: an export that fails marks it FAILED
             summary.export_dir = export(summary, Path(cfg.export_dir))
     return summary

@@ -305,6 +305,7 @@ class RunSummary:
     results: list[StageResult]
     mlflow_run_id: str | None = None
     mlflow_experiment_id: str | None = None
+    logged_model_id: str | None = None  # the MLflow logged model of a run that reached codegen and met its limits
     export_dir: Path | None = None
     metrics: dict[str, float] = field(default_factory=dict)
     quality: list[Any] = field(default_factory=list)  # pipeline.quality.Finding: the limits the run's figures broke

@@ -4,7 +4,7 @@ A stage's declaration is everything the runner, the store, MLflow and dvc.yaml
 need: the function that implements it, the upstream artifacts it consumes, the
 config keys it reads (and may only read), its headline metrics (the few a person
 compares runs by: git-tracked for DVC, the ones MLflow shows) and the per-layer
-series it writes (`series/<name>.json`: DVC plots, MLflow metrics stepped by layer). Its code version is the content of the
+series it writes (`series/<name>.json`: DVC plots, MLflow tables with the layers' names). Its code version is the content of the
 import closure of its entry module (pipeline/code_version.py), never a hand list.
 `python -m pipeline.dvcgen` writes dvc.yaml from this table.
 """

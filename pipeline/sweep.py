@@ -83,46 +83,101 @@ def sweep_runs(tracking_uri: str, sweep: Sweep) -> tuple[list[Any], list[Any]]:
     return parents, jobs
 
 
-def summary_rows(jobs: list[Any], job_dirs: list[Path]) -> list[list[str]]:
-    """A row per job, tracked in MLflow or not: job, run, status, the summary metrics, why it failed."""
+def override_key(override: str) -> str:
+    """`calib.method=minmax,kl` -> `calib.method`; a group's choice (`target=a,b`) is its `name` param."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def choice_of(run: Any, key: str) -> str:
+    """What the job took for a varying key: its param, or, for a config group, the group's `name`."""
+    params = run.data.params
+    return params.get(key, params.get(f"{key}.name", "?"))
+
+
+def metric_columns(rank_by: list[str]) -> dict[str, str]:
+    """The table's figures: the headline metrics and those the verdict ranks by, each with its label."""
+    return {**HEADLINE_METRICS, **{entry.removeprefix("-"): entry.removeprefix("-") for entry in rank_by
+                                   if entry.removeprefix("-") not in HEADLINE_METRICS}}
+
+
+def summary_rows(jobs: list[Any], job_dirs: list[Path], varying_keys: tuple[str, ...] = (),
+                 columns: dict[str, str] = HEADLINE_METRICS) -> list[list[str]]:
+    """A row per job, tracked in MLflow or not: job, what it varied (its run's name where nothing varies), status, the
+    figures, why it failed."""
     rows = []
     for run in jobs:
         metrics = run.data.metrics
         quality = run.data.tags.get("quality")  # a limit the job's figures broke (pipeline/quality.py)
-        rows.append([run.data.tags.get("sweep_job", "?"), run.info.run_name, f"{run.info.status}{' QUALITY' if quality else ''}",
-                     *(f"{metrics[name]:.4g}" if name in metrics else "" for name in HEADLINE_METRICS),
+        name = " ".join(choice_of(run, key) for key in varying_keys) or run.info.run_name
+        rows.append([run.data.tags.get("sweep_job", "?"), name, f"{run.info.status}{' QUALITY' if quality else ''}",
+                     *(f"{metrics[metric]:.4g}" if metric in metrics else "" for metric in columns),
                      run.data.tags.get("error", "") or (f"quality (not enforced): {quality}" if quality else "")])
     tracked = {run.data.tags.get("sweep_job") for run in jobs}
     for directory in job_dirs:  # a job refused before its run began (a bad value, a missing input)
         if directory.name not in tracked:
-            rows.append([directory.name, "", "FAILED", *("" for _ in HEADLINE_METRICS), f"before any stage ran; its log: {directory / JOB_LOG}"])
+            rows.append([directory.name, "", "FAILED", *("" for _ in columns), f"before any stage ran; its log: {directory / JOB_LOG}"])
     return sorted(rows, key=lambda row: int(row[0]) if row[0].isdigit() else -1)
 
 
-def summary_table(rows: list[list[str]], tracked: int) -> Table:
-    """The figures as a table (narrow enough for a terminal); why jobs failed goes beneath it."""
+def differing(rows: list[list[str]], columns: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(the figure columns whose values differ between the finished jobs, {label: value} of those equal in every one)."""
+    finished = [row for row in rows if row[2].startswith("FINISHED")]
+    shown, same = {}, {}
+    for position, (metric, label) in enumerate(columns.items(), start=3):
+        values = {row[position] for row in finished}
+        if len(finished) > 1 and len(values) == 1 and "" not in values:
+            same[label] = values.pop()
+        else:
+            shown[metric] = label
+    return shown, same
+
+
+def summary_table(rows: list[list[str]], tracked: int, columns: dict[str, str], choice_label: str = "run") -> Table:
+    """The figures that differ between jobs as a table (narrow enough for a terminal); why jobs failed goes beneath it."""
+    shown, _ = differing(rows, columns)
+    positions = [3 + list(columns).index(metric) for metric in shown]
     table = Table(title=f"sweep: {len(rows)} job(s), {tracked} tracked in MLflow", title_justify="left", box=box.SIMPLE_HEAD,
                   pad_edge=False)
-    # the figures never wrap or shorten (a terminal of 80 columns, CI's log); a long run name folds instead
-    for name in ["job", "run", "status", *HEADLINE_METRICS.values()]:
-        table.add_column(name, overflow="fold", ratio=1) if name == "run" else table.add_column(name, no_wrap=True, min_width=len(name))
+    # the figures never wrap or shorten (a terminal of 80 columns, CI's log); a long choice folds at its spaces
+    for name in ["job", choice_label, "status", *shown.values()]:
+        table.add_column(name, overflow="fold", ratio=1) if name == choice_label else table.add_column(name, no_wrap=True, min_width=len(name))
     for row in rows:
-        table.add_row(*row[:-1])
+        table.add_row(*row[:3], *(row[position] for position in positions))
     return table
 
 
-def best_job(jobs: list[Any]) -> Any | None:
-    """The finished job with the best top-1, then the best worst-layer SQNR; None when none finished."""
-    finished = [run for run in jobs if run.info.status == "FINISHED"]
-    def rank(run: Any) -> tuple[float, float]:
-        return (run.data.metrics.get("annotate.top1", float("-inf")), run.data.metrics.get("annotate.sqnr_db_min", float("-inf")))
-    return max(finished, key=rank, default=None)
+def rank_rule(rank_by: list[str]) -> str:
+    """sweep.rank_by in words."""
+    parts = [f"{entry.removeprefix('-')} ({'lower' if entry.startswith('-') else 'higher'} is better)" for entry in rank_by]
+    return "by " + ", then ".join(parts) + ", among the jobs that finished and passed every quality guard (sweep.rank_by)"
 
 
-def log_parent_figures(client: Any, parent_run_id: str, jobs: list[Any]) -> None:
+def best_job(jobs: list[Any], rank_by: list[str]) -> Any | None:
+    """The job that finished with no quality finding and ranks first by `rank_by` (sweep.rank_by: the first metric decides,
+    the next break ties; '-' ranks lower first; a job without a metric ranks last on it); None when no job qualifies."""
+    qualified = [run for run in jobs if run.info.status == "FINISHED" and not run.data.tags.get("quality")]
+
+    def rank(run: Any) -> tuple[float, ...]:
+        metrics = run.data.metrics
+        return tuple(-metrics.get(entry[1:], float("inf")) if entry.startswith("-") else metrics.get(entry, float("-inf"))
+                     for entry in rank_by)
+    return max(qualified, key=rank, default=None)
+
+
+def verdict_line(best: Any | None, rank_by: list[str], varying_keys: tuple[str, ...]) -> str:
+    """The sweep's winner and the rule that chose it, in one line."""
+    if best is None:
+        return "best: none (no job finished and passed every quality guard)"
+    chosen = " ".join(f"{key}={choice_of(best, key)}" for key in varying_keys) or best.info.run_name
+    figures = ", ".join(f"{entry.removeprefix('-')} {best.data.metrics[entry.removeprefix('-')]:.4g}" for entry in rank_by
+                        if entry.removeprefix("-") in best.data.metrics)
+    return f"best: job {best.data.tags.get('sweep_job', '?')} ({chosen}): {figures}; ranked {rank_rule(rank_by)}"
+
+
+def log_parent_figures(client: Any, parent_run_id: str, jobs: list[Any], rank_by: list[str]) -> None:
     """The sweep's parent run, a row in MLflow's table like its jobs: the params every job shares, each varying
     param as the values it took (`a | b`), and the best job's headline metrics (`<stage>.<name>`) in the
-    same columns its jobs use, with the tag `best_job` saying whose they are."""
+    same columns its jobs use, with the tags `best_job` saying whose they are and `best_rule` by what rule."""
     from mlflow.entities import Metric, Param, RunTag
 
     if not jobs:
@@ -132,19 +187,21 @@ def log_parent_figures(client: Any, parent_run_id: str, jobs: list[Any]) -> None
         for key, value in run.data.params.items():
             values.setdefault(key, []).append(value)
     params = [Param(key, " | ".join(dict.fromkeys(taken))[:MAX_PARAM_LENGTH]) for key, taken in sorted(values.items())]
-    best = best_job(jobs)
+    best = best_job(jobs, rank_by)
     metrics = [] if best is None else [Metric(name, value, 0, 0) for name, value in best.data.metrics.items() if name.count(".") == 1]
-    tags = [] if best is None else [RunTag("best_job", f"{best.data.tags.get('sweep_job', '?')} ({best.info.run_name})")]
+    tags = [RunTag("best_rule", rank_rule(rank_by))]
+    if best is not None:
+        tags.append(RunTag("best_job", f"{best.data.tags.get('sweep_job', '?')} ({best.info.run_name})"))
     for start in range(0, max(len(params), len(metrics)), 100):  # MLflow's batch limit on params
         client.log_batch(parent_run_id, metrics=metrics[start:start + 100], params=params[start:start + 100],
                          tags=tags if start == 0 else [])
 
 
-def summary_markdown(rows: list[list[str]]) -> str:
-    header = ["job", "run", "status", *HEADLINE_METRICS, "why it failed"]
+def summary_markdown(rows: list[list[str]], columns: dict[str, str], choice_label: str, verdict: str) -> str:
+    header = ["job", choice_label, "status", *columns, "why it failed"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(cell.replace("|", "/").replace("\n", " ") for cell in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + f"\n\n{verdict}\n"
 
 
 def _launcher_output(directory: Path) -> str:
@@ -172,19 +229,30 @@ class SweepSummary(Callback):
         job_dirs = _job_dirs(directory)
         job_count = len(set(path.name for path in job_dirs) | {run.data.tags.get("sweep_job") for run in jobs})
         succeeded = sum(1 for run in jobs if run.info.status == "FINISHED")
-        rows = summary_rows(jobs, job_dirs)
-        markdown = summary_markdown(rows)
+        rank_by = list(config.sweep.rank_by)
+        keys = tuple(dict.fromkeys(override_key(override) for override in sweep.overrides))
+        columns = metric_columns(rank_by)
+        choice_label = " ".join(keys) or "run"
+        rows = summary_rows(jobs, job_dirs, keys, columns)
+        verdict = verdict_line(best_job(jobs, rank_by), rank_by, keys)
+        markdown = summary_markdown(rows, columns, choice_label, verdict)
         (directory / SUMMARY_FILE).write_text(markdown)
         client = mlflow.tracking.MlflowClient(tracking_uri=config.tracking_uri)
         for parent in parents:
             client.log_text(parent.info.run_id, markdown, SUMMARY_FILE)
-            log_parent_figures(client, parent.info.run_id, [run for run in jobs if run.info.experiment_id == parent.info.experiment_id])
+            log_parent_figures(client, parent.info.run_id, [run for run in jobs if run.info.experiment_id == parent.info.experiment_id],
+                               rank_by)
             client.set_terminated(parent.info.run_id, "FINISHED" if succeeded else "FAILED")
         console = Console(stderr=True, soft_wrap=True)
-        console.print(summary_table(rows, len(jobs)))
+        console.print(summary_table(rows, len(jobs), columns, choice_label))
+        _, same = differing(rows, columns)
+        if same:
+            console.print(escape("the same in every finished job: " + ", ".join(f"{label} {value}" for label, value in same.items())),
+                          highlight=False)
         for row in rows:
             if row[-1]:
                 console.print(escape(f"job {row[0]} {row[1]} failed: {row[-1]}"), highlight=False)
+        console.print(escape(verdict), highlight=False)
         console.print(escape(f"{succeeded} of {job_count} job(s) succeeded; table in {directory / SUMMARY_FILE}; each job's log: "
                              f"{directory}/<job>/{JOB_LOG}{_launcher_output(directory)}"), highlight=False)
         if job_count and not succeeded:

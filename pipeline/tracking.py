@@ -5,9 +5,9 @@ with the headline figures as columns; the link the run prints opens it (MLflow 3
 overview, with no metric column).
 
 - params: the flattened config;
-- metrics: each stage's headline metrics ('<stage>.<metric>', the stage table's `headline`),
-  and its per-layer series stepped by layer index ('<stage>.<series>.<field>'), so MLflow
-  draws a per-layer chart and overlays runs; every metric of the run is in `metrics.json`;
+- metrics: each stage's headline metrics ('<stage>.<metric>', the stage table's `headline`); every metric of the
+  run is in `metrics.json`;
+- tables: each stage's per-layer series, a row per layer with its name (`series/<stage>.<series>.json`);
 - inputs: the calibration and evaluation data as datasets with their content digests;
 - artifacts: at the root, `metrics.json`, `run.json` (each stage's key and whether the store
   served it) and every stage's pictures as `<stage>-<name>.png` (the same paths in every run:
@@ -52,6 +52,7 @@ from core.reports.series import SERIES_DIR, read_series
 from pipeline.config import Config, flatten, to_plain
 from pipeline.code_version import PROJECT_ROOT
 from pipeline.hashing import canonical_json, data_digest, sha256_bytes
+from pipeline.logged_model import log_model
 from pipeline.runner import RunSummary, StageResult
 
 REPORT_SUFFIXES = (".md", ".json", ".svg", ".txt")  # pictures (.png) go to the root
@@ -370,17 +371,36 @@ class Tracker:
                 mlflow.log_artifact(str(named))
 
     def _log_series(self, result: StageResult) -> None:
-        from mlflow.entities import Metric
-        from mlflow.tracking import MlflowClient
+        """Each per-layer series as an MLflow table (`series/<stage>.<series>.json`: its index, layer name and values, a
+        row per layer), never as a metric: a metric's chart has steps, not layer names, and its run-page value is the
+        last layer's."""
+        import mlflow
 
-        now, metrics = int(time.time() * 1000), []
         for series in result.stage.series:
             path = result.artifact.directory / SERIES_DIR / f"{series.name}.json"
-            for row in read_series(path) if path.exists() else []:
-                metrics += [Metric(f"{result.stage.name}.{series.name}.{field}", float(row[field]), now, int(row[series.x]))
-                            for field in series.y if row.get(field) is not None]
-        for start in range(0, len(metrics), 1000):  # MLflow's batch limit
-            MlflowClient().log_batch(self.run_id, metrics=metrics[start : start + 1000])
+            rows = read_series(path) if path.exists() else []
+            if rows:
+                columns = [series.x, series.label, *series.y]
+                mlflow.log_table({column: [row.get(column) for row in rows] for column in columns},
+                                 artifact_file=f"{SERIES_DIR}/{result.stage.name}.{series.name}.json", run_id=self.run_id)
+
+    def log_model(self, summary: RunSummary, cfg: Config) -> str | None:
+        """The run's deployable result as an MLflow logged model (pipeline/logged_model.py), registered as
+        `tracking.register` asks; its id, or None when the run did not reach codegen."""
+        results = {result.stage.name: result for result in summary.results}
+        if "codegen" not in results:
+            return None
+        method = getattr(cfg.calib.method, "value", cfg.calib.method)
+        headline = {f"{result.stage.name}.{name}": value for result in summary.results
+                    for name, value in result.stage.headline_of(result.metrics).items()}
+        return log_model(
+            experiment_id=self.experiment_id, run_id=self.run_id, name=f"{cfg.model.name}-{cfg.target.name}-{method}",
+            content_key=results["codegen"].key,
+            ir_dir=results["emit_ir"].artifact.directory, codegen_dir=results["codegen"].artifact.directory,
+            calibration_dir=results["calibrate"].artifact.directory if "calibrate" in results else None,
+            params={"model": cfg.model.name, "target": cfg.target.name, "calib.method": str(method), "scheme": cfg.target.scheme.name},
+            metrics=headline, metadata={"target": cfg.target.name, "scheme": cfg.target.scheme.name, "mlflow_run_id": self.run_id},
+            register=cfg.tracking.register)
 
     def mark_quality(self, findings: list) -> None:
         """The tag `quality`: the limits the run's figures broke (a sweep's summary marks such jobs)."""

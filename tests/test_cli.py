@@ -120,3 +120,16 @@ def test_the_pictures_say_what_they_plot(digits_console_run):
     assert "multiply-accumulates" in partition[0]["x"]
     histograms = _picture_text(export / "calibrate" / "histograms.png")
     assert len(histograms) == len(json.loads((export / "calibrate" / "histograms" / "index.json").read_text()))  # one per histogram
+
+
+def test_a_mistyped_key_is_answered_with_the_nearest_keys_before_hydra_starts():
+    completed = subprocess.run([sys.executable, "run.py", "calib.methd=kl"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 2 and "Traceback" not in completed.stderr
+    assert "error: calib.methd=kl: calib has no key 'methd'; did you mean calib.method?" in completed.stderr
+
+
+def test_the_store_command_says_what_it_does():
+    completed = subprocess.run([sys.executable, "-m", "pipeline.store", "--help"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                               timeout=300)
+    assert completed.returncode == 0
+    assert "remove the store entries no recent run and no DVC lock needs" in " ".join(completed.stdout.split())

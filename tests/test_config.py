@@ -178,3 +178,20 @@ def test_params_yaml_is_the_composed_default_config():
     committed = yaml.safe_load((PROJECT_ROOT / "params.yaml").read_text())
     committed["store"]["cache_dir"] = composed["store"]["cache_dir"]  # resolved from the environment
     assert committed == composed
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    (["sweep.rank_by=[annotate.sqnr_db]"], "sweep.rank_by: 'annotate.sqnr_db' is not a stage's headline metric; choose among "),
+    (["sweep.rank_by=[]"], "sweep.rank_by=[]: name at least one metric"),
+    (["tracking.register=../escape"], "tracking.register='../escape': a registered model's name starts with a letter or digit"),
+])
+def test_a_bad_sweep_rule_or_registered_name_is_refused_before_any_stage_runs(overrides, expected):
+    with pytest.raises(ConfigError) as error:
+        compose(*overrides)
+    assert str(error.value).startswith(expected)
+    if "choose among" in expected:  # the choices listed, a lower-is-better one among them
+        assert "annotate.sqnr_db_min" in str(error.value) and "(a leading '-' ranks lower first)" in str(error.value)
+
+
+def test_a_sweep_rule_may_rank_a_metric_lower_first():
+    assert compose("sweep.rank_by=[-codegen.accel_cycles,annotate.top1]").sweep.rank_by == ["-codegen.accel_cycles", "annotate.top1"]

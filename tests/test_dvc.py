@@ -200,6 +200,8 @@ def test_experiments_compare_by_their_headline_metrics_and_plots(fresh_clone):
         completed = _shell(fresh_clone, command)
         assert completed.returncode == 0, command + "\n" + completed.stdout[-3000:] + completed.stderr[-3000:]
     assert (fresh_clone / "dvc_plots" / "index.html").is_file()
+    status = _shell(fresh_clone, "git status --porcelain")
+    assert status.returncode == 0 and status.stdout == "", status.stdout  # the walkthrough leaves nothing to commit
     rows = _experiments(_dvc_json(fresh_clone, "exp", "show"))
     baseline = next(name for name in rows if name not in ("workspace", "kl", "minmax"))
     for name in (baseline, "kl", "minmax"):

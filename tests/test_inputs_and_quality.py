@@ -17,7 +17,9 @@ import pytest
 from rich.console import Console
 
 from conftest import CIFAR10_DIR, MODELS, PROJECT_ROOT, compose
+from core.data.datasets import load_split
 from core.quantize.table import CalibrationTable
+from core.quantize.tflite_reference import reference_interpreter, reference_tensors
 from pipeline.main import run_pipeline
 from pipeline.quality import QUALITY_EXIT, QualityFailed
 
@@ -67,10 +69,44 @@ def test_resnet8_on_tflite_int8_with_the_defaults_matches_mlcommons_own_int8_mod
     """The float .h5 through every stage on tflite_int8 with the defaults: the integers (simulate's, equal to
     TFLite's reference kernels on the .tflite emit_ir wrote, and to the C's) at least as good as MLCommons' own
     int8 model: 21.6 dB end-point SQNR and 87.47% top-1 on these images (../shared/models/README.md)."""
-    summary, printed = _run(*resnet8_store, *RESNET8_RUN, "target=tflite_int8")
+    summary, printed = _run(*resnet8_store, *RESNET8_RUN, "target=tflite_int8", "tracking.register=resnet8_int8")
     metrics = summary.metrics
     assert metrics["simulate.sqnr_db_min"] >= 21.6 and metrics["simulate.top1"] >= 0.8747, printed
     assert metrics["simulate.reference_agreement"] == 1.0 and metrics["codegen.bitexact"] == 1.0, printed
+    _the_logged_model_is_the_tflite_that_was_checked(summary, resnet8_store)
+
+
+def _the_logged_model_is_the_tflite_that_was_checked(summary, store_overrides):
+    """MLflow holds the run's logged model: its .tflite, read back from MLflow, is the bytes codegen shipped; its signature
+    and quantization are the file's; loaded as a pyfunc it gives LiteRT's reference kernels' outputs on CIFAR-10 images
+    quantized by the scale and zero point it declares; and it is registered under the name asked for."""
+    import mlflow
+    from mlflow.entities import LoggedModelStatus
+    from mlflow.models import Model
+
+    mlflow.set_tracking_uri(store_overrides[2].split("=", 1)[1])
+    (logged,) = [model for model in mlflow.search_logged_models(experiment_ids=[summary.mlflow_experiment_id], output_format="list")
+                 if model.source_run_id == summary.mlflow_run_id]
+    assert logged.model_id == summary.logged_model_id and logged.status == LoggedModelStatus.READY
+    assert {"codegen.bitexact", "simulate.top1"} <= {metric.key for metric in logged.metrics}
+    downloaded = Path(mlflow.artifacts.download_artifacts(f"models:/{logged.model_id}"))
+    shipped = _artifact(summary, "codegen") / "model.tflite"
+    assert (downloaded / "model.tflite").read_bytes() == shipped.read_bytes()
+    assert (downloaded / "program" / "program.c").is_file() and (downloaded / "ir" / "calibration_table.json").is_file()
+    described = Model.load(str(downloaded / "MLmodel"))
+    reference = reference_interpreter(shipped, 1)
+    (detail,) = reference.get_input_details()
+    (spec,) = described.signature.inputs.inputs
+    assert (spec.type, spec.shape) == (np.dtype(np.int8), (-1, *detail["shape"][1:]))
+    declared = described.metadata["inputs"][spec.name]
+    assert (declared["scale"], declared["zero_point"]) == (pytest.approx(detail["quantization"][0]), detail["quantization"][1])
+    images = load_split("cifar10", CIFAR10_DIR, "test_batch", {"scale": 1, "offset": 0}, limit=8).images
+    batch = np.clip(np.round(np.asarray(images) / declared["scale"]) + declared["zero_point"], -128, 127).astype(np.int8)
+    predicted = mlflow.pyfunc.load_model(f"models:/{logged.model_id}").predict(batch)
+    expected = reference_tensors(shipped, batch)[reference.get_output_details()[0]["index"]]
+    assert predicted.dtype == np.int8 and np.array_equal(predicted, expected)
+    (version,) = mlflow.tracking.MlflowClient().search_model_versions("name='resnet8_int8'")
+    assert version.source == f"models:/{logged.model_id}"
 
 
 @needs_resnet8

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from rich.console import Console
 
@@ -113,11 +114,12 @@ def test_mlflow_holds_one_run_per_pipeline_run_with_params_tags_metrics(digits_r
     assert everything == pytest.approx(first.metrics) and "fold_check.wall_s" in everything
     run_info = json.loads(Path(client.download_artifacts(second.mlflow_run_id, "run.json", str(root))).read_text())
     assert run_info["stages"]["fold_check"]["reused"] is True and run_info["stages"]["calibrate"]["key"] == second.results[2].key
-    # a per-layer series is a metric stepped by layer index: MLflow draws it as a chart
-    history = client.get_metric_history(first.mlflow_run_id, "annotate.layer_sqnr.sqnr_db")
+    # a per-layer series is a table with the layers' names, never a metric (whose run-page value is the last layer's)
+    assert not client.get_metric_history(first.mlflow_run_id, "annotate.layer_sqnr.sqnr_db")
     layer_sqnr = json.loads((first.results[3].artifact.directory / "series" / "layer_sqnr.json").read_text())
-    assert sorted((m.step, m.value) for m in history) == [(row["layer_index"], pytest.approx(row["sqnr_db"])) for row in layer_sqnr]
-    assert len(history) == first.metrics["emit_ir.layers"]
+    logged = json.loads(Path(client.download_artifacts(first.mlflow_run_id, "series/annotate.layer_sqnr.json", str(root))).read_text())
+    assert logged["columns"] == ["layer_index", "layer", "sqnr_db"] and len(layer_sqnr) == first.metrics["emit_ir.layers"]
+    assert [row[1:] for row in logged["data"]] == [[row["layer"], pytest.approx(row["sqnr_db"])] for row in layer_sqnr]
     # pictures at the artifact root under the same names in every run (MLflow's compare view shows root files)
     roots = [{item.path for item in client.list_artifacts(run_id)} for run_id in (first.mlflow_run_id, second.mlflow_run_id)]
     assert {"annotate-layer_sqnr.png", "calibrate-clipping.png", "simulate-layer_agreement.png"} <= roots[0] & roots[1]
@@ -132,6 +134,29 @@ def test_mlflow_holds_one_run_per_pipeline_run_with_params_tags_metrics(digits_r
     inputs = {item.tags[0].value: item.dataset for item in first_run.inputs.dataset_inputs}
     assert set(inputs) == {"calibration", "evaluation"} and inputs["calibration"].digest != inputs["evaluation"].digest
     assert by_id[again.mlflow_run_id].inputs.dataset_inputs[0].dataset.digest in {d.digest for d in inputs.values()}
+
+
+def test_a_run_that_reached_codegen_logs_its_model_in_mlflow_with_its_signature(digits_runs):
+    """MLflow 3's logged model: found by search_logged_models, linked to the runs that made it (a run that made the same
+    bytes links the same model), its signature the network input's int8 tensor with its scale in the metadata."""
+    import mlflow
+    from mlflow.models import Model
+
+    root, cfg, first, second, again = digits_runs
+    mlflow.set_tracking_uri(f"sqlite:///{root / 'mlflow.db'}")
+    models = {model.model_id: model for model in mlflow.search_logged_models(experiment_ids=[first.mlflow_experiment_id], output_format="list")}
+    assert set(models) == {first.logged_model_id, second.logged_model_id} and first.logged_model_id == again.logged_model_id
+    assert models[first.logged_model_id].source_run_id == first.mlflow_run_id and models[first.logged_model_id].name == "digits-tf2ir-mse"
+    downloaded = Path(mlflow.artifacts.download_artifacts(f"models:/{first.logged_model_id}", dst_path=str(root / "model")))
+    described = Model.load(str(downloaded / "MLmodel"))
+    (spec,) = described.signature.inputs.inputs
+    table = json.loads((downloaded / "ir" / "calibration_table.json").read_text())
+    assert table == json.loads((_by_stage(first)["calibrate"].artifact.directory / "calibration_table.json").read_text())
+    assert (spec.name, spec.type, spec.shape) == ("input", np.dtype(np.int8), (-1, 8, 8, 1))
+    (log2scale,) = [entry["log2scale"] for entry in table["tensors"].values() if entry["kind"] == "input"]
+    assert described.metadata["inputs"]["input"] == {"dtype": "int8", "scale": 2.0 ** -log2scale, "zero_point": 0, "shape": [8, 8, 1]}
+    linked = mlflow.get_run(again.mlflow_run_id).outputs.model_outputs
+    assert [output.model_id for output in linked] == [first.logged_model_id]
 
 
 def test_the_closing_hint_opens_a_server_in_a_browser_and_a_local_store_with_mlflow_ui():
@@ -244,12 +269,14 @@ def test_parallel_sweep_shares_store_and_mlflow(tmp_path, model_cache):
     assert parents[0].info.status == "FINISHED"
     jobs = [run for run in runs if run is not parents[0]]
     assert {run.data.tags["mlflow.parentRunId"] for run in jobs} == {parents[0].info.run_id}
-    # the summary: every job with its figures or its reason, printed and saved beside the jobs
+    # the summary: every job with its figures or its reason, printed and saved beside the jobs, each named by the choice
+    # it varied (the model and target every job shares are no part of it)
     summary = (tmp_path / "sweep" / "summary.md").read_text().splitlines()
-    assert len(summary) == 2 + 3 and "2 of 3 job(s) succeeded" in completed.stderr
-    qat_row = next(line for line in summary if "qat-tf2ir-digits" in line)
+    assert len(summary) == 2 + 3 + 2 and "2 of 3 job(s) succeeded" in completed.stderr
+    assert summary[0].startswith("| job | calib.method | status |")
+    qat_row = next(line for line in summary if "| qat |" in line)
     assert "FAILED" in qat_row and "has none" in qat_row
-    minmax_row = next(line for line in summary if "minmax-tf2ir-digits" in line)
+    minmax_row = next(line for line in summary if "| minmax |" in line)
     top1 = next(run for run in runs if run.info.run_name == "minmax-tf2ir-digits").data.metrics["annotate.top1"]
     assert f"| {top1:.4g} |" in minmax_row
     # the console: one line per finished job (no stage table), and a table that 80 columns hold whole
@@ -258,19 +285,24 @@ def test_parallel_sweep_shares_store_and_mlflow(tmp_path, model_cache):
     job_lines = [line for line in console if re.match(r"job \d (minmax|kl)-tf2ir-digits: \d ran, \d reused", line)]
     assert len(job_lines) == 2, completed.stderr[-3000:]
     table = console[next(i for i, line in enumerate(console) if line.startswith("sweep: 3 job(s)")):]
-    table = table[: next(i for i, line in enumerate(table) if line.startswith("job ") or "job(s) succeeded" in line)]
+    table = table[: next(i for i, line in enumerate(table) if line.startswith(("job ", "the same in every")) or "job(s) succeeded" in line)]
     assert all(len(line) <= 80 and "…" not in line for line in table), "\n".join(table)
-    assert any(f"{top1:.4g}" in line and line.lstrip().startswith(("0", "1", "2")) for line in table)
+    # figures equal in every finished job are said once beneath the table, not as a column of ones
+    assert "C exact" not in "\n".join(table) and "the same in every finished job: " in completed.stderr
+    assert "C exact 1" in next(line for line in console if line.startswith("the same in every finished job: "))
     # the parent run is a row like its jobs: the params they share, what varied, the best job's figures
     parent = client.get_run(parents[0].info.run_id)
     assert parent.data.params["calib.method"] == "minmax | kl | qat" and parent.data.params["target.name"] == "tf2ir"
     def figures(run):
-        return run.data.metrics["annotate.top1"], run.data.metrics["annotate.sqnr_db_min"]
+        return run.data.metrics["annotate.sqnr_db_min"], run.data.metrics["annotate.top1"]
 
+    # the verdict: the least end-point SQNR decides by default, top-1 breaks ties; printed with its rule, saved, tagged
     best = max(figures(run) for run in jobs if run.info.status == "FINISHED")
-    # the job the tag names has the best figures (kl's table can equal minmax's on some CPUs: either is the best then)
+    (verdict,) = [line for line in console if line.startswith("best: job ")]
+    assert "ranked by annotate.sqnr_db_min (higher is better), then annotate.top1" in verdict and verdict in summary
     named = next(run for run in jobs if f"({run.info.run_name})" in parent.data.tags["best_job"])
-    assert parent.data.metrics["annotate.top1"] == best[0] and figures(named) == best
+    assert f"calib.method={named.data.params['calib.method']}" in verdict and figures(named) == best
+    assert parent.data.metrics["annotate.top1"] == best[1] and parent.data.tags["best_rule"] in verdict
     assert parent.data.metrics["codegen.bitexact"] == 1.0
 
 

@@ -41,7 +41,7 @@ def _check_existing_store(url: str, options: dict) -> None:
 
 def main(argv: list[str]) -> int:
     url, cache_dir, options = _default_store()
-    parser = argparse.ArgumentParser(prog="python -m pipeline.store", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m pipeline.store", description="The artifact store's housekeeping: " + " ".join(__doc__.split(": ", 1)[1].split()))
     commands = parser.add_subparsers(dest="command", required=True)
     gc = commands.add_parser("gc", help="remove the entries no recent run and no DVC lock references")
     gc.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
