@@ -7,7 +7,7 @@ ARGS ?=
 
 EXTRAS := s3 slurm peers vela
 
-.PHONY: setup setup-s3 setup-slurm setup-peers setup-vela setup-tfmot run test lock clean-store params repro
+.PHONY: setup setup-s3 setup-slurm setup-slurm-cluster setup-peers setup-vela setup-tfmot run test lock clean-store params repro
 
 setup: $(INSTALLED)
 
@@ -40,8 +40,20 @@ $(VENV)/.installed-test: $(INSTALLED) $(foreach extra,$(EXTRAS) test,requirement
 run: setup
 	$(VENV)/bin/python run.py $(ARGS)
 
-# The tests cover the extras too: they are installed with a loopback S3 server (moto).
-test: $(VENV)/.installed-test
+# A single-node Slurm cluster for the submitit_slurm test (tests/slurm_cluster.py starts it on loopback): Debian's
+# slurm-wlm and munge, installed where this runs as root with apt-get; elsewhere the test is skipped and says why.
+setup-slurm-cluster:
+	@if ! command -v sbatch >/dev/null || ! test -x /usr/sbin/slurmctld || ! test -x /usr/sbin/munged; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian's slurm-wlm and munge for the Slurm test"; \
+	    apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null 2>&1 || \
+	      { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null 2>&1; } || \
+	      echo "setup-slurm-cluster: could not install slurm-wlm and munge; the Slurm test will be skipped"; \
+	  else echo "setup-slurm-cluster: slurm-wlm and munge need root and apt-get to install; the Slurm test will be skipped"; fi; \
+	fi
+
+# The tests cover the extras too: they are installed with a loopback S3 server (moto) and a loopback Slurm cluster.
+test: $(VENV)/.installed-test setup-slurm-cluster
 	$(VENV)/bin/python -m pytest -q tests
 
 # Re-pin after editing requirements.in.

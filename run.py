@@ -6,6 +6,7 @@ value stops here, before any stage runs.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from pathlib import Path
@@ -21,6 +22,9 @@ from pipeline.config import command_line_overrides, register, unknown_key
 from pipeline.sweep import current_sweep, missing_launcher
 
 register()
+# submitit's logger would print each warning of a Slurm sweep three times (its stdout and stderr handlers, then Hydra's
+# root logger): only Hydra's
+os.environ.setdefault("SUBMITIT_LOG_LEVEL", "NOCONFIG")
 
 
 @hydra.main(config_path="conf", config_name="config", version_base="1.3")

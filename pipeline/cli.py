@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import signal
 import tempfile
 from pathlib import Path
@@ -112,17 +113,28 @@ def job_line(summary: RunSummary, cfg: DictConfig, sweep: Sweep) -> str:
     """A sweep job in one line: its run, how many stages ran, its time and the sweep's summary figures."""
     ran = sum(1 for result in summary.results if not result.reused)
     seconds = sum(result.wall_s for result in summary.results)
-    figures = [f"{label} {figure(name, summary.metrics[name])}" for name, label in HEADLINE_METRICS.items() if name in summary.metrics]
+    # the figure carries its unit (`27.77 dB`): the label, written for the sweep table's header, without it
+    figures = [f"{label.removesuffix(' dB')} {figure(name, summary.metrics[name])}" for name, label in HEADLINE_METRICS.items()
+               if name in summary.metrics]
     quality = " QUALITY: " + "; ".join(str(finding) for finding in summary.quality) if summary.quality else ""
     return (f"job {sweep.job} {run_name(cfg)}: {ran} ran, {len(summary.results) - ran} reused, {seconds:.1f} s; "
             + ", ".join(figures) + quality)
 
 
+# metrics that are fractions (shown as percentages) and decibels, by the words their names hold
+FRACTION_METRIC = re.compile(r"(^|[._])(top1|bitexact|fraction|share|agreement|accuracy)")
+DECIBEL_METRIC = re.compile(r"(^|[._])[a-z_]*_db($|_)")
+
+
 def figure(name: str, value: float) -> str:
-    """A metric as a person reads it: sizes in binary units (`799.0 KiB`), counts as integers, large figures
-    in millions, fractions and decibels to four digits."""
+    """A metric as a person reads it: sizes in binary units (`799.0 KiB`), fractions as percentages (`98.61%`),
+    decibels with their unit (`27.77 dB`), counts as integers, large figures in millions, the rest to four digits."""
     if name.endswith("_bytes"):
         return human_bytes(int(value))
+    if FRACTION_METRIC.search(name) and 0.0 <= value <= 1.0:
+        return f"{value * 100:.4g}%"
+    if DECIBEL_METRIC.search(name):
+        return f"{value:.2f} dB"
     if abs(value) >= 1e6:
         return f"{value / 1e6:.4g} M"
     if float(value).is_integer():

@@ -7,7 +7,10 @@ What a stage leaves for DVC:
 - `dvc_artifacts/<stage>/`: the store entry's files as hard links, so the store, this output
   and DVC's cache (`cache.type = hardlink` in .dvc/config) hold one copy of each file;
 - `metrics/<stage>.json`: the stage's headline metrics, git-tracked (`cache: false`), so an
-  experiment's commit carries them and `dvc exp show` / `dvc metrics diff` compare them;
+  experiment's commit carries them all;
+- `metrics.json` (the track stage): DVC's one metrics file, the few figures a run is judged by (SUMMARY_METRICS:
+  accuracy, SQNR, bit-exactness, clipping, sizes, cycles), what `dvc metrics show`, `dvc exp show` and
+  `dvc metrics diff` compare, a short table;
 - `plots/<stage>/<series>.json`: its per-layer series, git-tracked, drawn by `dvc plots show/diff` against the
   layer names (`.dvc/plots/layers.json`); a series this configuration does not give is one row whose name says
   why (the chart says "no data: ..." instead of vanishing);
@@ -54,6 +57,12 @@ METRICS_DIR = Path("metrics")
 PLOTS_DIR = Path("plots")
 PICTURES_DIR = Path("pictures")
 PARAMS_FILE = Path("params.yaml")
+SUMMARY_FILE = Path("metrics.json")
+# DVC's metrics, short names that a table of them fits 120 columns: the run's metric each reads (absent where the
+# configuration gives none: accel_cycles without an accelerator)
+SUMMARY_METRICS = {"top1": "annotate.top1", "sqnr_db_min": "annotate.sqnr_db_min", "bitexact": "codegen.bitexact",
+                   "clipped_fraction_max": "calibrate.clipped_fraction_max", "constant_bytes": "codegen.constant_bytes",
+                   "arena_bytes": "codegen.arena_bytes", "accel_cycles": "codegen.accel_cycles"}
 
 
 def out_dir(stage: str) -> Path:
@@ -206,6 +215,8 @@ def track(console: Console) -> None:
         tracker.log_summary(summary)
         summary.logged_model_id = tracker.log_model(summary, cfg)
     summary.mlflow_run_id, summary.mlflow_experiment_id = tracker.run_id, tracker.experiment_id
+    write_json_atomic(SUMMARY_FILE, {name: summary.metrics[metric] for name, metric in SUMMARY_METRICS.items()
+                                     if metric in summary.metrics})
     write_json_atomic(DVC_DIR / "run.json", {
         "mlflow_run_id": summary.mlflow_run_id,
         "stages": {r.stage.name: {"key": r.key, "reused": r.reused} for r in results},

@@ -8,7 +8,7 @@ import sys
 import yaml
 
 from pipeline.code_version import PROJECT_ROOT, closure_deps
-from pipeline.dvc_stage import DVC_DIR, metrics_file, out_dir, pictures_dir, plots_dir
+from pipeline.dvc_stage import DVC_DIR, SUMMARY_FILE, metrics_file, out_dir, pictures_dir, plots_dir
 from pipeline.stages import STAGES, Stage
 
 RUNNER_CODE = [
@@ -34,15 +34,15 @@ def dvc_document() -> dict:
             "params": list(stage.params),
             # the store's entry (hard links, cached by DVC); the per-layer series small enough for git
             "outs": [out_dir(stage.name).as_posix(), *([{plots_dir(stage.name).as_posix(): {"cache": False}}] if stage.series else []),
-                     *([pictures_dir(stage.name).as_posix()] if stage.pictures else [])],
-            "metrics": [{metrics_file(stage.name).as_posix(): {"cache": False}}],
+                     *([pictures_dir(stage.name).as_posix()] if stage.pictures else []), {metrics_file(stage.name).as_posix(): {"cache": False}}],
         }
     stages["track"] = {
         "desc": "record the run (params, stage keys, metrics, reports) in MLflow",
         "cmd": "python -m pipeline.dvc_stage --track",
-        "deps": [*RUNNER_CODE, "pipeline/tracking.py", *[out_dir(stage.name).as_posix() for stage in STAGES]],
+        "deps": [*RUNNER_CODE, "pipeline/tracking.py", "pipeline/logged_model.py", *[out_dir(stage.name).as_posix() for stage in STAGES]],
         "params": ["tracking_uri"],
         "outs": [{(DVC_DIR / "run.json").as_posix(): {"cache": False}}],
+        "metrics": [{SUMMARY_FILE.as_posix(): {"cache": False}}],
     }
     return {"stages": stages, "plots": [plot for stage in STAGES for plot in plot_definitions(stage)]}
 

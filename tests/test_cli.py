@@ -94,7 +94,9 @@ def test_a_run_ends_with_a_short_table_and_writes_every_metric_to_its_directory(
     for stage in STAGE_NAMES:  # one row per stage: ran, and its headline figures
         row = next(line for line in table.splitlines() if line.strip().startswith(f"{stage} "))
         assert " ran " in row, row
-    assert f"top1 {metrics['annotate.top1']:.4g}" in table and "bitexact 1" in table
+    # in the units a person reads: a percentage, decibels
+    assert f"top1 {metrics['annotate.top1'] * 100:.4g}%" in table and "bitexact 100%" in table
+    assert f"sqnr_db_min {metrics['annotate.sqnr_db_min']:.2f} dB" in table
     assert "annotate.top1 =" not in output  # no dump of every metric
     assert "import: key" in (root / "run" / "run.log").read_text()  # the same lines through logging, in Hydra's run.log
 

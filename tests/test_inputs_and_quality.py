@@ -130,7 +130,7 @@ def test_run_py_exits_with_the_quality_status_and_marks_the_table(resnet8_store)
     assert "Traceback" not in result.stderr
     (row,) = [line for line in result.stderr.splitlines() if line.strip().startswith("calibrate ") and "quality ✗" in line]
     assert "clipped_fraction_max" in row, result.stderr
-    assert "clipped_fraction_max 0.9974 ✗" in result.stderr
+    assert "clipped_fraction_max 99.74% ✗" in result.stderr
     assert "stopped: quality check after calibrate failed: input input_1:0" in result.stderr
 
 

@@ -7,8 +7,10 @@ import json
 import os
 import re
 import signal
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import pytest
 from rich.console import Console
 
 from conftest import PROJECT_ROOT, compose
+from slurm_cluster import missing_binaries, single_node_cluster
 from pipeline.main import run_pipeline
 from pipeline.runner import StageParams
 from pipeline.stages import STAGE_NAMES, STAGES
@@ -393,6 +396,49 @@ def test_a_sweep_on_the_submitit_local_launcher_shows_each_jobs_output(tmp_path,
     assert {next(line for line in path.read_text().splitlines() if line.startswith("job ")).split()[1] for path in outputs} == {"0", "1"}
     for job in ("0", "1"):  # Hydra's per-job log has the same lines, through Python logging
         assert f"job {job} calibrate: ran" in (sweep / job / "run.log").read_text()
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory):
+    """A single-node Slurm cluster on loopback (tests/slurm_cluster.py); skipped, saying why, where it cannot run."""
+    missing = missing_binaries()
+    if missing:
+        pytest.skip(f"Slurm is not installed here (no {', '.join(missing)}): `make test` installs Debian's slurm-wlm and munge "
+                    "(make setup-slurm-cluster) where it runs as root with apt-get")
+    root = Path(tempfile.mkdtemp(prefix="qt-slurm-", dir="/tmp"))  # munge's socket path must stay short
+    try:
+        with single_node_cluster(root) as environment:
+            yield environment
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_sweep_on_a_real_slurm_cluster_shares_one_store_and_every_job_is_bit_exact(slurm_cluster, tmp_path, model_cache):
+    """`hydra/launcher=submitit_slurm` against slurmctld and slurmd on this machine: two jobs submitted with sbatch, run by
+    slurmd, sharing one store and one MLflow database; each reaches codegen bit-exact and is a run nested in the sweep's
+    parent; each warning the launcher prints is printed once."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="the slurm extra: make setup-slurm (make test installs it)")
+    from mlflow.tracking import MlflowClient
+
+    sweep, database = tmp_path / "sweep", tmp_path / "mlflow.db"
+    command = [sys.executable, "run.py", "-m", "hydra/launcher=submitit_slurm", "hydra.launcher.partition=test",
+               "hydra.launcher.timeout_min=20", "calib.method=minmax,kl", f"store.url={tmp_path / 'store'}",
+               f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{database}", f"hydra.sweep.dir={sweep}"]
+    completed = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900, env=slurm_cluster)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "2 of 2 job(s) succeeded" in completed.stderr and f"{sweep}/.submitit/" in completed.stderr
+    # one Slurm array job (sbatch --array), its two tasks `<job id>_<task>`: Slurm's ids, not local processes
+    tasks = sorted(path.name for path in (sweep / ".submitit").iterdir() if path.is_dir() and "_" in path.name)
+    assert [task.split("_")[1] for task in tasks] == ["0", "1"] and len({task.split("_")[0] for task in tasks}) == 1, tasks
+    client = MlflowClient(tracking_uri=f"sqlite:///{database}")
+    runs = client.search_runs([client.get_experiment_by_name("digits").experiment_id])
+    jobs = [run for run in runs if run.data.tags.get("sweep_role") != "parent"]
+    assert sorted(run.data.params["calib.method"] for run in jobs) == ["kl", "minmax"]
+    assert all(run.info.status == "FINISHED" and run.data.metrics["codegen.bitexact"] == 1.0 for run in jobs)
+    assert len(_store_entries(tmp_path / "store", "import")) == 1  # one store: the second job reused the first's import
+    # submitit's polling warnings (no accounting here: sacct has nothing), each once, not on stdout, stderr and Hydra's log
+    calls = re.findall(r"Call #(\d+) - ", completed.stderr + completed.stdout)
+    assert len(calls) == len(set(calls)), completed.stderr[-3000:]
 
 
 def test_a_launcher_whose_extra_is_missing_says_what_to_install(monkeypatch):
