@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, make_dataclass
 from enum import Enum
 from typing import Any, Optional
 
+import psutil
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
@@ -26,6 +27,7 @@ from core.backends.accel.ops import host_only_errors
 from core.backends.accel.target import AcceleratorError, AcceleratorSpec, accelerator_of
 from core.backends.c.build import DEFAULT_CFLAGS, cflag_errors
 from core.data.datasets import SPLITS as DATA_SPLITS
+from core.frontend.builtin_models import digits_training_bytes
 from core.limits import MEBIBYTE, human_bytes
 from core.quantize.auto import AUTO
 from core.quantize.calibration.histogram import histogram_bytes
@@ -335,6 +337,17 @@ def validate(cfg: DictConfig) -> Config:
             raise ConfigError(f"target {typed.target.name}: {error}")
     if typed.model.format is ModelFormat.builtin and typed.model.builtin is None:
         raise ConfigError(f"model {typed.model.name!r}: format builtin needs a model.builtin section")
+    if typed.model.format is ModelFormat.builtin:
+        # TensorFlow trains in its own memory, which limits.memory_mb (the pipeline's arrays) does not bound: refused
+        # where even the larger of the two cannot hold it, before minutes of training end in ResourceExhaustedError
+        training = digits_training_bytes(typed.model.builtin.width, typed.model.builtin.batch_size)
+        room = max(typed.limits.memory_mb * MEBIBYTE, psutil.virtual_memory().total)
+        if training > room:
+            raise ConfigError(f"model.builtin.width={typed.model.builtin.width:g}: training the built-in model needs at least "
+                              f"{human_bytes(training)} (its weights, their gradients and Adam's moments, a batch of "
+                              f"{typed.model.builtin.batch_size} images' activations), more than this machine's "
+                              f"{human_bytes(psutil.virtual_memory().total)} and limits.memory_mb={typed.limits.memory_mb}; "
+                              "lower model.builtin.width (the default is 1)")
     return typed
 
 

@@ -4,8 +4,8 @@ from params.yaml and its inputs from the upstream stages' DVC outputs;
 `python -m pipeline.dvc_stage --track` records the whole run in MLflow.
 
 What a stage leaves for DVC:
-- `dvc_artifacts/<stage>/`: the store entry's files as hard links, so the store, this output
-  and DVC's cache (`cache.type = hardlink` in .dvc/config) hold one copy of each file;
+- `dvc_artifacts/<stage>/`: a copy of the store entry's files, which DVC's cache links (`cache.type = hardlink` in
+  .dvc/config): an edit of this output in place never reaches the store;
 - `metrics/<stage>.json`: the stage's headline metrics, git-tracked (`cache: false`), so an
   experiment's commit carries them all;
 - `metrics.json` (the track stage): DVC's one metrics file, the few figures a run is judged by (SUMMARY_METRICS:
@@ -156,7 +156,9 @@ def run_one(name: str, console: Console) -> StageResult:
     inputs = {upstream: artifact_in(out_dir(upstream)) for upstream in stage.inputs}
     with RichDisplay(console) as display:
         result = Runner(cfg, open_store(cfg), display).run_stage(stage, inputs)
-    replace_dir(result.artifact.directory, out_dir(name), link=True)
+    # a copy, not hard links to the store's files: an edit of dvc_artifacts/ in place (an editor, a script) must not
+    # reach the stored entry (mode bits do not stop root); DVC links this copy into its own cache
+    replace_dir(result.artifact.directory, out_dir(name))
     write_outputs(stage, result)
     findings = findings_of(cfg, name, result.metrics, result.artifact.directory)
     if findings and cfg.quality.enforce:  # the outputs stand (a true measurement); the run stops as run.py's does

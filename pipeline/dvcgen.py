@@ -32,7 +32,7 @@ def dvc_document() -> dict:
             # the files the stage can run: the same closure that keys it in the store
             "deps": [*closure_deps(stage.module), *DVC_ENTRY_CODE, *[out_dir(up).as_posix() for up in stage.inputs]],
             "params": list(stage.params),
-            # the store's entry (hard links, cached by DVC); the per-layer series small enough for git
+            # a copy of the store's entry (cached by DVC); the per-layer series small enough for git
             "outs": [out_dir(stage.name).as_posix(), *([{plots_dir(stage.name).as_posix(): {"cache": False}}] if stage.series else []),
                      *([pictures_dir(stage.name).as_posix()] if stage.pictures else []), {metrics_file(stage.name).as_posix(): {"cache": False}}],
         }

@@ -16,6 +16,7 @@ to ship."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -79,6 +80,14 @@ def stage_model(directory: Path, *, ir_dir: Path, calibration_dir: Path | None, 
         mlflow.pyfunc.add_to_model(model, loader_module=__name__, data=TFLITE_FILE)
     model.save(str(directory / "MLmodel"))
     return {"inputs": inputs, "outputs": outputs}
+
+
+NOT_IN_MODEL_NAMES = re.compile(r"[/:.%\"']")  # characters MLflow refuses in a logged model's name
+
+
+def model_name(*parts: str) -> str:
+    """A logged model's name from its parts (`digits-tf2ir-mse`), what MLflow refuses in one replaced by '_'."""
+    return NOT_IN_MODEL_NAMES.sub("_", "-".join(parts))
 
 
 def log_model(*, experiment_id: str, run_id: str, name: str, content_key: str, ir_dir: Path, calibration_dir: Path | None,

@@ -153,19 +153,12 @@ def _export(summary: RunSummary, export_dir: Path) -> Path:
     return export_dir
 
 
-def _link_or_copy(source: str, target: str) -> None:
-    try:
-        os.link(source, target)
-    except OSError:  # another filesystem, or one without hard links
-        shutil.copy2(source, target)
-
-
-def replace_dir(source: Path, target: Path, link: bool = False) -> None:
-    """`target` becomes a copy of `source` in one rename; with `link`, of hard links to its files
-    (a store entry's files are never written again, so they can be shared rather than copied)."""
+def replace_dir(source: Path, target: Path) -> None:
+    """`target` becomes a copy of `source` in one rename (copies, never links: what is written there must not reach a
+    store entry's files)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-    shutil.copytree(source, partial, dirs_exist_ok=True, copy_function=_link_or_copy if link else shutil.copy2)
+    shutil.copytree(source, partial, dirs_exist_ok=True, copy_function=shutil.copy2)
     if target.exists():
         retired = target.with_name(f".{target.name}.old")
         shutil.rmtree(retired, ignore_errors=True)

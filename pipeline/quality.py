@@ -56,6 +56,15 @@ KEEP_FLOAT = ("a layer that cannot take int8: `sensitivity.enabled=true` ranks t
               "in float")
 
 
+def input_mapping(cfg) -> str:
+    """What makes the network input from the data, as a cause names it: model.preprocess, or, on data=arrays (which
+    applies none), the arrays themselves."""
+    if getattr(cfg.data.kind, "value", cfg.data.kind) == "arrays":
+        return f"the arrays in data.path={cfg.data.path} (data=arrays applies no preprocessing: they are the input as it is)"
+    preprocess = cfg.model.preprocess
+    return f"model.preprocess (scale {preprocess.scale:g}, offset {preprocess.offset:g})"
+
+
 def _clipping(quality, cfg, metrics: dict, directory: Path) -> list[Finding]:
     findings = []
     for fraction, tensor, kind, method, deliberate in _report(directory).get("most_clipped_activations", []):
@@ -66,16 +75,15 @@ def _clipping(quality, cfg, metrics: dict, directory: Path) -> list[Finding]:
         if kind == "input":
             fixed = getattr(cfg.target.scheme, "input_log2scale", None)  # a power-of-two scheme's setting
             reach = 2.0 ** (cfg.target.scheme.bits - 1 - fixed) if fixed is not None else None
-            causes = (f"the input's range against the preprocessing: target.scheme.input_log2scale={fixed} holds "
-                      f"[-{reach:g}, {reach:g}) and model.preprocess (scale "
-                      f"{cfg.model.preprocess.scale:g}, offset {cfg.model.preprocess.offset:g}) maps the data beyond it: unset "
-                      "target.scheme.input_log2scale (null) to let calibration choose it, or fix the preprocessing"
+            causes = (f"the input's range against the data: target.scheme.input_log2scale={fixed} holds "
+                      f"[-{reach:g}, {reach:g}) and {input_mapping(cfg)} puts the data beyond it: unset "
+                      "target.scheme.input_log2scale (null) to let calibration choose it, or fix the data's scale"
                       if fixed is not None else
-                      f"calib.method={method} clips the network input; check model.preprocess (scale, offset) against what "
+                      f"calib.method={method} clips the network input; check {input_mapping(cfg)} against what "
                       "the model was trained on, or use calib.method=minmax or mse")
         else:
             causes = (f"calib.method={method} clips this tensor: calib.method=minmax or mse keeps more of its range; or the "
-                      "calibration data are not what the model sees (model.preprocess, data)")
+                      f"calibration data are not what the model sees ({input_mapping(cfg)})")
         findings.append(Finding("calibrate", "clipped_fraction_max", "quality.max_clipped_fraction",
                                 f"{kind} {tensor}", f"{fraction:.1%} of its calibration values clipped "
                                 f"(limit {quality.max_clipped_fraction:.1%})", causes))
@@ -91,10 +99,12 @@ def _end_points(stage: str):
             worst = min(report.get("end_points", []), key=lambda item: item.get("sqnr_db", float("inf")), default={})
             layers = [pair for pair in report.get("per_layer_sqnr_db", []) if isinstance(pair, list) and len(pair) == 2]
             first_low = next((layer for layer, value in layers if value is not None and value < quality.min_sqnr_db), None)
+            departed = _first_departure(report)
             findings.append(Finding(stage, "sqnr_db_min", "quality.min_sqnr_db",
-                                    f"end point {worst.get('float_tensor', '?')}",
+                                    f"end point {worst.get('float_tensor') or worst.get('layer', '?')}",
                                     f"SQNR against float {sqnr:.2f} dB (limit {quality.min_sqnr_db:g} dB)",
-                                    "the input's range against model.preprocess (calibrate's clipped fractions); "
+                                    (departed + "; else " if departed else "")
+                                    + f"the input's range against {input_mapping(cfg)} (calibrate's clipped fractions); "
                                     f"calib.method={cfg.calib.method.value} clipping outputs (try mse or minmax); "
                                     + KEEP_FLOAT + (f" (the first layer under the limit: {first_low})" if first_low else "")))
         top1, top1_float = metrics.get("top1"), metrics.get("top1_float")
@@ -102,22 +112,34 @@ def _end_points(stage: str):
             findings.append(Finding(stage, "top1", "quality.max_top1_drop", "top-1",
                                     f"{top1:.2%} against {top1_float:.2%} float, a drop of {top1_float - top1:.2%} "
                                     f"(limit {quality.max_top1_drop:.2%})",
-                                    "the input's range against model.preprocess; a method clipping outputs; " + KEEP_FLOAT))
+                                    f"the input's range against {input_mapping(cfg)}; a method clipping outputs; " + KEEP_FLOAT))
         return findings
     return check
+
+
+IR_AGREEMENT = 0.99  # below it, a layer of the IR computes other integers than the annotated graph it was emitted from
+
+
+def _first_departure(report: dict) -> str:
+    """simulate's per-layer agreement of the IR with the annotated graph: where it first falls, the IR itself is the cause
+    (an edited field or constant, a damaged file), not calibration; '' where every layer agrees."""
+    agreement = [pair for pair in report.get("layer_agreement", []) if isinstance(pair, list) and len(pair) == 2]
+    layer, value = next(((layer, value) for layer, value in agreement if value is not None and value < IR_AGREEMENT), (None, None))
+    if layer is None:
+        return ""
+    return (f"the IR computes other integers than the annotated graph from layer {layer} on ({value:.1%} of its values agree): "
+            "emit_ir's net_def.json or params/ were edited or damaged, or emit_ir is wrong there: run emit_ir again")
 
 
 def _input_levels(quality, cfg, metrics: dict, directory: Path) -> list[Finding]:
     span = _report(directory).get("input_span")
     if not span or span["levels"] >= quality.min_input_levels:
         return []
-    preprocess = cfg.model.preprocess
     return [Finding("calibrate", "input_levels", "quality.min_input_levels", f"input {span['tensor']}",
                     f"the calibration data span {span['levels']:.1f} of its quantization steps (limit {quality.min_input_levels:g}): "
                     f"they lie in [{span['data'][0]:.4g}, {span['data'][1]:.4g}], its range is [{span['range'][0]:.4g}, "
                     f"{span['range'][1]:.4g}]",
-                    f"model.preprocess (scale {preprocess.scale:g}, offset {preprocess.offset:g}) against what the model was "
-                    "trained on: a pre-quantized or quantization-aware model fixes its input's range (calib.method=qat), "
+                    f"{input_mapping(cfg)} against what the model was trained on: a pre-quantized or quantization-aware model fixes its input's range (calib.method=qat), "
                     "so does target.scheme.input_log2scale")]
 
 

@@ -52,7 +52,7 @@ from core.reports.series import SERIES_DIR, read_series
 from pipeline.config import Config, flatten, to_plain
 from pipeline.code_version import PROJECT_ROOT
 from pipeline.hashing import canonical_json, data_digest, sha256_bytes
-from pipeline.logged_model import log_model
+from pipeline.logged_model import log_model, model_name
 from pipeline.runner import RunSummary, StageResult
 
 REPORT_SUFFIXES = (".md", ".json", ".svg", ".txt")  # pictures (.png) go to the root
@@ -394,7 +394,7 @@ class Tracker:
         headline = {f"{result.stage.name}.{name}": value for result in summary.results
                     for name, value in result.stage.headline_of(result.metrics).items()}
         return log_model(
-            experiment_id=self.experiment_id, run_id=self.run_id, name=f"{cfg.model.name}-{cfg.target.name}-{method}",
+            experiment_id=self.experiment_id, run_id=self.run_id, name=model_name(cfg.model.name, cfg.target.name, str(method)),
             content_key=results["codegen"].key,
             ir_dir=results["emit_ir"].artifact.directory, codegen_dir=results["codegen"].artifact.directory,
             calibration_dir=results["calibrate"].artifact.directory if "calibrate" in results else None,

@@ -91,6 +91,11 @@ def _broadcast_constant_graph(path: Path) -> Path:
                                   "tflite_int8"),
     ("target=accel target/scheme=tflite_int8", "accelerator.patterns[0].activations: does not apply to conv"),
     ("limits.memory_mb=0", "limits.memory_mb=0: must be a positive number"),
+    ("target.scheme.min_log2scale=20 target.scheme.max_log2scale=-20",
+     "target.scheme.min_log2scale=20 is above target.scheme.max_log2scale=-20: no log2scale is within"),
+    ("target.scheme.min_shift=9 target.scheme.max_shift=3", "target.scheme.min_shift=9 is above target.scheme.max_shift=3"),
+    # not a 30-line ResourceExhaustedError from the training child after minutes
+    ("model.builtin.width=100000", "model.builtin.width=100000: training the built-in model needs at least"),
 ])
 def test_target_and_limit_rules_that_no_stage_implements_are_refused(tmp_path, override, expected):
     _refused(tmp_path, expected, *override.split())
@@ -347,3 +352,131 @@ def test_store_gc_on_a_missing_path_or_a_file_is_an_error(tmp_path, capsys, what
         target.write_text("")
     assert main(["gc", "--store", str(target)]) == 2
     assert f"--store {target}: {'is a file' if what == 'file' else 'does not exist'}" in capsys.readouterr().out.replace("\n", "")
+
+
+def test_negative_evaluation_labels_on_arrays_are_refused_before_any_stage_not_scored_as_zero(tmp_path):
+    """A label outside the classes would make a green run report top-1 0% (and the float model's too)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 10, 16)
+    labels[3] = -1
+    np.savez(tmp_path / "arrays.npz", calib=rng.random((16, 8, 8, 1), np.float32), eval=rng.random((16, 8, 8, 1), np.float32),
+             eval_labels=labels)
+    _refused(tmp_path, f"{tmp_path / 'arrays.npz'}: eval_labels[3] is -1 (1 of 16 labels are negative); a label is a class index",
+             "data=arrays", f"data.path={tmp_path / 'arrays.npz'}")
+
+
+def _npz_with_member(path: Path, member: bytes, eval_array) -> Path:
+    """An .npz whose `calib` member is the given bytes (a header over too little data), `eval` a real array."""
+    import zipfile
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, eval_array)
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("calib.npy", member)
+        archive.writestr("eval.npy", buffer.getvalue())
+    return path
+
+
+@pytest.mark.parametrize("shape, kept", [((64, 8, 8, 1), 4872 // 10), ((8_300_000_000, 1), None)],
+                         ids=["truncated", "a 30.9 GiB header over 128 bytes"])
+def test_an_npz_whose_array_holds_less_than_its_header_declares_is_called_damaged_before_any_stage(tmp_path, shape, kept):
+    """Not 'EOF: reading array data' naming nothing, nor advice to raise limits.memory_mb: the file and the array, damaged."""
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, np.zeros((64, 8, 8, 1), np.float32))
+    header = buffer.getvalue()[:128].replace(b"(64, 8, 8, 1)", str(shape).encode().ljust(len("(64, 8, 8, 1)")))
+    member = header + buffer.getvalue()[128:][:kept] if kept else header
+    path = _npz_with_member(tmp_path / "damaged.npz", member, np.zeros((16, 8, 8, 1), np.float32))
+    printed = _refused(tmp_path, f"{path}: calib.npy declares float32 {list(shape)}", "data=arrays", f"data.path={path}")
+    assert "the file is truncated or damaged" in printed and "memory_mb" not in printed
+
+
+def test_all_zero_calibration_arrays_are_stopped_naming_the_arrays_not_a_preprocessing_arrays_never_get(tmp_path):
+    import numpy as np
+
+    from conftest import compose
+    from pipeline.main import run_pipeline
+    from pipeline.quality import QualityFailed
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "zeros.npz"
+    np.savez(path, calib=np.zeros((32, 8, 8, 1), np.float32), eval=rng.random((32, 8, 8, 1), np.float32),
+             eval_labels=rng.integers(0, 10, 32))
+    cfg = compose(f"store.url={tmp_path / 'store'}", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", "data=arrays",
+                  f"data.path={path}")
+    with pytest.raises(QualityFailed) as stopped:
+        run_pipeline(cfg, console=Console(file=io.StringIO()))
+    causes = " ".join(finding.causes for finding in stopped.value.findings)
+    assert f"the arrays in data.path={path} (data=arrays applies no preprocessing" in causes
+    assert "model.preprocess" not in causes
+
+
+def test_a_constant_of_the_wrong_shape_is_named_with_its_layer_and_file():
+    """An IR whose conv weight .npy has another shape (its manifest re-sealed): not 'conv weight of shape [7, 5, 3] (int8);
+    kernel_size is [3, 3]' alone, but the layer and the file."""
+    import numpy as np
+
+    from conftest import MODELS
+    from core.frontend.tflite import read_tflite
+    from core.ir.records import IrError
+    from core.ir.simulator import IntegerSimulator
+    from core.ir.tflite_ir import ir_of_tflite
+
+    path = MODELS / "mlperf_tiny_kws" / "kws_ref_model.tflite"
+    if not path.exists():
+        pytest.skip(f"{path} is missing")
+    ir = ir_of_tflite(read_tflite(path))
+    conv = next(layer for layer in ir.layers if layer.operation == "conv")
+    ir.params[conv.name]["weight"] = np.zeros((7, 5, 3), np.int8)
+    inputs = np.zeros((1, *ir.input_shape), np.int8)
+    with pytest.raises(IrError) as raised:
+        IntegerSimulator(ir).run_int8(inputs)
+    message = str(raised.value)
+    assert message.startswith(f"layer {conv.name} (conv): ") and f"params/{conv.name}_weight.npy" in message
+    assert "int8 [7, 5, 3])" in message and "run emit_ir again" in message
+
+
+def test_an_ir_that_departs_from_its_annotated_graph_is_blamed_at_simulate_naming_the_end_point_and_the_layer(tmp_path):
+    """An IR whose output_shift was edited (its manifest re-sealed): simulate's SQNR guard names the end point (not '?')
+    and the first layer whose integers depart from the annotated graph, the IR, before preprocessing."""
+    import json
+
+    from conftest import compose
+    from pipeline.quality import findings_of
+
+    report = {"end_points": [{"layer": "logits", "sqnr_db": 3.1, "cosine": 0.2}],
+              "layer_agreement": [["stem", 1.0], ["block1", 0.996], ["block2", 0.31], ["logits", 0.05]]}
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    (finding,) = findings_of(compose(), "simulate", {"sqnr_db_min": 3.1}, tmp_path)
+    assert finding.subject == "end point logits"
+    assert finding.causes.startswith("the IR computes other integers than the annotated graph from layer block2 on (31.0%")
+    assert "run emit_ir again" in finding.causes
+
+
+def test_a_tflite_weight_whose_shape_its_buffer_cannot_fill_is_called_damaged_before_any_stage(tmp_path):
+    """A weight declaring [channels, 3, 3, 2^31 - 1] over its small buffer: the file is damaged, said before any stage,
+    not a memory budget to raise."""
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    from conftest import MODELS
+
+    source = MODELS / "mlperf_tiny_kws" / "kws_ref_model.tflite"
+    if not source.exists():
+        pytest.skip(f"{source} is missing")
+    model = flatbuffer_utils.read_model(str(source))
+    graph = model.subgraphs[0]
+    code = model.operatorCodes  # CONV_2D is 3 (older files keep it in deprecatedBuiltinCode)
+    conv = next(operator for operator in graph.operators
+                if 3 in (code[operator.opcodeIndex].builtinCode, code[operator.opcodeIndex].deprecatedBuiltinCode))
+    weight = graph.tensors[conv.inputs[1]]
+    weight.shape = [weight.shape[0], 3, 3, 2**31 - 1]
+    damaged = tmp_path / "damaged.tflite"
+    flatbuffer_utils.write_model(model, str(damaged))
+    printed = _refused(tmp_path, f"model.file.path: {damaged}: tensor {conv.inputs[1]} ", "model=keras_cifar10", "model.format=tflite",
+                       f"model.file.path={damaged}", "target=tflite_int8", f"data.path={CIFAR10_DIR}")
+    assert "the file is damaged" in printed and "memory_mb" not in printed

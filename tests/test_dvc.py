@@ -129,8 +129,11 @@ def test_an_edited_dvc_output_is_refused_before_the_next_stage_computes(fresh_cl
     honest = table.read_bytes()
     store = fresh_clone / ".store" / "annotate"
     before = sorted(path.name for path in store.iterdir())
-    table.write_bytes(honest.replace(b'"log2scale": ', b'"log2scale": 1', 1))
+    key = json.loads((fresh_clone / "dvc_artifacts" / "calibrate" / "manifest.json").read_text())["key"]
+    stored = fresh_clone / ".store" / "calibrate" / key / "calibration_table.json"
+    table.write_bytes(honest.replace(b'"log2scale": ', b'"log2scale": 1', 1))  # in place, as an editor or a script writes
     try:
+        assert stored.read_bytes() == honest  # the edit reached the output only, never the stored entry
         completed = subprocess.run([sys.executable, "-m", "pipeline.dvc_stage", "annotate"], cwd=fresh_clone,
                                    capture_output=True, text=True, timeout=600)
     finally:
@@ -162,8 +165,9 @@ def _dvc_json(clone: Path, *args: str):
     return json.loads(completed.stdout)
 
 
-def test_each_artifact_is_stored_once(fresh_clone):
-    """The store entry, DVC's output and DVC's cache are one file (hard links), not three copies."""
+def test_the_store_keeps_its_own_copy_of_what_dvc_outputs(fresh_clone):
+    """The store entry is another file than DVC's output (which DVC's cache links when DVC saves it), so that an edit of
+    the output in place cannot change what the store serves."""
     report = fresh_clone / "dvc_artifacts" / "annotate" / "report.json"
     if not report.exists():
         pytest.skip("needs the dvc repro test first")
@@ -171,8 +175,8 @@ def test_each_artifact_is_stored_once(fresh_clone):
     in_store = fresh_clone / ".store" / "annotate" / key / "report.json"
     md5 = hashlib.md5(report.read_bytes()).hexdigest()
     in_dvc_cache = fresh_clone / ".dvc" / "cache" / "files" / "md5" / md5[:2] / md5[2:]
-    assert in_store.stat().st_ino == report.stat().st_ino == in_dvc_cache.stat().st_ino
-    assert report.stat().st_nlink == 3
+    assert in_store.stat().st_ino not in (report.stat().st_ino, in_dvc_cache.stat().st_ino)
+    assert in_store.read_bytes() == report.read_bytes() == in_dvc_cache.read_bytes()
 
 
 def _experiments(shown: list) -> dict[str, dict]:

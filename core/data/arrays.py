@@ -46,7 +46,11 @@ def array_headers(path: str | Path) -> dict[str, tuple[tuple[int, ...], np.dtype
                 if not member.endswith(".npy"):
                     raise DatasetError(f"{path}: {member} is not an array; expected {ARRAY_EXPECTED}")
                 with archive.open(member) as stream:
-                    headers[member[: -len(".npy")]] = npy_header(stream, f"{path}: {member}")
+                    shape, dtype = headers[member[: -len(".npy")]] = npy_header(stream, f"{path}: {member}")
+                declared, held = elements(shape) * dtype.itemsize, archive.getinfo(member).file_size
+                if declared > held:  # checked before any budget: a header over a tiny member is damage, not a big array
+                    raise DatasetError(f"{path}: {member} declares {dtype} {list(shape)} ({declared} bytes) but holds {held} "
+                                       "bytes: the file is truncated or damaged; write it again (numpy.savez)")
     except (zipfile.BadZipFile, OSError, ValueError) as error:
         if isinstance(error, DatasetError):
             raise
@@ -89,12 +93,25 @@ def check_arrays(path: str | Path, splits: tuple[str, ...]) -> dict[str, tuple[t
             if label_dtype.kind not in "iu" or label_shape != (count,):
                 raise DatasetError(f"{path}: {split}_labels is {label_dtype} {list(label_shape)}; expected int [{count}], "
                                    f"one class per sample of {split!r}")
+            _check_labels(path, f"{split}_labels")
     layouts = {tuple((name, headers[array][0][1:]) for name, array in groups[split].items()) for split in splits}
     if len(layouts) > 1:
         shapes = sorted(sorted(list(headers[array][0][1:]) for array in groups[split].values()) for split in splits)
         raise DatasetError(f"{path}: {' and '.join(repr(split) for split in splits)} hold samples of different shapes "
                            f"{[shape[0] if len(shape) == 1 else shape for shape in shapes]}; both must be the model's input shape")
     return headers
+
+
+def _check_labels(path: str | Path, name: str) -> None:
+    """A label is a class index (the position of its score in the model's output): none negative. A top-1 against -1 would
+    read as a real 0%."""
+    with np.load(path, allow_pickle=False) as archive:
+        labels = _read(archive, path, name)
+    negative = np.flatnonzero(labels < 0)
+    if negative.size:
+        raise DatasetError(f"{path}: {name}[{negative[0]}] is {labels[negative[0]]} ({negative.size} of {labels.size} labels are "
+                           f"negative); a label is a class index 0, 1, ... (the position of its score in the model's output): "
+                           f"fix the labels, or leave {name} out (the run then reports no top-1)")
 
 
 def load_arrays(path: str | Path, split: str, limit: int | None,
@@ -110,10 +127,22 @@ def load_arrays(path: str | Path, split: str, limit: int | None,
         budget.check(f"{path}: {', '.join(repr(name) for name in arrays.values())} "
                      f"({', '.join(f'{list(headers[name][0])} {headers[name][1]}' for name in arrays.values())})", sum(sizes),
                      lower="data.path's arrays")
-    with np.load(path, allow_pickle=False) as archive:
-        samples = {input_name: _checked(path, name, np.ascontiguousarray(archive[name][:limit])) for input_name, name in arrays.items()}
-        labels = archive[f"{split}_labels"][:limit].astype(np.int64) if f"{split}_labels" in headers else None
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            samples = {input_name: _checked(path, name, np.ascontiguousarray(_read(archive, path, name)[:limit]))
+                       for input_name, name in arrays.items()}
+            labels = _read(archive, path, f"{split}_labels")[:limit].astype(np.int64) if f"{split}_labels" in headers else None
+    except (zipfile.BadZipFile, OSError) as error:
+        raise DatasetError(f"{path}: unreadable ({error}); write it again (numpy.savez)") from None
     return (samples[""] if "" in samples else NamedSamples(samples)), labels
+
+
+def _read(archive, path: str | Path, name: str) -> np.ndarray:
+    """One array of the archive; a DatasetError naming the file and the array where its data is damaged."""
+    try:
+        return archive[name]
+    except (ValueError, EOFError, OSError, zipfile.BadZipFile) as error:
+        raise DatasetError(f"{path}: the array {name!r} is damaged ({error}); write the file again (numpy.savez)") from None
 
 
 def _checked(path: str | Path, name: str, samples: np.ndarray) -> np.ndarray:

@@ -131,14 +131,33 @@ def build_digits_model_in_process(settings: Mapping[str, Any] | None = None, pro
     )
 
 
+def digits_channels(width: float) -> tuple[int, int]:
+    """The built-in model's channels at `width`: its 8x8 stages' and its 4x4 stage's."""
+    return max(1, round(24 * width)), max(1, round(48 * width))
+
+
+# float32s a training step keeps at least, per weight (the weight, its gradient, Adam's two moments) and per activation
+# value (the forward value, its gradient, one temporary): a lower bound, so a width it refuses could never train
+TRAINING_FLOATS_PER_WEIGHT = 4
+TRAINING_FLOATS_PER_ACTIVATION = 3
+
+
+def digits_training_bytes(width: float, batch_size: int) -> int:
+    """At least what training the built-in model at `width` holds: its weights with their gradients and Adam's moments,
+    and a batch's activations (ten tensors of the 8x8 stages, six of the 4x4), as float32."""
+    narrow, wide = digits_channels(width)
+    weights = 9 * narrow + 9 * narrow + narrow * narrow + 9 * narrow + narrow * wide + wide * 10 + 4 * (4 * narrow + wide)
+    activations = batch_size * (10 * 64 * narrow + 6 * 16 * (narrow + wide))
+    return 4 * (TRAINING_FLOATS_PER_WEIGHT * weights + TRAINING_FLOATS_PER_ACTIVATION * activations)
+
+
 def digits_keras_model(width: float = 1.0):
     """The architecture, untrained. Every layer is named so that graph node names never depend on
     how many Keras models the process built before (Keras' auto-names use global counters)."""
     import keras
     from keras import layers
 
-    narrow = max(1, round(24 * width))
-    wide = max(1, round(48 * width))
+    narrow, wide = digits_channels(width)
 
     def conv_bn_relu6(x, name, filters=None, kernel=1, strides=1, depthwise=False):
         if depthwise:

@@ -213,11 +213,11 @@ def _constant(path: Path, model, index: int, name: str, tensor, shape: tuple[int
     if raw is None or len(raw) == 0:
         return None
     expected = elements(shape) * np.dtype(dtype).itemsize
+    if len(raw) != expected:  # before the budget: a shape its bytes do not fill is damage, not a large model
+        raise TfliteError(f"{path}: tensor {index} ({name}) holds {len(raw)} bytes; its shape {list(shape)} of {np.dtype(dtype).name} "
+                          f"needs {expected}: the file is damaged; export the model again")
     if budget is not None:
         budget.check(f"constant tensor {index} ({name}) of {path}", expected)
-    if len(raw) != expected:
-        raise TfliteError(f"{path}: tensor {index} ({name}) holds {len(raw)} bytes; its shape {list(shape)} of {np.dtype(dtype).name} "
-                          f"needs {expected}: the file is damaged")
     return np.frombuffer(bytes(raw), dtype=np.dtype(dtype).newbyteorder("<")).astype(dtype).reshape(shape)
 
 

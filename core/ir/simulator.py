@@ -97,7 +97,7 @@ class IntegerSimulator:
         values: dict[str, np.ndarray] = dict(inputs)
         for position, (layer, kernel) in enumerate(zip(self.ir.layers, self.kernels)):
             operands = [as_operand(values[name], layer, position) for position, name in enumerate(layer.operands())]
-            values[layer.name] = kernel(layer, self.ir.params.get(layer.name, {}), operands)
+            values[layer.name] = self._run_layer(kernel, layer, operands)
             if not keep_all:
                 for name in dict.fromkeys(layer.previous_layer):  # a square's MUL(x, x) reads x twice
                     if self._last_reader[name] == position and name not in self.end_points:
@@ -105,6 +105,20 @@ class IntegerSimulator:
         if keep_all:
             return values
         return {name: values[name] for name in self.end_points}
+
+    def _run_layer(self, kernel, layer: IrLayer, operands: list[np.ndarray]) -> np.ndarray:
+        """One layer's kernel; what it refuses of the layer's fields or constants (a weight of the wrong shape) named
+        with the layer and the files its constants come from."""
+        params = self.ir.params.get(layer.name, {})
+        try:
+            return kernel(layer, params, operands)
+        except IrError:
+            raise
+        except (ValueError, TypeError) as error:
+            files = ", ".join(f"params/{layer.name}_{kind}.npy ({np.asarray(value).dtype} {list(np.shape(value))})"
+                              for kind, value in params.items()) or "none"
+            raise IrError(f"layer {layer.name} ({layer.operation}): its kernel refused it ({error}); its constants, from "
+                          f"the IR's {files}, must agree with its fields in net_def.json: run emit_ir again to write them") from None
 
     def dequantized_end_points(self, outputs: dict[str, np.ndarray]) -> list[np.ndarray]:
         """End-point values in real units, in the IR's end-point order."""

@@ -143,6 +143,9 @@ def class_labels(graph: Graph, labels: np.ndarray | None, num_classes: int | Non
     on its first; every end point is compared by SQNR."""
     if labels is None:
         return None, None
+    if len(labels) and int(labels.min()) < 0:  # a top-1 against them would read as a real 0%
+        raise GraphError(f"the evaluation labels hold {int(labels.min())}: a label is a class index 0, 1, ... (the position of its "
+                         "score in the model's output)")
     if num_classes is not None and len(labels) and int(labels.max()) >= num_classes:
         raise GraphError(f"model.num_classes={num_classes}, but the evaluation labels go up to {int(labels.max())}: set "
                          f"model.num_classes to the data set's number of classes ({int(labels.max()) + 1} or more)")

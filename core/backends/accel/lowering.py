@@ -19,6 +19,7 @@ from core.backends.accel.compression import compress
 from core.backends.accel.cost import CostModel
 from core.backends.accel.isa import DOUBLING_HIGH_MUL, Alu, Index, Instruction, Load, Loop, Store
 from core.backends.accel.target import Accelerator
+from core.ir.records import Shift
 from core.ir.window import Window
 
 CONST_ALIGN = 64
@@ -129,6 +130,14 @@ class Lowering:
     def emit(self, instruction: Instruction) -> None:
         self.instructions.append(instruction)
 
+    def check_shifts(self, shifts: list[Shift]) -> None:
+        """A LoweringError for the first shift outside the target's shift_range: no instruction encodes one."""
+        low, high = self.accelerator.shift_range
+        for shift in shifts:
+            if not low <= shift.amount <= high:
+                raise LoweringError(f"{shift.label} = {shift.amount} is outside target.accelerator.shift_range [{low}, {high}]; "
+                                    "the partition should have kept the layer on the host")
+
     def load(self, load: Load, holds: Hashable | None = None) -> None:
         """Emit `load` unless its buffer already holds `holds` (None: always load)."""
         buffer = "ACC" if load.buffer == "ACC8" else load.buffer
@@ -181,6 +190,7 @@ class Lowering:
         at scaling.vectors (broadcast over rows and columns)."""
         a, b, c = shape
         dst = Index(base, b * c, c, 1)
+        self.check_shifts(scaling.encoded_shifts(note))
 
         def operand(offset: int) -> Index:
             return Index(scaling.vectors + offset * c, 0, 0, 1)
@@ -236,6 +246,14 @@ class Rescale:
     @property
     def right_shifts(self) -> tuple[int, ...]:
         return (0,) * len(self.shifts) if self.rounding == "single" else tuple(max(-shift, 0) for shift in self.shifts)
+
+    def encoded_shifts(self, what: str) -> list[Shift]:
+        """The shift amounts rescale() encodes, as immediates or per-channel vectors: LSL's left shifts and RSHRA's right
+        shifts, which the target's shifter must hold (partition's check; Lowering.rescale refuses any outside it).
+        RMUL's rounding is its own field (isa.RMUL_ROUND), not a shift of the shifter."""
+        left, right = self.left_shifts, self.right_shifts
+        return [*(Shift(f"{what}: LSL by the left shift", amount) for amount in sorted({min(left), max(left)}) if any(left)),
+                *(Shift(f"{what}: RSHRA by the right shift", amount) for amount in sorted({min(right), max(right)}) if any(right))]
 
     @staticmethod
     def uniform(values: tuple[int, ...]) -> bool:
@@ -334,6 +352,17 @@ def most_rows(window: Window, fits: Callable[[int], bool]) -> int:
 # --- the registry of per-operation lowerings (ops/) -----------------------------------------------
 
 
+SHIFT_OPERATIONS = ("RSHR", "RSHRA", "SHL", "LSL")  # ALU operations whose immediate is a shift amount
+
+
+def instruction_shifts(instruction: Instruction) -> list[Shift]:
+    """The shift amount an instruction encodes as its immediate (a shift by a vector is checked where the vector's
+    values are made: Lowering.rescale, or declared by its lowering: OpLowering.shifts)."""
+    if isinstance(instruction, Alu) and instruction.op in SHIFT_OPERATIONS and instruction.src is None:
+        return [Shift(f"`{' '.join(instruction.text().split())}`", instruction.imm)]
+    return []
+
+
 @dataclass(frozen=True)
 class OpLowering:
     """How one IR operation runs on the accelerator.
@@ -343,11 +372,15 @@ class OpLowering:
     tile_needs(record, accelerator): bytes of each buffer ("input", "weight", "accumulator")
         that the smallest tile the lowering can cut the layer into needs (partition's check).
     refusals(record, params): why this lowering cannot run this layer, whatever the target (the
-        partition keeps it on the host with these reasons); empty when it can."""
+        partition keeps it on the host with these reasons); empty when it can.
+    shifts(record, params): the shift amounts its instructions encode beyond the record's own (`IrLayer.shifts`): the
+        requantization's, and those a shift by a computed vector may take (partition checks them against the target's
+        shift_range; the lowering refuses any instruction outside it)."""
 
     lower: Callable[..., None]
     tile_needs: Callable[..., dict[str, int]]
     refusals: Callable[..., list[str]] = lambda record, params: []
+    shifts: Callable[..., list[Shift]] = lambda record, params: []
     # its inputs are read by load_rows alone, so one of at most one block of channels is read where the host keeps it
     # (a narrow load): partition packs it not
     reads_host_layout: bool = False
@@ -358,7 +391,7 @@ HOST_ONLY: dict[str, str] = {}  # operation -> why it never runs on the accelera
 
 
 def lowers(operation: str, tile_needs: Callable[..., dict[str, int]], refusals: Callable[..., list[str]] | None = None,
-           reads_host_layout: bool = False) -> Callable:
+           reads_host_layout: bool = False, shifts: Callable[..., list[Shift]] | None = None) -> Callable:
     """Decorator: register the accelerator lowering of `operation`."""
 
     def register(lower: Callable[..., None]) -> Callable[..., None]:
@@ -367,13 +400,20 @@ def lowers(operation: str, tile_needs: Callable[..., dict[str, int]], refusals: 
         refused = refusals or (lambda record, params: [])
 
         def checked(record, params: dict, *arguments) -> None:
-            """`lower`, after the refusals the partition should have kept on the host (a LoweringError naming them)."""
+            """`lower`, after the refusals the partition should have kept on the host (a LoweringError naming them);
+            then no instruction it emitted may encode a shift outside the target's shift_range."""
             problems = refused(record, params)
             if problems:
                 raise LoweringError(f"layer {record.name}: {'; '.join(problems)}")
-            lower(record, params, *arguments)
+            low: Lowering = arguments[-1]
+            start = len(low.instructions)
+            try:
+                lower(record, params, *arguments)
+                low.check_shifts([shift for instruction in low.instructions[start:] for shift in instruction_shifts(instruction)])
+            except LoweringError as error:
+                raise LoweringError(f"layer {record.name}: {error}") if not str(error).startswith("layer ") else error from None
 
-        LOWERINGS[operation] = OpLowering(checked, tile_needs, refused, reads_host_layout)
+        LOWERINGS[operation] = OpLowering(checked, tile_needs, refused, shifts or (lambda record, params: []), reads_host_layout)
         return lower
 
     return register

@@ -172,7 +172,7 @@ def match_layer(layer: IrLayer, accelerator: Accelerator | None, target: str, pa
         return None, f"no pattern of {target} names {operation}" + (f": {HOST_ONLY[operation]}" if operation in HOST_ONLY else "")
     lowering = lowering_of(operation)
     failures = []
-    common = width_violations(layer, accelerator) + shift_violations(layer, accelerator) + tile_violations(layer, accelerator, lowering.tile_needs(layer, accelerator))
+    common = width_violations(layer, accelerator) + shift_violations(layer, accelerator, lowering.shifts(layer, params or {})) + tile_violations(layer, accelerator, lowering.tile_needs(layer, accelerator))
     common += accumulator_violations(layer, params or {}) + lowering.refusals(layer, params or {})
     for pattern in patterns:
         problems = pattern.refusals(layer) + common
@@ -189,9 +189,10 @@ def width_violations(layer: IrLayer, accelerator: Accelerator) -> list[str]:
             f"int{accelerator.activation_bits} values"]
 
 
-def shift_violations(layer: IrLayer, accelerator: Accelerator) -> list[str]:
+def shift_violations(layer: IrLayer, accelerator: Accelerator, lowered: list | None = None) -> list[str]:
+    """The record's shifts and those its lowering encodes (OpLowering.shifts) outside the target's shift_range."""
     low, high = accelerator.shift_range
-    return [f"{shift.label} = {shift.amount} outside shift_range [{low}, {high}]" for shift in layer.shifts()
+    return [f"{shift.label} = {shift.amount} outside shift_range [{low}, {high}]" for shift in [*layer.shifts(), *(lowered or [])]
             if not low <= shift.amount <= high]
 
 

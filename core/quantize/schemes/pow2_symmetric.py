@@ -38,6 +38,11 @@ class Pow2SymmetricSettings:
         if self.bits != 8:
             return [f"target.scheme.bits={self.bits}: the calibration table, the IR, the integer kernels and the generated C of "
                     "pow2_symmetric are int8; set target.scheme.bits=8"]
+        for low, high in (("min_log2scale", "max_log2scale"), ("min_shift", "max_shift")):
+            if getattr(self, low) > getattr(self, high):
+                return [f"target.scheme.{low}={getattr(self, low)} is above target.scheme.{high}={getattr(self, high)}: no "
+                        f"{low.split('_', 1)[1]} is within [{low}, {high}]; give the range its hardware holds (the defaults: "
+                        f"{type(self)().__getattribute__(low)} .. {type(self)().__getattribute__(high)})"]
         if self.input_log2scale is not None and not self.min_log2scale <= self.input_log2scale <= self.max_log2scale:
             return [f"target.scheme.input_log2scale={self.input_log2scale}: must be within target.scheme.min_log2scale="
                     f"{self.min_log2scale} .. target.scheme.max_log2scale={self.max_log2scale} (the network input is a tensor too)"]

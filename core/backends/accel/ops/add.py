@@ -9,6 +9,7 @@ from core.backends.accel.isa import Alu, Index, Load, Loop
 from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, Rescale, lowers, spans
 from core.backends.accel.target import Accelerator
 from core.ir.ops.add.record import AddLayer
+from core.ir.records import Shift
 from core.quantize.grid import AffineGrid, Pow2Grid
 
 MAX_VECTORS = 0xFFFF  # a 16-bit loop extent
@@ -29,7 +30,17 @@ def chunks(record, inputs: list[PackedTensor], output: PackedTensor, low: Loweri
     return spans(output.vectors, chunk)
 
 
-@lowers("add", add_tile_needs)
+def add_shifts(record: AddLayer, params: dict) -> list[Shift]:
+    """TFLite's ADD: the left shift and each rescale's (TF2IR's are the record's own, IrLayer.shifts)."""
+    if not isinstance(record.output_grid, AffineGrid):
+        return []
+    rescales = [*(Rescale((multiplier,), (shift,)).encoded_shifts(f"input {position}")
+                  for position, (multiplier, shift) in enumerate(zip(record.input_multipliers, record.input_shifts))),
+                Rescale((record.output_multiplier,), (record.output_shift,)).encoded_shifts("output")]
+    return [Shift("left_shift", record.left_shift), *(shift for shifts in rescales for shift in shifts)]
+
+
+@lowers("add", add_tile_needs, shifts=add_shifts)
 def add_lower(record: AddLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
     """The record's sum, as its output's grid says (ACCEL_ADD)."""
     ACCEL_ADD[type(record.output_grid)](record, inputs, output, low)

@@ -71,6 +71,14 @@ def _single_rounding_may_wrap(record: ConvLayer, params: dict) -> bool:
     return bool(np.any(bound * multipliers * np.exp2(shifts - 31) + 1 >= 2.0**31))
 
 
+def affine_conv_shifts(record: ConvLayer, params: dict) -> list:
+    """The requantization's shifts (Rescale.encoded_shifts)."""
+    if "multiplier" not in params:
+        return []
+    return Rescale(tuple(int(m) for m in params["multiplier"]), tuple(int(s) for s in params["shift"]),
+                   record.rounding).encoded_shifts("requantization")
+
+
 def affine_conv_tile_needs(record: ConvLayer, accelerator: Accelerator) -> dict[str, int]:
     """conv.py's, with the block's requantization vectors and its bias vector for Fig. 4(a)."""
     needs = conv_tile_needs(record, accelerator)
@@ -112,5 +120,6 @@ def affine_conv_lower(record: ConvLayer, params: dict, inputs: list[PackedTensor
 for _operation in ("conv", "dwconv"):
     lowers(_operation, by_requantization({ShiftRequantization: conv_tile_needs, ChannelRequantization: affine_conv_tile_needs}),
            by_requantization({ShiftRequantization: lambda record, params: [], ChannelRequantization: affine_conv_refusals}),
-           reads_host_layout=True)(
+           reads_host_layout=True,
+           shifts=by_requantization({ShiftRequantization: lambda record, params: [], ChannelRequantization: affine_conv_shifts}))(
         by_requantization({ShiftRequantization: conv_lower, ChannelRequantization: affine_conv_lower}))

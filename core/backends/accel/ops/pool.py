@@ -18,6 +18,7 @@ from core.backends.accel.target import Accelerator
 from core.ir.fixedpoint import INT8_MIN
 from core.ir.ops.pool.affine import mean_requantization
 from core.ir.ops.pool.record import AvgPoolLayer, MaxPoolLayer, PoolLayer, RescaledMean, WindowMean
+from core.ir.records import Shift
 
 
 def _divides(record) -> bool:
@@ -76,7 +77,17 @@ def mean_refusals(record: AvgPoolLayer, params: dict) -> list[str]:
     return []
 
 
-@lowers("avg_pool", pool_tile_needs, mean_refusals)
+def mean_shifts(record: AvgPoolLayer, params: dict) -> list[Shift]:
+    """The shifts the mean encodes: a power-of-two window's division, or the rescale of TFLite's MEAN."""
+    averaging, count = record.averaging, record.window.taps
+    if isinstance(averaging, RescaledMean):
+        multiplier, shift = mean_requantization(count, averaging.multiplier, averaging.shift)
+        return Rescale((multiplier,), (shift,)).encoded_shifts("mean")
+    bits = count.bit_length() - 1
+    return [Shift(f"the mean of {count} elements: >> log2 {count}", bits)] if bits and not count & (count - 1) else []
+
+
+@lowers("avg_pool", pool_tile_needs, mean_refusals, shifts=mean_shifts)
 def avg_pool_lower(record: AvgPoolLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
     averaging = record.averaging
 

@@ -26,6 +26,7 @@ from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringEr
 from core.backends.accel.target import Accelerator
 from core.ir.ops.softmax.affine import ACCUMULATION_INTEGER_BITS, OUTPUT_ZERO_POINT, softmax_exp_table
 from core.ir.ops.softmax.record import SoftmaxLayer
+from core.ir.records import Shift
 from core.quantize.grid import AffineGrid
 
 MAX_CLASSES = 511  # the sum of the exps stays below 2^28: the output's rounding shift 35 - h at most 31
@@ -60,6 +61,22 @@ def softmax_refusals(record: SoftmaxLayer, params: dict) -> list[str]:
     return problems
 
 
+SUM_FRACTION_BITS = 31 - ACCUMULATION_INTEGER_BITS  # each exp (at most 1) is 2^19 in the sum's Q12.19
+
+
+def softmax_shifts(record: SoftmaxLayer, params: dict) -> list[Shift]:
+    """The shifts the kernel's steps take: the immediates, and the two by h, the sum's leading zeros, which the ALU
+    shifts by at run time: the sum lies in [2^19, classes x 2^19] (the largest exp is 1), so h in
+    [12 - floor(log2 classes), 12]: LSL by h, RSHRA by 35 - h."""
+    if not isinstance(record.output_grid, AffineGrid):
+        return []
+    fewest = 31 - SUM_FRACTION_BITS - (record.classes.bit_length() - 1)
+    most = 31 - SUM_FRACTION_BITS
+    return [Shift("exp / 2^12: RSHRA", ACCUMULATION_INTEGER_BITS), Shift("the reciprocal's halving: RSHR", 1),
+            Shift("the Newton steps' doubling: SHL", 2), Shift("the sum << h: LSL by h", fewest), Shift("the sum << h: LSL by h", most),
+            Shift("the output's rounding: RSHRA by 35 - h", 35 - most), Shift("the output's rounding: RSHRA by 35 - h", 35 - fewest)]
+
+
 @dataclass(frozen=True)
 class _Layout:
     """A tile's ACC vectors: `pixels` pixels of `blocks` blocks; the rows (then exps and outputs) at 0, the rounded exps
@@ -80,7 +97,7 @@ class _Layout:
         return 2 * self.terms + len(SCALARS) * self.pixels
 
 
-@lowers("softmax", softmax_tile_needs, softmax_refusals)
+@lowers("softmax", softmax_tile_needs, softmax_refusals, shifts=softmax_shifts)
 def softmax_lower(record: SoftmaxLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
     (x,) = inputs
     table = np.maximum(softmax_exp_table(record.input_grid.scale, record.beta), 0)  # the kernel's skipped differences: exp 0
