@@ -72,11 +72,16 @@ def test_a_store_on_s3_is_filled_once_and_serves_another_machine(s3_endpoint, tm
     assert {run.data.params["store.options.secret"] for run in runs} == {"***"}
     assert all(run.data.params["store.options.endpoint_url"] == s3_endpoint for run in runs)
 
-    # gc on the remote store: no run kept, nothing referenced, every entry goes
+    # gc on the remote store: no run kept, nothing referenced, every entry goes; so does a damaged local copy this machine
+    # moved aside in its cache of the store (ArtifactStore._fetch), counted as damaged
+    aside = tmp_path / ".cache" / "store" / ".quarantine" / "fold_check-0123abcd-5678"
+    aside.mkdir(parents=True)
+    (aside / "report.json").write_text("{}")
     gc = subprocess.run([sys.executable, "-m", "pipeline.store", "gc", "--keep-runs", "0", "--store", f"s3://{BUCKET}/team",
                          "--option", f"endpoint_url={s3_endpoint}", "--option", "key=testing", "--option", "secret=testing-secret"],
                         cwd=tmp_path, capture_output=True, text=True, timeout=600, env=_with_project_path())
     assert gc.returncode == 0, gc.stderr[-3000:]
+    assert "1 damaged entry;" in gc.stdout and not aside.exists(), gc.stdout
     left = {item["Key"] for item in s3.list_objects_v2(Bucket=BUCKET, Prefix="team/").get("Contents", [])}
     assert not any(key.endswith("/manifest.json") for key in left), left
 

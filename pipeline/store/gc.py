@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,12 @@ class GcPlan:
     keep: dict[Entry, str] = field(default_factory=dict)  # entry -> why it is kept
     remove: list[Entry] = field(default_factory=list)
     old_records: list[str] = field(default_factory=list)
-    quarantined: list[str] = field(default_factory=list)
+    quarantined: list[str] = field(default_factory=list)  # in the store
+    quarantined_here: list[Path] = field(default_factory=list)  # in this machine's cache of a remote store
+
+    @property
+    def damaged(self) -> int:
+        return len(self.quarantined) + len(self.quarantined_here)
 
     def bytes_freed(self, store: ArtifactStore) -> int:
         return sum(_entry_bytes(store, stage, key) for stage, key in self.remove)
@@ -92,6 +98,9 @@ def plan_gc(store: ArtifactStore, project: Path, keep_runs: int = DEFAULT_KEEP_R
     plan.remove = [entry for entry in present if entry not in plan.keep]
     quarantine = f"{store.root}/{QUARANTINE_DIR}"
     plan.quarantined = sorted(store.fs.ls(quarantine, detail=False)) if store.fs.exists(quarantine) else []
+    # a remote store's damaged local copies are moved aside in this machine's cache of it (ArtifactStore._fetch)
+    local = store.local_cache / QUARANTINE_DIR
+    plan.quarantined_here = sorted(local.iterdir()) if not store.is_local and local.is_dir() else []
     return plan
 
 
@@ -114,6 +123,8 @@ def run_gc(store: ArtifactStore, plan: GcPlan) -> None:
         store.fs.rm(f"{store.root}/{stage}/{key}", recursive=True)
     for path in [*plan.old_records, *plan.quarantined]:
         store.fs.rm(path, recursive=True)
+    for path in plan.quarantined_here:
+        shutil.rmtree(path, ignore_errors=True)
     store.collect_orphans()
 
 
