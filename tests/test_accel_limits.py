@@ -115,3 +115,19 @@ def test_a_shift_range_narrowed_below_the_requantization_keeps_those_layers_on_t
     host = [group for group in plan.groups if group.target != ACCEL and "shift_range" in group.reason]
     assert host and all("outside shift_range [0, 5]" in group.reason for group in host)
     assert any("RSHRA by the right shift" in group.reason for group in host)
+
+
+def test_the_partition_picture_of_long_fused_names_reads_at_its_real_size(irs, tmp_path):
+    """ResNet-8's TFLite names run to 200 characters: shortened beside the bars, the picture stays within a screen's width
+    and its title is wrapped over the axes, not cut (it was 2004 pixels wide with the title running off the right)."""
+    from PIL import Image
+
+    from core.reports.partition import LABEL_CHARACTERS, plot_partition, short_name
+
+    _, accelerator = target_accelerator(_narrowed("shift_range", {"min": 0, "max": 5}))
+    plan = partition(irs["ResNet-8"], accelerator)
+    picture = plot_partition(plan, tmp_path / "partition.png")
+    assert Image.open(picture).size[0] <= 1400
+    long_name = max((group.layer for group in plan.groups), key=len)
+    shortened = short_name(long_name)
+    assert len(long_name) > LABEL_CHARACTERS >= len(shortened) and long_name.endswith(shortened.split("…")[1])

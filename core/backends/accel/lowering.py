@@ -252,8 +252,15 @@ class Rescale:
         shifts, which the target's shifter must hold (partition's check; Lowering.rescale refuses any outside it).
         RMUL's rounding is its own field (isa.RMUL_ROUND), not a shift of the shifter."""
         left, right = self.left_shifts, self.right_shifts
-        return [*(Shift(f"{what}: LSL by the left shift", amount) for amount in sorted({min(left), max(left)}) if any(left)),
-                *(Shift(f"{what}: RSHRA by the right shift", amount) for amount in sorted({min(right), max(right)}) if any(right))]
+
+        def extremes(operation: str, values: tuple[int, ...]) -> list[Shift]:
+            if not any(values):
+                return []
+            if min(values) == max(values):
+                return [Shift(f"{what}: {operation}", values[0])]
+            return [Shift(f"{what}: {operation}, the channels' smallest", min(values)),
+                    Shift(f"{what}: {operation}, the channels' largest", max(values))]
+        return [*extremes("LSL by the left shift", left), *extremes("RSHRA by the right shift", right)]
 
     @staticmethod
     def uniform(values: tuple[int, ...]) -> bool:
