@@ -3,15 +3,18 @@
     python -m pipeline.report --experiment mbv1_cifar10 [--tracking-uri sqlite:///mlflow.db]
         [--metrics annotate.top1,annotate.sqnr_db_min] [--sweep SWEEP_ID]
 
-One row per finished run (of the newest sweep, or the sweep given), columns: the
-target and calibration method, then the metrics asked for; Markdown, so it can
-go straight into a note or a review.
+One row per finished run (of the newest sweep, or the sweep given), newest first, columns: when it started, its
+name, the target and calibration method, the other settings that differ between the rows (`key=value`; places such
+as paths and the store are left out), then the metrics asked for; Markdown, so it can go straight into a note or a
+review.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
+import time
 
 DEFAULT_METRICS = ("annotate.top1_float", "annotate.top1_qat_graph", "annotate.top1", "annotate.sqnr_db_min", "calibrate.clipped_fraction_max")
 
@@ -30,13 +33,29 @@ def runs_table(tracking_uri: str, experiment: str, metrics: list[str], sweep: st
         sweep = runs[0].data.tags.get("sweep_id")
     runs = [run for run in runs if (sweep is None or run.data.tags.get("sweep_id") == sweep)
             and run.data.tags.get("sweep_role") != "parent"]  # a sweep's parent run holds its summary, not a configuration
-    header = ["target", "calib.method", *metrics]
+    varying = differing_params(runs)
+    header = ["started", "run", "target", "calib.method", "other settings", *metrics]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for run in sorted(runs, key=lambda run: (run.data.params.get("target.name", ""), run.data.params.get("calib.method", ""))):
-        cells = [run.data.params.get("target.name", ""), run.data.params.get("calib.method", "")]
+    for run in runs:
+        params = run.data.params
+        cells = [time.strftime("%Y-%m-%d %H:%M", time.localtime(run.info.start_time / 1000)), run.info.run_name or "",
+                 params.get("target.name", ""), params.get("calib.method", ""),
+                 " ".join(f"{key}={params.get(key, '')}" for key in varying)]
         cells += [_format(run.data.metrics.get(metric)) for metric in metrics]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append("| " + " | ".join(cell.replace("|", "/") for cell in cells) + " |")
     return f"experiment {experiment}, sweep {sweep}, {len(runs)} run(s)\n" + "\n".join(lines)
+
+
+SHOWN = ("target.name", "calib.method")  # their own columns
+# where things are, not what is computed (tracking.py's run names leave them out too)
+PLACES = re.compile(r"(export_dir|tracking_uri|until|store\..*|limits\..*|.*\.(path|url|sha256))")
+
+
+def differing_params(runs: list) -> list[str]:
+    """The params whose values differ between `runs`, beyond those with their own column and the places."""
+    keys = sorted({key for run in runs for key in run.data.params})
+    return [key for key in keys if key not in SHOWN and not PLACES.fullmatch(key)
+            and len({run.data.params.get(key) for run in runs}) > 1]
 
 
 def _format(value: float | None) -> str:

@@ -362,9 +362,12 @@ def test_report_tabulates_the_runs_from_mlflow(digits_runs):
 
     root, _, first, second, again = digits_runs
     table = runs_table(f"sqlite:///{root / 'mlflow.db'}", "digits", ["import.float_accuracy", "annotate.top1"])
-    rows = [line for line in table.splitlines() if line.startswith("| tf2ir")]
+    assert table.splitlines()[1].startswith("| started | run | target | calib.method | other settings |")
+    rows = [line for line in table.splitlines() if "| tf2ir |" in line]
     assert len(rows) == 3 and sum("| kl |" in row for row in rows) == 1
-    assert f"{first.metrics['annotate.top1']:.4g}" in rows[-1]
+    # newest first, each with its name; the first run (mse, exported) is the oldest
+    first_row = next(row for row in rows if "| mse-tf2ir-digits |" in row and row is rows[-1])
+    assert f"{first.metrics['annotate.top1']:.4g}" in first_row and "| kl-tf2ir-digits |" in rows[0]
 
 
 def test_identical_inputs_give_byte_identical_artifacts_in_two_fresh_stores(digits_runs, tmp_path, model_cache):
