@@ -215,7 +215,14 @@ def track(console: Console) -> None:
         for result in results:
             tracker.log_stage(result)
         tracker.log_summary(summary)
-        summary.logged_model_id = tracker.log_model(summary, cfg)
+        # as run.py: the limits the figures broke (quality.enforce=false let the stages go on) tag the run, and a model
+        # past them is not logged as one to ship
+        summary.quality = [finding for result in results
+                           for finding in findings_of(cfg, result.stage.name, result.metrics, result.artifact.directory)]
+        if summary.quality:
+            tracker.mark_quality(summary.quality)
+        else:
+            summary.logged_model_id = tracker.log_model(summary, cfg)
     summary.mlflow_run_id, summary.mlflow_experiment_id = tracker.run_id, tracker.experiment_id
     write_json_atomic(SUMMARY_FILE, {name: summary.metrics[metric] for name, metric in SUMMARY_METRICS.items()
                                      if metric in summary.metrics})

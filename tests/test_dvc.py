@@ -75,6 +75,13 @@ def test_dvc_repro_runs_the_pipeline_and_a_second_repro_is_a_no_op(fresh_clone):
     assert metrics["import"]["float_accuracy"] >= 0.9
     run_info = json.loads((fresh_clone / "dvc_artifacts" / "run.json").read_text())
     assert run_info["mlflow_run_id"]
+    # the track stage logs the model as run.py does, linked to its run (pipeline/logged_model.py)
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{fresh_clone / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("digits").experiment_id
+    assert run_info["mlflow_run_id"] in {model.source_run_id for model in client.search_logged_models([experiment])}
+    assert "logged model models:/" in first.stdout + first.stderr
 
     second = _dvc(fresh_clone, "repro")
     assert second.returncode == 0, second.stderr[-3000:]
