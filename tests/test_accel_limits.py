@@ -48,6 +48,7 @@ def _with_pattern(name: str, **changes) -> list[dict]:
 
 
 NARROWINGS += [
+    ("gemm_block", {"batch": 1, "block_in": 8, "block_out": 8}),
     ("patterns", _with_pattern("conv2d_zp_bias_requantize_clamp", max_kernel={"height": 1, "width": 1})),
     ("patterns", _with_pattern("conv2d_zp_bias_requantize_clamp", strides=[1], padding=False)),
     ("patterns", _with_pattern("depthwise_conv2d_zp_bias_requantize_clamp", max_kernel={"height": 1, "width": 1})),
@@ -65,9 +66,14 @@ def irs():
     return {label: ir_of_tflite(read_tflite(MODELS / name)) for label, name in FILES.items()}
 
 
+# a key narrowed with another that must agree with it: the layout's channel block is the GEMM's
+WITH = {"gemm_block": lambda value: {"layout": ["H", "W", f"C/{value['block_out']}", str(value["block_out"])]}}
+
+
 def _narrowed(key: str, value) -> dict:
     target = copy.deepcopy(TARGET)
     target["accelerator"][key] = value
+    target["accelerator"].update(WITH[key](value) if key in WITH else {})
     target["scheme"] = "tflite_int8"
     return target
 
