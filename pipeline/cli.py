@@ -21,7 +21,7 @@ from pipeline.quality import QUALITY_EXIT, QualityFailed
 from pipeline.resources import ResourceError
 from pipeline.runner import RunSummary, StageFailed
 from pipeline.store import StoreError
-from pipeline.tracking import HEADLINE_METRICS, Sweep, TrackingError, run_name, ui_hint
+from pipeline.tracking import HEADLINE_METRICS, Sweep, TrackingError, experiment_name, run_name, ui_hint
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def report_run(summary: RunSummary, cfg: DictConfig, console: Console, output_di
         console.print(f"[bold yellow]quality (not enforced):[/bold yellow] {escape(str(finding))}", highlight=False)
     if output_dir is not None:
         console.print(escape(f"all {len(summary.metrics)} metrics: {output_dir / 'metrics.json'}"))
-    console.print(escape(f"MLflow run {run_name(cfg)} ({summary.mlflow_run_id}) in {cfg.tracking_uri} (experiment '{cfg.model.name}'; "
+    console.print(escape(f"MLflow run {run_name(cfg)} ({summary.mlflow_run_id}) in {cfg.tracking_uri} (experiment '{experiment_name(cfg)}'; "
                          f"{ui_hint(cfg.tracking_uri, summary.mlflow_experiment_id)})"))
     if summary.logged_model_id:
         registered = f", registered as {cfg.tracking.register}" if cfg.tracking.register else ""

@@ -1,6 +1,6 @@
 """Compare pipeline runs from MLflow as a table: `python -m pipeline.report`.
 
-    python -m pipeline.report --experiment mbv1_cifar10 [--tracking-uri sqlite:///mlflow.db]
+    python -m pipeline.report --experiment mbv1_cifar10/graph.pb [--tracking-uri sqlite:///mlflow.db]
         [--metrics annotate.top1,annotate.sqnr_db_min] [--sweep SWEEP_ID]
 
 One row per finished run (of the newest sweep, or the sweep given), newest first, columns: when it started, its
@@ -25,7 +25,8 @@ def runs_table(tracking_uri: str, experiment: str, metrics: list[str], sweep: st
     client = MlflowClient(tracking_uri=tracking_uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:
-        raise SystemExit(f"no experiment {experiment!r} in {tracking_uri}")
+        names = sorted(item.name for item in client.search_experiments() if item.name != "Default")
+        raise SystemExit(f"no experiment {experiment!r} in {tracking_uri}; it holds {', '.join(names) or 'none'}")
     # a failed run has partial metrics: it has nothing to compare
     runs = client.search_runs([found.experiment_id], filter_string="attributes.status = 'FINISHED'",
                               order_by=["attributes.start_time DESC"])
@@ -64,7 +65,8 @@ def _format(value: float | None) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--experiment", required=True, help="the model name")
+    parser.add_argument("--experiment", required=True, help="the model's name, then its file's (mbv1_cifar10/graph.pb); a built-in "
+                        "model's name alone (digits)")
     parser.add_argument("--tracking-uri", default="sqlite:///mlflow.db")
     parser.add_argument("--metrics", default=",".join(DEFAULT_METRICS))
     parser.add_argument("--sweep", default=None, help="a sweep_id tag; default: the newest run's sweep")

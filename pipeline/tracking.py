@@ -1,4 +1,4 @@
-"""MLflow: one run per pipeline run, in an experiment named after the model (typed as
+"""MLflow: one run per pipeline run, in an experiment per model file (`experiment_name`: `mbv1_cifar10/graph.pb`; typed as
 model development, `mlflow.experimentKind`), named by its choices (`kl-tf2ir-digits`, then any other
 command-line choice and a DVC experiment's name). The experiment carries a shared view of MLflow's runs table
 with the headline figures as columns; the link the run prints opens it (MLflow 3 otherwise opens on its GenAI
@@ -186,7 +186,7 @@ def pipeline_run(cfg: Config, sweep: Sweep | None = None) -> Iterator["Tracker"]
     lock = _sqlite_lock(cfg.tracking_uri)
     with lock if lock is not None else nullcontext():  # the client's first contact creates the schema
         client = mlflow.tracking.MlflowClient()
-        experiment_id = _experiment_id(client, cfg.model.name)
+        experiment_id = _experiment_id(client, experiment_name(cfg))
     close_abandoned_runs(client, experiment_id)
     tags = {"git_commit": git_commit(), "model": cfg.model.name, **this_process(), **dvc_experiment_tags()}
     parent_run_id = None
@@ -331,6 +331,14 @@ def close_abandoned_runs(client, experiment_id: str) -> list[str]:
         client.set_terminated(run.info.run_id, "KILLED")
         closed.append(run.info.run_id)
     return closed
+
+
+def experiment_name(cfg) -> str:
+    """One experiment per model file: the model's name, then its file's name where one is given
+    (`keras_cifar10/pretrainedResnet.h5` and `keras_cifar10/pretrainedResnet_quant.tflite` are two models); a built-in
+    model's name alone (`digits`)."""
+    source = cfg.model.file.path or urlparse(cfg.model.file.url or "").path
+    return f"{cfg.model.name}/{Path(source).name}" if source else cfg.model.name
 
 
 def _experiment_id(client, name: str) -> str:

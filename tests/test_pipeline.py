@@ -162,6 +162,16 @@ def test_a_run_that_reached_codegen_logs_its_model_in_mlflow_with_its_signature(
     assert [output.model_id for output in linked] == [first.logged_model_id]
 
 
+def test_each_model_file_is_its_own_experiment():
+    """MLCommons' float ResNet-8 and its int8 file share a model config (keras_cifar10) but are two models."""
+    from pipeline.tracking import experiment_name
+
+    assert experiment_name(compose()) == "digits"  # a built-in model: its name
+    names = {experiment_name(compose("model=keras_cifar10", f"model.file.path=/models/{name}", "data.path=/data"))
+             for name in ("pretrainedResnet.h5", "pretrainedResnet_quant.tflite")}
+    assert names == {"keras_cifar10/pretrainedResnet.h5", "keras_cifar10/pretrainedResnet_quant.tflite"}
+
+
 def test_the_closing_hint_opens_a_server_in_a_browser_and_a_local_store_with_mlflow_ui():
     from pipeline.tracking import ui_hint
 
