@@ -33,7 +33,8 @@ IR_DIR = "ir"
 CALIBRATION_FILE = "calibration_table.json"
 LOGGED_MODEL_TYPE = "int8-deployment"
 CONTENT_TAG = "codegen_key"  # the codegen stage's store key: two runs that made the same bytes share one logged model
-PICTURE_SUFFIXES = (".png", ".svg")
+# what of a stage's artifact the model does not ship: its pictures, series and the store's manifest
+NOT_SHIPPED = ("*.png", "*.svg", "series", "manifest.json")
 
 
 def quantization_of(grid: Any) -> dict[str, Any]:
@@ -70,8 +71,8 @@ def stage_model(directory: Path, *, ir_dir: Path, calibration_dir: Path | None, 
 
     report = json.loads((codegen_dir / "report.json").read_text())
     inputs, outputs = io_of(read_ir(ir_dir), {point["layer"]: point["shape"] for point in report["end_points"]})
-    shutil.copytree(codegen_dir, directory / PROGRAM_DIR, ignore=shutil.ignore_patterns("*.png", "*.svg", "series", "manifest.json"))
-    shutil.copytree(ir_dir, directory / IR_DIR, ignore=shutil.ignore_patterns("*.png", "*.svg", "series", "manifest.json", TFLITE_FILE))
+    shutil.copytree(codegen_dir, directory / PROGRAM_DIR, ignore=shutil.ignore_patterns(*NOT_SHIPPED))
+    shutil.copytree(ir_dir, directory / IR_DIR, ignore=shutil.ignore_patterns(*NOT_SHIPPED, TFLITE_FILE))
     if calibration_dir is not None and (calibration_dir / CALIBRATION_FILE).is_file():
         shutil.copyfile(calibration_dir / CALIBRATION_FILE, directory / IR_DIR / CALIBRATION_FILE)
     model = Model(signature=signature_of(inputs, outputs), metadata={**metadata, "inputs": inputs, "outputs": outputs})

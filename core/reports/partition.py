@@ -66,7 +66,8 @@ def _title(plan: PartitionPlan, groups: list[Group]) -> str:
 def plot_partition(plan: PartitionPlan, path: str | Path) -> Path:
     groups = sorted(plan.groups, key=lambda group: group.index)
     colours, marks = _colours(groups), _layout_marks(plan)
-    labels = [f"{short_name(group.layer)} ({group.operation})" for group in groups]
+    # the execution index first: shortened fused names can end alike (every depthwise layer's "..._resource1")
+    labels = [f"{group.index}: {short_name(group.layer)} ({group.operation})" for group in groups]
     label_inches = max((len(label) for label in labels), default=10) * POINTS_PER_CHARACTER * 7.5 / 72
     width = 6.0 + label_inches
     # the legend beneath the bars, each place (a host reason whole) wrapped to the figure's width
