@@ -13,6 +13,10 @@ So a changed file changes the key of exactly the stages that can run it, and not
 from __future__ import annotations
 
 import ast
+import dataclasses
+import json
+import os
+import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -54,9 +58,59 @@ class _SourceFacts:
     data_files: tuple[str, ...]
 
 
+# What each file's source says, by its path and content digest, kept between processes: parsing the ~160
+# files of a closure is most of a stage process's time when its result is in the store. Only a cache: a
+# damaged or foreign file is ignored and rewritten.
+FACTS_CACHE = Path(".cache") / "code_facts.json"
+
+
+@lru_cache(maxsize=None)
+def _stored_facts(root: Path) -> dict[str, _SourceFacts]:
+    try:
+        document = json.loads((root / FACTS_CACHE).read_text())
+        return {key: _SourceFacts(tuple((base, tuple(names)) for base, names in entry["imports"]),
+                                  entry["discovers_modules"] is True, tuple(entry["data_files"]))
+                for key, entry in document.items()
+                if all(isinstance(base, str) and all(isinstance(name, str) for name in names) for base, names in entry["imports"])
+                and all(isinstance(data_file, str) for data_file in entry["data_files"])}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
+
+
+_new_facts: set[Path] = set()
+
+
+def _save_facts(root: Path) -> None:
+    """Writes the cache when this process parsed a file it lacked, keeping one version per file."""
+    if root not in _new_facts:
+        return
+    _new_facts.discard(root)
+    stored = _stored_facts(root)
+    newest = {key.rpartition(":")[0]: key for key in stored}
+    document = {key: dataclasses.asdict(stored[key]) for key in newest.values()}
+    target = root / FACTS_CACHE
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=target.parent, prefix=".code_facts.", delete=False) as handle:
+            json.dump(document, handle)
+        os.replace(handle.name, target)
+    except OSError:
+        pass  # a read-only checkout parses each time
+
+
 @lru_cache(maxsize=None)
 def _facts_of_version(path: Path, root: Path, mtime_ns: int, size: int) -> _SourceFacts:
-    tree = ast.parse(path.read_text(), filename=str(path))
+    source = path.read_bytes()
+    key = f"{path.relative_to(root).as_posix()}:{sha256_bytes(source)}"
+    stored = _stored_facts(root)
+    if key not in stored:
+        stored[key] = _parse_facts(source, path, root)
+        _new_facts.add(root)
+    return stored[key]
+
+
+def _parse_facts(source: bytes, path: Path, root: Path) -> _SourceFacts:
+    tree = ast.parse(source, filename=str(path))
     name = _module_name(path, root)
     package = name if _is_package(path) else name.rpartition(".")[0]
     imports: list[tuple[str, tuple[str, ...]]] = []
@@ -138,6 +192,7 @@ def import_closure(module: str, root: Path = PROJECT_ROOT) -> tuple[Path, ...]:
         for imported in imported_modules(module_file(current, root), root):
             pending.extend(_with_parents(imported))
     sources = sorted({module_file(name, root) for name in seen})
+    _save_facts(root)
     data: set[Path] = set()
     for source in sources:
         for declared in declared_data_files(source, root):
@@ -147,19 +202,12 @@ def import_closure(module: str, root: Path = PROJECT_ROOT) -> tuple[Path, ...]:
 
 
 def closure_deps(entry_module: str, root: Path = PROJECT_ROOT) -> list[str]:
-    """The closure as dvc.yaml deps: a directory stands for its files where all of them are in
-    the closure (so a new operation folder under core/ir/ops needs no new line), else the files."""
-    files = set(import_closure(entry_module, root))
+    """The closure as dvc.yaml deps: the top-level folders that hold its files (core, pipeline, schemas...).
 
-    def covered(directory: Path) -> bool:
-        return all(path in files for path in directory.rglob("*") if path.is_file() and "__pycache__" not in path.parts)
-
-    deps: dict[str, None] = {}
-    for path in sorted(files):
-        ancestors = [root / parent for parent in reversed(path.relative_to(root).parents[:-1])]
-        chosen = next((directory for directory in ancestors if covered(directory)), path)
-        deps[chosen.relative_to(root).as_posix()] = None
-    return list(deps)
+    Coarse on purpose: DVC re-reads dvc.lock several times per stage it runs, so a lock that names every file
+    cost seconds per `dvc exp run`, and `dvc exp show` grew a column per file. A stage DVC re-runs because an
+    unrelated file in its folders changed finds its result in the store, keyed by the exact closure."""
+    return sorted({path.relative_to(root).parts[0] for path in import_closure(entry_module, root)})
 
 
 def code_version(entry_module: str, root: Path = PROJECT_ROOT) -> str:
