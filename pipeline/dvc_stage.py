@@ -12,10 +12,10 @@ What a stage leaves for DVC:
   accuracy, SQNR, bit-exactness, clipping, sizes, cycles), what `dvc metrics show`, `dvc exp show` and
   `dvc metrics diff` compare, a short table;
 - `plots/<stage>/<series>.json`: its per-layer series, git-tracked, drawn by `dvc plots show/diff` against the
-  layer names (`.dvc/plots/layers.json`); a series this configuration does not give is one row whose name says
-  why (the chart says "no data: ..." instead of vanishing);
+  layer names (`.dvc/plots/layers.json`); a series this configuration does not give is an empty list, so its
+  revision draws no points (no placeholder on the other revisions' axis), and the chart's title says when it is absent;
 - `pictures/<stage>/`: copies of the PNGs it drew (cached by DVC), shown as image plots; a picture this
-  configuration does not draw is a small card that says why.
+  configuration does not draw is a small card that says why (core/reports/absent.py).
 Whether the store served the stage is bookkeeping, not a metric: `dvc_artifacts/status/<stage>.json`.
 
 `dvc exp run --temp` and queued experiments run in a copy of the repository that DVC throws away:
@@ -37,7 +37,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from core.reports.figures import plot_absent
+from core.reports.absent import absent_card
 from core.reports.series import SERIES_DIR, read_series
 from rich.console import Console
 from rich.markup import escape
@@ -177,28 +177,22 @@ def write_outputs(stage: Stage, result: StageResult) -> None:
     for series in stage.series:
         plots_dir(stage.name).mkdir(parents=True, exist_ok=True)
         written = result.artifact.directory / SERIES_DIR / f"{series.name}.json"
-        write_json_atomic(plots_dir(stage.name) / f"{series.name}.json", read_series(written) if written.exists() else absent_rows(series))
+        write_json_atomic(plots_dir(stage.name) / f"{series.name}.json", read_series(written) if written.exists() else [])
     if stage.pictures:
         with tempfile.TemporaryDirectory() as staging:
             for name in stage.pictures:
                 if (result.artifact.directory / f"{name}.png").exists():
                     shutil.copyfile(result.artifact.directory / f"{name}.png", Path(staging) / f"{name}.png")
                 else:
-                    plot_absent(Path(staging) / f"{name}.png", f"{stage.name}: {name}", absent_reason(stage, name))
+                    absent_card(Path(staging) / f"{name}.png", f"{stage.name}: {name}", absent_reason(stage, name))
             replace_dir(Path(staging), pictures_dir(stage.name))
     write_json_atomic(status_file(stage.name), {"key": result.key, "reused": result.reused})
 
 
 def absent_reason(stage: Stage, picture: str) -> str:
     """Why this configuration did not draw a stage's picture: its series' reason where it draws one."""
-    return next((series.absent_because for series in stage.series if series.name == picture and series.absent_because),
-                "not drawn in this configuration")
-
-
-def absent_rows(series: Series) -> list[dict]:
-    """What a chart of a series this configuration does not give draws: one empty point named for the reason."""
-    return [{series.x: 0, series.label: f"no data: {series.absent_because or 'not given by this configuration'}",
-             **{field: None for field in series.y}}]
+    return next((f"not in this configuration: {series.absent_because}" for series in stage.series
+                 if series.name == picture and series.absent_because), "not drawn by this target and these settings")
 
 
 def track(console: Console) -> None:

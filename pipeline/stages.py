@@ -18,7 +18,7 @@ from dataclasses import dataclass
 class Series:
     """A series a stage writes as `series/<name>.json`: rows with an index field `x`, a name field `label` (the
     layer or tensor, the axis DVC's charts show) and value fields `y`. `absent_because` says which
-    configurations do not give it (a chart then says so instead of vanishing)."""
+    configurations do not give it (DVC's chart title says so: their revisions draw no points)."""
 
     name: str
     x: str
@@ -100,7 +100,7 @@ STAGES: tuple[Stage, ...] = (
         series=(Series("layer_sqnr", "layer_index", ("sqnr_db",), "float vs annotated: SQNR per layer output", "SQNR (dB)"),
                 Series("sensitivity", "layer_index", ("only_this_sqnr_db", "all_but_this_sqnr_db"),
                        "sensitivity: end-point SQNR with only this layer / all but this layer quantized", "SQNR (dB)",
-                       absent_because="not computed: sensitivity.enabled=false (true runs it)")),
+                       absent_because="computed only when sensitivity.enabled=true")),
         pictures=("layer_sqnr", "sensitivity"),
     ),
     Stage(
@@ -142,8 +142,8 @@ STAGES: tuple[Stage, ...] = (
         description="C99 for the host and instruction streams for the accelerator, compiled with the ISA simulator, "
                     "bit-exact against the integer simulator",
         headline=("bitexact", "constant_bytes", "arena_bytes", "scratch_bytes", "accel_cycles", "accel_instructions"),
-        series=(Series("cycles", "layer_index", ("cycles",), "accelerator cycles per layer (the target's cost model)", "cycles",
-                       absent_because="no accelerator on this target (target=accel, accel_small, accel_tflite have one)"),),
+        series=(Series("cycles", "layer_index", ("cycles",), "accelerator cycles per layer, by the target's cost model", "cycles",
+                       absent_because="given only by a target with an accelerator: accel, accel_small or accel_tflite"),),
         pictures=("cycles",),
     ),
 )

@@ -30,16 +30,6 @@ def axes_text(figure: Figure) -> list[dict[str, str]]:
     return [{"title": axes.get_title(), "x": axes.get_xlabel(), "y": axes.get_ylabel()} for axes in figure.axes if axes.get_visible()]
 
 
-def plot_absent(path: str | Path, title: str, reason: str) -> Path:
-    """A picture this configuration does not draw, as a small card that says why (an image plot that
-    vanished would look like a tool that forgot it)."""
-    width = 6.0
-    figure = new_figure(width, 1.6)
-    figure.suptitle(title, fontsize=12)
-    figure.text(0.5, 0.4, wrapped_title(f"no picture: {reason}", width, fontsize=10), ha="center", va="center", fontsize=10)
-    return save(figure, path, dpi=100)
-
-
 def wrapped_title(title: str, width_inches: float, fontsize: float) -> str:
     """`title` broken into lines that fit a figure `width_inches` wide at `fontsize` points (a long title was cut
     at both ends): about 0.6 em a character, on the 80% of the width a title centred over the axes can use."""
