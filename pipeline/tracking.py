@@ -23,7 +23,8 @@ with the database (which creates its schema) happens under a file lock.
 A run never stays RUNNING after its process is gone: Ctrl-C or SIGTERM ends it KILLED
 with the reason in the tag `end_reason`; a process killed outright (SIGKILL, a power
 cut) is found by the next run on the same host (the tags `host`, `pid`, `pid_started`
-name a process that no longer exists) and marked KILLED the same way.
+name a process that no longer exists) and marked KILLED the same way. Those three tags live only
+while a run is RUNNING: whoever closes it deletes them.
 """
 
 from __future__ import annotations
@@ -208,6 +209,8 @@ def pipeline_run(cfg: Config, sweep: Sweep | None = None) -> Iterator["Tracker"]
             mlflow.set_tag("end_reason", str(interrupt) or "interrupted (Ctrl-C)")
             mlflow.end_run("KILLED")
             raise
+        finally:  # closed by its own process: nothing left for a later run to check
+            forget_process(client, run.info.run_id)
 
 
 SECRET_WORDS = ("secret", "password", "token", "key", "credential")
@@ -306,9 +309,18 @@ def ui_hint(tracking_uri: str, experiment_id: str | None = None) -> str:
     return f"`mlflow ui --backend-store-uri {tracking_uri}`{then}"
 
 
+PROCESS_TAGS = ("host", "pid", "pid_started")
+
+
 def this_process() -> dict[str, str]:
-    """Tags that let a later run tell whether this run's process still exists."""
-    return {"host": socket.gethostname(), "pid": str(os.getpid()), "pid_started": repr(psutil.Process().create_time())}
+    """Tags that let a later run tell whether this run's process still exists (PROCESS_TAGS): a run carries them only
+    while it is RUNNING, so they do not crowd the run page of every finished run."""
+    return dict(zip(PROCESS_TAGS, (socket.gethostname(), str(os.getpid()), repr(psutil.Process().create_time()))))
+
+
+def forget_process(client, run_id: str) -> None:
+    for tag in PROCESS_TAGS:
+        client.delete_tag(run_id, tag)
 
 
 def _process_alive(pid: str, started: str) -> bool:
@@ -329,6 +341,7 @@ def close_abandoned_runs(client, experiment_id: str) -> list[str]:
                        f"its process (pid {tags['pid']} on {host}) ended without closing the run (killed?); "
                        f"closed by a later run at {time.strftime('%Y-%m-%d %H:%M:%S')}")
         client.set_terminated(run.info.run_id, "KILLED")
+        forget_process(client, run.info.run_id)  # end_reason names the process
         closed.append(run.info.run_id)
     return closed
 

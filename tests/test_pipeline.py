@@ -24,6 +24,7 @@ from pipeline.main import run_pipeline
 from pipeline.runner import StageParams
 from pipeline.stages import STAGE_NAMES, STAGES
 from pipeline.store import ArtifactStore
+from pipeline.tracking import PROCESS_TAGS
 
 QUIET = Console(file=open(os.devnull, "w"))
 
@@ -251,6 +252,7 @@ def test_a_stage_killed_midway_leaves_no_entry_and_no_running_mlflow_run(tmp_pat
         assert f"stopped: {reason} while stage import ran" in stderr
         assert killed.data.tags["end_reason"].startswith(reason)
     assert killed.info.status == "KILLED"
+    assert not set(PROCESS_TAGS) & set(killed.data.tags)  # they served while it ran; the run page does without them
     assert list((store / ".tmp").iterdir()) == []
 
 
@@ -272,6 +274,7 @@ def test_parallel_sweep_shares_store_and_mlflow(tmp_path, model_cache):
     runs = client.search_runs([client.get_experiment_by_name("digits").experiment_id])
     status = {run.data.params["calib.method"]: run.info.status for run in runs if run.data.tags.get("sweep_role") != "parent"}
     assert status == {"kl": "FINISHED", "minmax": "FINISHED", "qat": "FAILED"}
+    assert not [run.data.tags for run in runs if set(PROCESS_TAGS) & set(run.data.tags)]
     failed = next(run for run in runs if run.data.params.get("calib.method") == "qat")
     assert "has none" in failed.data.tags["error"] and "calibrate.images" not in failed.data.metrics
     sweep_ids = {run.data.tags.get("sweep_id") for run in runs}
