@@ -7,6 +7,8 @@ database under a temporary directory:
   converter   the float .h5 loaded by Keras, TFLiteConverter with the first 256 CIFAR-10 training images (calib.num_images'
               default) as its representative data, int8 in and out, model.tflite written
   ours, to the .tflite   python run.py model=keras_cifar10 ... target=tflite_int8 until=emit_ir
+  the same, MLflow's database already there   as a project's second model finds it (MLflow builds a new database's
+              tables once, about 1.4 s: made beforehand, untimed); the store still fresh
   ours, a default run    the same through codegen: the accuracy, SQNR, reference-kernel and C checks included
 and prints each one's wall time and its ratio to the converter's (budget 2x for the run to model.tflite), then where
 our time goes, per stage (run.py's stage table)."""
@@ -55,9 +57,18 @@ def timed(command: list[str], cwd: Path) -> tuple[float, str]:
     return seconds, completed.stderr
 
 
-def ours(work: Path, *extra: str) -> tuple[float, dict]:
+MAKE_DATABASE = """
+import sys
+from mlflow.tracking import MlflowClient
+MlflowClient(tracking_uri=sys.argv[1]).search_experiments()
+"""
+
+
+def ours(work: Path, *extra: str, existing_database: bool = False) -> tuple[float, dict]:
     """A run.py run on a fresh store: its wall time, and each stage's seconds from its metrics.json."""
     work.mkdir(parents=True)
+    if existing_database:
+        timed([sys.executable, "-c", MAKE_DATABASE, f"sqlite:///{work / 'mlflow.db'}"], PROJECT)
     seconds, _ = timed([sys.executable, str(PROJECT / "run.py"), *RUN, *extra, f"store.url={work / 'store'}",
                         f"store.cache_dir={work / 'cache'}", f"tracking_uri=sqlite:///{work / 'mlflow.db'}",
                         f"hydra.run.dir={work / 'run'}"], PROJECT)
@@ -80,6 +91,7 @@ def main() -> None:
             converter_dir.mkdir()
             runs = {"converter": lambda: (timed([sys.executable, "-c", CONVERTER], converter_dir)[0], {}),
                     "ours, to model.tflite": lambda: ours(root / f"tflite{repeat}", "until=emit_ir"),
+                    "the same, MLflow's database there": lambda: ours(root / f"tflite_db{repeat}", "until=emit_ir", existing_database=True),
                     "ours, a default run": lambda: ours(root / f"full{repeat}")}
             for name, run in runs.items():
                 seconds, per_stage = run()
@@ -88,11 +100,12 @@ def main() -> None:
     baseline = best["converter"]
     print(f"MLPerf Tiny's float ResNet-8 to an int8 .tflite, {CALIBRATION_IMAGES} calibration images, best of {args.repeats}:")
     for name, seconds in best.items():
-        print(f"  {name:<24} {seconds:6.1f} s   {seconds / baseline:4.2f}x the converter")
+        print(f"  {name:<34} {seconds:6.1f} s   {seconds / baseline:4.2f}x the converter")
         if stages[name]:
             print("    " + ", ".join(f"{stage} {value} s" for stage, value in stages[name].items()))
-    ratio = best["ours, to model.tflite"] / baseline
-    print(f"ours to model.tflite / converter: {ratio:.2f}x (budget {BUDGET}x): {'within' if ratio <= BUDGET else 'OVER'}")
+    for name in ("ours, to model.tflite", "the same, MLflow's database there"):
+        ratio = best[name] / baseline
+        print(f"{name} / converter: {ratio:.2f}x (budget {BUDGET}x): {'within' if ratio <= BUDGET else 'OVER'}")
 
 
 if __name__ == "__main__":
