@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 import signal
 import tempfile
 from pathlib import Path
@@ -14,7 +13,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from core.limits import human_bytes
 from pipeline.config import ConfigError, validate
 from pipeline.main import ExportError, run_pipeline, write_json_atomic
 from pipeline.quality import QUALITY_EXIT, QualityFailed
@@ -22,6 +20,7 @@ from pipeline.resources import ResourceError
 from pipeline.runner import RunSummary, StageFailed
 from pipeline.store import StoreError
 from pipeline.tracking import HEADLINE_METRICS, Sweep, TrackingError, experiment_name, run_name, ui_hint
+from pipeline.units import figure
 
 log = logging.getLogger(__name__)
 
@@ -119,27 +118,6 @@ def job_line(summary: RunSummary, cfg: DictConfig, sweep: Sweep) -> str:
     quality = " QUALITY: " + "; ".join(str(finding) for finding in summary.quality) if summary.quality else ""
     return (f"job {sweep.job} {run_name(cfg)}: {ran} ran, {len(summary.results) - ran} reused, {seconds:.1f} s; "
             + ", ".join(figures) + quality)
-
-
-# metrics that are fractions (shown as percentages) and decibels, by the words their names hold
-FRACTION_METRIC = re.compile(r"(^|[._])(top1|bitexact|fraction|share|agreement|accuracy)")
-DECIBEL_METRIC = re.compile(r"(^|[._])[a-z_]*_db($|_)")
-
-
-def figure(name: str, value: float) -> str:
-    """A metric as a person reads it: sizes in binary units (`799.0 KiB`), fractions as percentages (`98.61%`),
-    decibels with their unit (`27.77 dB`), counts as integers, large figures in millions, the rest to four digits."""
-    if name.endswith("_bytes"):
-        return human_bytes(int(value))
-    if FRACTION_METRIC.search(name) and 0.0 <= value <= 1.0:
-        return f"{value * 100:.4g}%"
-    if DECIBEL_METRIC.search(name):
-        return f"{value:.2f} dB"
-    if abs(value) >= 1e6:
-        return f"{value / 1e6:.4g} M"
-    if float(value).is_integer():
-        return str(int(value))
-    return f"{value:.4g}"
 
 
 def report_run(summary: RunSummary, cfg: DictConfig, console: Console, output_dir: Path | None = None,

@@ -55,6 +55,7 @@ from pipeline.code_version import PROJECT_ROOT
 from pipeline.hashing import canonical_json, data_digest, sha256_bytes
 from pipeline.logged_model import log_model, model_name
 from pipeline.runner import RunSummary, StageResult
+from pipeline.units import rounded
 
 REPORT_SUFFIXES = (".md", ".json", ".svg", ".txt")  # pictures (.png) go to the root
 MAX_PARAM_LENGTH = 500
@@ -379,7 +380,8 @@ class Tracker:
         import mlflow
 
         stage, directory = result.stage, result.artifact.directory
-        mlflow.log_metrics({f"{stage.name}.{name}": value for name, value in stage.headline_of(result.metrics).items()})
+        # to the precision each means: MLflow's pages print every digit (metrics.json, logged with the summary, has them)
+        mlflow.log_metrics({f"{stage.name}.{name}": rounded(name, value) for name, value in stage.headline_of(result.metrics).items()})
         self._log_series(result)
         mlflow.log_artifact(str(directory / "manifest.json"), artifact_path=stage.name)
         for path in sorted(directory.iterdir()):
@@ -412,7 +414,7 @@ class Tracker:
         if "codegen" not in results:
             return None
         method = getattr(cfg.calib.method, "value", cfg.calib.method)
-        headline = {f"{result.stage.name}.{name}": value for result in summary.results
+        headline = {f"{result.stage.name}.{name}": rounded(name, value) for result in summary.results
                     for name, value in result.stage.headline_of(result.metrics).items()}
         return log_model(
             experiment_id=self.experiment_id, run_id=self.run_id, name=model_name(cfg.model.name, cfg.target.name, str(method)),

@@ -9,11 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from PIL import Image
 
 from conftest import PROJECT_ROOT
 from pipeline.config import CalibMethod
 from pipeline.stages import STAGE_NAMES
+from pipeline.units import rounded
 
 
 def _run_py(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -135,3 +138,17 @@ def test_the_store_command_says_what_it_does():
                                timeout=300)
     assert completed.returncode == 0
     assert "remove the store entries no recent run and no DVC lock needs" in " ".join(completed.stdout.split())
+
+
+@given(st.floats(0.0, 1.0))
+def test_a_fraction_logged_to_mlflow_keeps_its_meaning(value):
+    """Rounded to 0.01%, but never onto 1 or 0 when it is not that: an agreement of 0.99997 is not bit-exact."""
+    for name in ("annotate.top1", "simulate.end_point_agreement", "calibrate.clipped_fraction_max"):
+        shown = rounded(name, value)
+        assert abs(shown - value) <= 5e-5 and (shown == 1.0) == (value == 1.0) and (shown == 0.0) == (value == 0.0)
+
+
+@given(st.floats(-200.0, 200.0), st.integers(0, 2**40))
+def test_decibels_and_counts_logged_to_mlflow(decibels, count):
+    assert abs(rounded("annotate.sqnr_db_min", decibels) - decibels) <= 0.005 + 1e-12
+    assert rounded("codegen.constant_bytes", count) == count and rounded("codegen.accel_cycles", float(count)) == count
