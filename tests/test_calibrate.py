@@ -9,11 +9,15 @@ import shutil
 
 import numpy as np
 import pytest
+from PIL import Image
 from rich.console import Console
 
 from conftest import CIFAR10_DIR, MODELS, compose
 from core.frontend.graph import Graph
-from core.quantize.table import CalibrationTable
+from core.quantize.calibration.histogram import TensorStatistics
+from core.quantize.calibration.methods import CalibrationSettings
+from core.quantize.table import CalibrationTable, TensorEntry
+from core.reports.calibration import PLOTTED_TENSORS, plot_clipping
 from pipeline.config import ConfigError
 from pipeline.main import run_pipeline
 from pipeline.runner import StageFailed
@@ -253,3 +257,26 @@ def test_in_graph_statistics_agree_with_fetching_and_histogramming_in_numpy(digi
         # mass between neighbouring bins only: the distributions agree to a fraction of a bin
         cdf_a, cdf_b = np.cumsum(a.counts) / a.count, np.cumsum(b.counts) / b.count
         assert np.abs(cdf_a - cdf_b).max() < 2e-3
+
+
+def test_the_clipping_picture_shows_the_same_tensors_whatever_the_method(tmp_path):
+    """Two tables that clip different tensors most (as mse and kl do) draw the same tensors: DVC's plots and MLflow's
+    compare put the methods' pictures side by side, and each must show what the other shows."""
+    rng = np.random.default_rng(0)
+    stats = {}
+    for index in range(7):  # normal values and one outlier, farthest out in t0:0 (35 sigma), nearest in t6:0 (5 sigma)
+        values = rng.standard_normal((8, 4096)).astype(np.float32)
+        values[0, 0] = 5.0 * (7 - index)
+        stats[f"t{index}:0"] = TensorStatistics().update(values)
+
+    def table(method: str, clipped: list[float]) -> CalibrationTable:
+        return CalibrationTable(method, "tf2ir", 8, {tensor: TensorEntry("activation", method, 1.0, [-1.0, 1.0], clipped_fraction=fraction)
+                                                     for tensor, fraction in zip(stats, clipped)})
+
+    shown = []
+    for method, clipped in (("mse", [0.01 * index for index in range(7)]), ("kl", [0.01 * (7 - index) for index in range(7)])):
+        path = plot_clipping(stats, table(method, clipped), {}, CalibrationSettings(), tmp_path / f"{method}.png")
+        with Image.open(path) as picture:
+            shown.append([axes["title"].split("  clipped")[0] for axes in json.loads(picture.text["Description"])])
+    assert shown[0] == shown[1] and len(shown[0]) == PLOTTED_TENSORS
+    assert set(shown[0]) == {"t0:0", "t1:0", "t2:0", "t3:0"}  # the longest tails

@@ -1,4 +1,5 @@
-"""Calibration pictures: the histograms of the most clipped tensors with each method's threshold."""
+"""Calibration pictures: every tensor's histogram with the range used, and the longest-tailed tensors' histograms with
+each method's threshold."""
 
 from __future__ import annotations
 
@@ -9,10 +10,25 @@ from matplotlib.ticker import LogLocator, MaxNLocator, NullLocator
 
 from core.quantize.calibration.histogram import TensorStatistics
 from core.quantize.calibration.methods import METHODS, CalibrationSettings, get_method
+from core.quantize.calibration.methods.percentile import percentile_from_histogram
 from core.quantize.table import CalibrationTable
 from core.reports.figures import new_figure, save
 
 PLOTTED_TENSORS = 4
+TAIL_PERCENTILE = 99.99
+
+
+def longest_tails(stats: dict[str, TensorStatistics], tensors, count: int) -> list[str]:
+    """The `count` tensors whose largest |x| lies farthest beyond their 99.99th percentile, where the methods'
+    thresholds part most. Read from the statistics alone: every calibration method of one model and data set shows the
+    same tensors, so DVC's and MLflow's side-by-side views compare like with like (the most clipped tensors were each
+    method's own)."""
+    def tail(tensor: str) -> float:
+        observed = stats[tensor]
+        body = percentile_from_histogram(observed.counts, observed.bin_width, TAIL_PERCENTILE)
+        return observed.absmax / body if body > 0 else (0.0 if observed.absmax == 0 else float("inf"))
+
+    return sorted(tensors, key=lambda tensor: (-tail(tensor), tensor))[:count]
 
 
 def draw_histogram(axis, stats: TensorStatistics, color: str) -> None:
@@ -26,9 +42,8 @@ def draw_histogram(axis, stats: TensorStatistics, color: str) -> None:
 
 def plot_clipping(stats: dict[str, TensorStatistics], table: CalibrationTable, ranges, settings: CalibrationSettings,
                   path: str | Path) -> Path:
-    """For the most clipped tensors: the |x| histogram (log scale) with each method's threshold, as in seed 002."""
-    ranked = sorted((entry.clipped_fraction or 0.0, tensor) for tensor, entry in table.tensors.items() if tensor in stats)
-    chosen = [tensor for _, tensor in reversed(ranked[-PLOTTED_TENSORS:])]
+    """For the longest-tailed tensors: the |x| histogram (log scale) with each method's threshold, as in seed 002."""
+    chosen = longest_tails(stats, [tensor for tensor in table.tensors if tensor in stats], PLOTTED_TENSORS)
     height = 2.6 * len(chosen)
     figure = new_figure(9, height, constrained=False)
     axes = figure.subplots(len(chosen), 1, squeeze=False)
