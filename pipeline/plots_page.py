@@ -1,6 +1,7 @@
 """`dvc plots show` offline: writes `.dvc/plots_page.html` (`python -m pipeline.plots_page`), the HTML template
 `.dvc/config` names (`plots.html_template`), with Vega, Vega-Lite and Vega-Embed inline, so the page DVC writes
-draws its charts on a machine with no network (DVC's own page loads them from a CDN: offline, a blank page).
+draws its charts on a machine with no network (DVC's own page loads them from a CDN: offline, a blank page), and
+the revisions of an image plot share the window's width instead of scrolling sideways.
 
 The libraries come from vl-convert-python (pinned in requirements-test.lock), which bundles them; the page is
 committed so that any clone has it, and a test checks that it is what this module makes from the pinned bundle."""
@@ -30,7 +31,13 @@ TEMPLATE = """<!DOCTYPE html>
     <style>
         body { font-family: sans-serif; }
         table { border-spacing: 15px; }
-        img { max-width: 100%; }
+        img { max-width: 100%; height: auto; }
+        /* DVC's image plots: DVC sets each picture's revisions in one unbreakable line at full size (three 1224-px
+           pictures scroll sideways); here they share the window's width, side by side, each scaled to its share */
+        div[style*="white-space: nowrap"] { display: flex !important; flex-wrap: wrap; align-items: flex-start;
+                                            white-space: normal !important; overflow-x: hidden; }
+        div[style*="white-space: nowrap"] > p { flex-basis: 100%; }
+        div[style*="white-space: nowrap"] > div { flex: 1 1 0; min-width: 0; }
     </style>
 </head>
 <body>

@@ -275,6 +275,9 @@ def test_dvc_plots_show_draws_offline(fresh_clone):
     assert "<script src=" not in page and "cdn.jsdelivr" not in page
     assert "window.vegaEmbed" in page and "vegaEmbed(" in page.split("window.vegaEmbed", 1)[1]
     assert '<img src="static/workspace_pictures_annotate_layer_sqnr.png"' in page.replace("\\", "/")
+    # the revisions of an image plot share the width (DVC's own style keeps them in one line that scrolls sideways)
+    containers = re.findall(r'<div\s+id="[^"]*"\s+style="([^"]*white-space: nowrap[^"]*)"', page)
+    assert containers and 'div[style*="white-space: nowrap"] { display: flex !important;' in page
 
 
 def test_the_offline_plots_page_is_what_the_pinned_libraries_make():
