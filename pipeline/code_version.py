@@ -91,11 +91,15 @@ def _save_facts(root: Path) -> None:
     target = root / FACTS_CACHE
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=target.parent, prefix=".code_facts.", delete=False) as handle:
+        handle = tempfile.NamedTemporaryFile("w", dir=target.parent, prefix=".code_facts.", suffix=".tmp", delete=False)
+    except OSError:
+        return  # a read-only checkout parses each time
+    try:
+        with handle:
             json.dump(document, handle)
         os.replace(handle.name, target)
     except OSError:
-        pass  # a read-only checkout parses each time
+        Path(handle.name).unlink(missing_ok=True)
 
 
 @lru_cache(maxsize=None)

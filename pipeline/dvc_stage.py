@@ -48,7 +48,7 @@ from pipeline.hashing import MANIFEST
 from pipeline.main import RichDisplay, replace_dir, write_json_atomic, open_store
 from pipeline.quality import QUALITY_EXIT, QualityFailed, findings_of
 from pipeline.runner import Runner, RunSummary, StageResult, flat_metrics
-from pipeline.stages import STAGE_NAMES, STAGES, Series, Stage, stage_named
+from pipeline.stages import STAGE_NAMES, STAGES, Stage, stage_named
 from pipeline.store import Artifact, StoreError, changed_files, read_manifest
 from pipeline.tracking import pipeline_run, ui_hint
 

@@ -9,7 +9,6 @@ committed so that any clone has it, and a test checks that it is what this modul
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import vl_convert
 

@@ -320,8 +320,15 @@ def this_process() -> dict[str, str]:
 
 
 def forget_process(client, run_id: str) -> None:
-    for tag in PROCESS_TAGS:
-        client.delete_tag(run_id, tag)
+    """The run's PROCESS_TAGS deleted, as far as the tracking store lets: this runs while a run ends, perhaps because the
+    store failed, and must not hide why (a tag left behind only crowds the page; only RUNNING runs are checked)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        for tag in PROCESS_TAGS:
+            client.delete_tag(run_id, tag)
+    except (MlflowException, OSError):
+        pass
 
 
 def _process_alive(pid: str, started: str) -> bool:
