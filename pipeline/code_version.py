@@ -104,11 +104,11 @@ def _save_facts(root: Path) -> None:
 
 @lru_cache(maxsize=None)
 def _facts_of_version(path: Path, root: Path, mtime_ns: int, size: int) -> _SourceFacts:
-    source = path.read_bytes()
-    key = f"{path.relative_to(root).as_posix()}:{sha256_bytes(source)}"
+    # the digest code_version reads too (one hash of each file per process)
+    key = f"{path.relative_to(root).as_posix()}:{_digest_of_version(path, mtime_ns, size)}"
     stored = _stored_facts(root)
     if key not in stored:
-        stored[key] = _parse_facts(source, path, root)
+        stored[key] = _parse_facts(path.read_bytes(), path, root)
         _new_facts.add(root)
     return stored[key]
 

@@ -43,5 +43,8 @@ def rounded(name: str, value: float) -> float:
         return round(value, DECIBEL_DECIMALS)
     if FRACTION_METRIC.search(name) and 0.0 <= value <= 1.0:
         coarse = round(value, FRACTION_DECIMALS)
-        return coarse if coarse not in (0.0, 1.0) else float(f"{value:.6g}") if float(f"{value:.6g}") not in (0.0, 1.0) else value
+        if coarse not in (0.0, 1.0):
+            return coarse
+        finer = float(f"{value:.6g}")  # 0.99997 rounds to 1: six digits say it is not
+        return finer if finer not in (0.0, 1.0) else value
     return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
