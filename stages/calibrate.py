@@ -49,7 +49,7 @@ from core.reports.calibration import plot_clipping, plot_histograms
 from core.reports.series import series_rows, write_series
 from core.reports.warnings import summarize
 from pipeline.params import StoredPart, to_plain
-from stages.emit_ir import emitted_ir
+from stages.emit_ir import emitted_ir, refuse_untakeable
 
 HISTOGRAM_DIR = "histograms"
 MOMENTS_DIR = "moments"
@@ -133,6 +133,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
             f"(a float model); choose one of {', '.join(methods_from_data())}"
         )
     layer_graph = group_layers(float_graph)
+    refuse_untakeable(params.target, layer_graph)
     dataset, batch = _calibration_data(params, float_graph, len(layer_graph.quantized_tensors()), ctx)
     observation = _observed(calib, float_graph, layer_graph, dataset, batch, ctx)
     target = target_spec(params.target, calib)

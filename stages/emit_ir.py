@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
+import yaml
 
+from core.backends.accel.target import scheme_settings
 from core.backends.tflite.export import export_tflite
+from core.backends.tflite.ops import refusal as tflite_refusal
 from core.data.datasets import Preprocess, load_image, load_split, preprocess
 from core.frontend.graph import Graph, canonical_tensor
-from core.frontend.layers import LayerGraph
+from core.frontend.layers import Layer, LayerGraph
 from core.frontend.tflite import parse_tflite
 from core.ir.emit import build_ir
 from core.ir.io import validate_ir, write_ir
@@ -27,8 +31,9 @@ from core.ir.op import operation_of
 from core.ir.simulator import IntegerSimulator
 from core.ir.tflite_ir import ir_of_tflite, layer_name
 from core.quantize.runtimes import DEFAULT_TFLITE_RUNTIME, Runtime
-from core.quantize.schemes import runtime_of, scheme_of
+from core.quantize.schemes import SCHEMES, runtime_of, scheme_of
 from core.quantize.table import CalibrationTable
+from pipeline.code_version import PROJECT_ROOT
 from pipeline.params import to_plain
 
 TFLITE_FILE = "model.tflite"
@@ -54,6 +59,49 @@ def tflite_int8_ir(params, layer_graph: LayerGraph, table: CalibrationTable, run
 
 # how a table becomes the IR, per dialect (a scheme's `ir_dialect`): (the IR, the file it was read from, if any)
 EMITTERS = {"tf2ir": tf2ir_ir, "tflite_int8": tflite_int8_ir}
+# why a dialect at a width cannot take a layer, or None, asked of the graph before calibration: TF2IR computes every
+# operation (an element-wise function as a table); the tflite_int8 dialect takes what its .tflite writer writes and its
+# reader computes at that width
+REFUSALS: dict[str, Callable[[Layer, int], str | None]] = {"tf2ir": lambda layer, bits: None, "tflite_int8": tflite_refusal}
+TARGETS_DIR = PROJECT_ROOT / "conf" / "target"
+
+
+class UntakeableLayers(ValueError):
+    """Layers the target cannot take, every one named with the targets that take it."""
+
+
+def refuse_untakeable(target_cfg, layer_graph: LayerGraph) -> None:
+    """Raise UntakeableLayers naming each layer of `layer_graph` the configured target cannot take, why, and the targets
+    (conf/target/*.yaml) that take it: all of them at once, before any calibration work."""
+    scheme = scheme_of(target_cfg)
+    refused = [(layer, reason) for layer in layer_graph.layers
+               if (reason := REFUSALS[scheme.ir_dialect](layer, scheme.bits)) is not None]
+    if not refused:
+        return
+    others = _other_targets(str(target_cfg.name))
+    lines, taking_all = [], set(others)
+    for layer, reason in refused:
+        taking = [name for name, (dialect, bits) in others.items() if REFUSALS[dialect](layer, bits) is None]
+        taking_all &= set(taking)
+        lines.append(f"  - layer {layer.ir_name} ({_operation(layer)}): {reason}; targets that take it: {', '.join(taking) or 'none'}")
+    advice = f"choose target={' or target='.join(sorted(taking_all))}" if taking_all else "no target takes every one of them"
+    raise UntakeableLayers(f"target={target_cfg.name} cannot take {len(refused)} layer{'s' if len(refused) > 1 else ''} of this model "
+                           f"(nothing was calibrated):\n" + "\n".join(lines) + f"\n{advice}, or change the model")
+
+
+def _operation(layer: Layer) -> str:
+    named = getattr(layer.attrs, "named", None)
+    return f"{layer.op}: {named.name}" if named is not None else layer.op
+
+
+def _other_targets(current: str) -> dict[str, tuple[str, int]]:
+    """Every other target of conf/target: its scheme's dialect and width."""
+    targets = {}
+    for path in sorted(TARGETS_DIR.glob("*.yaml")):
+        scheme = SCHEMES.get(scheme_settings(yaml.safe_load(path.read_text()) or {})["name"])
+        if path.stem != current and scheme is not None:
+            targets[path.stem] = (scheme.ir_dialect, scheme.bits)
+    return targets
 
 
 def emitted_ir(params, layer_graph: LayerGraph, table: CalibrationTable, runtime: Runtime | None) -> tuple[Ir, bytes | None]:

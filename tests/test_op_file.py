@@ -135,7 +135,7 @@ def _sub(writer: TfliteWriter, layer: Layer) -> None:
     writer.operator("SUB", inputs, [writer.activation(layer.output)], *writer.options("SubOptions", fusedActivationFunction=writer.fused(layer)))
 
 
-WRITERS["sub"] = _sub
+WRITERS["sub"] = OperatorWriter(_sub, written("SUB"))
 '''
 
 CONVERTER = '''

@@ -23,6 +23,7 @@ from core.ir.layers import group_layers
 from core.ir.ops import OPS
 from core.ir.tflite_interpreter import run_int8
 from core.quantize.evaluation import sqnr_db
+from core.quantize.runtimes import RUNTIMES
 from core.quantize.table import CalibrationTable
 from core.quantize.tflite_math import affine_quantize, dequantize
 from core.quantize.tflite_reference import reference_tensors, runner_of
@@ -143,12 +144,16 @@ def test_affine_maps_and_clamps_are_written_as_tflite_operators_each_runtime_com
     # the Rescaling and hard_sigmoid's affine map: 1x1 depthwise convs; ReLU(max_value=4): a requantization; the clip's bound
     # at 1 and the Minimum: one operator each
     assert names.count("DEPTHWISE_CONV_2D") == 2 and {"QUANTIZE", "MAXIMUM", "MINIMUM"} <= set(names), " ".join(names)
-    inputs = np.random.default_rng(12).integers(-128, 128, (8, 6, 6, 3)).astype(np.int8)
-    model, ours = read_tflite(path), run_int8(read_tflite(path), inputs)
-    theirs = runner_of(runtime, path).tensors(inputs)
+    _assert_every_operator_as_the_runtime(path, np.random.default_rng(12).integers(-128, 128, (8, 6, 6, 3)).astype(np.int8), runtime)
+    _assert_close_to_the_float_graph(path, layer_graph, np.random.default_rng(13).normal(0, 1, (32, 6, 6, 3)).astype(np.float32))
+
+
+def _assert_every_operator_as_the_runtime(path, inputs: np.ndarray, runtime: str) -> None:
+    """Every operator's output by our kernels, as `runtime` computes the file, is that runtime's interpreter's."""
+    model = read_tflite(path)
+    ours, theirs = run_int8(model, inputs, RUNTIMES[runtime]), runner_of(runtime, path).tensors(inputs)
     for operator in model.operators:
         assert np.array_equal(ours[operator.outputs[0]], theirs[operator.outputs[0]]), f"operator {operator.index} ({operator.name})"
-    _assert_close_to_the_float_graph(path, layer_graph, np.random.default_rng(13).normal(0, 1, (32, 6, 6, 3)).astype(np.float32))
 
 
 def _assert_close_to_the_float_graph(path, layer_graph, images: np.ndarray) -> None:
@@ -189,13 +194,63 @@ def test_every_writer_gives_a_file_tflites_reference_kernels_run_as_ours(workspa
     _assert_close_to_the_float_graph(path, layer_graph, np.random.default_rng(9).normal(0, 1, (32, 11, 9, 3)).astype(np.float32))
 
 
-def test_a_function_no_tflite_operator_computes_is_refused_naming_the_layer(workspace, tmp_path):
+def _silu_gate_model() -> tf.keras.Model:
+    """SiLU as Keras 3 writes it (x * sigmoid(1 * x)) and as a hand-written swish (x * sigmoid(x)), and a squeeze-excitation
+    gate with hard_sigmoid on a Dense output (an affine map and clamps of a [N, C] tensor)."""
+    tf.keras.utils.set_random_seed(29)
+    layers = tf.keras.layers
+    inputs = tf.keras.Input((6, 6, 3))
+    x = layers.Conv2D(8, 3, padding="same", activation="silu")(inputs)
+    gate = layers.Dense(8, activation="hard_sigmoid")(layers.Dense(4, activation="relu")(layers.GlobalAveragePooling2D()(x)))
+    x = layers.Multiply()([x, layers.Reshape((1, 1, 8))(gate)])
+    x = layers.Conv2D(8, 3, strides=2, padding="same")(x)
+    x = layers.Multiply()([x, layers.Activation("sigmoid")(x)])
+    return tf.keras.Model(inputs, layers.Dense(5)(layers.Flatten()(x)))
+
+
+@pytest.mark.parametrize("runtime", ["litert_reference", "tflm"])
+def test_silu_and_a_gate_on_a_dense_output_are_written_as_tflite_operators_each_runtime_computes_as_ours(workspace, tmp_path, runtime):
+    layer_graph, table = _calibrated(workspace, *_saved(_silu_gate_model(), tmp_path, "silu_gate"), "calib.method=minmax")
+    luts = [layer.attrs.named.name for layer in layer_graph.layers if layer.op == "lut" and layer.attrs.named is not None]
+    assert luts == ["silu", "silu"], luts  # both spellings are one known function
+    path = tmp_path / "silu_gate.tflite"
+    path.write_bytes(export_tflite(layer_graph, table))
+    names = [operator.name for operator in read_tflite(path).operators]
+    # SiLU: LOGISTIC then MUL by x, twice; the gate's affine map: a 1x1 depthwise conv between RESHAPEs to an image and back
+    assert names.count("LOGISTIC") == 2 and names.count("MUL") == 3 and "DEPTHWISE_CONV_2D" in names, " ".join(names)
+    depthwise = names.index("DEPTHWISE_CONV_2D")
+    assert names[depthwise - 1] == names[depthwise + 1] == "RESHAPE", " ".join(names)
+    _assert_every_operator_as_the_runtime(path, np.random.default_rng(14).integers(-128, 128, (8, 6, 6, 3)).astype(np.int8), runtime)
+    _assert_close_to_the_float_graph(path, layer_graph, np.random.default_rng(15).normal(0, 1, (32, 6, 6, 3)).astype(np.float32))
+
+
+def test_a_function_no_tflite_operator_computes_is_refused_before_calibration_naming_the_layer_and_the_targets_taking_it(workspace, tmp_path):
     inputs = tf.keras.Input((6, 6, 2))
     model = tf.keras.Model(inputs, tf.keras.layers.Activation("softplus")(tf.keras.layers.Conv2D(4, 3)(inputs)))
-    # calibrate makes emit_ir's emission on the table it builds: the refusal comes before annotate runs
-    with pytest.raises(StageFailed, match=r"stage calibrate failed: the calibration table cannot be emitted as the target's IR: "
-                                          r"layer .*Softplus.* \(lut\): the function .*Softplus.* it writes sigmoid, tanh, hard swish, leaky ReLU, GELU \(exact and tanh\), rsqrt, x \* x, and any chain of scalar affine maps and clamps.*target=tf2ir"):
+    with pytest.raises(StageFailed, match=r"stage calibrate failed: target=tflite_int8 cannot take 1 layer of this model \(nothing was "
+                                          r"calibrated\):\n  - layer .*Softplus.* \(lut\): the function .*Softplus.* it writes sigmoid, "
+                                          r"tanh, hard swish, SiLU .*; targets that take it: accel, accel_small, tf2ir\n"
+                                          r"choose target=accel or target=accel_small or target=tf2ir"):
         _calibrated(workspace, *_saved(model, tmp_path, "softplus"), "calib.method=minmax")
+
+
+def test_every_layer_a_target_cannot_take_is_refused_at_once_before_calibration(workspace, tmp_path):
+    """On TFLite's 16x8 mode: a function no TFLite operator computes and an operation without int16 arithmetic, each with
+    the targets that take it; no calibration statistics are gathered."""
+    inputs = tf.keras.Input((6, 6, 2))
+    x = tf.keras.layers.Conv2D(4, 3, padding="same")(inputs)
+    model = tf.keras.Model(inputs, tf.keras.layers.Concatenate()([tf.keras.layers.Activation("softplus")(x), tf.keras.layers.Conv2D(4, 1)(x)]))
+    overrides = [*_saved(model, tmp_path, "two_refusals"), "target=tflite_int16x8", "until=calibrate"]
+    output = io.StringIO()
+    with pytest.raises(StageFailed) as failure:
+        run_pipeline(compose(*workspace, *overrides), console=Console(file=output))
+    message = str(failure.value)
+    assert "target=tflite_int16x8 cannot take 2 layers of this model (nothing was calibrated)" in message, message
+    softplus, concat = (line for line in message.splitlines() if line.startswith("  - layer "))
+    assert "Softplus" in softplus and softplus.endswith("targets that take it: accel, accel_small, tf2ir"), softplus
+    assert "(concat" in concat and "CONCATENATION (concat) on int8 only, their int16 arithmetic is not built yet" in concat, concat
+    assert concat.endswith("targets that take it: accel, accel_small, accel_tflite, tf2ir, tflite_int8"), concat
+    assert message.endswith("choose target=accel or target=accel_small or target=tf2ir, or change the model"), message
 
 
 RESNET8_INT8 = MODELS / "mlperf_tiny_resnet8" / "pretrainedResnet_quant.tflite"

@@ -99,9 +99,14 @@ class Layer:
     rule: AnnotateRule | None = None  # its operation's, set by group_layers
     # the IR's name: `name` with '/' -> '_', made unique by group_layers (a/b and a_b would collide)
     ir_name: str = ""
+    # the node whose op computes the layer's value (before a fused activation), which a scheme's kernels may fix the
+    # quantization of (a LOGISTIC's 1/256): `name` unless the pattern says otherwise (an element-wise region's last op;
+    # a SiLU region named by its first node, a Sigmoid, is computed by its Mul)
+    computed_by: str = ""
 
     def __post_init__(self):
         self.ir_name = self.ir_name or self.name.replace("/", "_")
+        self.computed_by = self.computed_by or self.name
 
 
 class GraphIndex:

@@ -16,6 +16,8 @@ from functools import lru_cache
 import numpy as np
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+# the output quantization (scale, zero point) TFLite's LOGISTIC kernel writes and checks, by activation width
+LOGISTIC_OUTPUT = {8: (1.0 / 256, -128), 16: (1.0 / 32768, 0)}
 
 
 def quantize_multiplier(multiplier: float) -> tuple[int, int]:

@@ -66,6 +66,6 @@ def export_tflite(layer_graph: LayerGraph, table: CalibrationTable) -> bytes:
     for layer in layer_graph.layers:
         if layer.op not in WRITERS:
             raise ExportError(f"layer {layer.ir_name} ({layer.op}): the .tflite writer covers {', '.join(WRITERS)}")
-        WRITERS[layer.op](writer, layer)
+        WRITERS[layer.op].write(writer, layer)
     outputs = [writer.activation(tensor) for tensor in graph.end_points]
     return writer.model_bytes(network_inputs, outputs)

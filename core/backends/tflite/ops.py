@@ -1,6 +1,7 @@
-"""One .tflite writer per IR operation: the TFLite operator(s) a layer becomes. An operation without a
-writer is declared in NOT_WRITTEN (tests/test_tflite_export.py checks every operation is one or the other);
-exporting a network that uses one is an ExportError naming the layer."""
+"""One .tflite writer per IR operation: the TFLite operator(s) a layer becomes, and which ones, named before anything
+is written (`refusal`: what a tflite_int8 or 16x8 target cannot take is refused before calibration, every layer at
+once). An operation without a writer is declared in NOT_WRITTEN (tests/test_tflite_export.py checks every operation is
+one or the other); exporting a network that uses one is an ExportError naming the layer."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from core.backends.tflite.writer import ExportError, TfliteWriter
 from core.frontend.layers import Layer
 from core.ir.ops.lut.pattern import NamedFunction
 from core.ir.tflite_dialect import padding as tflite_padding
-from core.quantize.tflite_math import round_half_away
+from core.ir.tflite_ir import builders
+from core.quantize.tflite_math import LOGISTIC_OUTPUT, round_half_away
 
 Writer = Callable[[TfliteWriter, Layer], None]
 
@@ -192,13 +194,20 @@ def _mul(writer: TfliteWriter, layer: Layer) -> None:
 class LutOperator:
     """The TFLite operator computing a lookup table's known function: its options table and that table's fields, and
     how many times it reads x (a square is MUL(x, x)); `from_zero`: the operator is the function only where x's grid
-    starts at 0 (RSQRT is rsqrt(max(x, 0)) on such a grid; LiteRT refuses a negative input)."""
+    starts at 0 (RSQRT is rsqrt(max(x, 0)) on such a grid; LiteRT refuses a negative input); `gate_output`: the function
+    is x times the operator's output, which is written at the quantization its kernel fixes (by activation width) and
+    multiplied by x with a MUL, as TFLite's converter writes SiLU (LOGISTIC, then MUL)."""
 
     name: str
     options: str | None = None
     fields: Callable[[NamedFunction], dict] | None = None
     reads: int = 1
     from_zero: bool = False
+    gate_output: dict[int, tuple[float, int]] | None = None
+
+    @property
+    def operators(self) -> tuple[str, ...]:
+        return (self.name, "MUL") if self.gate_output else (self.name,)
 
 
 # a lookup table's known function (core/ir/ops/lut/pattern.py: NAMED_FUNCTIONS) -> the TFLite operator computing it
@@ -206,10 +215,25 @@ _LUT_OPERATORS = {"sigmoid": LutOperator("LOGISTIC"), "tanh": LutOperator("TANH"
                   "leaky_relu": LutOperator("LEAKY_RELU", "LeakyReluOptions", lambda named: {"alpha": named.alpha}),
                   "gelu": LutOperator("GELU", "GeluOptions", lambda named: {"approximate": False}),
                   "gelu_tanh": LutOperator("GELU", "GeluOptions", lambda named: {"approximate": True}),
-                  "rsqrt": LutOperator("RSQRT", from_zero=True), "square": LutOperator("MUL", "MulOptions", lambda named: {}, reads=2)}
+                  "rsqrt": LutOperator("RSQRT", from_zero=True), "square": LutOperator("MUL", "MulOptions", lambda named: {}, reads=2),
+                  "silu": LutOperator("LOGISTIC", gate_output=LOGISTIC_OUTPUT)}
+
+
+def _lut_operators(layer: Layer) -> tuple[str, ...]:
+    """The TFLite operators a lookup table's function is written as (the bounds of an affine clamp where they cut in)."""
+    named, affine_clamp = layer.attrs.named, layer.attrs.affine_clamp
+    if named is not None and named.name in _LUT_OPERATORS:
+        return _LUT_OPERATORS[named.name].operators
+    if affine_clamp is not None:
+        return ("DEPTHWISE_CONV_2D" if affine_clamp.affine else "QUANTIZE", "MAXIMUM", "MINIMUM")
+    raise ExportError(f"layer {layer.ir_name} (lut): the function {layer.attrs.function!r} has no TFLite operator the writer "
+                      "knows; it writes sigmoid, tanh, hard swish, SiLU (x * sigmoid(x)), leaky ReLU, GELU (exact and tanh), rsqrt, "
+                      "x * x, and any chain of scalar affine maps and clamps (Rescaling, ReLU(max_value=k), hard_sigmoid, Minimum and "
+                      "Maximum with a constant). target=tf2ir computes any element-wise function as a table")
 
 
 def _lut(writer: TfliteWriter, layer: Layer) -> None:
+    _lut_operators(layer)  # refused here when it has none
     named, affine_clamp = layer.attrs.named, layer.attrs.affine_clamp
     if named is not None and named.name in _LUT_OPERATORS:
         operator = _LUT_OPERATORS[named.name]
@@ -218,14 +242,18 @@ def _lut(writer: TfliteWriter, layer: Layer) -> None:
                               f"point {writer.entry(layer.inputs[0]).zero_point}); TFLite's {operator.name} takes inputs from 0 up: "
                               "calibrate that tensor from 0 (its values are never negative)")
         arguments = writer.options(operator.options, **operator.fields(named)) if operator.options else ()
-        writer.operator(operator.name, [writer.activation(layer.inputs[0])] * operator.reads, [writer.activation(layer.output)], *arguments)
-    elif affine_clamp is not None:
-        _affine_clamp(writer, layer, affine_clamp)
+        source, output = writer.activation(layer.inputs[0]), writer.activation(layer.output)
+        if operator.gate_output is None:
+            writer.operator(operator.name, [source] * operator.reads, [output], *arguments)
+            return
+        scale, zero_point = operator.gate_output[writer.table.bits]
+        gate = writer.add_tensor(f"{layer.name}/{operator.name.lower()}", [1, *writer.layer_graph.graph.shape(layer.inputs[0])[1:]],
+                                 writer.activation_type, scale, zero_point)
+        writer.operator(operator.name, [source], [gate], *arguments)
+        writer.operator("MUL", [source, gate], [output], *writer.options(
+            "MulOptions", fusedActivationFunction=writer.schema.ActivationFunctionType.NONE))
     else:
-        raise ExportError(f"layer {layer.ir_name} (lut): the function {layer.attrs.function!r} has no TFLite int8 operator the writer "
-                          "knows; it writes sigmoid, tanh, hard swish, leaky ReLU, GELU (exact and tanh), rsqrt, x * x, and any chain of scalar affine maps and clamps "
-                          "(Rescaling, ReLU(max_value=k), hard_sigmoid, Minimum and Maximum with a constant). target=tf2ir computes "
-                          "any element-wise function as a table")
+        _affine_clamp(writer, layer, affine_clamp)
 
 
 def _affine_clamp(writer: TfliteWriter, layer: Layer, function) -> None:
@@ -255,12 +283,30 @@ def _affine_clamp(writer: TfliteWriter, layer: Layer, function) -> None:
         writer.operator(name, [before, limit], [after])
 
 
+def _reshape_into(writer: TfliteWriter, name: str, source: int, output: int) -> None:
+    """A RESHAPE of `source` into the tensor `output` (its shape, any batch)."""
+    shape = [-1, *writer.tensors[output].shape[1:]]
+    target = writer.add_tensor(f"{name}/shape", [len(shape)], writer.schema.TensorType.INT32, data=np.array(shape, np.int32))
+    writer.operator("RESHAPE", [source, target], [output], *writer.options("ReshapeOptions", newShape=shape))
+
+
+def _like(writer: TfliteWriter, name: str, tensor: int, shape: list[int]) -> int:
+    """A new activation tensor of `shape` quantized as `tensor`."""
+    quantization = writer.tensors[tensor].quantization
+    return writer.add_tensor(name, shape, writer.activation_type, quantization.scale, quantization.zeroPoint)
+
+
 def _affine_as_depthwise(writer: TfliteWriter, layer: Layer, function, source: int, output: int) -> None:
+    """The affine map as a 1x1 depthwise conv; a tensor that is not an image [N, H, W, C] (a Dense layer's [N, C], a
+    sequence's [N, L, C]) is reshaped to one of height 1 around it, which moves no byte."""
     shape = writer.layer_graph.graph.shape(layer.inputs[0])
-    if len(shape) != 4:
-        raise ExportError(f"layer {layer.ir_name} (lut): the affine map {function.scale:.6g} x + {function.offset:.6g} of a "
-                          f"{len(shape)}-D tensor; the writer writes it as a depthwise 1x1 conv, of an image [N, H, W, C]")
-    channels = shape[3]
+    reshaped = len(shape) != 4
+    if reshaped:
+        image = [1, 1, int(np.prod(shape[1:-1], dtype=np.int64)), shape[-1]]
+        image_input = _like(writer, f"{layer.name}/affine_image", source, image)
+        _reshape_into(writer, f"{layer.name}/affine_image", source, image_input)
+        source, final_output, output = image_input, output, _like(writer, f"{layer.name}/affine_output", output, image)
+    channels = shape[-1]
     weight_scale = np.float32(abs(function.scale) / 127.0)
     weights = writer.add_tensor(f"{layer.name}/affine_weights", [1, 1, 1, channels], writer.schema.TensorType.INT8,
                                 np.full(channels, weight_scale), np.zeros(channels, np.int64), 3,
@@ -276,6 +322,8 @@ def _affine_as_depthwise(writer: TfliteWriter, layer: Layer, function, source: i
     writer.operator("DEPTHWISE_CONV_2D", [source, weights, bias], [output], *writer.options(
         "DepthwiseConv2DOptions", padding=writer.schema.Padding.VALID, strideH=1, strideW=1, depthMultiplier=1, dilationHFactor=1,
         dilationWFactor=1, fusedActivationFunction=writer.schema.ActivationFunctionType.NONE))
+    if reshaped:
+        _reshape_into(writer, f"{layer.name}/affine_output", output, final_output)
 
 
 def _requantized(writer: TfliteWriter, tensor: str, output_entry, name: str) -> int:
@@ -307,25 +355,39 @@ def _resize(name: str, options: str):
     return write
 
 
-WRITERS: dict[str, Writer] = {
-    "conv": _conv,
-    "dwconv": _dwconv,
-    "avg_pool": _pool("AVERAGE_POOL_2D"),
-    "max_pool": _pool("MAX_POOL_2D"),
-    "add": _add,
-    "reshape": _reshape,
-    "transpose": _transpose,
-    "gather": _gather,
-    "batch_matmul": _batch_matmul,
-    "pad": _pad,
-    "crop": _crop,
-    "softmax": _softmax,
-    "mul": _mul,
-    "lut": _lut,
-    "concat": _concat,
-    "concat2": _concat,
-    "resize_bilinear": _resize("RESIZE_BILINEAR", "ResizeBilinearOptions"),
-    "resize_nearest": _resize("RESIZE_NEAREST_NEIGHBOR", "ResizeNearestNeighborOptions"),
+@dataclass(frozen=True)
+class OperatorWriter:
+    """How a layer of one IR operation becomes TFLite operators: `write` adds them to the file; `operators` names them
+    without writing, raising ExportError where the layer has none (what a target can take is asked before calibration)."""
+
+    write: Writer
+    operators: Callable[[Layer], tuple[str, ...]]
+
+
+def written(*operators: str) -> Callable[[Layer], tuple[str, ...]]:
+    """The operators of a writer that writes the same ones for every layer."""
+    return lambda layer: operators
+
+
+WRITERS: dict[str, OperatorWriter] = {
+    "conv": OperatorWriter(_conv, lambda layer: ("FULLY_CONNECTED",) if layer.attrs.dense else ("CONV_2D",)),
+    "dwconv": OperatorWriter(_dwconv, written("DEPTHWISE_CONV_2D")),
+    "avg_pool": OperatorWriter(_pool("AVERAGE_POOL_2D"), lambda layer: ("MEAN",) if layer.attrs.spatial_mean else ("AVERAGE_POOL_2D",)),
+    "max_pool": OperatorWriter(_pool("MAX_POOL_2D"), written("MAX_POOL_2D")),
+    "add": OperatorWriter(_add, written("ADD")),
+    "reshape": OperatorWriter(_reshape, written("RESHAPE")),
+    "transpose": OperatorWriter(_transpose, written("TRANSPOSE")),
+    "gather": OperatorWriter(_gather, written("GATHER")),
+    "batch_matmul": OperatorWriter(_batch_matmul, written("BATCH_MATMUL")),
+    "pad": OperatorWriter(_pad, written("PAD")),
+    "crop": OperatorWriter(_crop, written("STRIDED_SLICE")),
+    "softmax": OperatorWriter(_softmax, written("SOFTMAX")),
+    "mul": OperatorWriter(_mul, written("MUL")),
+    "lut": OperatorWriter(_lut, _lut_operators),
+    "concat": OperatorWriter(_concat, written("CONCATENATION")),
+    "concat2": OperatorWriter(_concat, written("CONCATENATION")),
+    "resize_bilinear": OperatorWriter(_resize("RESIZE_BILINEAR", "ResizeBilinearOptions"), written("RESIZE_BILINEAR")),
+    "resize_nearest": OperatorWriter(_resize("RESIZE_NEAREST_NEIGHBOR", "ResizeNearestNeighborOptions"), written("RESIZE_NEAREST_NEIGHBOR")),
 }
 # operations no writer covers (a network using one is refused naming the layer)
 NOT_WRITTEN: dict[str, str] = {
@@ -333,3 +395,26 @@ NOT_WRITTEN: dict[str, str] = {
     "float_conv": "layers kept in float (calib.keep_float): an int8 .tflite keeps none",
     "float_dwconv": "layers kept in float (calib.keep_float): an int8 .tflite keeps none",
 }
+
+
+def refusal(layer: Layer, bits: int) -> str | None:
+    """Why a tflite_int8 target (`bits` 8) or TFLite's 16x8 mode (16) cannot take `layer`, or None: no writer, no operator
+    for its function, or an operator it is written as whose arithmetic at that width the IR does not have. What depends
+    on the calibration (a bias beyond int32, RSQRT of a range below 0) is checked on the table."""
+    if layer.op in NOT_WRITTEN:
+        return NOT_WRITTEN[layer.op]
+    if layer.op not in WRITERS:
+        return f"the .tflite writer covers {', '.join(WRITERS)}"
+    try:
+        operators = WRITERS[layer.op].operators(layer)
+    except ExportError as error:
+        return str(error).split("): ", 1)[-1]
+    read = builders()
+    unread = [name for name in operators if name not in read]
+    if unread:
+        return f"it is written as {', '.join(unread)}, which the tflite_int8 IR does not read"
+    narrow = [f"{name} ({read[name].name})" for name in operators if bits not in read[name].activation_widths]
+    if narrow:
+        return (f"it is written as {', '.join(operators)}; the IR computes {', '.join(narrow)} on int8 only, their int{bits} "
+                f"arithmetic is not built yet")
+    return None

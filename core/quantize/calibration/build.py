@@ -88,7 +88,7 @@ def scheme_output_entries(layer_graph: LayerGraph, scheme: QuantScheme, tensors:
     decided: dict[str, TensorEntry] = {}
     nodes = layer_graph.graph.by_name()
     for layer in layer_graph.layers:
-        tf_op = nodes[layer.name].op if layer.name in nodes else None
+        tf_op = nodes[layer.computed_by].op if layer.computed_by in nodes else None
         fixed = scheme.fixed_output_entry(tf_op, (stats or {}).get(layer.output))
         if fixed is not None:
             decided[layer.output] = dataclasses.replace(fixed, layer=layer.name)
@@ -111,7 +111,7 @@ def _ranged_for_maxima(layer_graph: LayerGraph, method: str, target: TargetSpec,
     nodes = layer_graph.graph.by_name()
     for layer in layer_graph.layers:
         own = (stats or {}).get(layer.output)
-        if layer.name not in nodes or nodes[layer.name].op not in target.scheme.maximum_outputs or own is None:
+        if layer.computed_by not in nodes or nodes[layer.computed_by].op not in target.scheme.maximum_outputs or own is None:
             continue
         source = layer_graph.scale_source(layer.inputs[0])
         current = widened.get(source) or tensors.get(source)

@@ -17,7 +17,7 @@ from core.quantize.calibration.scales import float_scale
 from core.quantize.runtimes import runtimes_of
 from core.quantize.schemes.base import QuantScheme, absmax_of, register_scheme, weight_method_name
 from core.quantize.table import CalibrationError, TensorEntry
-from core.quantize.tflite_math import round_half_away
+from core.quantize.tflite_math import LOGISTIC_OUTPUT, round_half_away
 
 
 # target.scheme.runtime's choices on tflite_int8: its registered runtimes (core/quantize/runtimes.py)
@@ -53,7 +53,7 @@ class TfliteInt8(QuantScheme):
     bias_bits: ClassVar[int] = 32
     # TFLite's int8 operator specification: SOFTMAX and LOGISTIC output 1/256 with zero point -128, TANH 1/128
     # with 0 (their kernels check it); AVERAGE_POOL_2D, MAX_POOL_2D and the resizes keep their input's
-    fixed_outputs = {"Softmax": (1.0 / 256, -128), "Sigmoid": (1.0 / 256, -128), "Tanh": (1.0 / 128, 0)}
+    fixed_outputs = {"Softmax": (1.0 / 256, -128), "Sigmoid": LOGISTIC_OUTPUT[8], "Tanh": (1.0 / 128, 0)}
     input_quantized_outputs = frozenset({"AvgPool", "MaxPool", "ResizeBilinear", "ResizeNearestNeighbor"})
     maximum_outputs = frozenset({"MaxPool"})
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from core.frontend.graph import Graph, GraphError, Node, canonical_tensor
+from core.frontend.graph import Graph, GraphError, Node, canonical_tensor, tensor_node
 from core.frontend.layers import GraphIndex, Layer, Pattern
 
 # ops computing each output element from the elements at the same position of their inputs
@@ -72,7 +72,7 @@ class LutAttrs:
 
 # the known functions by their steps on x, in the region's order: each step's op and operands, x or an earlier
 # step's index or a scalar constant (Keras' hard_swish and the .tflite reader's HARD_SWISH: x * relu6(x + 3) / 6)
-NAMED_FUNCTIONS: dict[str, tuple[tuple[str, tuple], ...]] = {
+NAMED_FUNCTIONS: dict[str, Steps] = {
     "sigmoid": (("Sigmoid", ("x",)),),
     "tanh": (("Tanh", ("x",)),),
     "leaky_relu": (("LeakyRelu", ("x",)),),
@@ -85,6 +85,15 @@ NAMED_FUNCTIONS: dict[str, tuple[tuple[str, tuple], ...]] = {
     # a LayerNormalization's pieces (core/frontend/layer_norm.py)
     "square": (("Mul", ("x", "x")),),
     "rsqrt": (("Maximum", ("x", 0.0)), ("Rsqrt", (0,))),  # 1 / sqrt(max(x, 0)), a variance's inverse root
+    "silu": (("Sigmoid", ("x",)), ("Mul", ("x", 0))),  # x * sigmoid(x), swish
+}
+# the same functions as other tools spell them: Keras 3's silu is x * sigmoid(1 * x), a hand-written swish multiplies
+# either way round
+OTHER_SPELLINGS: dict[str, tuple[Steps, ...]] = {
+    "silu": ((("Sigmoid", ("x",)), ("Mul", (0, "x"))),
+             (("Mul", (1.0, "x")), ("Sigmoid", (0,)), ("Mul", ("x", 1))),
+             (("Mul", ("x", 1.0)), ("Sigmoid", (0,)), ("Mul", ("x", 1))),
+             (("Mul", (1.0, "x")), ("Sigmoid", (0,)), ("Mul", (1, "x")))),
 }
 NAMED_PARAMETERS = {"leaky_relu": "alpha"}  # a known function's parameter: its one node's attribute
 
@@ -144,7 +153,7 @@ def match_lut(graph: Graph, node: Node, index: GraphIndex) -> Layer:
     labels = {source: "x", **{f"{n.name}:0": f"t{k}" for k, n in enumerate(order)}}
     function = "; ".join(f"t{k} = {_describe(n, index, labels)}" for k, n in enumerate(order))
     steps = _steps(order, source, index)
-    return Layer(name=node.name, op="lut", inputs=[source], output=outputs[0], nodes=[n.name for n in order],
+    return Layer(name=node.name, op="lut", inputs=[source], output=outputs[0], nodes=[n.name for n in order], computed_by=tensor_node(outputs[0]),
                  attrs=LutAttrs(source=source, function=function, named=_named(order, steps), steps=steps))
 
 
@@ -181,7 +190,9 @@ def _steps(order: list[Node], source: str, index: GraphIndex) -> Steps:
 
 
 def _named(order: list[Node], steps: Steps) -> NamedFunction | None:
-    name = next((name for name, known in NAMED_FUNCTIONS.items() if known == steps), None)
+    spellings = [(name, known) for name, known in NAMED_FUNCTIONS.items()]
+    spellings += [(name, known) for name, others in OTHER_SPELLINGS.items() for known in others]
+    name = next((name for name, known in spellings if known == steps), None)
     if name is None:
         return None
     parameter = NAMED_PARAMETERS.get(name)
