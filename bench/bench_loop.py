@@ -89,10 +89,11 @@ def main() -> None:
         for repeat in range(args.repeats):
             converter_dir = root / f"converter{repeat}"
             converter_dir.mkdir()
-            runs = {"converter": lambda: (timed([sys.executable, "-c", CONVERTER], converter_dir)[0], {}),
-                    "ours, to model.tflite": lambda: ours(root / f"tflite{repeat}", "until=emit_ir"),
-                    "the same, MLflow's database there": lambda: ours(root / f"tflite_db{repeat}", "until=emit_ir", existing_database=True),
-                    "ours, a default run": lambda: ours(root / f"full{repeat}")}
+            runs = {"converter": lambda converter_dir=converter_dir: (timed([sys.executable, "-c", CONVERTER], converter_dir)[0], {}),
+                    "ours, to model.tflite": lambda repeat=repeat: ours(root / f"tflite{repeat}", "until=emit_ir"),
+                    "the same, MLflow's database there": lambda repeat=repeat: ours(root / f"tflite_db{repeat}", "until=emit_ir",
+                                                                                    existing_database=True),
+                    "ours, a default run": lambda repeat=repeat: ours(root / f"full{repeat}")}
             for name, run in runs.items():
                 seconds, per_stage = run()
                 if seconds < best.get(name, float("inf")):

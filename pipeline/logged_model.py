@@ -20,12 +20,15 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
 from core.ir.io import read_ir
 from core.ir.network import Ir
+
+if TYPE_CHECKING:  # MLflow takes seconds to import: only where a model is logged (signature_of imports it there)
+    from mlflow.models import ModelSignature
 
 TFLITE_FILE = "model.tflite"
 PROGRAM_DIR = "program"

@@ -23,7 +23,7 @@ from core.ir.layers import group_layers
 from core.ir.network import Ir
 from core.ir.op import END_POINT, NETWORK_INPUT, IrContext, operation_of
 from core.ir.ops import OPS
-from core.quantize.calibration.build import pow2_range
+from core.quantize.schemes import pow2_range
 from core.quantize.table import CalibrationTable, TensorEntry
 
 EMITTER_KEYS = ("name", "operation", "previous_layer", "next_layer")

@@ -8,7 +8,6 @@ from what the partition decided."""
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml

@@ -260,9 +260,9 @@ def test_rmul_rshra_and_lsl_are_tflites_arithmetic_at_int32s_extremes(tmp_path):
     cases = [("RMUL", m, dict(round=31)) for m in (INT32_MIN, INT32_MAX, 2**30, 1518500250)]
     cases += [("RSHRA", n, {}) for n in (0, 1, 2, 17, 31)] + [("LSL", n, {}) for n in (0, 1, 20, 31)]
     for op, operand, extra in cases:
-        expected = {"RMUL": lambda: multiply_by_quantized_multiplier(values, operand, 0),
-                    "RSHRA": lambda: rounding_divide_by_pot(values, operand),
-                    "LSL": lambda: ((values << operand) + 2**31) % 2**32 - 2**31}[op]()
+        expected = {"RMUL": lambda operand=operand: multiply_by_quantized_multiplier(values, operand, 0),
+                    "RSHRA": lambda operand=operand: rounding_divide_by_pot(values, operand),
+                    "LSL": lambda operand=operand: ((values << operand) + 2**31) % 2**32 - 2**31}[op]()
         assert np.array_equal(_alu_on(tmp_path / f"{op}{operand}", Alu(op, Loop(1), Index(0), None, operand, **extra), values), expected)
 
 

@@ -14,7 +14,7 @@ import tensorflow as tf
 from hydra import compose as hydra_compose, initialize_config_dir
 from rich.console import Console
 
-from conftest import CIFAR10_DIR, MBV1_GRAPH, PROJECT_ROOT
+from conftest import CIFAR10_DIR, PROJECT_ROOT
 from pipeline.cli import run_or_explain
 from pipeline.config import register
 

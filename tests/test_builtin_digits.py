@@ -33,7 +33,10 @@ def run_graph_def(graph_def, input_tensor, output_tensor, images):
         return session.run(output_tensor, {input_tensor: images})
 
 
-def holdout(settings=DigitsModelSettings()):
+DEFAULT_SETTINGS = DigitsModelSettings()
+
+
+def holdout(settings=DEFAULT_SETTINGS):
     split = load_digits_split(settings.holdout_fraction, settings.seed)
     return preprocess(split.test_images, DIGITS_PREPROCESS), split.test_labels
 

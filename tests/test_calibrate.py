@@ -46,8 +46,8 @@ def digits_tables(digits_store):
 def test_every_method_calibrates_every_quantized_tensor_weight_and_bias(digits_tables):
     for method, (table, summary) in digits_tables.items():
         kinds = [entry.kind for entry in table.tensors.values()]
-        assert kinds.count("input") == 1 and kinds.count("activation") == 8  # 8 layers of the digits CNN
-        assert kinds.count("weight") == 6 and kinds.count("bias") == 6
+        assert kinds.count("input") == 1 and kinds.count("activation") == 8, method  # 8 layers of the digits CNN
+        assert kinds.count("weight") == 6 and kinds.count("bias") == 6, method
         for entry in table.tensors.values():
             low, high = entry.range
             assert low == -(2.0 ** (7 - entry.log2scale)) and high == 127 * 2.0 ** -entry.log2scale

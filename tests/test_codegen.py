@@ -21,8 +21,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from conftest import CIFAR10_DIR, MBV1_GRAPH, MODELS, compose, ir_record
-from harness import (PORTABLE, SIMD_BUILDS, check_layer, hw, int8, missing_cpu_flags, one_layer_ir, run_on_simd_paths, simd_compiler,
-                     skip_unless_the_cpu_runs_a_simd_path)
+from harness import (PORTABLE, check_layer, hw, int8, missing_cpu_flags, one_layer_ir, run_on_simd_paths, skip_unless_the_cpu_runs_a_simd_path)
 from core.backends.c.build import CompileError, compile_program, run_program
 from core.backends.c.program import c_array, c_symbols, decimal_texts
 from core.backends.program import generate_c

@@ -24,7 +24,7 @@ from core.ir.ops.conv import requantize as requantize_module
 from core.ir.ops.conv.kernel import conv_accumulator, conv_kernel, dwconv_accumulator
 from core.ir.ops.conv.requantize import requantize
 from core.ir.records import IrError
-from core.quantize.calibration.build import pow2_range
+from core.quantize.schemes import pow2_range
 from core.quantize.table import CalibrationTable, TensorEntry
 
 MBV1_DIR = MODELS / "mobilenet_v1_0.5_128_cifar10"

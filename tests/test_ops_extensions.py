@@ -25,7 +25,7 @@ from core.ir.ops import OPS
 from core.ir.ops.resize.record import nearest_indices
 from core.ir.ops.softmax.record import exp_table
 from core.quantize.annotate import annotate_graph
-from core.quantize.calibration.build import pow2_range
+from core.quantize.schemes import pow2_range
 from core.quantize.table import TensorEntry
 
 examples = settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])

@@ -193,7 +193,7 @@ def test_the_closing_hint_opens_a_server_in_a_browser_and_a_local_store_with_mlf
 def test_stage_cannot_read_config_it_did_not_declare():
     params = StageParams("fold_check", {"fold_check": object()})
     with pytest.raises(AttributeError, match="does not declare"):
-        params.model
+        _ = params.model
 
 
 @pytest.mark.parametrize("model", ["mbv1_cifar10", "ssd_mbv2"])

@@ -15,7 +15,7 @@ from conftest import compose
 from core.frontend.graph import Graph
 from core.ir.layers import group_layers
 from core.quantize import sensitivity
-from core.quantize.calibration.build import pow2_range
+from core.quantize.schemes import pow2_range
 from core.quantize.table import CalibrationTable
 from core.data.datasets import load_split
 from pipeline.main import run_pipeline

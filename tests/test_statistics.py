@@ -16,7 +16,6 @@ from rich.console import Console
 from conftest import CIFAR10_DIR, MODELS, compose
 from core.frontend.fake_quant import bypass_fake_quant
 from core.frontend.graph import Graph
-from core.frontend.tf_runtime import GraphRunner
 from core.ir.layers import group_layers
 from core.quantize.calibration.build import CalibrationError
 from core.quantize.calibration.histogram import TensorStatistics

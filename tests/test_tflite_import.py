@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import io
+from pathlib import Path
 
 from ai_edge_litert.interpreter import Interpreter
 import numpy as np

@@ -416,7 +416,7 @@ def _in_float32(graph_def):
             for key in ("SrcT", "DstT", "Truncate"):
                 node.attr.pop(key, None)
             node.attr["T"].type = single
-        for key, value in node.attr.items():
+        for value in node.attr.values():
             if value.type == half:
                 value.type = single
             elif value.HasField("list") and half in value.list.type:

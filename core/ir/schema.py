@@ -8,7 +8,6 @@ and validate with; a test keeps it equal to what the records give."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from functools import lru_cache

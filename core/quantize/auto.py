@@ -172,7 +172,7 @@ def _trials(setup: SearchSetup, start: CalibrationTable, methods: list[str], ima
             elif entry.kind == "weight" and tensor in weighted:
                 layer = weighted[tensor]
                 weight = setup.layer_graph.graph.constants[layer.weight]
-                candidates = scheme.weight_candidates(layer.name, weight, lambda: output_channels(weight, layer))
+                candidates = scheme.weight_candidates(layer.name, weight, lambda weight=weight, layer=layer: output_channels(weight, layer))
             else:
                 continue
             trials += [(tensor, candidate) for candidate in distinct_candidates(candidates)]

@@ -21,7 +21,7 @@ from core.quantize.calibration.bias_correction import bias_correction, channel_r
 from core.quantize.calibration.histogram import TensorStatistics
 from core.quantize.grid import Pow2Grid
 from core.quantize.calibration.methods import CalibrationSettings, get_method, method_for, methods_from_data, takes_model_ranges
-from core.quantize.schemes import ActivationChoice, Pow2Symmetric, QuantScheme, clip_limit, clipped_fraction, pow2_range
+from core.quantize.schemes import ActivationChoice, Pow2Symmetric, QuantScheme, clip_limit, clipped_fraction
 from core.frontend.fake_quant import QuantRange
 from core.frontend.layers import Layer, LayerGraph, QKind
 

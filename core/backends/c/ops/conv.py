@@ -359,7 +359,7 @@ def conv_simd(s: str, geometry: WindowGeometry, clamp: Clamp, pad_value: int = 0
     products the offsets take back out); a 1x1 stride-1 layer with Ci % 4 == 0 multiplies
     that buffer as is (no im2col), any other gathers its im2col rows (K padded to kp) chunk by chunk.
     `requantize`: qt_gemm_s8's `tflite, zero_point, shift` arguments (default TF2IR's: NULL, 0, the shift)."""
-    k, kp = geometry.taps, -(-geometry.taps // 4) * 4
+    kp = -(-geometry.taps // 4) * 4
     pixels, blocks = geometry.out_height * geometry.out_width, -(-geometry.out_channels // SIMD_BLOCK)
     tile_rows = lambda rows: -(-rows // 4) * 4  # noqa: E731  (qt_gemm.h reads whole tiles of QT_GEMM_ROWS = 4)
     requantize = requantize or f"NULL, 0, {clamp.shift}"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from core.ir.ops.conv.record import ConvLayer
-from core.ir.records import IrError, OpSchema, Padding, Size
+from core.ir.records import IrError, OpSchema, Size
 
 
 def equivalent_padding(size: int, out: int, kernel: int, stride: int, before: int) -> tuple[int, int]:
