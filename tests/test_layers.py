@@ -84,3 +84,28 @@ def test_a_node_outside_every_layer_is_named():
     graph.infer_shapes()
     with pytest.raises(GraphError, match="squash .LRN. is not part of any IR layer"):
         group_layers(graph)
+
+
+def test_each_pattern_declares_what_its_output_quantization_follows():
+    """The rule a scheme's kernels read (Layer.output_rule), by the function the layer computes, not the op that names
+    it: a swish region named by its Sigmoid is calibrated as its own, a sigmoid alone is LOGISTIC's."""
+    import tensorflow as tf
+
+    from core.frontend.graph import Graph
+    from core.frontend.layers import OutputRule
+
+    with tf.Graph().as_default() as tf_graph:
+        x = tf.compat.v1.placeholder(tf.float32, [1, 8, 8, 4], name="x")
+        gate = tf.sigmoid(x, name="gate")
+        y = tf.reshape(x, [1, 8, 8, 4], name="y")
+        swish = tf.multiply(tf.sigmoid(y, name="swish_sigmoid"), y, name="swish")  # a region named by its Sigmoid
+        pooled = tf.nn.max_pool2d(swish * gate, 2, 2, "VALID", name="max") + tf.nn.avg_pool2d(tf.tanh(x), 2, 2, "VALID", name="avg")
+        mean = tf.reduce_mean(pooled, axis=[1, 2], keepdims=True, name="mean")
+        out = tf.nn.softmax(tf.reshape(mean, [1, 4]), name="softmax")
+    graph = Graph.from_graph_def(tf_graph.as_graph_def(), "x:0", [out.name])
+    graph.infer_shapes()
+    rules = {layer.name: layer.output_rule for layer in group_layers(graph).layers}
+    assert rules["gate"] is OutputRule.LOGISTIC and rules["Tanh"] is OutputRule.TANH, rules
+    assert rules["max"] is OutputRule.KEEPS_INPUT_MAXIMA and rules["avg"] is OutputRule.KEEPS_INPUT, rules
+    assert rules["mean"] is OutputRule.OWN and rules["softmax"] is OutputRule.SOFTMAX, rules
+    assert rules["swish_sigmoid"] is OutputRule.OWN, rules

@@ -26,6 +26,19 @@ class LayerError(GraphError):
         self.node = node
 
 
+class OutputRule(Enum):
+    """What a layer's output quantization follows, as its operation's pattern declares it; a scheme says which rules its
+    kernels impose (QuantScheme.fixed_outputs, input_quantized_outputs): TFLite's int8 kernels fix LOGISTIC's output at
+    1/256, copy their input's quantization through AVERAGE_POOL_2D; TF2IR's power-of-two scheme imposes none."""
+
+    OWN = "own"  # calibrated for its own values
+    KEEPS_INPUT = "keeps_input"  # an average or a copy of the input's integers (a pooling window, a resize)
+    KEEPS_INPUT_MAXIMA = "keeps_input_maxima"  # the input's largest integers (a max pool): the input is ranged for them
+    LOGISTIC = "logistic"  # a function whose output range is fixed: its kernels fix its quantization
+    TANH = "tanh"
+    SOFTMAX = "softmax"
+
+
 class QKind(Enum):
     """TVM's QAnnotateKind: what a simulated quantize does to a tensor."""
 
@@ -99,14 +112,10 @@ class Layer:
     rule: AnnotateRule | None = None  # its operation's, set by group_layers
     # the IR's name: `name` with '/' -> '_', made unique by group_layers (a/b and a_b would collide)
     ir_name: str = ""
-    # the node whose op computes the layer's value (before a fused activation), which a scheme's kernels may fix the
-    # quantization of (a LOGISTIC's 1/256): `name` unless the pattern says otherwise (an element-wise region's last op;
-    # a SiLU region named by its first node, a Sigmoid, is computed by its Mul)
-    computed_by: str = ""
+    output_rule: OutputRule = OutputRule.OWN  # what its output's quantization follows, by its pattern
 
     def __post_init__(self):
         self.ir_name = self.ir_name or self.name.replace("/", "_")
-        self.computed_by = self.computed_by or self.name
 
 
 class GraphIndex:

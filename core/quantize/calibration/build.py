@@ -86,13 +86,11 @@ def scheme_output_entries(layer_graph: LayerGraph, scheme: QuantScheme, tensors:
     """The outputs whose quantization the scheme's kernels decide, not calibration (QuantScheme.fixed_outputs,
     input_quantized_outputs), in layer order: an output that keeps its input's follows that input's own rule."""
     decided: dict[str, TensorEntry] = {}
-    nodes = layer_graph.graph.by_name()
     for layer in layer_graph.layers:
-        tf_op = nodes[layer.computed_by].op if layer.computed_by in nodes else None
-        fixed = scheme.fixed_output_entry(tf_op, (stats or {}).get(layer.output))
+        fixed = scheme.fixed_output_entry(layer.output_rule, (stats or {}).get(layer.output))
         if fixed is not None:
             decided[layer.output] = dataclasses.replace(fixed, layer=layer.name)
-        elif tf_op in scheme.input_quantized_outputs and layer.output in tensors:
+        elif layer.output_rule in scheme.input_quantized_outputs and layer.output in tensors:
             source = layer_graph.scale_source(layer.inputs[0])
             inherited = decided.get(source) or tensors[source]
             own = (stats or {}).get(layer.output)
@@ -108,10 +106,9 @@ def _ranged_for_maxima(layer_graph: LayerGraph, method: str, target: TargetSpec,
     keep, where the method's threshold on the pool's output is the larger: chosen on all the tensor's values, it clips
     the tail a max selects (a squeeze-excitation's global max: mse's 0.43 where the maxima reach 0.51, 1.7 dB lost)."""
     widened: dict[str, TensorEntry] = {}
-    nodes = layer_graph.graph.by_name()
     for layer in layer_graph.layers:
         own = (stats or {}).get(layer.output)
-        if layer.computed_by not in nodes or nodes[layer.computed_by].op not in target.scheme.maximum_outputs or own is None:
+        if layer.output_rule not in target.scheme.maximum_outputs or own is None:
             continue
         source = layer_graph.scale_source(layer.inputs[0])
         current = widened.get(source) or tensors.get(source)

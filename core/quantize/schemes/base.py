@@ -11,6 +11,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from core.frontend.fake_quant import QuantRange
+from core.frontend.layers import OutputRule
 from core.quantize.calibration.histogram import TensorStatistics
 from core.quantize.calibration.methods import CalibrationSettings, get_method, weight_methods
 from core.quantize.runtimes import Runtime, runtime_named
@@ -130,18 +131,18 @@ class QuantScheme(ABC):
     def weight_candidates(self, layer: str, weight: np.ndarray, channels: Callable[[], list[np.ndarray]]) -> list[TensorEntry]:
         return [self.weight_entry(layer, weight, channels, name, np.mean) for name in weight_methods()]
 
-    # what the scheme's kernels require of a layer's output, by the TensorFlow op the layer ends in: a
+    # what the scheme's kernels require of a layer's output, by the rule its pattern declares (Layer.output_rule): a
     # quantization they fix (scale, zero point), or the quantization of what the layer reads
-    fixed_outputs: ClassVar[dict[str, tuple[float, int]]] = {}
-    input_quantized_outputs: ClassVar[frozenset[str]] = frozenset()
+    fixed_outputs: ClassVar[dict[OutputRule, tuple[float, int]]] = {}
+    input_quantized_outputs: ClassVar[frozenset[OutputRule]] = frozenset()
     # of those, the ones that keep their input's largest values (a max pool): the input is ranged for them too
-    maximum_outputs: ClassVar[frozenset[str]] = frozenset()
+    maximum_outputs: ClassVar[frozenset[OutputRule]] = frozenset()
 
-    def fixed_output_entry(self, tf_op: str, stats: TensorStatistics | None) -> TensorEntry | None:
-        """The entry the scheme fixes for the output of a layer ending in `tf_op`, or None."""
-        if tf_op not in self.fixed_outputs:
+    def fixed_output_entry(self, rule: OutputRule, stats: TensorStatistics | None) -> TensorEntry | None:
+        """The entry the scheme fixes for the output of a layer of `rule`, or None."""
+        if rule not in self.fixed_outputs:
             return None
-        scale, zero_point = self.fixed_outputs[tf_op]
+        scale, zero_point = self.fixed_outputs[rule]
         quant_range = [(self.qmin - zero_point) * scale, (self.qmax - zero_point) * scale]
         entry = TensorEntry("activation", "fixed", max(-quant_range[0], quant_range[1]), quant_range, scale=scale, zero_point=zero_point,
                             absmax=absmax_of_stats(stats))

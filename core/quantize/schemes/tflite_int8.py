@@ -12,6 +12,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from core.frontend.layers import OutputRule
 from core.quantize.calibration.methods import choose_weights
 from core.quantize.calibration.scales import float_scale
 from core.quantize.runtimes import runtimes_of
@@ -53,9 +54,9 @@ class TfliteInt8(QuantScheme):
     bias_bits: ClassVar[int] = 32
     # TFLite's int8 operator specification: SOFTMAX and LOGISTIC output 1/256 with zero point -128, TANH 1/128
     # with 0 (their kernels check it); AVERAGE_POOL_2D, MAX_POOL_2D and the resizes keep their input's
-    fixed_outputs = {"Softmax": (1.0 / 256, -128), "Sigmoid": LOGISTIC_OUTPUT[8], "Tanh": (1.0 / 128, 0)}
-    input_quantized_outputs = frozenset({"AvgPool", "MaxPool", "ResizeBilinear", "ResizeNearestNeighbor"})
-    maximum_outputs = frozenset({"MaxPool"})
+    fixed_outputs = {OutputRule.SOFTMAX: (1.0 / 256, -128), OutputRule.LOGISTIC: LOGISTIC_OUTPUT[8], OutputRule.TANH: (1.0 / 128, 0)}
+    input_quantized_outputs = frozenset({OutputRule.KEEPS_INPUT, OutputRule.KEEPS_INPUT_MAXIMA})
+    maximum_outputs = frozenset({OutputRule.KEEPS_INPUT_MAXIMA})
 
     @property
     def weight_bits(self) -> int:

@@ -10,8 +10,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from core.frontend.graph import Graph, GraphError, Node, canonical_tensor, tensor_node
-from core.frontend.layers import GraphIndex, Layer, Pattern
+from core.frontend.graph import Graph, GraphError, Node, canonical_tensor
+from core.frontend.layers import GraphIndex, Layer, OutputRule, Pattern
 
 # ops computing each output element from the elements at the same position of their inputs
 UNARY_OPS = ("Relu", "Relu6", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh", "Softplus", "Softsign", "Neg", "Abs",
@@ -96,6 +96,8 @@ OTHER_SPELLINGS: dict[str, tuple[Steps, ...]] = {
              (("Mul", (1.0, "x")), ("Sigmoid", (0,)), ("Mul", (1, "x")))),
 }
 NAMED_PARAMETERS = {"leaky_relu": "alpha"}  # a known function's parameter: its one node's attribute
+# the known functions whose output range is fixed (a scheme's kernels may fix their quantization)
+FIXED_OUTPUTS = {"sigmoid": OutputRule.LOGISTIC, "tanh": OutputRule.TANH}
 
 
 def _operands(node: Node, index: GraphIndex) -> list[str] | None:
@@ -153,8 +155,10 @@ def match_lut(graph: Graph, node: Node, index: GraphIndex) -> Layer:
     labels = {source: "x", **{f"{n.name}:0": f"t{k}" for k, n in enumerate(order)}}
     function = "; ".join(f"t{k} = {_describe(n, index, labels)}" for k, n in enumerate(order))
     steps = _steps(order, source, index)
-    return Layer(name=node.name, op="lut", inputs=[source], output=outputs[0], nodes=[n.name for n in order], computed_by=tensor_node(outputs[0]),
-                 attrs=LutAttrs(source=source, function=function, named=_named(order, steps), steps=steps))
+    named = _named(order, steps)
+    return Layer(name=node.name, op="lut", inputs=[source], output=outputs[0], nodes=[n.name for n in order],
+                 attrs=LutAttrs(source=source, function=function, named=named, steps=steps),
+                 output_rule=FIXED_OUTPUTS.get(named.name if named else None, OutputRule.OWN))
 
 
 def _region(node: Node, index: GraphIndex, source: str, through_shared: bool, siblings: bool) -> tuple[set[str], list[str]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from core.frontend.graph import Graph, GraphError, Node
-from core.frontend.layers import GraphIndex, Layer, Pattern
+from core.frontend.layers import GraphIndex, Layer, OutputRule, Pattern
 
 
 @dataclass
@@ -27,8 +27,10 @@ def match_pool(graph: Graph, node: Node, index: GraphIndex) -> Layer:
     attrs = PoolAttrs(kernel=[ksize[1], ksize[2]], strides=[strides[1], strides[2]], padding=node.attr("padding"))
     if attrs.padding == "EXPLICIT":  # MaxPool: [[0, 0], [top, bottom], [left, right], [0, 0]] flattened
         attrs.explicit_padding = [int(v) for v in node.attr("explicit_paddings")[2:6]]
-    return Layer(name=node.name, op="avg_pool" if node.op == "AvgPool" else "max_pool", inputs=[node.inputs[0]],
-                 output=f"{node.name}:0", nodes=[node.name], attrs=attrs)
+    average = node.op == "AvgPool"
+    return Layer(name=node.name, op="avg_pool" if average else "max_pool", inputs=[node.inputs[0]],
+                 output=f"{node.name}:0", nodes=[node.name], attrs=attrs,
+                 output_rule=OutputRule.KEEPS_INPUT if average else OutputRule.KEEPS_INPUT_MAXIMA)
 
 
 def is_spatial_mean(graph: Graph, node: Node, index: GraphIndex) -> bool:

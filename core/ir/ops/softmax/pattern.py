@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from core.frontend.graph import Graph, Node
-from core.frontend.layers import GraphIndex, Layer, Pattern
+from core.frontend.layers import GraphIndex, Layer, OutputRule, Pattern
 
 
 def match_softmax(graph: Graph, node: Node, index: GraphIndex) -> Layer:
-    return Layer(name=node.name, op="softmax", inputs=[node.inputs[0]], output=f"{node.name}:0", nodes=[node.name])
+    return Layer(name=node.name, op="softmax", inputs=[node.inputs[0]], output=f"{node.name}:0", nodes=[node.name],
+                 output_rule=OutputRule.SOFTMAX)
 
 
 PATTERN = Pattern("softmax", ("Softmax",), match_softmax)
