@@ -282,6 +282,32 @@ def test_16x8_add_at_its_extremes_as_each_runtime_computes_it(tmp_path_factory, 
 
 
 @EXAMPLES
+@given(seed=st.integers(0, 2**16), first=scales, second=scales, output=scales, activation=st.sampled_from([0, 1, 3]),
+       constant=st.booleans())
+def test_16x8_mul_at_its_extremes_as_each_runtime_and_the_c_compute_it(tmp_path_factory, seed, first, second, output, activation,
+                                                                       constant):
+    """MUL of int16s at both ends: the input times a constant broadcast over the channels (one operator: its C too), or
+    times a 1x1 convolution of it at another scale (saturating where that scale is fine)."""
+    rng = np.random.default_rng(seed)
+    channels = int(rng.integers(1, 6))
+    shape = (1, 3, 4, channels)
+    options = ("MulOptions", {"fusedActivationFunction": activation})
+    if constant:
+        factor = rng.integers(-32768, 32768, channels).astype(np.int16)
+        factor[0] = -32768
+        data = one_operator_model("MUL", [Tensor(shape, np.int16, first), Tensor((channels,), np.int16, second, 0, 0, factor)],
+                                  Tensor(shape, np.int16, output), options)
+    else:
+        identity = (127 * np.eye(channels, dtype=np.int64)).reshape(channels, 1, 1, channels).astype(np.int8)
+        tensors = [Tensor(shape, np.int16, first), Tensor(identity.shape, np.int8, [1 / 127] * channels, 0, 0, identity),
+                   Tensor((channels,), np.int64, [first / 127] * channels, 0, 0, np.zeros(channels, np.int64)), Tensor(shape, np.int16, second),
+                   Tensor(shape, np.int16, output)]
+        data = model_bytes(tensors, [("CONV_2D", [0, 1, 2], 3, ("Conv2DOptions", {"padding": 0, "strideH": 1, "strideW": 1})),
+                                     ("MUL", [0, 3], 4, options)], [0], [4])
+    _everywhere(tmp_path_factory.mktemp("mul16"), data, _int16_batch(rng, shape[1:], 12))
+
+
+@EXAMPLES
 @given(seed=st.integers(0, 2**16), input_scale=st.floats(1e-5, 0.01).map(lambda value: float(np.float32(value))),
        beta=st.sampled_from([1.0, 0.5, 2.0]), depth=st.integers(2, 40))
 def test_16x8_softmax_as_each_runtime_computes_it(tmp_path_factory, seed, input_scale, beta, depth):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from core.backends.c.emitter import emits
+from core.backends.c.emitter import c_function, emits
 from core.backends.c.integer_model import affine_expression, element_expression
 from core.ir.ops.mul.kernel import mul_model, tflite_mul_model
 from core.ir.ops.mul.record import MulLayer
@@ -69,11 +69,8 @@ def _tflite_mul_c(record: MulLayer, symbol: str) -> str:
     index = {k: "i" if stride == output_strides else " + ".join(f"(i / {step} % {size}) * {stride[d]}" for d, (step, size) in enumerate(zip(output_strides, output)) if stride[d])
              or "0" for k, stride in enumerate(strides)}
     second = f"{symbol}_constant" if record.load_constant else "in1"
-    pointers = "const int8_t *restrict in0" + ("" if record.load_constant else ", const int8_t *restrict in1")
-    return f"""/* mul of {[list(shape) for shape in record.input_shapes]} -> {list(output)} (tflite_int8) */
-static void {symbol}({pointers}, int8_t *restrict out)
-{{
-    long i;
+    return f"""/* mul of {[list(shape) for shape in record.input_shapes]} -> {list(output)} (tflite_int8{"" if record.activation_bits == 8 else ", int16"}) */
+{c_function(record, symbol, 1 if record.load_constant else 2)}    long i;
     for (i = 0; i < {math.prod(output)}L; i++) {{
         out[i] = {affine_expression(tflite_mul_model, record, [f"in0[{index[0]}]", f"{second}[{index[1]}]"])};
     }}

@@ -9,7 +9,7 @@ import numpy as np
 
 from core.frontend.layers import IntegerModelBuilder
 from core.ir.activations import activation_named
-from core.ir.integer_kernel import integer_model_kernel, pair_lookup, pair_table
+from core.ir.integer_kernel import ArrayModelBuilder, integer_model_kernel, pair_lookup, pair_table
 from core.ir.ops.mul.record import MulLayer
 from core.quantize.grid import AffineGrid, Pow2Grid
 
@@ -35,9 +35,12 @@ def tflite_mul_model(model: IntegerModelBuilder, record: MulLayer):
 
 
 def _tflite_mul(record: MulLayer, params: dict, inputs: list) -> np.ndarray:
-    """Broadcasting as numpy does; a constant second factor is the layer's `constant`."""
+    """Broadcasting as numpy does; a constant second factor is the layer's `constant`. int8: the table of every pair;
+    int16 (16x8), whose pairs are too many to tabulate: the model on the arrays."""
     factors = [*inputs, params["constant"][np.newaxis]] if record.load_constant else inputs
-    return pair_lookup(pair_table(tflite_mul_model, record), *factors)
+    if record.activation_bits == 8:
+        return pair_lookup(pair_table(tflite_mul_model, record), *factors)
+    return tflite_mul_model(ArrayModelBuilder(list(factors), [], 0, "None"), record).astype(record.output_grid.dtype)
 
 
 KERNELS = {Pow2Grid: integer_model_kernel(mul_model), AffineGrid: _tflite_mul}  # by the output's grid

@@ -41,7 +41,7 @@ class MulLayer(OperandGrids, Activated, IrLayer):
              "tflite_int8": ('Element-wise product on the tflite_int8 scheme (reference_integer_ops::Mul, broadcasting): (q0 - z0) x '
                              '(q1 - z1) rescaled by multiplier and shift (rounding twice), plus output_zero_point, clamped to '
                              '[output_min, output_max]. The operands are previous_layer in order; with load_constant, the second factor is '
-                             'params/<name>_constant.npy (int8, its shape input_shapes[1], broadcast).')},
+                             'params/<name>_constant.npy (int8, or int16 in the 16x8 mode, its shape input_shapes[1], broadcast).')},
         since={"tf2ir": "1.1", "tflite_int8": "1.2"},
         fields={'input0_shape': {'type': 'array', 'items': {'type': 'integer', 'minimum': 1}, 'minItems': 1},
                 'input1_shape': {'type': 'array', 'items': {'type': 'integer', 'minimum': 1}, 'minItems': 1},
@@ -94,7 +94,9 @@ class MulLayer(OperandGrids, Activated, IrLayer):
         return [Shift("output_shift", self.output_shift, signed=True)] if self.on_pow2_grids else []
 
     def accumulator_bound(self, params: dict | None = None) -> int:
-        return INT8_PRODUCT_MAX + rounding_constant(self.output_shift) if self.on_pow2_grids else 256 * 256
+        if self.on_pow2_grids:
+            return INT8_PRODUCT_MAX + rounding_constant(self.output_shift)
+        return 256 * 256 if self.activation_bits == 8 else 2**30  # (q - z) of int8s; int16s, whose zero point is 0
 
     def fused_operators(self) -> list[str]:
         return ["mul", "requantize", *(self.activation_operators() if self.on_pow2_grids else ["clamp"])]

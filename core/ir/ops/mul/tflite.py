@@ -1,4 +1,4 @@
-"""A .tflite's MUL of two int8 tensors as a mul layer of the tflite_int8 dialect (TF2IR 1.2), broadcasting as numpy
+"""A .tflite's MUL of two int8 (or, in TFLite's 16x8 mode, int16) tensors as a mul layer of the tflite_int8 dialect (TF2IR 1.2), broadcasting as numpy
 does (a squeeze-excitation's [H, W, C] x [1, 1, C]), one of them possibly a constant (params/<name>_constant.npy,
 always the second factor: the product commutes), its requantization derived as mul.cc's Prepare does (mul_requantization)."""
 
@@ -34,7 +34,8 @@ def mul_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runti
               "input_scales": [first_scale, second_scale], "input_zero_points": [first_zero, second_zero], "multiplier": multiplier,
               "shift": shift, "output_scale": output_scale, "output_zero_point": output_zero, "load_constant": constant is not None,
               **clamp_fields(model, operator)}
-    return fields, ({} if constant is None else {"constant": np.ascontiguousarray(constant, np.int8).reshape(fields["input_shapes"][1])})
+    integers = np.int16 if model.tensor(inputs[0]).dtype == "INT16" else np.int8
+    return fields, ({} if constant is None else {"constant": np.ascontiguousarray(constant, integers).reshape(fields["input_shapes"][1])})
 
 
 def per_image(model: TfliteModel, index: int, output_shape: list[int]) -> list[int]:
