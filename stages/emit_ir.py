@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import yaml
 
 from core.backends.accel.target import scheme_settings
 from core.backends.tflite.export import export_tflite
-from core.backends.tflite.ops import refusal as tflite_refusal
+from core.backends.capability import refusal
 from core.data.datasets import Preprocess, load_image, load_split, preprocess
 from core.frontend.graph import Graph, canonical_tensor
 from core.frontend.layers import Layer, LayerGraph
@@ -59,10 +58,6 @@ def tflite_int8_ir(params, layer_graph: LayerGraph, table: CalibrationTable, run
 
 # how a table becomes the IR, per dialect (a scheme's `ir_dialect`): (the IR, the file it was read from, if any)
 EMITTERS = {"tf2ir": tf2ir_ir, "tflite_int8": tflite_int8_ir}
-# why a dialect at a width cannot take a layer, or None, asked of the graph before calibration: TF2IR computes every
-# operation (an element-wise function as a table); the tflite_int8 dialect takes what its .tflite writer writes and its
-# reader computes at that width
-REFUSALS: dict[str, Callable[[Layer, int], str | None]] = {"tf2ir": lambda layer, bits: None, "tflite_int8": tflite_refusal}
 TARGETS_DIR = PROJECT_ROOT / "conf" / "target"
 
 
@@ -75,13 +70,13 @@ def refuse_untakeable(target_cfg, layer_graph: LayerGraph) -> None:
     (conf/target/*.yaml) that take it: all of them at once, before any calibration work."""
     scheme = scheme_of(target_cfg)
     refused = [(layer, reason) for layer in layer_graph.layers
-               if (reason := REFUSALS[scheme.ir_dialect](layer, scheme.bits)) is not None]
+               if (reason := refusal(scheme.ir_dialect, layer, scheme.bits)) is not None]
     if not refused:
         return
     others = _other_targets(str(target_cfg.name))
     lines, taking_all = [], set(others)
     for layer, reason in refused:
-        taking = [name for name, (dialect, bits) in others.items() if REFUSALS[dialect](layer, bits) is None]
+        taking = [name for name, (dialect, bits) in others.items() if refusal(dialect, layer, bits) is None]
         taking_all &= set(taking)
         lines.append(f"  - layer {layer.ir_name} ({_operation(layer)}): {reason}; targets that take it: {', '.join(taking) or 'none'}")
     advice = f"choose target={' or target='.join(sorted(taking_all))}" if taking_all else "no target takes every one of them"

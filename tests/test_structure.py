@@ -43,7 +43,8 @@ LAYERS: list[list[tuple[str, ...]]] = [
     [("core.quantize",)],
     [("core.ir",)],
     [("core.backends.c",), ("core.backends.accel",), ("core.backends.tflite",)],
-    [("core.backends.program",)],
+    [("core.backends.program",), ("core.backends.capability",)],
+    [("core.backends.operations_table",)],
     [("core.reports",)],
     [("stages", "pipeline", "run", "hydra_plugins")],
 ]
@@ -357,3 +358,9 @@ def test_ruff_finds_nothing_in_the_tree():
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--output-format", "concise", "."], cwd=PROJECT_ROOT,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_readme_holds_the_generated_table_of_operations_and_targets():
+    from core.backends.operations_table import operation_table
+
+    assert operation_table() in (PROJECT_ROOT / "README.md").read_text(), "run python -m core.backends.operations_table and paste its table"

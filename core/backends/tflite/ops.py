@@ -362,6 +362,7 @@ class OperatorWriter:
 
     write: Writer
     operators: Callable[[Layer], tuple[str, ...]]
+    only: str = ""  # which layers of the operation it writes, where not all (the README's table says it)
 
 
 def written(*operators: str) -> Callable[[Layer], tuple[str, ...]]:
@@ -383,7 +384,7 @@ WRITERS: dict[str, OperatorWriter] = {
     "crop": OperatorWriter(_crop, written("STRIDED_SLICE")),
     "softmax": OperatorWriter(_softmax, written("SOFTMAX")),
     "mul": OperatorWriter(_mul, written("MUL")),
-    "lut": OperatorWriter(_lut, _lut_operators),
+    "lut": OperatorWriter(_lut, _lut_operators, "the functions " + ", ".join(sorted(_LUT_OPERATORS)) + " and affine clamps"),
     "concat": OperatorWriter(_concat, written("CONCATENATION")),
     "concat2": OperatorWriter(_concat, written("CONCATENATION")),
     "resize_bilinear": OperatorWriter(_resize("RESIZE_BILINEAR", "ResizeBilinearOptions"), written("RESIZE_BILINEAR")),
