@@ -10,7 +10,7 @@ from typing import Callable
 
 import numpy as np
 
-from core.backends.tflite.writer import ExportError, TfliteWriter
+from core.backends.tflite.writer import ExportError, TfliteWriter, Unwritable
 from core.frontend.layers import Layer
 from core.ir.ops.lut.pattern import NamedFunction
 from core.ir.tflite_dialect import padding as tflite_padding
@@ -226,10 +226,10 @@ def _lut_operators(layer: Layer) -> tuple[str, ...]:
         return _LUT_OPERATORS[named.name].operators
     if affine_clamp is not None:
         return ("DEPTHWISE_CONV_2D" if affine_clamp.affine else "QUANTIZE", "MAXIMUM", "MINIMUM")
-    raise ExportError(f"layer {layer.ir_name} (lut): the function {layer.attrs.function!r} has no TFLite operator the writer "
-                      "knows; it writes sigmoid, tanh, hard swish, SiLU (x * sigmoid(x)), leaky ReLU, GELU (exact and tanh), rsqrt, "
-                      "x * x, and any chain of scalar affine maps and clamps (Rescaling, ReLU(max_value=k), hard_sigmoid, Minimum and "
-                      "Maximum with a constant). target=tf2ir computes any element-wise function as a table")
+    raise Unwritable(layer.ir_name, layer.op, f"the function {layer.attrs.function!r} has no TFLite operator the writer "
+                     "knows; it writes sigmoid, tanh, hard swish, SiLU (x * sigmoid(x)), leaky ReLU, GELU (exact and tanh), rsqrt, "
+                     "x * x, and any chain of scalar affine maps and clamps (Rescaling, ReLU(max_value=k), hard_sigmoid, Minimum and "
+                     "Maximum with a constant). target=tf2ir computes any element-wise function as a table")
 
 
 def _lut(writer: TfliteWriter, layer: Layer) -> None:
@@ -358,10 +358,10 @@ def _resize(name: str, options: str):
 @dataclass(frozen=True)
 class OperatorWriter:
     """How a layer of one IR operation becomes TFLite operators: `write` adds them to the file; `operators` names them
-    without writing, raising ExportError where the layer has none (what a target can take is asked before calibration)."""
+    without writing, raising Unwritable where the layer has none (what a target can take is asked before calibration)."""
 
     write: Writer
-    operators: Callable[[Layer], tuple[str, ...]]
+    operators: Callable[[Layer], tuple[str, ...]]  # raises Unwritable for a layer it cannot write
     only: str = ""  # which layers of the operation it writes, where not all (the README's table says it)
 
 
@@ -408,8 +408,8 @@ def refusal(layer: Layer, bits: int) -> str | None:
         return f"the .tflite writer covers {', '.join(WRITERS)}"
     try:
         operators = WRITERS[layer.op].operators(layer)
-    except ExportError as error:
-        return str(error).split("): ", 1)[-1]
+    except Unwritable as unwritable:
+        return unwritable.reason
     read = builders()
     unread = [name for name in operators if name not in read]
     if unread:

@@ -24,6 +24,14 @@ class ExportError(IrError):
     """A layer the .tflite writer cannot express; the message names it and what would work."""
 
 
+class Unwritable(ExportError):
+    """A layer no TFLite operator the writer knows computes, whatever its calibration: `reason` says why."""
+
+    def __init__(self, layer_name: str, operation: str, reason: str):
+        super().__init__(f"layer {layer_name} ({operation}): {reason}")
+        self.reason = reason
+
+
 @dataclass
 class TfliteWriter:
     """The flatbuffer being built: tensors, buffers, operator codes and operators, by the schema's object API."""
