@@ -99,12 +99,17 @@ def test_each_pattern_declares_what_its_output_quantization_follows():
         gate = tf.sigmoid(x, name="gate")
         y = tf.reshape(x, [1, 8, 8, 4], name="y")
         swish = tf.multiply(tf.sigmoid(y, name="swish_sigmoid"), y, name="swish")  # a region named by its Sigmoid
+        inverse_root = tf.math.rsqrt(tf.reshape(x, [1, 8, 8, 4]), name="inverse_root")  # a .tflite's RSQRT read back
         pooled = tf.nn.max_pool2d(swish * gate, 2, 2, "VALID", name="max") + tf.nn.avg_pool2d(tf.tanh(x), 2, 2, "VALID", name="avg")
         mean = tf.reduce_mean(pooled, axis=[1, 2], keepdims=True, name="mean")
-        out = tf.nn.softmax(tf.reshape(mean, [1, 4]), name="softmax")
+        roots = tf.reduce_mean(inverse_root, axis=[1, 2], keepdims=True)
+        out = tf.nn.softmax(tf.reshape(mean + roots, [1, 4]), name="softmax")
     graph = Graph.from_graph_def(tf_graph.as_graph_def(), "x:0", [out.name])
     graph.infer_shapes()
-    rules = {layer.name: layer.output_rule for layer in group_layers(graph).layers}
+    layers = group_layers(graph).layers
+    rules = {layer.name: layer.output_rule for layer in layers}
+    named = {layer.name: layer.attrs.named.name for layer in layers if layer.op == "lut" and layer.attrs.named is not None}
+    assert named == {"gate": "sigmoid", "Tanh": "tanh", "swish_sigmoid": "silu", "inverse_root": "rsqrt"}, named
     assert rules["gate"] is OutputRule.LOGISTIC and rules["Tanh"] is OutputRule.TANH, rules
     assert rules["max"] is OutputRule.KEEPS_INPUT_MAXIMA and rules["avg"] is OutputRule.KEEPS_INPUT, rules
     assert rules["mean"] is OutputRule.OWN and rules["softmax"] is OutputRule.SOFTMAX, rules

@@ -88,8 +88,9 @@ NAMED_FUNCTIONS: dict[str, Steps] = {
     "silu": (("Sigmoid", ("x",)), ("Mul", ("x", 0))),  # x * sigmoid(x), swish
 }
 # the same functions as other tools spell them: Keras 3's silu is x * sigmoid(1 * x), a hand-written swish multiplies
-# either way round
+# either way round; a .tflite's RSQRT read back is Rsqrt(x) alone (the writer takes it where x's range starts at 0)
 OTHER_SPELLINGS: dict[str, tuple[Steps, ...]] = {
+    "rsqrt": ((("Rsqrt", ("x",)),),),
     "silu": ((("Sigmoid", ("x",)), ("Mul", (0, "x"))),
              (("Mul", (1.0, "x")), ("Sigmoid", (0,)), ("Mul", ("x", 1))),
              (("Mul", ("x", 1.0)), ("Sigmoid", (0,)), ("Mul", ("x", 1))),
