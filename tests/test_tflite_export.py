@@ -248,7 +248,7 @@ def test_every_layer_a_target_cannot_take_is_refused_at_once_before_calibration(
     assert "target=tflite_int16x8 cannot take 2 layers of this model (nothing was calibrated)" in message, message
     softplus, concat = (line for line in message.splitlines() if line.startswith("  - layer "))
     assert "Softplus" in softplus and softplus.endswith("targets that take it: accel, accel_small, tf2ir"), softplus
-    assert "(concat" in concat and "CONCATENATION (concat) on int8 only, their int16 arithmetic is not built yet" in concat, concat
+    assert "(concat" in concat and "CONCATENATION (concat) on int8 only, its int16 arithmetic is not built yet" in concat, concat
     assert concat.endswith("targets that take it: accel, accel_small, accel_tflite, tf2ir, tflite_int8"), concat
     assert message.endswith("choose target=accel or target=accel_small or target=tf2ir, or change the model"), message
 

@@ -416,6 +416,6 @@ def refusal(layer: Layer, bits: int) -> str | None:
         return f"it is written as {', '.join(unread)}, which the tflite_int8 IR does not read"
     narrow = [f"{name} ({read[name].name})" for name in operators if bits not in read[name].activation_widths]
     if narrow:
-        return (f"it is written as {', '.join(operators)}; the IR computes {', '.join(narrow)} on int8 only, their int{bits} "
-                f"arithmetic is not built yet")
+        return (f"it is written as {', '.join(operators)}; the IR computes {', '.join(narrow)} on int8 only, "
+                f"{'its' if len(narrow) == 1 else 'their'} int{bits} arithmetic is not built yet")
     return None
