@@ -32,7 +32,6 @@ from core.ir.tflite_ir import ir_of_tflite, layer_name
 from core.quantize.runtimes import DEFAULT_TFLITE_RUNTIME, Runtime
 from core.quantize.schemes import SCHEMES, runtime_of, scheme_of
 from core.quantize.table import CalibrationTable
-from pipeline.code_version import PROJECT_ROOT
 from pipeline.params import to_plain
 
 TFLITE_FILE = "model.tflite"
@@ -58,7 +57,8 @@ def tflite_int8_ir(params, layer_graph: LayerGraph, table: CalibrationTable, run
 
 # how a table becomes the IR, per dialect (a scheme's `ir_dialect`): (the IR, the file it was read from, if any)
 EMITTERS = {"tf2ir": tf2ir_ir, "tflite_int8": tflite_int8_ir}
-TARGETS_DIR = PROJECT_ROOT / "conf" / "target"
+# the targets a refusal offers instead: the checkout's configuration, which sits beside stages/
+TARGETS_DIR = Path(__file__).resolve().parents[1] / "conf" / "target"
 
 
 class UntakeableLayers(ValueError):

@@ -61,7 +61,7 @@ def test_the_scheme_quantizes_as_the_converters_16x8_mode():
     scale, zero_point, _ = scheme.affine(float(images.min()), float(images.max()))
     assert first["dtype"] == np.int16 and zero_point == 0 and first["quantization"][0] == pytest.approx(scale, rel=1e-6)
     # the softmax output: the scale TFLite's int16 kernel requires, as the scheme fixes it
-    assert (softmax["quantization"][0], softmax["quantization"][1]) == pytest.approx(scheme.fixed_outputs[OutputRule.SOFTMAX])
+    assert (softmax["quantization"][0], softmax["quantization"][1]) == pytest.approx(scheme.fixed_outputs[OutputRule.UNIT_RANGE])
     # weights int8 per output channel, scale max|w| / 127; biases int64
     kernel = model.get_layer("conv").kernel.numpy()
     weights = next(d for d in details if d["dtype"] == np.int8 and len(d["shape"]) == 4)

@@ -110,7 +110,7 @@ def test_each_pattern_declares_what_its_output_quantization_follows():
     rules = {layer.name: layer.output_rule for layer in layers}
     named = {layer.name: layer.attrs.named.name for layer in layers if layer.op == "lut" and layer.attrs.named is not None}
     assert named == {"gate": "sigmoid", "Tanh": "tanh", "swish_sigmoid": "silu", "inverse_root": "rsqrt"}, named
-    assert rules["gate"] is OutputRule.LOGISTIC and rules["Tanh"] is OutputRule.TANH, rules
+    assert rules["gate"] is OutputRule.UNIT_RANGE and rules["Tanh"] is OutputRule.SIGNED_UNIT_RANGE, rules
     assert rules["max"] is OutputRule.KEEPS_INPUT_MAXIMA and rules["avg"] is OutputRule.KEEPS_INPUT, rules
-    assert rules["mean"] is OutputRule.OWN and rules["softmax"] is OutputRule.SOFTMAX, rules
+    assert rules["mean"] is OutputRule.OWN and rules["softmax"] is OutputRule.UNIT_RANGE, rules
     assert rules["swish_sigmoid"] is OutputRule.OWN, rules

@@ -13,11 +13,15 @@ from core.frontend.layers import Layer
 from core.ir.ops import OPS
 
 
+def tf2ir_operation_refusal(operation: str) -> str | None:
+    """TF2IR's power-of-two IR takes every operation of its dialect at any of its layers (an element-wise function of
+    any kind: a table; tests/test_structure.py: both backends cover every operation)."""
+    op = OPS.get(operation)
+    return None if op is not None and "tf2ir" in op.record.dialects else f"the TF2IR IR has no {operation} operation"
+
+
 def tf2ir_refusal(layer: Layer, bits: int) -> str | None:
-    """TF2IR's power-of-two IR takes every operation of its dialect (an element-wise function of any kind: a table;
-    tests/test_structure.py: both backends cover every operation)."""
-    op = OPS.get(layer.op)
-    return None if op is not None and "tf2ir" in op.record.dialects else f"the TF2IR IR has no {layer.op} operation"
+    return tf2ir_operation_refusal(layer.op)
 
 
 # why a dialect (a scheme's `ir_dialect`) at a width cannot take a layer, or None

@@ -28,15 +28,16 @@ class LayerError(GraphError):
 
 class OutputRule(Enum):
     """What a layer's output quantization follows, as its operation's pattern declares it; a scheme says which rules its
-    kernels impose (QuantScheme.fixed_outputs, input_quantized_outputs): TFLite's int8 kernels fix LOGISTIC's output at
-    1/256, copy their input's quantization through AVERAGE_POOL_2D; TF2IR's power-of-two scheme imposes none."""
+    kernels impose (QuantScheme.fixed_outputs, input_quantized_outputs): TFLite's int8 kernels fix the quantization of
+    an output bounded to [0, 1] at 1/256, copy their input's quantization through AVERAGE_POOL_2D; TF2IR's power-of-two
+    scheme imposes none. A rule names a range, not an operation, so that a new operation picks one without a scheme
+    learning its name."""
 
     OWN = "own"  # calibrated for its own values
     KEEPS_INPUT = "keeps_input"  # an average or a copy of the input's integers (a pooling window, a resize)
     KEEPS_INPUT_MAXIMA = "keeps_input_maxima"  # the input's largest integers (a max pool): the input is ranged for them
-    LOGISTIC = "logistic"  # a function whose output range is fixed: its kernels fix its quantization
-    TANH = "tanh"
-    SOFTMAX = "softmax"
+    UNIT_RANGE = "unit_range"  # bounded to [0, 1] whatever its input (a logistic, a softmax)
+    SIGNED_UNIT_RANGE = "signed_unit_range"  # bounded to [-1, 1] whatever its input (a tanh)
 
 
 class QKind(Enum):

@@ -15,7 +15,7 @@ from core.frontend.layers import Layer
 from core.ir.ops.lut.pattern import NamedFunction
 from core.ir.tflite_dialect import padding as tflite_padding
 from core.ir.tflite_ir import builders
-from core.quantize.tflite_math import LOGISTIC_OUTPUT, round_half_away
+from core.quantize.tflite_math import UNIT_RANGE_OUTPUT, round_half_away
 
 Writer = Callable[[TfliteWriter, Layer], None]
 
@@ -216,7 +216,7 @@ _LUT_OPERATORS = {"sigmoid": LutOperator("LOGISTIC"), "tanh": LutOperator("TANH"
                   "gelu": LutOperator("GELU", "GeluOptions", lambda named: {"approximate": False}),
                   "gelu_tanh": LutOperator("GELU", "GeluOptions", lambda named: {"approximate": True}),
                   "rsqrt": LutOperator("RSQRT", from_zero=True), "square": LutOperator("MUL", "MulOptions", lambda named: {}, reads=2),
-                  "silu": LutOperator("LOGISTIC", gate_output=LOGISTIC_OUTPUT)}
+                  "silu": LutOperator("LOGISTIC", gate_output=UNIT_RANGE_OUTPUT)}
 
 
 def _lut_operators(layer: Layer) -> tuple[str, ...]:

@@ -15,7 +15,7 @@ from typing import ClassVar
 from core.quantize.schemes.base import register_scheme
 from core.frontend.layers import OutputRule
 from core.quantize.schemes.tflite_int8 import TfliteInt8, TfliteRuntime
-from core.quantize.tflite_math import LOGISTIC_OUTPUT
+from core.quantize.tflite_math import SIGNED_UNIT_RANGE_OUTPUT, UNIT_RANGE_OUTPUT
 
 
 @dataclass
@@ -43,8 +43,7 @@ class TfliteInt16x8(TfliteInt8):
     accelerated: ClassVar[bool] = True  # an accelerator target may choose it: its layers go to the host, with the reason
     settings: ClassVar[type] = TfliteInt16x8Settings
     bias_bits: ClassVar[int] = 64
-    # TFLite's int16 kernels: SOFTMAX (reference_ops::SoftmaxInt16), LOGISTIC and TANH output 1/32768, zero point 0
-    fixed_outputs = {OutputRule.SOFTMAX: (1.0 / 32768, 0), OutputRule.LOGISTIC: LOGISTIC_OUTPUT[16], OutputRule.TANH: (1.0 / 32768, 0)}
+    fixed_outputs = {OutputRule.UNIT_RANGE: UNIT_RANGE_OUTPUT[16], OutputRule.SIGNED_UNIT_RANGE: SIGNED_UNIT_RANGE_OUTPUT[16]}
 
     @property
     def weight_bits(self) -> int:

@@ -18,7 +18,7 @@ from core.quantize.calibration.scales import float_scale
 from core.quantize.runtimes import runtimes_of
 from core.quantize.schemes.base import QuantScheme, absmax_of, register_scheme, weight_method_name
 from core.quantize.table import CalibrationError, TensorEntry
-from core.quantize.tflite_math import LOGISTIC_OUTPUT, round_half_away
+from core.quantize.tflite_math import SIGNED_UNIT_RANGE_OUTPUT, UNIT_RANGE_OUTPUT, round_half_away
 
 
 # target.scheme.runtime's choices on tflite_int8: its registered runtimes (core/quantize/runtimes.py)
@@ -52,9 +52,9 @@ class TfliteInt8(QuantScheme):
     accelerated: ClassVar[bool] = True
     settings: ClassVar[type] = TfliteInt8Settings
     bias_bits: ClassVar[int] = 32
-    # TFLite's int8 operator specification: SOFTMAX and LOGISTIC output 1/256 with zero point -128, TANH 1/128
-    # with 0 (their kernels check it); AVERAGE_POOL_2D, MAX_POOL_2D and the resizes keep their input's
-    fixed_outputs = {OutputRule.SOFTMAX: (1.0 / 256, -128), OutputRule.LOGISTIC: LOGISTIC_OUTPUT[8], OutputRule.TANH: (1.0 / 128, 0)}
+    # TFLite's int8 operator specification: its kernels check a bounded output's fixed quantization (SOFTMAX, LOGISTIC,
+    # TANH); AVERAGE_POOL_2D, MAX_POOL_2D and the resizes keep their input's
+    fixed_outputs = {OutputRule.UNIT_RANGE: UNIT_RANGE_OUTPUT[8], OutputRule.SIGNED_UNIT_RANGE: SIGNED_UNIT_RANGE_OUTPUT[8]}
     input_quantized_outputs = frozenset({OutputRule.KEEPS_INPUT, OutputRule.KEEPS_INPUT_MAXIMA})
     maximum_outputs = frozenset({OutputRule.KEEPS_INPUT_MAXIMA})
 

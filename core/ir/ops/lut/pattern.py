@@ -97,8 +97,11 @@ OTHER_SPELLINGS: dict[str, tuple[Steps, ...]] = {
              (("Mul", (1.0, "x")), ("Sigmoid", (0,)), ("Mul", (1, "x")))),
 }
 NAMED_PARAMETERS = {"leaky_relu": "alpha"}  # a known function's parameter: its one node's attribute
+# every spelling of a known function -> its name
+_NAME_OF_SPELLING: dict[Steps, str] = {**{steps: name for name, steps in NAMED_FUNCTIONS.items()},
+                                       **{steps: name for name, others in OTHER_SPELLINGS.items() for steps in others}}
 # the known functions whose output range is fixed (a scheme's kernels may fix their quantization)
-FIXED_OUTPUTS = {"sigmoid": OutputRule.LOGISTIC, "tanh": OutputRule.TANH}
+FIXED_OUTPUTS = {"sigmoid": OutputRule.UNIT_RANGE, "tanh": OutputRule.SIGNED_UNIT_RANGE}
 
 
 def _operands(node: Node, index: GraphIndex) -> list[str] | None:
@@ -195,9 +198,7 @@ def _steps(order: list[Node], source: str, index: GraphIndex) -> Steps:
 
 
 def _named(order: list[Node], steps: Steps) -> NamedFunction | None:
-    spellings = [(name, known) for name, known in NAMED_FUNCTIONS.items()]
-    spellings += [(name, known) for name, others in OTHER_SPELLINGS.items() for known in others]
-    name = next((name for name, known in spellings if known == steps), None)
+    name = _NAME_OF_SPELLING.get(steps)
     if name is None:
         return None
     parameter = NAMED_PARAMETERS.get(name)

@@ -8,7 +8,7 @@ from core.frontend.layers import GraphIndex, Layer, OutputRule, Pattern
 
 def match_softmax(graph: Graph, node: Node, index: GraphIndex) -> Layer:
     return Layer(name=node.name, op="softmax", inputs=[node.inputs[0]], output=f"{node.name}:0", nodes=[node.name],
-                 output_rule=OutputRule.SOFTMAX)
+                 output_rule=OutputRule.UNIT_RANGE)
 
 
 PATTERN = Pattern("softmax", ("Softmax",), match_softmax)
