@@ -295,7 +295,7 @@ def schema_for(composed: DictConfig) -> DictConfig:
 
 def validate(cfg: DictConfig) -> Config:
     """Typed view of the composed config; raises ConfigError naming the first bad key."""
-    typed = OmegaConf.to_object(cfg)
+    typed = typing.cast(Config, OmegaConf.to_object(cfg))
     _check_scheme(typed.target.scheme)
     _check_known_keys(cfg, typed, prefix="")
     _check_constraints(typed, prefix="")
