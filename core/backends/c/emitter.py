@@ -34,7 +34,7 @@ QT_MAYBE_UNUSED: a build that takes the SIMD path does not read them).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, TypeVar
 
 import numpy as np
 
@@ -100,11 +100,16 @@ def _registrar(table: dict, what: str, operation: str) -> Callable:
     return register
 
 
-def emits(operation: str) -> Callable[[CEmitter], CEmitter]:
+# an emitter or packer takes its own operation's record (an AddLayer), which the tables keyed by operation hand it
+Emitter = TypeVar("Emitter", bound=Callable[..., str])
+Packer = TypeVar("Packer", bound=Callable[..., list[PackedConstant]])
+
+
+def emits(operation: str) -> Callable[[Emitter], Emitter]:
     """Decorator: register the C emitter of `operation`."""
     return _registrar(C_EMITTERS, "emitters", operation)
 
 
-def packs(operation: str) -> Callable[[CPacker], CPacker]:
+def packs(operation: str) -> Callable[[Packer], Packer]:
     """Decorator: register the packer of `operation`'s constants for its emitter's SIMD path."""
     return _registrar(C_PACKERS, "packers", operation)
