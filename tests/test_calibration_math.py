@@ -99,6 +99,28 @@ def test_the_compiled_rebin_gives_numpys_bits(counts, old_absmax, growth):
     assert rebin(counts, old_absmax, new_absmax).tobytes() == rebin_reference(counts, old_absmax, new_absmax).tobytes()
 
 
+def test_a_range_near_the_smallest_normal_float_keeps_every_count_finite():
+    """Found by hypothesis: two batches of one value each, 189 and 665 times the smallest normal float64. The merge's
+    slopes (a count over a bin 2^-1030 wide) overflowed to inf and the histogram held inf counts."""
+    stats = TensorStatistics()
+    for factor in (189.0, 665.0):
+        stats.update(np.array([[factor * np.finfo(np.float64).tiny]]))
+    assert np.isfinite(stats.counts).all() and stats.counts.sum() == 2.0
+    assert stats.counts[-1] == 1.0  # the larger value at the range's end; the smaller split between the bins it spans
+    first = TensorStatistics().update(np.array([[1e-310]]))
+    assert first.merge(TensorStatistics().update(np.array([[1e300]]))).counts[0] == 1.0  # the old range inside bin 0
+
+
+@settings(deadline=None, max_examples=400)
+@given(counts=hnp.arrays(np.float64, st.sampled_from([1, 5, 2048]), elements=st.floats(0, 1e12, allow_subnormal=False)),
+       old_absmax=st.floats(1e-250, 1e250), growth=st.floats(1.0, 1e6), power=st.integers(-60, 60))
+def test_rebinning_is_the_same_under_a_power_of_two_scaling_of_both_ranges(counts, old_absmax, growth, power):
+    """What lets the merge compute on scaled ranges: the split of each old bin depends on the ranges' ratio only."""
+    new_absmax = old_absmax * growth
+    assert rebin(counts, old_absmax, new_absmax).tobytes() == rebin(counts, math.ldexp(old_absmax, power),
+                                                                      math.ldexp(new_absmax, power)).tobytes()
+
+
 @settings(deadline=None, max_examples=60)
 @given(batches_strategy)
 def test_rebinning_preserves_counts_and_stays_close_to_one_shot(scaled_batches):

@@ -89,20 +89,47 @@ def rebin(counts: np.ndarray, old_absmax: float, new_absmax: float) -> np.ndarra
     and differencing gives exactly the proportional split. Computed in one compiled pass that
     repeats numpy's arithmetic step for step (`rebin_reference`, the same bits: a calibration
     merges every tensor's histogram once per batch, and numpy's eight calls on 2049 values cost
-    more than the histogram's counting); edges that are not strictly increasing (an absmax within
-    a few thousand subnormals of 0) take the reference."""
+    more than the histogram's counting); edges that are not strictly increasing take the reference.
+    Both compute on the ranges scaled by a power of two (_scaled_ranges), which changes no bit of a normal range's
+    result and keeps a range near the smallest float from overflowing."""
     num_bins = counts.size
     if old_absmax == 0:
         # Everything seen so far was exactly 0: it stays in the first bin.
         moved = np.zeros(num_bins, dtype=np.float64)
         moved[0] = counts.sum()
         return moved
-    moved = _rebin_compiled(np.ascontiguousarray(counts, dtype=np.float64), float(old_absmax), float(new_absmax))
+    scaled = _scaled_ranges(old_absmax, new_absmax)
+    if scaled is None:
+        return _all_in_first_bin(counts)
+    moved = _rebin_compiled(np.ascontiguousarray(counts, dtype=np.float64), *scaled)
     return moved if moved is not None else rebin_reference(counts, old_absmax, new_absmax)
+
+
+def _scaled_ranges(old_absmax: float, new_absmax: float) -> tuple[float, float] | None:
+    """Both ranges times the power of two that puts old_absmax in [0.5, 1): the re-binning is the same under it bit for
+    bit (every step is a sum, a difference, a product or a quotient of values scaled alike, exact while none
+    overflows or underflows), and its bin widths and slopes stay finite where an absmax near the smallest normal float
+    made a slope overflow to inf (counts of inf). None where the new range is so much larger that it overflows: the
+    whole old range then lies within the new first bin."""
+    exponent = math.frexp(old_absmax)[1]
+    try:
+        return math.ldexp(float(old_absmax), -exponent), math.ldexp(float(new_absmax), -exponent)
+    except OverflowError:
+        return None
+
+
+def _all_in_first_bin(counts: np.ndarray) -> np.ndarray:
+    moved = np.zeros(counts.size, dtype=np.float64)
+    moved[0] = np.cumsum(counts, dtype=np.float64)[-1]  # the total as the cumulative count reads it
+    return moved
 
 
 def rebin_reference(counts: np.ndarray, old_absmax: float, new_absmax: float) -> np.ndarray:
     """`rebin` as numpy calls (old_absmax > 0)."""
+    scaled = _scaled_ranges(old_absmax, new_absmax)
+    if scaled is None:
+        return _all_in_first_bin(counts)
+    old_absmax, new_absmax = scaled
     num_bins = counts.size
     cumulative = np.concatenate(([0.0], np.cumsum(counts, dtype=np.float64)))
     old_edges = np.linspace(0.0, old_absmax, num_bins + 1)
