@@ -53,8 +53,12 @@ setup-slurm-cluster:
 	fi
 
 # The tests cover the extras too: they are installed with a loopback S3 server (moto) and a loopback Slurm cluster.
+# pytest-xdist runs them in TEST_WORKERS processes, each test file in one of them (its module fixtures built once, the
+# Slurm test's fixed port held by one process): 28 minutes on 2 cores where one process took 45. Each worker holds
+# TensorFlow (about 2 GiB at its peak), so the default is CI's core count, not every core of a larger machine.
+TEST_WORKERS ?= 2
 test: $(VENV)/.installed-test setup-slurm-cluster
-	$(VENV)/bin/python -m pytest -q tests
+	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 # Re-pin after editing requirements.in.
 lock:
