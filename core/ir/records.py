@@ -105,31 +105,27 @@ class SameShapeInput:
 DIALECT_KEY = "scheme"  # the JSON key naming a layer's dialect; absent: TF2IR's own
 BITS_KEY = "activation_bits"  # the tflite_int8 dialect's key of a layer's activation width; absent: 8 (int8)
 DEFAULT_BITS = 8
-# the dialect a layer is of, by the grid its values are on
-GRID_DIALECTS: dict[type, str] = {Pow2Grid: "tf2ir", AffineGrid: "tflite_int8"}
+# the kind of grid a layer's values are on, by the dialect the layer is of (each grid kind names its dialect)
+GRID_OF_DIALECT: dict[str, type[Pow2Grid] | type[AffineGrid]] = {kind.dialect: kind for kind in (Pow2Grid, AffineGrid)}
 
 
 @dataclass(frozen=True)
 class GridKeys:
-    """How a record's grid field is written: in TF2IR's JSON as a log2scale, in the tflite_int8 dialect's as a scale
-    and a zero point (the layer then says `"scheme": "tflite_int8"`)."""
+    """How a record's grid field is written, by the grid's kind (core/quantize/grid.py): in TF2IR's JSON as a
+    log2scale, in the tflite_int8 dialect's as a scale and a zero point (the layer then says `"scheme": "tflite_int8"`)."""
 
     log2scale: str = "log2scale"
     scale: str = "output_scale"
     zero_point: str = "output_zero_point"
 
     def keys(self, dialect: str) -> tuple[str, ...]:
-        return (self.log2scale,) if dialect == "tf2ir" else (self.scale, self.zero_point)
+        return GRID_OF_DIALECT[dialect].json_keys(self)
 
     def write(self, grid: Pow2Grid | AffineGrid) -> dict[str, Any]:
-        if isinstance(grid, Pow2Grid):
-            return {self.log2scale: grid.log2scale}
-        return {self.scale: grid.scale, self.zero_point: grid.zero_point}
+        return grid.to_json(self)
 
     def read(self, data: dict[str, Any], dialect: str) -> Pow2Grid | AffineGrid:
-        if dialect == "tf2ir":
-            return Pow2Grid(int(data[self.log2scale]))
-        return AffineGrid(float(data[self.scale]), int(data[self.zero_point]), int(data.get(BITS_KEY, DEFAULT_BITS)))
+        return GRID_OF_DIALECT[dialect].from_json(data, self, int(data.get(BITS_KEY, DEFAULT_BITS)))
 
 
 @dataclass(frozen=True)
@@ -142,22 +138,17 @@ class GridsKeys:
     zero_points: str = "input_zero_points"
 
     def keys(self, dialect: str) -> tuple[str, ...]:
-        return self.log2scales if dialect == "tf2ir" else (self.scales, self.zero_points)
+        return GRID_OF_DIALECT[dialect].operands_json_keys(self)
 
     def write(self, grids: tuple[Pow2Grid | AffineGrid, ...]) -> dict[str, Any]:
-        if all(isinstance(grid, Pow2Grid) for grid in grids):
-            return {key: grid.log2scale for key, grid in zip(self.log2scales, grids)}
-        return {self.scales: [grid.scale for grid in grids], self.zero_points: [grid.zero_point for grid in grids]}
+        return type(grids[0]).operands_to_json(grids, self)
 
     def read(self, data: dict[str, Any], dialect: str) -> tuple[Pow2Grid | AffineGrid, ...]:
-        if dialect == "tf2ir":
-            return tuple(Pow2Grid(int(data[key])) for key in self.log2scales)
-        bits = int(data.get(BITS_KEY, DEFAULT_BITS))
-        return tuple(AffineGrid(float(scale), int(zero_point), bits) for scale, zero_point in zip(data[self.scales], data[self.zero_points]))
+        return GRID_OF_DIALECT[dialect].operands_from_json(data, self, int(data.get(BITS_KEY, DEFAULT_BITS)))
 
 
 def grid_field(keys: GridKeys | GridsKeys = GridKeys()):
-    """A record's grid: the dialect of the layer is the grid's (GRID_DIALECTS), its JSON keys `keys`'."""
+    """A record's grid: the dialect of the layer is the grid's, its JSON keys `keys`'."""
     return dataclasses.field(metadata={"grid": keys})
 
 
@@ -168,13 +159,13 @@ def written_in(dialect: str, default: Any, omit_default: bool = False, optional:
 
 
 class AnyDialect:
-    """A record of an operation both dialects share: one class, the dialect its output grid's (GRID_DIALECTS)."""
+    """A record of an operation both dialects share: one class, the dialect its output grid's."""
 
-    dialects: ClassVar[tuple[str, ...]] = tuple(GRID_DIALECTS.values())
+    dialects: ClassVar[tuple[str, ...]] = tuple(GRID_OF_DIALECT)
 
     @property
     def dialect(self) -> str:
-        return GRID_DIALECTS[type(self.grid_of_output())]
+        return self.grid_of_output().dialect
 
     @property
     def activation_bits(self) -> int:

@@ -8,12 +8,14 @@ the grid an IR layer declares for what it reads and writes.
 - `ChannelGrid` (TFLite's weights and biases): symmetric, zero point 0, one scale per output channel (one scale: per
   tensor).
 
-Callers ask the grid, never which of an entry's optional fields are set."""
+Callers ask the grid, never which of an entry's optional fields are set. Pow2Grid and AffineGrid also say which IR
+dialect lays its layers' values on them and how a layer's JSON writes them, under the key names the layer's record gives
+(GridNames: core/ir/records.py), so that the records ask the grid rather than test which kind it is."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar, Protocol, Sequence
 
 import numpy as np
 
@@ -23,11 +25,57 @@ INT8_MIN, INT8_MAX = -128, 127
 INTEGER_TYPES = {8: np.int8, 16: np.int16}  # an affine grid's integers by width
 
 
+class GridNames(Protocol):
+    """The JSON keys of one grid of a layer's record, for either kind of grid."""
+
+    @property
+    def log2scale(self) -> str: ...
+    @property
+    def scale(self) -> str: ...
+    @property
+    def zero_point(self) -> str: ...
+
+
+class GridsNames(Protocol):
+    """The JSON keys of a record's grids, one per operand: a key each for power-of-two grids, lists for affine ones."""
+
+    @property
+    def log2scales(self) -> tuple[str, ...]: ...
+    @property
+    def scales(self) -> str: ...
+    @property
+    def zero_points(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class Pow2Grid:
     log2scale: int
     bits: ClassVar[int] = 8  # TF2IR's integers are int8
     dtype: ClassVar[type] = np.int8
+    dialect: ClassVar[str] = "tf2ir"  # the IR dialect whose layers' values are on such grids
+
+    @staticmethod
+    def json_keys(names: GridNames) -> tuple[str, ...]:
+        return (names.log2scale,)
+
+    def to_json(self, names: GridNames) -> dict[str, Any]:
+        return {names.log2scale: self.log2scale}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], names: GridNames, bits: int) -> Pow2Grid:
+        return cls(int(data[names.log2scale]))
+
+    @staticmethod
+    def operands_json_keys(names: GridsNames) -> tuple[str, ...]:
+        return names.log2scales
+
+    @staticmethod
+    def operands_to_json(grids: Sequence[Pow2Grid], names: GridsNames) -> dict[str, Any]:
+        return {key: grid.log2scale for key, grid in zip(names.log2scales, grids)}
+
+    @classmethod
+    def operands_from_json(cls, data: dict[str, Any], names: GridsNames, bits: int) -> tuple[Pow2Grid, ...]:
+        return tuple(cls(int(data[key])) for key in names.log2scales)
 
     def quantize(self, values: np.ndarray) -> np.ndarray:
         """real -> int8: round half up (as FakeQuant does), saturate."""
@@ -68,6 +116,30 @@ class AffineGrid:
     scale: float
     zero_point: int
     bits: int = 8  # the integers' width: 8, or 16 (TFLite's 16x8 mode's activations)
+    dialect: ClassVar[str] = "tflite_int8"  # the IR dialect whose layers' values are on such grids (at 8 or 16 bits)
+
+    @staticmethod
+    def json_keys(names: GridNames) -> tuple[str, ...]:
+        return (names.scale, names.zero_point)
+
+    def to_json(self, names: GridNames) -> dict[str, Any]:
+        return {names.scale: self.scale, names.zero_point: self.zero_point}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], names: GridNames, bits: int) -> AffineGrid:
+        return cls(float(data[names.scale]), int(data[names.zero_point]), bits)
+
+    @staticmethod
+    def operands_json_keys(names: GridsNames) -> tuple[str, ...]:
+        return (names.scales, names.zero_points)
+
+    @staticmethod
+    def operands_to_json(grids: Sequence[AffineGrid], names: GridsNames) -> dict[str, Any]:
+        return {names.scales: [grid.scale for grid in grids], names.zero_points: [grid.zero_point for grid in grids]}
+
+    @classmethod
+    def operands_from_json(cls, data: dict[str, Any], names: GridsNames, bits: int) -> tuple[AffineGrid, ...]:
+        return tuple(cls(float(scale), int(zero_point), bits) for scale, zero_point in zip(data[names.scales], data[names.zero_points]))
 
     def quantize(self, values: np.ndarray) -> np.ndarray:
         return tflite_math.affine_quantize(values, self.scale, self.zero_point, self.bits)
