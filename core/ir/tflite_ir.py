@@ -31,11 +31,12 @@ def affine_layer(model: TfliteModel, operator: TfliteOperator, name: str, previo
     if op is None:
         raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}) has no tflite_int8 IR operation yet; the IR "
                           f"covers {', '.join(sorted(builders()))}")
-    if operator.name in runtime.missing_operators:
-        others = [other.name for other in RUNTIMES.values() if other.dialect == runtime.dialect and operator.name not in other.missing_operators]
-        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}): {runtime.name} has no kernel for it (its interpreter "
-                          f"refuses the file); set target.scheme.runtime to {' or '.join(others)}, or convert the model without it")
     bits = activation_bits(model, operator)
+    if runtime.lacks(operator.name, bits):
+        others = [other.name for other in RUNTIMES.values() if other.dialect == runtime.dialect and not other.lacks(operator.name, bits)]
+        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}{' on int16' if bits == 16 else ''}): {runtime.name} "
+                          f"has no kernel for it (its interpreter refuses the file); set target.scheme.runtime to "
+                          f"{' or '.join(others)}, or convert the model without it")
     if bits not in op.activation_widths:
         built = sorted(name for name, other in builders().items() if bits in other.activation_widths)
         raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}) on int{bits} activations (TFLite's 16x8 mode): the "
