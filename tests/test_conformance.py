@@ -2,7 +2,9 @@
 (core/ir/ops: its builders) at every activation width its arithmetic has (8: `tflite_int8`, 16: `tflite_int16x8`) is
 one cell. A cell is a one-operator .tflite file at seeded random quantization (tests/tflite_builder.py), whose output
 is computed by the IR's kernels under each runtime and by that runtime's interpreter (LiteRT's reference kernels,
-TensorFlow Lite for Microcontrollers), every byte compared, and, where the file is one IR layer, by the generated C.
+TensorFlow Lite for Microcontrollers), every byte compared; where the file is one IR layer, by the generated C; and at
+8 bits by `accel_tflite`'s program (host C driving the ISA simulator), its layers on the accelerator where the
+operation has a lowering (core/backends/accel/ops), else on the host with the reason.
 
 A cell the catalogue claims and no case here builds fails, naming it: an operation added to the catalogue brings its
 case. The deeper tests of an operator's arithmetic at its extremes stay beside it (test_runtimes.py, test_int16x8.py);
@@ -15,12 +17,18 @@ from typing import Callable
 import numpy as np
 import pytest
 
+from conftest import PROJECT_ROOT
 from harness import c_output
 from tflite_builder import Tensor, model_bytes, one_operator_model
-from core.backends.program import generate_c
+from core.backends.accel.ops import LOWERINGS
+from core.backends.accel.partition import ACCEL, partition
+from core.backends.accel.target import load_target
+from core.backends.c.build import compile_program, run_program
+from core.backends.program import generate_c, generate_program
 from core.frontend.tflite import TfliteError, read_tflite
 from core.ir.ops import OPS
 from core.ir.tflite_interpreter import run_int8
+from core.ir.simulator import IntegerSimulator
 from core.ir.tflite_ir import ir_of_tflite
 from core.quantize.runtimes import RUNTIMES, runtimes_of
 from core.quantize.tflite_math import SIGNED_UNIT_RANGE_OUTPUT, UNIT_RANGE_OUTPUT
@@ -30,6 +38,7 @@ from core.quantize.tflite_reference import runner_of
 WIDTH_RUNTIMES = {8: runtimes_of("tflite_int8"), 16: ("litert_reference", "tflm")}
 INTEGERS = {8: np.int8, 16: np.int16}
 BIASES = {8: np.int32, 16: np.int64}
+_, ACCEL_TFLITE = load_target(PROJECT_ROOT / "conf" / "target" / "accel_tflite.yaml")
 
 
 def catalogue_cells() -> list[tuple[str, int]]:
@@ -174,11 +183,11 @@ def _pool(operator: str) -> Case:
 
 def _reduce(operator: str) -> Case:
     def case(cell: Cell):
-        source = cell.activation((1, 4, 5, 3))
+        source = cell.activation((1, 3, 3, 3))  # a window the accelerator's max pool takes
         output = (Tensor((1, 1, 1, 3), source.dtype, source.scale, source.zero_point) if operator == "REDUCE_MAX"
                   else cell.activation((1, 1, 1, 3)))
         return (one_operator_model(operator, [source, cell.constant([1, 2])], output, ("ReducerOptions", {"keepDims": True})),
-                cell.batch((4, 5, 3)))
+                cell.batch((3, 3, 3)))
     return case
 
 
@@ -189,10 +198,11 @@ def _pad(cell: Cell):
 
 
 def _reshape(cell: Cell):
-    source = cell.activation((1, 3, 4, 2))
+    """A flatten of a 1x1 image, as before a classifier: the reshape that moves no byte of a blocked layout."""
+    source = cell.activation((1, 1, 1, 24))
     output = Tensor((1, 24), source.dtype, source.scale, source.zero_point)
     return (one_operator_model("RESHAPE", [source, cell.constant([-1, 24])], output, ("ReshapeOptions", {"newShape": [-1, 24]})),
-            cell.batch((3, 4, 2)))
+            cell.batch((1, 1, 24)))
 
 
 def _softmax(cell: Cell):
@@ -290,6 +300,28 @@ def test_every_operator_the_catalogue_reads_at_every_width_is_each_runtimes_byte
                 images = inputs.reshape(len(inputs), *generate_c(ir).input_shape)
                 computed = c_output(ir, [images], tmp_path / f"{operator}_{seed}_{name}").reshape(ours.shape)
                 assert np.array_equal(computed, ours), f"seed {seed}, {name}: the generated C differs from the kernels"
+
+
+@pytest.mark.parametrize("operator", sorted({operator for operator, bits in catalogue_cells() if bits == 8}))
+def test_every_operator_the_catalogue_reads_runs_on_the_accelerator_as_on_the_host(tmp_path, operator):
+    """accel_tflite's program (host C driving the ISA simulator) gives the kernels' every byte, each layer of an
+    operation with a lowering on the accelerator."""
+    data, inputs = CASES[operator](Cell(0, 8))
+    path = tmp_path / f"{operator}.tflite"
+    path.write_bytes(data)
+    ir = ir_of_tflite(read_tflite(path))
+    plan = partition(ir, ACCEL_TFLITE)
+    placed = {group.layer: (group.target, group.reason) for group in plan.groups}
+    for layer in ir.layers:
+        lowered = layer.operation in LOWERINGS
+        assert (placed[layer.name][0] == ACCEL) == lowered, f"{layer.name} ({layer.operation}): {placed[layer.name]}"
+    program = generate_program(ir, plan)
+    binary = compile_program(program.write(tmp_path / "program"), tmp_path / "network", defines=("QT_PORTABLE",))
+    images = inputs.reshape(len(inputs), *program.input_shape)
+    expected = IntegerSimulator(ir).run_int8(images)
+    outputs = run_program(binary, program, images, tmp_path / "run").outputs
+    for name in program.end_points:
+        assert np.array_equal(outputs[name].reshape(expected[name].shape), expected[name]), name
 
 
 def test_the_matrix_has_no_case_the_catalogue_does_not_claim():
