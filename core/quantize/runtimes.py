@@ -72,8 +72,9 @@ RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in (
             "TensorFlow Lite for Microcontrollers' interpreter", fully_connected_rounding=DOUBLE_ROUNDING, logistic_tanh=FIXED_POINT,
             wide_fully_connected_rounding=REDUCED_ROUNDING, int16_lut_precision="float", relus_without_requantization=("RELU6",),
             missing_operators=("RELU_N1_TO_1", "RELU_0_TO_1", "GELU"),
-            # reduce.cc's MaxEval: "Only float32 and int8 types are supported." (found by tests/test_conformance.py)
-            missing_int16_operators=("REDUCE_MAX",)),
+            # its interpreter's own refusals, found by tests/test_conformance.py: reduce.cc's MaxEval "Only float32 and int8
+            # types are supported."; resize_bilinear.cc "Output type is 7, requires float or int8."
+            missing_int16_operators=("REDUCE_MAX", "RESIZE_BILINEAR")),
 )}
 
 DEFAULT_TFLITE_RUNTIME = RUNTIMES["litert_reference"]

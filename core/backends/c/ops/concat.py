@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from core.backends.c.emitter import emits
+from core.backends.c.emitter import c_function, c_values, emits
 from core.ir.ops.concat.record import ConcatOperands
 
 
@@ -20,20 +20,17 @@ def concat_emit_c(record: ConcatOperands, symbol: str) -> str:
     outer = math.prod(shapes[0][:axis])
     blocks = [math.prod(shape[axis:]) for shape in shapes]
     shifts = [record.rescale(k) for k in range(len(shapes))]
-    pointers = ", ".join(f"const int8_t *restrict in{k}" for k in range(len(shapes)))
     copies, offset = [], 0
     for k, (block, shift) in enumerate(zip(blocks, shifts)):
-        copies.append(f"        memcpy(o + {offset}, in{k} + (long)b * {block}, {block});" if shift == 0 else
+        copies.append(f"        memcpy(o + {offset}, in{k} + (long)b * {block}, {block} * sizeof *o);" if shift == 0 else
                       f"        for (i = 0; i < {block}; i++)\n"
                       f"            o[{offset} + i] = qt_sat8(qt_round_shift64(in{k}[(long)b * {block} + i], {shift}));")
         offset += block
     described = " + ".join(f"{list(shape)} (shift {shift})" for shape, shift in zip(shapes, shifts))
     return f"""/* {record.operation} along axis {axis}: {described} ({record.dialect}) */
-QT_SIMD static void {symbol}({pointers}, int8_t *restrict out)
-{{
-    long b, i;
+{c_function(record, symbol, len(shapes), prefix="QT_SIMD static")}    long b, i;
     for (b = 0; b < {outer}; b++) {{
-        int8_t *o = out + b * {offset};
+        {c_values(record).type} *o = out + b * {offset};
 {chr(10).join(copies)}
     }}
     (void)i;

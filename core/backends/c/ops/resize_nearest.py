@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from core.backends.c.emitter import emits
+from core.backends.c.emitter import c_function, emits
 from core.ir.ops.resize.record import ResizeNearestLayer
 
 
@@ -21,12 +21,10 @@ def resize_nearest_emit_c(record: ResizeNearestLayer, symbol: str) -> str:
 {table("rows", rows)}
 {table("columns", columns)}
 
-static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
-{{
-    int oy, ox;
+{c_function(record, symbol, 1)}    int oy, ox;
     for (oy = 0; oy < {oh}; oy++) {{
         for (ox = 0; ox < {ow}; ox++) {{
-            memcpy(out + (oy * {ow} + ox) * {c}, in0 + ({symbol}_rows[oy] * {w} + {symbol}_columns[ox]) * {c}, {c});
+            memcpy(out + (oy * {ow} + ox) * {c}, in0 + ({symbol}_rows[oy] * {w} + {symbol}_columns[ox]) * {c}, {c} * sizeof *out);
         }}
     }}
 }}

@@ -9,7 +9,7 @@ from core.ir.ops.concat.record import ConcatOperands
 
 
 def concat_kernel(record: ConcatOperands, params: dict, inputs: list) -> np.ndarray:
-    """int8 inputs (NHWC) -> int8 NHWC.
+    """int8 inputs (NHWC) -> int8 NHWC (int16 at TFLite's 16x8, all on the output's grid).
 
     Each input k is moved to output_log2scale on its own: shifted right by
     its log2scale - output_log2scale with round-half-up if positive, left if negative;
@@ -23,5 +23,5 @@ def concat_kernel(record: ConcatOperands, params: dict, inputs: list) -> np.ndar
         if tuple(x.shape[1:]) != tuple(record.shape_of_input(number)):
             raise ValueError(f"input{number} of shape {x.shape} does not match its fields")
         shift = record.rescale(number)
-        parts.append(saturate(round_shift(x, shift)) if shift else x.astype(np.int8, copy=False))  # on the output's grid: as is
+        parts.append(saturate(round_shift(x, shift)) if shift else x.astype(record.integer_dtype, copy=False))  # on the output's grid
     return np.concatenate(parts, axis=record.image_axis + 1)

@@ -20,8 +20,8 @@ def crop_fields(layer: Layer, ctx: IrContext) -> dict:
 
 def crop_kernel(record: CropLayer, params: dict, inputs: list) -> np.ndarray:
     crop, (height, width) = record.crop, record.output_size.pair()
-    return np.ascontiguousarray(np.asarray(inputs[0], np.int8)[:, crop.top : crop.top + height, crop.left : crop.left + width])
+    return np.ascontiguousarray(np.asarray(inputs[0], record.integer_dtype)[:, crop.top : crop.top + height, crop.left : crop.left + width])
 
 
 CROP = register_op(IrOp("crop", CropLayer, AnnotateRule(inputs=(QKind.IDENTITY,), output=QKind.IDENTITY), (PATTERN,), crop_fields, crop_kernel,
-                         builders={"STRIDED_SLICE": crop_from_tflite}))
+                         builders={"STRIDED_SLICE": crop_from_tflite}, activation_widths=(8, 16)))

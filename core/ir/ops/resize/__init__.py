@@ -12,8 +12,10 @@ from core.ir.ops.resize.tflite import resize_from_tflite
 
 RESIZE_BILINEAR = register_op(IrOp("resize_bilinear", ResizeBilinearLayer,
                                    AnnotateRule(inputs=(QKind.INPUT,), output=QKind.ACTIVATION), (PATTERN,), resize_fields,
-                                   resize_bilinear_kernel, builders={"RESIZE_BILINEAR": resize_from_tflite}))
+                                   resize_bilinear_kernel, builders={"RESIZE_BILINEAR": resize_from_tflite},
+                                   activation_widths=(8, 16)))
 # every output value is an input value: like reshape, it keeps its input's int8 values and scale
 RESIZE_NEAREST = register_op(IrOp("resize_nearest", ResizeNearestLayer,
                                   AnnotateRule(inputs=(QKind.IDENTITY,), output=QKind.IDENTITY), (NEAREST,),
-                                  resize_nearest_fields, resize_nearest_kernel, builders={"RESIZE_NEAREST_NEIGHBOR": resize_from_tflite}))
+                                  resize_nearest_fields, resize_nearest_kernel, builders={"RESIZE_NEAREST_NEIGHBOR": resize_from_tflite},
+                                  activation_widths=(8, 16)))

@@ -9,7 +9,7 @@ from core.ir.ops.resize.record import RESIZE_FRAC_BITS, ResizeBilinearLayer, Res
 
 
 def resize_bilinear_kernel(record: ResizeBilinearLayer, params: dict, inputs: list) -> np.ndarray:
-    """int8 NHWC -> int8 NHWC bilinear resize in fixed point, F = RESIZE_FRAC_BITS = 10.
+    """int8 NHWC -> int8 NHWC (int16 at TFLite's 16x8) bilinear resize in fixed point, F = RESIZE_FRAC_BITS = 10.
 
     1. Source coordinate of output row (column) i, as TensorFlow's ResizeBilinear defines it:
        align_corners (and out > 1): src = i * (in - 1) / (out - 1);
@@ -47,12 +47,13 @@ def resize_bilinear_kernel(record: ResizeBilinearLayer, params: dict, inputs: li
     value = top * (one - wy) + bottom * wy
     if record.rounding == "half_up":
         return saturate(round_shift(value, record.output_shift))
-    return saturate(round_half_away_shift(value, record.output_shift))
+    limits = np.iinfo(record.integer_dtype)  # TFLite's ResizeBilinearInteger is one template for int8 and int16
+    return np.clip(round_half_away_shift(value, record.output_shift), limits.min, limits.max).astype(record.integer_dtype)
 
 
 def resize_nearest_kernel(record: ResizeNearestLayer, params: dict, inputs: list) -> np.ndarray:
-    """int8 NHWC -> int8 NHWC: out[y][x] = in[indices("y")[y]][indices("x")[x]]; no arithmetic."""
+    """NHWC -> NHWC of the same integers (int8, or int16 at 16x8): out[y][x] = in[indices("y")[y]][indices("x")[x]]."""
     x = np.asarray(inputs[0])
     if x.ndim != 4 or tuple(x.shape[1:]) != record.shape_of_input(0):
         raise ValueError(f"input of shape {x.shape}; the layer takes [N, *{list(record.shape_of_input(0))}]")
-    return x[:, record.indices("y")][:, :, record.indices("x")].astype(np.int8, copy=False)
+    return x[:, record.indices("y")][:, :, record.indices("x")].astype(record.integer_dtype, copy=False)

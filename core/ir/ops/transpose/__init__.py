@@ -11,4 +11,4 @@ from core.ir.ops.transpose.record import TransposeLayer
 from core.ir.ops.transpose.tflite import transpose_from_tflite
 
 TRANSPOSE = register_op(IrOp("transpose", TransposeLayer, AnnotateRule(inputs=(QKind.IDENTITY,), output=QKind.IDENTITY), (PATTERN,),
-                             transpose_fields, transpose_kernel, builders={"TRANSPOSE": transpose_from_tflite}))
+                             transpose_fields, transpose_kernel, builders={"TRANSPOSE": transpose_from_tflite}, activation_widths=(8, 16)))
