@@ -68,9 +68,9 @@ class UntakeableLayers(ValueError):
 def refuse_untakeable(target_cfg, layer_graph: LayerGraph) -> None:
     """Raise UntakeableLayers naming each layer of `layer_graph` the configured target cannot take, why, and the targets
     (conf/target/*.yaml) that take it: all of them at once, before any calibration work."""
-    scheme = scheme_of(target_cfg)
+    scheme, runtime = scheme_of(target_cfg), runtime_of(target_cfg)
     refused = [(layer, reason) for layer in layer_graph.layers
-               if (reason := refusal(scheme.ir_dialect, layer, scheme.bits)) is not None]
+               if (reason := refusal(scheme.ir_dialect, layer, scheme.bits, runtime)) is not None]
     if not refused:
         return
     others = _other_targets(str(target_cfg.name))

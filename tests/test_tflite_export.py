@@ -254,6 +254,20 @@ def test_every_layer_a_target_cannot_take_is_refused_at_once_before_calibration(
     assert message.endswith("choose target=accel or target=accel_small or target=tf2ir, or change the model"), message
 
 
+def test_an_operator_the_chosen_runtime_has_no_kernel_for_is_refused_before_calibration(workspace, tmp_path):
+    """TFLM's RESIZE_BILINEAR takes int8 only: at 16x8 on target.scheme.runtime=tflm a bilinear upsampling is refused
+    naming the runtime, before any statistics are gathered; on LiteRT's reference kernels the same model is taken."""
+    inputs = tf.keras.Input((6, 6, 2))
+    model = tf.keras.Model(inputs, tf.keras.layers.UpSampling2D(2, interpolation="bilinear")(tf.keras.layers.Conv2D(4, 3)(inputs)))
+    overrides = [*_saved(model, tmp_path, "bilinear"), "target=tflite_int16x8", "until=calibrate"]
+    with pytest.raises(StageFailed, match=r"stage calibrate failed: target=tflite_int16x8 cannot take 1 layer of this model \(nothing "
+                                          r"was calibrated\):\n  - layer .* \(resize_bilinear\): it is written as RESIZE_BILINEAR; "
+                                          r"target.scheme.runtime=tflm's interpreter has no int16 kernel for RESIZE_BILINEAR"):
+        run_pipeline(compose(*workspace, *overrides, "target.scheme.runtime=tflm"), console=Console(file=io.StringIO()))
+    summary = run_pipeline(compose(*workspace, *overrides), console=Console(file=io.StringIO()))
+    assert summary.results[-1].stage.name == "calibrate"
+
+
 RESNET8_INT8 = MODELS / "mlperf_tiny_resnet8" / "pretrainedResnet_quant.tflite"
 
 

@@ -11,6 +11,7 @@ from typing import Callable
 from core.backends.tflite.ops import refusal as tflite_refusal
 from core.frontend.layers import Layer
 from core.ir.ops import OPS
+from core.quantize.runtimes import Runtime
 
 
 def tf2ir_operation_refusal(operation: str) -> str | None:
@@ -20,13 +21,13 @@ def tf2ir_operation_refusal(operation: str) -> str | None:
     return None if op is not None and "tf2ir" in op.record.dialects else f"the TF2IR IR has no {operation} operation"
 
 
-def tf2ir_refusal(layer: Layer, bits: int) -> str | None:
+def tf2ir_refusal(layer: Layer, bits: int, runtime: Runtime | None = None) -> str | None:
     return tf2ir_operation_refusal(layer.op)
 
 
-# why a dialect (a scheme's `ir_dialect`) at a width cannot take a layer, or None
-REFUSALS: dict[str, Callable[[Layer, int], str | None]] = {"tf2ir": tf2ir_refusal, "tflite_int8": tflite_refusal}
+# why a dialect (a scheme's `ir_dialect`) at a width, on a runtime where given, cannot take a layer, or None
+REFUSALS: dict[str, Callable[[Layer, int, Runtime | None], str | None]] = {"tf2ir": tf2ir_refusal, "tflite_int8": tflite_refusal}
 
 
-def refusal(dialect: str, layer: Layer, bits: int) -> str | None:
-    return REFUSALS[dialect](layer, bits)
+def refusal(dialect: str, layer: Layer, bits: int, runtime: Runtime | None = None) -> str | None:
+    return REFUSALS[dialect](layer, bits, runtime)

@@ -15,6 +15,7 @@ from core.frontend.layers import Layer
 from core.ir.ops.lut.pattern import NamedFunction
 from core.ir.tflite_dialect import padding as tflite_padding
 from core.ir.tflite_ir import builders
+from core.quantize.runtimes import Runtime
 from core.quantize.tflite_math import UNIT_RANGE_OUTPUT, round_half_away
 
 Writer = Callable[[TfliteWriter, Layer], None]
@@ -398,10 +399,11 @@ NOT_WRITTEN: dict[str, str] = {
 }
 
 
-def refusal(layer: Layer, bits: int) -> str | None:
+def refusal(layer: Layer, bits: int, runtime: Runtime | None = None) -> str | None:
     """Why a tflite_int8 target (`bits` 8) or TFLite's 16x8 mode (16) cannot take `layer`, or None: no writer, no operator
-    for its function, or an operator it is written as whose arithmetic at that width the IR does not have. What depends
-    on the calibration (a bias beyond int32, RSQRT of a range below 0) is checked on the table."""
+    for its function, an operator it is written as whose arithmetic at that width the IR does not have, or one the
+    target's `runtime` has no kernel for. What depends on the calibration (a bias beyond int32, RSQRT of a range below 0)
+    is checked on the table."""
     if layer.op in NOT_WRITTEN:
         return NOT_WRITTEN[layer.op]
     if layer.op not in WRITERS:
@@ -418,4 +420,8 @@ def refusal(layer: Layer, bits: int) -> str | None:
     if narrow:
         return (f"it is written as {', '.join(operators)}; the IR computes {', '.join(narrow)} on int8 only, "
                 f"{'its' if len(narrow) == 1 else 'their'} int{bits} arithmetic is not built yet")
+    lacking = [name for name in operators if runtime is not None and runtime.lacks(name, bits)]
+    if lacking:
+        return (f"it is written as {', '.join(operators)}; target.scheme.runtime={runtime.name}'s interpreter has no "
+                f"int{bits} kernel for {', '.join(lacking)} (another runtime, or another target)")
     return None
