@@ -315,14 +315,35 @@ CONVERTERS: dict[str, Callable[[_Builder, TfliteOperator, str], object]] = {
 }
 
 
+# how many of one unread operator's occurrences a refusal names, and how much of each output tensor's name (a converter's
+# names run to hundreds of characters)
+NAMED_OCCURRENCES, NAME_CHARACTERS = 4, 60
+
+
 def refuse_unread_operators(model: TfliteModel) -> TfliteModel:
-    """`model`, if each of its operators has a converter (CONVERTERS: what the toolchain reads); else the first that
-    has none is a TfliteError naming it, its index and what is read."""
+    """`model`, if each of its operators has a converter (CONVERTERS: what the toolchain reads); else a TfliteError naming
+    every operator it does not read, at once: each kind with its count, the first occurrences' indices and output
+    tensors (the layers), and what is read, so that a user mends the model once rather than one operator a run."""
+    unread: dict[str, list[TfliteOperator]] = {}
     for operator in model.operators:
         if operator.name not in CONVERTERS:
-            raise TfliteError(f"{model.path}: operator {operator.index} is {operator.name}, which the toolchain does not read; it "
-                              f"reads {', '.join(CONVERTERS)}. Cut the model before it (convert a sub-model) or replace the layer")
-    return model
+            unread.setdefault(operator.name, []).append(operator)
+    if not unread:
+        return model
+    lines = []
+    for name, operators in sorted(unread.items()):
+        named = [f"{operator.index} ({_short(model.tensor(operator.outputs[0]).name)})" for operator in operators[:NAMED_OCCURRENCES]]
+        more = f" and {len(operators) - NAMED_OCCURRENCES} more" if len(operators) > NAMED_OCCURRENCES else ""
+        lines.append(f"  - {name}: {len(operators)} operator{'s' if len(operators) > 1 else ''}, {', '.join(named)}{more}")
+    count = sum(len(operators) for operators in unread.values())
+    raise TfliteError(f"{model.path}: {count} operator{'s' if count > 1 else ''} of {len(unread)} kind{'s' if len(unread) > 1 else ''} "
+                      f"the toolchain does not read (operator index, output tensor):\n" + "\n".join(lines) +
+                      f"\nit reads {', '.join(sorted(CONVERTERS))}. Cut the model before them (convert a sub-model) or replace "
+                      "those layers")
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= NAME_CHARACTERS else f"...{name[-(NAME_CHARACTERS - 3):]}"
 
 
 def tflite_graph_def(model: TfliteModel):
