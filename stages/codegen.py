@@ -43,7 +43,7 @@ from core.backends.c.program import PROGRAM_FILE
 from core.backends.program import NetworkProgram, generate_program
 from core.data.arrays import NamedSamples
 from core.data.datasets import load_split
-from core.ir.io import PARAMS_DIR, read_ir
+from core.ir.io import param_file, read_ir
 from core.ir.network import Ir
 from core.ir.op import NETWORK_INPUT, operation_of
 from core.ir.simulator import IntegerSimulator
@@ -196,7 +196,7 @@ def ir_test_input(ir: Ir, ir_dir: Path, input_name: str = NETWORK_INPUT) -> np.n
         for position, name in enumerate(operands):
             if name == input_name:
                 kind = operation_of(layer).input_kind(position, len(operands))
-                path = ir_dir / PARAMS_DIR / f"{layer.name}_{kind}.npy"
+                path = param_file(ir_dir, layer.name, kind)
                 if not path.is_file():
                     raise CodegenError(f"{path}: the IR carries no test input (emit_ir writes it)")
                 array = np.load(path)

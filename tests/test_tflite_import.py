@@ -17,6 +17,7 @@ import tensorflow as tf
 from rich.console import Console
 
 from conftest import CIFAR10_DIR, MODELS, compose
+from tensorflow.lite.tools import flatbuffer_utils
 from core.frontend.graph import Graph
 from core.frontend.importer import load_graph_def
 from core.frontend.layers import QKind
@@ -25,7 +26,7 @@ from core.backends.program import generate_program
 from core.data.datasets import load_cifar10
 from core.frontend.tflite import read_tflite
 from core.frontend.tflite_graph import CONVERTERS
-from core.ir.io import read_ir
+from core.ir.io import PARAM_NAME_CHARACTERS, read_ir
 from core.ir.op import DIALECTS, OPS
 from core.ir.layers import group_layers
 from core.quantize.table import CalibrationTable
@@ -301,6 +302,37 @@ def test_every_operator_runs_all_eight_stages_bit_exact_with_tflites_reference_k
     on_images = {name for name, op in DIALECTS["tflite_int8"].items() if QKind.INDEX not in op.annotate.inputs}
     assert operations == on_images, on_images ^ operations
     assert (artifacts["codegen"] / "model.tflite").read_bytes() == (artifacts["emit_ir"] / "model.tflite").read_bytes()
+
+
+def _renamed(data: bytes, renames: dict[str, str]) -> bytes:
+    """The .tflite with each tensor name that starts with a key of `renames` starting with its value instead."""
+    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(data))
+    for tensor in model.subgraphs[0].tensors:
+        name = tensor.name.decode() if isinstance(tensor.name, bytes) else tensor.name
+        for old, new in renames.items():
+            if name.startswith(old):
+                tensor.name = new + name[len(old):]
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+
+
+def test_a_file_named_as_litert_torch_names_its_tensors_runs_all_eight_stages(workspace, tmp_path):
+    """Tensor names of Python module paths hundreds of characters long (params files used to be named after them: "File
+    name too long") and starting `__main__.` (TensorFlow refused them as scope names): the IR keeps the names, its files
+    are under a short prefix and a digest, and every stage runs bit-exact."""
+    module = "torchvision.models.mobilenetv3.MobileNetV3_torch.nn.modules.container.Sequential_features_" * 3
+    inputs = tf.keras.Input(SHAPE, batch_size=1)  # a static batch, as litert-torch exports
+    x = tf.keras.layers.Conv2D(6, 3, activation="relu", name=f"{module}conv")(inputs)
+    model = tf.keras.Model(inputs, tf.keras.layers.Dense(3, name="head")(tf.keras.layers.Flatten()(x)))
+    path = tmp_path / "module_names.tflite"
+    path.write_bytes(_renamed(tf.lite.TFLiteConverter.from_keras_model(model).convert(), {"functional_1/flatten_1": "__main__.M5/flatten"}))
+    assert max(len(tensor.name) for tensor in read_tflite(path).tensors) > 255
+    summary, artifacts = _run(workspace, path, "model.name=module_names", "data=arrays", f"data.path={_arrays(tmp_path)}",
+                              "calib.method=minmax", "until=null")
+    _assert_bit_exact_with_tflite(summary.metrics)
+    names = [layer.name for layer in read_ir(artifacts["emit_ir"]).layers]
+    assert any(len(name) > 255 for name in names) and any("M5" in name for name in names), names
+    files = [file.name for file in (artifacts["emit_ir"] / "params").iterdir()]
+    assert files and max(len(name.encode()) for name in files) <= PARAM_NAME_CHARACTERS + 24 < 255, files  # a kind and .npy
 
 
 @needs_resnet8

@@ -45,8 +45,11 @@ class _Builder:
         self.parameters: dict[str, dict[str, list]] = {}  # FakeQuant node -> the file's scale(s) and zero point(s)
 
     def scope(self, operator: TfliteOperator) -> str:
+        """The TensorFlow scope of the operator's ops, from its output tensor's name: the characters a scope takes, and
+        from its first letter or digit (a root scope starts with one: litert-torch's `__main__.M5/...` does not)."""
         first = self.model.tensor(operator.outputs[0]).name.split(";")[0]
-        base = "".join(c if c.isalnum() or c in "_./-" else "_" for c in first).strip("/.") or operator.name.lower()
+        base = "".join(c if c.isalnum() or c in "_./-" else "_" for c in first)
+        base = re.sub(r"^[^A-Za-z0-9]+", "", base).rstrip("/.") or operator.name.lower()
         name, k = base, 1
         while name in self.used:
             name, k = f"{base}_{k}", k + 1

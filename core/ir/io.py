@@ -1,5 +1,8 @@
 """The TF2IR IR on disk (seed 000): `net_def.json` + `params/<layer>_<kind>.npy`, written,
-read back, and validated against the JSON Schema the records give (core/ir/schema.py).
+read back, and validated against the JSON Schema the records give (core/ir/schema.py). A layer whose name is not a
+safe file name as it is (longer than PARAM_NAME_CHARACTERS, or a character beyond letters, digits, `_`, `.` and `-`:
+litert-torch names its tensors by Python module paths hundreds of characters long) has its files under a short prefix
+of its name and a digest of the whole (`param_file`); the IR keeps the name.
 
 The JSON is written sorted and indented, and arrays with `np.save`, so emitting twice gives
 byte-identical files and the store's digests stay stable.
@@ -7,8 +10,10 @@ byte-identical files and the store's digests stay stable.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +28,21 @@ from core.ir.records import IrError
 
 NET_DEF_FILE = "net_def.json"
 PARAMS_DIR = "params"
+# a layer's part of its file names: well under the 255 bytes a file system allows, with room for the kind and the suffix
+PARAM_NAME_CHARACTERS = 200
+_SAFE_FILE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+DIGEST_CHARACTERS = 16
+
+
+def param_file(directory: Path, layer: str, kind: str) -> Path:
+    """`directory`/params/<layer>_<kind>.npy, the layer's name as it is where it is a safe file name (every name TF2IR's
+    tools give); else its safe characters' first part, `~` (never in a name kept as it is, so the two kinds of names
+    never meet) and a digest of the whole name: the same file for the same name, two names never one file."""
+    if len(layer) <= PARAM_NAME_CHARACTERS and _SAFE_FILE_NAME.fullmatch(layer) and layer not in (".", ".."):
+        return Path(directory) / PARAMS_DIR / f"{layer}_{kind}.npy"
+    digest = hashlib.sha256(layer.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARACTERS]
+    prefix = re.sub(r"[^A-Za-z0-9_.-]", "_", layer)[: PARAM_NAME_CHARACTERS - DIGEST_CHARACTERS - 1]
+    return Path(directory) / PARAMS_DIR / f"{prefix}~{digest}_{kind}.npy"
 
 
 def write_ir(ir: Ir, directory: Path, tensors: dict[str, dict[str, np.ndarray]] | None = None) -> None:
@@ -33,7 +53,7 @@ def write_ir(ir: Ir, directory: Path, tensors: dict[str, dict[str, np.ndarray]] 
     for source in (ir.params, tensors or {}):
         for layer, arrays in source.items():
             for kind, array in arrays.items():
-                np.save(directory / PARAMS_DIR / f"{layer}_{kind}.npy", np.asarray(array, order="C"), allow_pickle=False)
+                np.save(param_file(directory, layer, kind), np.asarray(array, order="C"), allow_pickle=False)
 
 
 def read_ir(directory: Path) -> Ir:
@@ -49,7 +69,7 @@ def read_ir(directory: Path) -> Ir:
     params = {}
     for layer in layers:
         # a kind the layer says it does not load (`load_bias: false`) has no file
-        arrays = {kind: _read_param(directory / PARAMS_DIR / f"{layer['name']}_{kind}.npy", layer, kind)
+        arrays = {kind: _read_param(param_file(directory, layer["name"], kind), layer, kind)
                   for kind in loaded_kinds(DIALECTS[dialect_of(layer)][layer["operation"]], layer)}
         if arrays:
             params[layer["name"]] = arrays

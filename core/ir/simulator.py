@@ -11,10 +11,12 @@ from __future__ import annotations
 import functools
 import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from core.ir.io import param_file
 from core.ir.network import Ir
 from core.ir.op import network_input_name, operation_of
 from core.ir.records import IrError, IrLayer
@@ -115,7 +117,7 @@ class IntegerSimulator:
         except IrError:
             raise
         except (ValueError, TypeError) as error:
-            files = ", ".join(f"params/{layer.name}_{kind}.npy ({np.asarray(value).dtype} {list(np.shape(value))})"
+            files = ", ".join(f"{param_file(Path(), layer.name, kind)} ({np.asarray(value).dtype} {list(np.shape(value))})"
                               for kind, value in params.items()) or "none"
             raise IrError(f"layer {layer.name} ({layer.operation}): its kernel refused it ({error}); its constants, from "
                           f"the IR's {files}, must agree with its fields in net_def.json: run emit_ir again to write them") from None
