@@ -446,3 +446,28 @@ def test_frozen_graph_given_a_saved_model_dir_hints_the_format(tmp_path, keras_m
     _save_module(keras_model, directory)
     with pytest.raises(ModelImportError, match="saved_model"):
         load_graph_def("frozen_graph", directory)
+
+
+def test_a_keras_file_of_a_package_not_installed_is_refused_naming_it_and_the_saved_model_route(tmp_path):
+    """A keras-hub model's .keras names its classes' modules (`keras_hub.src.models...`): without keras_hub the refusal
+    says which package and modules, how to install it, and the SavedModel route, not Keras' "could not be deserialized"."""
+    import json
+    import zipfile
+
+    inputs = keras.Input((8, 8, 3))
+    keras.Model(inputs, keras.layers.Conv2D(4, 3, name="stem")(inputs)).save(saved := tmp_path / "saved.keras")
+    path = tmp_path / "backbone.keras"
+    with zipfile.ZipFile(saved) as source, zipfile.ZipFile(path, "w") as target:
+        for item in source.infolist():
+            data = source.read(item)
+            if item.filename == "config.json":
+                config = json.loads(data)
+                layer = next(layer for layer in config["config"]["layers"] if layer["name"] == "stem")
+                layer["module"], layer["class_name"] = "keras_hub.src.models.mobilenet.mobilenet_backbone", "MobileNetBackbone"
+                data = json.dumps(config).encode()
+            target.writestr(item, data)
+    with pytest.raises(ModelImportError) as refusal:
+        load_graph_def("keras", path)
+    message = str(refusal.value)
+    assert "not installed: keras_hub (keras_hub.src.models.mobilenet.mobilenet_backbone)" in message, message
+    assert "pip install keras-hub" in message and "model.format=saved_model" in message, message
