@@ -4,7 +4,11 @@ tensors, options), parsed with TensorFlow's own flatbuffer bindings
 (tensorflow.lite.tools.flatbuffer_utils, generated from TFLite's schema and kept with it) and checked
 before anything is computed: a malformed or truncated file, or a tensor type the int8 scheme has no
 kernels for, is one TfliteError naming the file, the operator's index or the tensor, and what would work. Which
-operators the toolchain reads is what reads them: tflite_graph.CONVERTERS, whose check refuses any other."""
+operators the toolchain reads is what reads them: tflite_graph.CONVERTERS, whose check refuses any other.
+
+Read as the model computes on its static batch: shape arithmetic (SHAPE of a tensor, and PACK, STRIDED_SLICE,
+CONCATENATION, TILE, GATHER, RESHAPE, REDUCE_PROD, MUL, ADD of constants, each giving int32 or int64), which a
+converter writes for a dynamic batch (a Flatten's target shape), is folded into the constants it computes."""
 
 from __future__ import annotations
 
@@ -144,7 +148,63 @@ def parse_tflite(data: bytes, path: Path | str, budget: MemoryBudget | None = No
     if not inputs or not outputs:
         raise TfliteError(f"{path}: {len(inputs)} inputs and {len(outputs)} outputs; the toolchain takes at least one of each")
     tensors, operators = _dequantized_constants(path, tensors, operators)
+    tensors, operators = _folded_shape_arithmetic(tensors, operators, outputs)
     return TfliteModel(str(path), tensors, operators, inputs, outputs)
+
+
+def _strided_slice(values: np.ndarray, begin, end, strides, options: dict[str, Any]) -> np.ndarray | None:
+    """TFLite's STRIDED_SLICE of a constant, with its begin, end and shrink masks; None for the masks it is not (an
+    ellipsis, a new axis, offsets), which stay unfolded."""
+    if options.get("ellipsisMask") or options.get("newAxisMask") or options.get("offset"):
+        return None
+    index: list[int | slice] = []
+    for axis, (first, last, step) in enumerate(zip(begin, end, strides)):
+        if options.get("shrinkAxisMask", 0) >> axis & 1:
+            index.append(int(first))
+        else:
+            index.append(slice(None if options.get("beginMask", 0) >> axis & 1 else int(first),
+                               None if options.get("endMask", 0) >> axis & 1 else int(last), int(step)))
+    return np.asarray(values[tuple(index)])
+
+
+def _reduce_prod(values: np.ndarray, axes: np.ndarray, options: dict[str, Any]) -> np.ndarray:
+    return np.prod(values, axis=tuple(int(axis) for axis in np.atleast_1d(axes)), keepdims=bool(options.get("keepDims", False)))
+
+
+# what each foldable operator computes from its inputs' constant values (SHAPE: from its input tensor's static shape)
+SHAPE_FOLDS: dict[str, Any] = {
+    "PACK": lambda values, options: np.stack(values, axis=int(options.get("axis", 0))),
+    "CONCATENATION": lambda values, options: np.concatenate(values, axis=int(options.get("axis", 0))),
+    "STRIDED_SLICE": lambda values, options: _strided_slice(*values, options),
+    "TILE": lambda values, options: np.tile(values[0], [int(n) for n in values[1]]),
+    "GATHER": lambda values, options: np.take(values[0], values[1], axis=int(options.get("axis", 0))),
+    "RESHAPE": lambda values, options: values[0].reshape([int(n) for n in values[1]]) if len(values) > 1 else None,
+    "REDUCE_PROD": lambda values, options: _reduce_prod(*values, options),
+    "MUL": lambda values, options: values[0] * values[1] if not options.get("fusedActivationFunction") else None,
+    "ADD": lambda values, options: values[0] + values[1] if not options.get("fusedActivationFunction") else None,
+}
+SHAPE_TYPES = ("INT32", "INT64")  # what shape arithmetic gives: a fold that gives anything else stays an operator
+
+
+def _folded_shape_arithmetic(tensors: tuple[TfliteTensor, ...], operators: tuple[TfliteOperator, ...], outputs: tuple[int, ...]):
+    """Each operator of shape arithmetic (SHAPE_FOLDS, and SHAPE) whose inputs are constants, in order, made the int32 or
+    int64 constant it computes on the file's static shapes, the operators renumbered. An operator whose output is a
+    model output, or whose fold would give another type, stays."""
+    tensors, kept = list(tensors), []
+    for operator in operators:
+        output = tensors[operator.outputs[0]] if len(operator.outputs) == 1 else None
+        value = None
+        if output is not None and output.dtype in SHAPE_TYPES and output.index not in outputs:
+            sources = [tensors[index] for index in operator.inputs if index >= 0]
+            if operator.name == "SHAPE" and sources:
+                value = np.asarray(sources[0].shape)
+            elif operator.name in SHAPE_FOLDS and sources and all(source.data is not None for source in sources):
+                value = SHAPE_FOLDS[operator.name]([np.asarray(source.data) for source in sources], operator.options)
+        if value is not None and np.size(value) == int(np.prod(output.shape)):
+            tensors[output.index] = replace(output, data=np.asarray(value, NUMPY_TYPES[output.dtype]).reshape(output.shape))
+            continue
+        kept.append(replace(operator, index=len(kept)))
+    return tuple(tensors), tuple(kept)
 
 
 def _dequantized_constants(path: Path | str, tensors: tuple[TfliteTensor, ...], operators: tuple[TfliteOperator, ...]):
