@@ -15,7 +15,7 @@ from core.frontend.layers import Layer
 from core.ir.ops.lut.pattern import NamedFunction
 from core.ir.tflite_dialect import padding as tflite_padding
 from core.ir.tflite_ir import builders
-from core.quantize.runtimes import Runtime
+from core.quantize.runtimes import RUNTIMES, Runtime
 from core.quantize.tflite_math import UNIT_RANGE_OUTPUT, round_half_away
 
 Writer = Callable[[TfliteWriter, Layer], None]
@@ -421,7 +421,9 @@ def refusal(layer: Layer, bits: int, runtime: Runtime | None = None) -> str | No
         return (f"it is written as {', '.join(operators)}; the IR computes {', '.join(narrow)} on int8 only, "
                 f"{'its' if len(narrow) == 1 else 'their'} int{bits} arithmetic is not built yet")
     lacking = [name for name in operators if runtime is not None and runtime.lacks(name, bits)]
-    if lacking:
+    if runtime is not None and lacking:
+        having = [other.name for other in RUNTIMES.values()
+                  if other.dialect == runtime.dialect and not any(other.lacks(name, bits) for name in lacking)]
         return (f"it is written as {', '.join(operators)}; target.scheme.runtime={runtime.name}'s interpreter has no "
-                f"int{bits} kernel for {', '.join(lacking)} (another runtime, or another target)")
+                f"int{bits} kernel for {', '.join(lacking)} (target.scheme.runtime={' or '.join(having) or 'none has'})")
     return None
