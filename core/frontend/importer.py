@@ -15,10 +15,7 @@ Two steps, kept apart so the second also serves graphs built in code:
 from __future__ import annotations
 
 import difflib
-import importlib.util
-import json
 import re
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -29,7 +26,7 @@ from core.frontend.graph import Graph, GraphError, canonical_tensor, tensor_inde
 from core.frontend.keras2 import compatible_layers, keyword_refusal
 from core.frontend.recurrent import unrolled
 from core.frontend.refusals import (END_POINTS_KEY, FORMAT_KEY, INPUT_KEY, INPUT_SIZE_KEY, PATH_KEY, ModelImportError, check_loops,
-                                    strip_wrappers)
+                                    missing_packages_refusal, strip_wrappers)
 from core.frontend.tflite import TfliteError, read_tflite
 from core.frontend.tflite_graph import tflite_graph_def
 from core.limits import BudgetError, MemoryBudget, elements, human_bytes
@@ -153,7 +150,7 @@ def _load_keras(path: Path) -> LoadedModel:
     try:  # safe_mode: no Lambda bytecode from the file; a Keras 2 .h5's known keywords read as Keras 3 takes them
         model = keras.models.load_model(str(path), compile=False, safe_mode=True, custom_objects=compatible_layers(keras.layers))
     except Exception as error:  # keras raises ValueError, OSError, zip errors...: all mean "not loadable"
-        why = keyword_refusal(error) or _missing_packages_refusal(path) or (
+        why = keyword_refusal(error) or missing_packages_refusal(path) or (
             f"the Keras model does not load ({error}); expected a {_FORMAT_WORDS['keras']} saved with "
             "model.save('model.keras'). Custom layers must be importable")
         raise ModelImportError(f"{path}: {why}") from error
@@ -169,43 +166,6 @@ def _load_keras(path: Path) -> LoadedModel:
     loaded = _freeze(function.get_concrete_function(), path)
     loaded.layer_names = _keras_layer_names(model)
     return loaded
-
-
-# what a .keras file's config.json may take to read: the architecture, not the weights
-KERAS_CONFIG_BYTES = 64 * 2**20
-
-
-def _missing_packages_refusal(path: Path) -> str | None:
-    """Why a .keras file does not load when its layers come from packages not installed (keras-hub's models are classes
-    of `keras_hub`): the packages, the modules the file names of each, and the two routes; None where none is missing or
-    the file is no .keras archive. Its config.json is read as data (JSON), never run."""
-    try:
-        with zipfile.ZipFile(path) as archive:
-            info = archive.getinfo("config.json")
-            if info.file_size > KERAS_CONFIG_BYTES:
-                return None
-            config = json.loads(archive.read(info))
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
-        return None
-    modules: dict[str, set[str]] = {}
-    stack = [config]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            module = node.get("module")
-            if isinstance(module, str) and module:
-                modules.setdefault(module.split(".")[0], set()).add(module)
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    missing = {package: names for package, names in modules.items() if importlib.util.find_spec(package) is None}
-    if not missing:
-        return None
-    named = "; ".join(f"{package} ({', '.join(sorted(names)[:3])}{', ...' if len(names) > 3 else ''})" for package, names in sorted(missing.items()))
-    install = " ".join(package.replace("_", "-") for package in sorted(missing))
-    return (f"its layers are classes of packages that are not installed: {named}. Install them into the toolchain's "
-            f"environment (.venv/bin/pip install {install}), or export the model where they are installed as a SavedModel "
-            "(model.export('model_dir')) and import that: model.format=saved_model model.file.path=model_dir")
 
 
 def _load_tflite(path: Path) -> LoadedModel:

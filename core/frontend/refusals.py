@@ -7,12 +7,17 @@ model, the layer:
 - `unsupported_node` words the refusal of a node no IR layer holds (the import stage finds
   it before any later stage runs): the node, its op, its Keras layer where that can be
   told, and the end point that cuts the network before it;
-- `check_loops`: a loop (a recurrent layer's `while`) refused naming its layer.
+- `check_loops`: a loop (a recurrent layer's `while`) refused naming its layer;
+- `missing_packages_refusal`: a .keras file whose layers are classes of packages not installed (keras-hub's).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import re
+import zipfile
+from pathlib import Path
 from typing import Iterable, Mapping
 
 from core.frontend.graph import Graph, GraphError, canonical_tensor, tensor_node
@@ -111,3 +116,40 @@ def _cut_before(prepared: Graph, node, original: dict) -> list[str]:
         else:
             stack.extend(producer.inputs)
     return cut
+
+
+# what a .keras file's config.json may take to read: the architecture, not the weights
+KERAS_CONFIG_BYTES = 64 * 2**20
+
+
+def missing_packages_refusal(path: Path) -> str | None:
+    """Why a .keras file does not load when its layers come from packages not installed (keras-hub's models are classes
+    of `keras_hub`): the packages, the modules the file names of each, and the two routes; None where none is missing or
+    the file is no .keras archive. Its config.json is read as data (JSON), never run."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            info = archive.getinfo("config.json")
+            if info.file_size > KERAS_CONFIG_BYTES:
+                return None
+            config = json.loads(archive.read(info))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
+    modules: dict[str, set[str]] = {}
+    stack = [config]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            module = node.get("module")
+            if isinstance(module, str) and module:
+                modules.setdefault(module.split(".")[0], set()).add(module)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    missing = {package: names for package, names in modules.items() if importlib.util.find_spec(package) is None}
+    if not missing:
+        return None
+    named = "; ".join(f"{package} ({', '.join(sorted(names)[:3])}{', ...' if len(names) > 3 else ''})" for package, names in sorted(missing.items()))
+    install = " ".join(package.replace("_", "-") for package in sorted(missing))
+    return (f"its layers are classes of packages that are not installed: {named}. Install them into the toolchain's "
+            f"environment (.venv/bin/pip install {install}), or export the model where they are installed as a SavedModel "
+            "(model.export('model_dir')) and import that: model.format=saved_model model.file.path=model_dir")
