@@ -132,7 +132,7 @@ def missing_packages_refusal(path: Path) -> str | None:
             if info.file_size > KERAS_CONFIG_BYTES:
                 return None
             config = json.loads(archive.read(info))
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+    except (OSError, KeyError, ValueError, RecursionError, zipfile.BadZipFile):
         return None
     modules: dict[str, set[str]] = {}
     stack = [config]

@@ -184,6 +184,19 @@ SHAPE_FOLDS: dict[str, Any] = {
     "ADD": lambda values, options: values[0] + values[1] if not options.get("fusedActivationFunction") else None,
 }
 SHAPE_TYPES = ("INT32", "INT64")  # what shape arithmetic gives: a fold that gives anything else stays an operator
+# a shape is a few integers: a fold that reads or declares more stays an operator (nothing large is computed at read time)
+SHAPE_ELEMENTS = 64
+
+
+def _fold(operator: TfliteOperator, values: list[np.ndarray]) -> np.ndarray | None:
+    """What the operator computes of `values`, or None where a damaged file's values do not compute (an index out of
+    range, a tile of a huge or negative count): the operator then stays, and what reads it refuses it by name."""
+    if operator.name == "TILE" and (np.any(values[1] < 0) or np.size(values[0]) * np.prod(values[1], dtype=np.float64) > SHAPE_ELEMENTS):
+        return None
+    try:
+        return SHAPE_FOLDS[operator.name](values, operator.options)
+    except (ValueError, IndexError, TypeError):
+        return None
 
 
 def _folded_shape_arithmetic(tensors: tuple[TfliteTensor, ...], operators: tuple[TfliteOperator, ...], outputs: tuple[int, ...]):
@@ -194,12 +207,14 @@ def _folded_shape_arithmetic(tensors: tuple[TfliteTensor, ...], operators: tuple
     for operator in operators:
         output = tensors[operator.outputs[0]] if len(operator.outputs) == 1 else None
         value = None
-        if output is not None and output.dtype in SHAPE_TYPES and output.index not in outputs:
+        if (output is not None and output.dtype in SHAPE_TYPES and output.index not in outputs
+                and int(np.prod(output.shape)) <= SHAPE_ELEMENTS):
             sources = [tensors[index] for index in operator.inputs if index >= 0]
             if operator.name == "SHAPE" and sources:
                 value = np.asarray(sources[0].shape)
-            elif operator.name in SHAPE_FOLDS and sources and all(source.data is not None for source in sources):
-                value = SHAPE_FOLDS[operator.name]([np.asarray(source.data) for source in sources], operator.options)
+            elif (operator.name in SHAPE_FOLDS and sources and all(source.data is not None for source in sources)
+                  and all(np.size(source.data) <= SHAPE_ELEMENTS for source in sources)):
+                value = _fold(operator, [np.asarray(source.data) for source in sources])
         if value is not None and np.size(value) == int(np.prod(output.shape)):
             tensors[output.index] = replace(output, data=np.asarray(value, NUMPY_TYPES[output.dtype]).reshape(output.shape))
             continue
