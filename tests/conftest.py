@@ -3,10 +3,13 @@ configs composed exactly as run.py composes them."""
 
 from __future__ import annotations
 
+import atexit
+import functools
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -68,13 +71,35 @@ def model_cache(tmp_path_factory) -> Path:
     return cache
 
 
+@functools.cache
+def _empty_mlflow_database() -> Path:
+    """An MLflow SQLite database as MLflow creates it, empty: made once a test process (its schema's migrations take
+    about a second), copied for each test that needs a fresh one."""
+    from mlflow.tracking import MlflowClient
+
+    directory = Path(tempfile.mkdtemp(prefix="mlflow-empty-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    MlflowClient(tracking_uri=f"sqlite:///{directory / 'mlflow.db'}").search_experiments()
+    return directory / "mlflow.db"
+
+
+def tracking_override(root: Path) -> str:
+    """`tracking_uri=` a fresh MLflow database `root/mlflow.db` (an empty one MLflow made, copied there unless it is
+    there already: a test that runs twice on one root keeps its runs)."""
+    database = Path(root) / "mlflow.db"
+    if not database.exists():
+        database.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(_empty_mlflow_database(), database)
+    return f"tracking_uri=sqlite:///{database}"
+
+
 @pytest.fixture
 def workspace(tmp_path, model_cache):
     """Overrides that put the store and MLflow in a fresh directory."""
     return [
         f"store.url={tmp_path / 'store'}",
         f"store.cache_dir={model_cache}",
-        f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
+        tracking_override(tmp_path),
     ]
 
 

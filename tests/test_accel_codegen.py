@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from PIL import Image
 from rich.console import Console
 
-from conftest import PROJECT_ROOT, compose
+from conftest import PROJECT_ROOT, compose, tracking_override
 from core.backends.accel.target import Accelerator, load_target
 from core.backends.c.build import compile_program, run_program
 from core.backends.c.emitter import CodegenError
@@ -323,7 +323,7 @@ def test_a_layout_whose_block_is_not_innermost_is_refused():
 @pytest.fixture(scope="module")
 def digits_workspace(tmp_path_factory, model_cache):
     root = tmp_path_factory.mktemp("digits-accel")
-    return [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{root / 'mlflow.db'}"]
+    return [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", tracking_override(root)]
 
 
 @pytest.mark.parametrize("target", ["accel", "accel_small"])

@@ -14,7 +14,7 @@ import tensorflow as tf
 from hydra import compose as hydra_compose, initialize_config_dir
 from rich.console import Console
 
-from conftest import CIFAR10_DIR, PROJECT_ROOT
+from conftest import CIFAR10_DIR, PROJECT_ROOT, tracking_override
 from pipeline.cli import run_or_explain
 from pipeline.config import register
 
@@ -22,7 +22,7 @@ from pipeline.config import register
 def _explained(tmp_path: Path, *overrides: str) -> tuple[object, str]:
     """run.py's path: the composed config, run or explained; what it printed."""
     register()
-    workspace = [f"store.url={tmp_path / 'store'}", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
+    workspace = [f"store.url={tmp_path / 'store'}", tracking_override(tmp_path),
                  f"store.cache_dir={tmp_path / 'cache'}"]
     with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
         cfg = hydra_compose(config_name="config", overrides=[*workspace, *overrides])
@@ -407,7 +407,7 @@ def test_all_zero_calibration_arrays_are_stopped_naming_the_arrays_not_a_preproc
     path = tmp_path / "zeros.npz"
     np.savez(path, calib=np.zeros((32, 8, 8, 1), np.float32), eval=rng.random((32, 8, 8, 1), np.float32),
              eval_labels=rng.integers(0, 10, 32))
-    cfg = compose(f"store.url={tmp_path / 'store'}", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", "data=arrays",
+    cfg = compose(f"store.url={tmp_path / 'store'}", tracking_override(tmp_path), "data=arrays",
                   f"data.path={path}")
     with pytest.raises(QualityFailed) as stopped:
         run_pipeline(cfg, console=Console(file=io.StringIO()))

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
 
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, tracking_override
 from pipeline.config import CalibMethod
 from pipeline.stages import STAGE_NAMES
 from pipeline.units import rounded
@@ -82,7 +82,7 @@ def test_the_readme_completion_line_completes_in_bash(line, expected):
 def digits_console_run(tmp_path_factory, model_cache):
     """`python run.py` on the default model as a user runs it, in its own store, MLflow and run directory."""
     root = tmp_path_factory.mktemp("console")
-    completed = _run_py(f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{root / 'mlflow.db'}",
+    completed = _run_py(f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", tracking_override(root),
                         f"hydra.run.dir={root / 'run'}", f"export_dir={root / 'export'}")
     assert completed.returncode == 0, completed.stderr[-3000:]
     return root, completed

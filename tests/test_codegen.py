@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from conftest import CIFAR10_DIR, MBV1_GRAPH, MODELS, compose, ir_record
+from conftest import CIFAR10_DIR, MBV1_GRAPH, MODELS, compose, ir_record, tracking_override
 from harness import (PORTABLE, check_layer, hw, int8, missing_cpu_flags, one_layer_ir, run_on_simd_paths, skip_unless_the_cpu_runs_a_simd_path)
 from core.backends.c.build import CompileError, compile_program, run_program
 from core.backends.c.program import c_array, c_symbols, decimal_texts
@@ -383,7 +383,7 @@ def digits_ir(tmp_path_factory, model_cache):
     from pipeline.main import run_pipeline
 
     root = tmp_path_factory.mktemp("digits")
-    overrides = [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{root / 'mlflow.db'}"]
+    overrides = [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", tracking_override(root)]
     summary = run_pipeline(compose(*overrides, "until=partition"), console=QUIET)
     artifacts = {result.stage.name: result.artifact for result in summary.results}
     return compose(*overrides), artifacts["emit_ir"], artifacts["partition"]

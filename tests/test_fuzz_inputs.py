@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from conftest import MBV1_GRAPH, compose
+from conftest import MBV1_GRAPH, compose, tracking_override
 from core.ir.io import NET_DEF_FILE, PARAMS_DIR, read_ir
 from core.ir.records import IrError
 from pipeline.main import run_pipeline
@@ -141,7 +141,7 @@ def test_the_importer_refuses_corrupted_bytes_of_the_real_qat_graph(import_stage
 def emitted_ir(tmp_path_factory) -> Path:
     """The IR the pipeline emits for the built-in digits model."""
     root = tmp_path_factory.mktemp("fuzz-ir")
-    cfg = compose(f"store.url={root / 'store'}", f"tracking_uri=sqlite:///{root / 'mlflow.db'}", "until=emit_ir",
+    cfg = compose(f"store.url={root / 'store'}", tracking_override(root), "until=emit_ir",
                   "model.builtin.epochs=2")
     summary = run_pipeline(cfg, console=Console(file=io.StringIO()))
     return summary.results[-1].artifact.directory

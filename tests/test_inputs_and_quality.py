@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from conftest import CIFAR10_DIR, MODELS, PROJECT_ROOT, compose
+from conftest import CIFAR10_DIR, MODELS, PROJECT_ROOT, compose, tracking_override
 from core.data.datasets import load_split
 from core.quantize.table import CalibrationTable
 from core.quantize.tflite_reference import reference_interpreter, reference_tensors
@@ -46,7 +46,7 @@ def _artifact(summary, stage: str) -> Path:
 def resnet8_store(tmp_path_factory, model_cache):
     """One store and MLflow database for the ResNet-8 runs: import and fold_check are computed once."""
     root = tmp_path_factory.mktemp("resnet8")
-    return [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{root / 'mlflow.db'}"]
+    return [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", tracking_override(root)]
 
 
 # --- the input is a tensor like any other ---------------------------------------------------------

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from ai_edge_litert.interpreter import Interpreter
 from rich.console import Console
 
-from conftest import compose
+from conftest import compose, tracking_override
 from harness import c_output
 from tflite_builder import Tensor, model_bytes, one_operator_model
 from core.backends.program import generate_c
@@ -138,7 +138,7 @@ def test_every_operator_the_converter_writes_in_16x8_is_the_runtimes_integers(cn
 
 def test_a_16x8_tflite_runs_all_eight_stages_bit_exact_computing_the_files_integers(cnn_16x8, tmp_path, model_cache):
     path, arrays = cnn_16x8
-    store = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}"]
+    store = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", tracking_override(tmp_path)]
     summary = run_pipeline(compose(*store, "model=keras_cifar10", "model.name=cnn16x8", "model.format=tflite", f"model.file.path={path}",
                                    "model.preprocess.scale=1", "model.preprocess.offset=0", "model.preprocess.resize=none", "data=arrays",
                                    f"data.path={arrays}", "calib.method=qat", "target=tflite_int16x8"), console=QUIET)
@@ -176,7 +176,7 @@ def test_crop_upsampling_concatenation_and_permute_run_all_eight_stages_at_16x8_
     rng = np.random.default_rng(6)
     np.savez(arrays := tmp_path / "moves.npz", calib=rng.normal(0, 1, (32, 10, 10, 3)).astype(np.float32),
              eval=rng.normal(0, 1, (8, 10, 10, 3)).astype(np.float32))
-    store = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}"]
+    store = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", tracking_override(tmp_path)]
     common = [*store, "model=keras_cifar10", "model.name=moves", "model.format=keras", f"model.file.path={path}", "data=arrays",
               f"data.path={arrays}", "calib.method=minmax"]
     summary = run_pipeline(compose(*common, "target=tflite_int16x8"), console=QUIET)
@@ -193,7 +193,7 @@ def test_crop_upsampling_concatenation_and_permute_run_all_eight_stages_at_16x8_
 @pytest.fixture(scope="module")
 def digits_runs(tmp_path_factory, model_cache):
     root = tmp_path_factory.mktemp("int16x8")
-    store = [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{root / 'mlflow.db'}"]
+    store = [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", tracking_override(root)]
     runs = {"tflite_int8": ("target=tflite_int8", "until=annotate"), "tflite_int16x8": ("target=tflite_int16x8",),
             "tflm": ("target=tflite_int16x8", "target.scheme.runtime=tflm", "until=simulate"),
             "accel": ("target=accel_tflite", "target/scheme=tflite_int16x8")}

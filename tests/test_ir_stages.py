@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from conftest import CIFAR10_DIR, MODELS, compose
+from conftest import CIFAR10_DIR, MODELS, compose, tracking_override
 from core.ir.io import NET_DEF_FILE, PARAMS_DIR, read_ir, validate_ir
 from core.ir.records import IrError
 from pipeline.main import run_pipeline
@@ -34,7 +34,7 @@ def _artifact(summary, stage):
 def mbv1_qat(tmp_path_factory, model_cache):
     root = tmp_path_factory.mktemp("ir")
     return _run(*MBV1, "calib.method=qat", f"store.url={root / 'store'}", f"store.cache_dir={model_cache}",
-                f"tracking_uri=sqlite:///{root / 'mlflow.db'}")
+                tracking_override(root))
 
 
 def test_emitted_ir_agrees_with_the_reference_on_every_key_it_has(mbv1_qat):
@@ -76,7 +76,7 @@ def test_integer_simulation_matches_the_fake_quant_graph_layer_by_layer(mbv1_qat
 
 def test_emission_is_byte_stable(mbv1_qat, tmp_path, model_cache):
     again = _run(*MBV1, "calib.method=qat", f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}",
-                 f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", "until=emit_ir")
+                 tracking_override(tmp_path), "until=emit_ir")
     first, second = _artifact(mbv1_qat, "emit_ir"), _artifact(again, "emit_ir")
     assert first.key == second.key and first.manifest["files"] == second.manifest["files"]
 
@@ -102,7 +102,7 @@ def test_ssd_ir_has_the_tools_95_layers(workspace, tmp_path):
 def test_a_shift_outside_the_targets_range_names_the_layer_and_the_field(mbv1_qat, model_cache, tmp_path):
     with pytest.raises(StageFailed, match=r"layer MobilenetV1_\w+: output_shift = \d+ is outside"):
         _run(*MBV1, "calib.method=qat", "target.scheme.max_shift=3", f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}",
-             f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", "until=emit_ir")
+             tracking_override(tmp_path), "until=emit_ir")
 
 
 def test_a_broken_ir_file_is_refused_naming_the_layer_and_the_field(mbv1_qat, tmp_path):

@@ -16,7 +16,7 @@ import pytest
 from omegaconf import OmegaConf
 from rich.console import Console
 
-from conftest import CIFAR10_DIR, MODELS, PROJECT_ROOT, compose
+from conftest import CIFAR10_DIR, MODELS, PROJECT_ROOT, compose, tracking_override
 from core.backends.accel.target import Accelerator, AcceleratorError, accelerator_of, load_target
 from core.ir.io import read_ir, validate_ir
 from core.ir.network import Ir
@@ -295,7 +295,7 @@ def real_irs(tmp_path_factory, model_cache):
     images = root / "images"
     images.mkdir()
     shutil.copy(MODELS / "mobilenet_v2_ssd_0.25_160" / "test.jpg", images)
-    workspace = [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{root / 'mlflow.db'}",
+    workspace = [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", tracking_override(root),
                  "calib.method=qat", "until=emit_ir"]
     quiet = Console(file=open(os.devnull, "w"))
     directories = {}

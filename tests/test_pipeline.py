@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from conftest import PROJECT_ROOT, compose
+from conftest import PROJECT_ROOT, compose, tracking_override
 from slurm_cluster import missing_binaries, single_node_cluster
 from pipeline.main import run_pipeline
 from pipeline.runner import StageParams
@@ -35,7 +35,7 @@ def _run(*overrides):
 
 
 def _digits_overrides(root: Path, model_cache: Path) -> list[str]:
-    return [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{root / 'mlflow.db'}"]
+    return [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", tracking_override(root)]
 
 
 @pytest.fixture(scope="module")
@@ -329,7 +329,7 @@ def test_parallel_sweep_shares_store_and_mlflow(tmp_path, model_cache):
 def test_runs_that_differ_only_in_another_key_are_named_apart(tmp_path, model_cache):
     from mlflow.tracking import MlflowClient
 
-    common = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
+    common = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", tracking_override(tmp_path),
               "until=import"]
     for extra in ([], ["codegen.cflags=[-O1]"]):
         completed = subprocess.run([sys.executable, "run.py", *common, *extra], cwd=PROJECT_ROOT, capture_output=True, text=True,
@@ -343,7 +343,7 @@ def test_runs_that_differ_only_in_another_key_are_named_apart(tmp_path, model_ca
 
 def test_a_sweep_whose_every_job_fails_exits_non_zero(tmp_path):
     command = [sys.executable, "run.py", "-m", "calib.num_images=0,-1", f"store.url={tmp_path / 'store'}",
-               f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+               tracking_override(tmp_path), f"hydra.sweep.dir={tmp_path / 'sweep'}"]
     completed = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
     assert completed.returncode == 1, completed.stderr[-3000:]
     assert "0 of 2 job(s) succeeded" in completed.stderr
@@ -405,7 +405,7 @@ def test_a_sweep_on_the_submitit_local_launcher_shows_each_jobs_output(tmp_path,
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="the slurm extra: make setup-slurm (make test installs it)")
     sweep = tmp_path / "sweep"
     command = [sys.executable, "run.py", "-m", "hydra/launcher=submitit_local", "calib.method=minmax,kl", "until=calibrate",
-               f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}",
+               f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", tracking_override(tmp_path),
                f"hydra.sweep.dir={sweep}"]
     completed = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
     assert completed.returncode == 0, completed.stderr[-3000:]

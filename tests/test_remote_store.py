@@ -11,7 +11,7 @@ import subprocess
 import sys
 import pytest
 
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, tracking_override
 from pipeline.stages import STAGE_NAMES
 
 BUCKET = "quanttool"
@@ -51,7 +51,7 @@ def test_a_store_on_s3_is_filled_once_and_serves_another_machine(s3_endpoint, tm
     from mlflow.tracking import MlflowClient
 
     common = [f"store.url=s3://{BUCKET}/team", f"+store.options.endpoint_url={s3_endpoint}", *CREDENTIALS,
-              f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", "until=calibrate"]
+              tracking_override(tmp_path), "until=calibrate"]
     first = _run_py(*common, f"store.cache_dir={tmp_path / 'machine-a'}", f"export_dir={tmp_path / 'a'}")
     assert first.returncode == 0, first.stderr[-3000:]
     second = _run_py(*common, f"store.cache_dir={tmp_path / 'machine-b'}", f"export_dir={tmp_path / 'b'}")
@@ -93,7 +93,7 @@ def _with_project_path() -> dict:
 def test_an_unreachable_store_is_refused_before_any_stage_runs(tmp_path):
     pytest.importorskip("s3fs", reason="the s3 extra is not installed: make setup-s3 (make test installs it)")
     completed = _run_py(f"store.url=s3://{BUCKET}/team", f"+store.options.endpoint_url=http://127.0.0.1:{_free_port()}",
-                        *CREDENTIALS, f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}")
+                        *CREDENTIALS, tracking_override(tmp_path))
     assert completed.returncode == 2, completed.stderr[-3000:]
     assert "store.url=s3://quanttool/team: the store does not answer" in completed.stderr and "endpoint_url" in completed.stderr
     assert "Traceback" not in completed.stderr
@@ -101,7 +101,7 @@ def test_an_unreachable_store_is_refused_before_any_stage_runs(tmp_path):
 
 def test_a_bucket_that_does_not_exist_is_refused_in_one_message_before_any_stage(s3_endpoint, tmp_path):
     completed = _run_py("store.url=s3://no-such-bucket/team", f"+store.options.endpoint_url={s3_endpoint}", *CREDENTIALS,
-                        f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}", f"export_dir={tmp_path / 'out'}")
+                        tracking_override(tmp_path), f"export_dir={tmp_path / 'out'}")
     assert completed.returncode == 2, completed.stderr[-3000:]
     errors = [line for line in completed.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "store.url=s3://no-such-bucket/team: the bucket 'no-such-bucket' does not exist" in errors[0], \
@@ -112,7 +112,7 @@ def test_a_bucket_that_does_not_exist_is_refused_in_one_message_before_any_stage
 
 
 def test_a_protocol_whose_fsspec_backend_is_missing_says_what_to_install(tmp_path):
-    completed = _run_py("store.url=gs://bucket/team", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}")
+    completed = _run_py("store.url=gs://bucket/team", tracking_override(tmp_path))
     assert completed.returncode == 2, completed.stderr[-3000:]
     assert "store.url=gs://bucket/team: the gs:// protocol needs" in completed.stderr and "gcsfs" in completed.stderr
     assert "Traceback" not in completed.stderr
