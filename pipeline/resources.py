@@ -1,22 +1,29 @@
 """Files the product needs (model graphs, test images): found by path, by
-content in the download cache, or fetched once from a pinned URL.
+content in the download cache, or fetched once from a pinned URL; and files the
+product builds from pinned settings alone (the built-in model), built once.
 
 The cache is keyed by sha256 (`<cache_dir>/sha256/<digest>/<file name>`), so
 tests and CI seed it by copying a file there, and a URL is only reached when
-the content is not already present.
+the content is not already present. A build is kept under the digest of what it
+depends on (`<cache_dir>/built/<digest>/`), with its files' digests: a store of
+its own, for every store of this machine.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from pipeline.config import FileRef
-from pipeline.hashing import path_digest
+from pipeline.hashing import canonical_json, file_digests, path_digest, sha256_bytes
+
+BUILT_MANIFEST = "manifest.json"
 
 
 class ResourceError(RuntimeError):
@@ -125,3 +132,43 @@ def _atomic_copy(source: Path, target: Path) -> None:
     os.close(handle)
     shutil.copyfile(source, partial)
     os.replace(partial, target)
+
+
+def built_once(cache_dir: Path, material: dict[str, Any], build: Callable[[Path], None]) -> Path:
+    """The directory of the files `build(directory)` writes, for `material` (JSON: everything the build depends on, its
+    code included): built when the cache has no entry for it, or an entry whose files differ from their recorded
+    digests (a damaged entry is built again); committed whole by a rename, so a crash leaves no half-written entry. A
+    cache that cannot be written (read-only) only costs the rebuild."""
+    entry = Path(cache_dir) / "built" / sha256_bytes(canonical_json(material))
+    if _intact(entry, material):
+        return entry / "files"
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".{entry.name[:12]}.", dir=entry.parent))
+    except OSError:
+        scratch = Path(tempfile.mkdtemp(prefix="built-"))
+    try:
+        build(scratch / "files")
+        (scratch / BUILT_MANIFEST).write_text(json.dumps({"material": material, "files": file_digests(scratch / "files")}, sort_keys=True))
+        if entry.exists() and not _intact(entry, material):  # damaged: removed, as a rename cannot replace a directory of files
+            shutil.rmtree(entry, ignore_errors=True)
+        os.rename(scratch, entry)
+    except OSError:
+        if _intact(entry, material):  # another process committed it first
+            shutil.rmtree(scratch, ignore_errors=True)
+            return entry / "files"
+        if not (scratch / BUILT_MANIFEST).is_file():
+            raise
+        return scratch / "files"  # an unwritable cache: this run's build, left in its temporary directory
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return entry / "files"
+
+
+def _intact(entry: Path, material: dict[str, Any]) -> bool:
+    try:
+        recorded = json.loads((entry / BUILT_MANIFEST).read_text())
+        return recorded["material"] == json.loads(canonical_json(material)) and recorded["files"] == file_digests(entry / "files")
+    except (OSError, ValueError, KeyError, TypeError):
+        return False

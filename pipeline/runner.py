@@ -29,7 +29,7 @@ from pipeline.config import OPTIONAL_FILES, Config, FileRef, select, to_plain
 from pipeline.hashing import canonical_json, data_digest, sha256_bytes
 from pipeline.params import StoredPart
 from pipeline.quiet import native_notices_dropped
-from pipeline.resources import ResolvedFile, resolve_file
+from pipeline.resources import ResolvedFile, built_once, resolve_file
 from pipeline.stages import Stage
 from pipeline.store import Artifact, ArtifactStore
 
@@ -75,6 +75,8 @@ class StageContext:
     progress: Callable[[int, int], None]  # (done, total)
     log: Callable[[str], None]
     reuse: ReusePart | None = None  # the directory of a stored part of this stage, computed when absent
+    # the directory of files built from `material` alone (the built-in model), kept across stores in the download cache
+    built: Callable[[dict[str, Any], Callable[[Path], None]], Path] | None = None
 
 
 @dataclass
@@ -247,6 +249,7 @@ class Runner:
             log=lambda message: self.display.log(stage, message),
             reuse=lambda part, compute: self._part(stage, part, part_key(stage, part, material, inputs), compute,
                                                    {name: inputs[name] for name in part.inputs}, parts),
+            built=lambda built_from, build: built_once(self.cache_dir, {**built_from, "code_version": code_version(stage)}, build),
         )
         build_dir = self.store.new_build_dir()
         started = time.perf_counter()

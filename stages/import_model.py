@@ -1,15 +1,16 @@
 """import: a TensorFlow model (frozen GraphDef, SavedModel, .keras, or a built-in
-model) into the project's graph, pruned to the end points, Identity-free, with shapes; and
+model, trained once per settings on a machine) into the project's graph, pruned to the end points, Identity-free, with shapes; and
 refused here, before any later stage runs, if a node of it is one no IR layer can hold."""
 
 from __future__ import annotations
 
 import json
+from importlib import import_module
 from pathlib import Path
 
 import numpy as np
 
-from core.frontend.builtin_models import build_builtin_model
+from core.frontend.builtin_models import BuiltModel, build_builtin_model, read_built_model, write_builtin_model
 from core.frontend.fake_quant import EXACT_PARAMETERS, FAKE_QUANT_OPS, bypass_fake_quant
 from core.frontend.graph import Graph
 from core.frontend.importer import ModelImportError, import_graph, load_graph_def
@@ -27,7 +28,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     metrics: dict[str, float] = {}
     layer_names = None
     if model.format is ModelFormat.builtin:
-        built = build_builtin_model(to_plain(model.builtin), progress=ctx.progress)
+        built = _built_model(to_plain(model.builtin), ctx)
         graph_def, input_tensor, end_points = built.graph_def, built.input_tensor, built.end_points
         metrics.update(built.metrics)
         origin, source = f"builtin:{model.builtin.name}", {"format": "builtin", "builtin": to_plain(model.builtin)}
@@ -65,6 +66,28 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
         quantization_aware=float(report["fake_quant_nodes"] > 0),
     )
     return metrics
+
+
+# the modules whose versions a built-in model's bytes depend on (its training's kernels, its data)
+BUILT_WITH = ("tensorflow", "keras", "numpy", "sklearn")
+
+
+def _built_model(settings: dict, ctx) -> BuiltModel:
+    """The built-in model of `settings`, trained once per settings, code and libraries on this machine (kept in the
+    download cache, ctx.built) and read from there by every store: a new store does not train it again."""
+    trained = []
+
+    def build(directory: Path) -> None:
+        write_builtin_model(settings, directory, progress=ctx.progress)
+        trained.append(directory)
+
+    if ctx.built is None:
+        return build_builtin_model(settings, progress=ctx.progress)
+    material = {"builtin": settings, "libraries": {name: import_module(name).__version__ for name in BUILT_WITH}}
+    directory = ctx.built(material, build)
+    if not trained:
+        ctx.log(f"the built-in model {settings.get('name', 'digits')}: as trained before on this machine, from {directory.parent}")
+    return read_built_model(directory)
 
 
 def _check_finite_constants(graph: Graph, origin: str) -> None:

@@ -96,14 +96,26 @@ def build_digits_model(settings: Mapping[str, Any] | None = None, progress: Prog
     ISOLATED_TRAINING_ENV), so the bytes depend on the settings and the TensorFlow
     build only: not on this process's TF state, its thread count or a GPU.
     """
+    with tempfile.TemporaryDirectory(prefix="digits_model_") as scratch:
+        write_digits_model(settings, Path(scratch), progress)
+        return read_built_model(Path(scratch))
+
+
+def write_digits_model(settings: Mapping[str, Any] | None, directory: Path, progress: Progress | None = None) -> None:
+    """The trained, frozen digits CNN as files in `directory` (read_built_model reads them), trained in the child."""
+    config = DigitsModelSettings.from_mapping(settings)
+    directory.mkdir(parents=True, exist_ok=True)
+    _train_in_child(config, directory, progress)
+    (directory / "stderr.txt").unlink(missing_ok=True)
+
+
+def read_built_model(directory: Path) -> BuiltModel:
+    """A built model from the files write_digits_model (or a builder of BUILTIN_MODELS) wrote."""
     import tensorflow as tf
 
-    config = DigitsModelSettings.from_mapping(settings)
-    with tempfile.TemporaryDirectory(prefix="digits_model_") as scratch:
-        _train_in_child(config, Path(scratch), progress)
-        graph_def = tf.compat.v1.GraphDef()
-        graph_def.ParseFromString((Path(scratch) / CHILD_GRAPH_FILE).read_bytes())
-        result = json.loads((Path(scratch) / CHILD_RESULT_FILE).read_text())
+    graph_def = tf.compat.v1.GraphDef()
+    graph_def.ParseFromString((directory / CHILD_GRAPH_FILE).read_bytes())
+    result = json.loads((directory / CHILD_RESULT_FILE).read_text())
     return BuiltModel(graph_def, result["input_tensor"], result["end_points"], result["metrics"])
 
 
@@ -280,16 +292,24 @@ def _child_main(settings_json: str, scratch: str) -> None:
     (scratch_dir / CHILD_RESULT_FILE).write_text(json.dumps(result))
 
 
-BUILTIN_MODELS: dict[str, Callable[..., BuiltModel]] = {"digits": build_digits_model}
+# each built-in model's builder: its settings -> its files in a directory (read_built_model reads them)
+BUILTIN_MODELS: dict[str, Callable[[Mapping[str, Any], Path, Progress | None], None]] = {"digits": write_digits_model}
 
 
-def build_builtin_model(settings: Mapping[str, Any], progress: Progress | None = None) -> BuiltModel:
+def write_builtin_model(settings: Mapping[str, Any], directory: Path, progress: Progress | None = None) -> None:
     """`settings` is the config's model.builtin: its `name` picks the builder, the rest are its settings."""
     settings = dict(settings)
     name = settings.pop("name", "digits")
     if name not in BUILTIN_MODELS:
         raise BuiltinModelError(f"model.builtin.name={name!r}: no such built-in model; choose one of {sorted(BUILTIN_MODELS)}")
-    return BUILTIN_MODELS[name](settings, progress)
+    BUILTIN_MODELS[name](settings, directory, progress)
+
+
+def build_builtin_model(settings: Mapping[str, Any], progress: Progress | None = None) -> BuiltModel:
+    """The built-in model `settings` names, built in a scratch directory."""
+    with tempfile.TemporaryDirectory(prefix="builtin_model_") as scratch:
+        write_builtin_model(settings, Path(scratch), progress)
+        return read_built_model(Path(scratch))
 
 
 if __name__ == "__main__":
