@@ -12,12 +12,12 @@ import pytest
 from PIL import Image
 from rich.console import Console
 
-from conftest import CIFAR10_DIR, MODELS, compose
+from conftest import CIFAR10_DIR, MODELS, compose, tracking_override
 from core.frontend.graph import Graph
 from core.quantize.calibration.histogram import TensorStatistics
 from core.quantize.calibration.methods import CalibrationSettings
 from core.quantize.table import CalibrationTable, TensorEntry
-from core.reports.calibration import PLOTTED_TENSORS, plot_clipping
+from core.reports.calibration import HISTOGRAM_PANELS, PLOTTED_TENSORS, plot_clipping, plot_histograms
 from pipeline.config import ConfigError
 from pipeline.main import run_pipeline
 from pipeline.runner import StageFailed
@@ -29,7 +29,7 @@ METHODS = ("minmax", "kl", "percentile", "mse")
 @pytest.fixture(scope="module")
 def digits_store(tmp_path_factory, model_cache):
     root = tmp_path_factory.mktemp("calib")
-    return [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{root / 'mlflow.db'}"]
+    return [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", tracking_override(root)]
 
 
 def _calibrate(*overrides):
@@ -77,7 +77,7 @@ def _observation(summary) -> str:
 
 def test_a_sweep_of_methods_observes_once_and_each_table_is_the_one_a_fresh_store_computes(digits_tables, tmp_path, model_cache):
     assert len({_observation(summary) for _, summary in digits_tables.values()}) == 1
-    fresh = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", f"tracking_uri=sqlite:///{tmp_path / 'mlflow.db'}"]
+    fresh = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", tracking_override(tmp_path)]
     for method in ("kl", "mse"):  # observed by minmax's run above; here each observes for itself
         table, summary = _calibrate(*fresh, f"calib.method={method}")
         reused = digits_tables[method][1].results[-1].artifact.directory
@@ -280,3 +280,20 @@ def test_the_clipping_picture_shows_the_same_tensors_whatever_the_method(tmp_pat
             shown.append([axes["title"].split("  clipped")[0] for axes in json.loads(picture.text["Description"])])
     assert shown[0] == shown[1] and len(shown[0]) == PLOTTED_TENSORS
     assert set(shown[0]) == {"t0:0", "t1:0", "t2:0", "t3:0"}  # the longest tails
+
+
+def test_the_histograms_picture_of_many_tensors_shows_the_most_clipped_and_says_so(tmp_path):
+    """An unrolled recurrent layer's hundreds of tensors: the picture draws HISTOGRAM_PANELS of them, the most clipped, in
+    the table's order, and its title says how many of how many; every histogram stays in the calibrate stage's arrays."""
+    rng = np.random.default_rng(1)
+    count = HISTOGRAM_PANELS + 12
+    stats = {f"t{index}:0": TensorStatistics().update(rng.standard_normal((2, 256)).astype(np.float32)) for index in range(count)}
+    fractions = rng.permutation(count) / 1000  # distinct
+    table = CalibrationTable("minmax", "tf2ir", 8, {tensor: TensorEntry("activation", "minmax", 1.0, [-1.0, 1.0], clipped_fraction=fraction)
+                                                    for tensor, fraction in zip(stats, fractions)})
+    with Image.open(plot_histograms(stats, table, tmp_path / "histograms.png")) as picture:
+        panels = [axes["title"].split("\n")[0] for axes in json.loads(picture.text["Description"])]
+        title = picture.text["Title"]
+    most_clipped = [tensor for tensor, fraction in zip(stats, fractions) if fraction >= sorted(fractions)[-HISTOGRAM_PANELS]]
+    assert panels == most_clipped and len(panels) == HISTOGRAM_PANELS
+    assert f"the {HISTOGRAM_PANELS} most clipped of {count} calibrated tensors" in " ".join(title.split())

@@ -12,7 +12,7 @@ from core.quantize.calibration.histogram import TensorStatistics
 from core.quantize.calibration.methods import METHODS, CalibrationSettings, get_method
 from core.quantize.calibration.methods.percentile import percentile_from_histogram
 from core.quantize.table import CalibrationTable
-from core.reports.figures import new_figure, save
+from core.reports.figures import new_figure, save, wrapped_title
 
 PLOTTED_TENSORS = 4
 TAIL_PERCENTILE = 99.99
@@ -38,6 +38,7 @@ def draw_histogram(axis, stats: TensorStatistics, color: str) -> None:
     counts = np.maximum(stats.counts, 0.5)
     axis.fill_between(edges, np.append(counts, counts[-1]), 0.5, step="post", color=color, linewidth=0)
     axis.set_yscale("log")
+    axis.yaxis.set_minor_locator(NullLocator())  # a log axis' minor ticks were half of a calibrate run's picture time
 
 
 def plot_clipping(stats: dict[str, TensorStatistics], table: CalibrationTable, ranges, settings: CalibrationSettings,
@@ -70,10 +71,19 @@ PANEL_INCHES = (3.4, 2.4)  # at HISTOGRAM_DPI: panels whose titles and ticks rea
 HISTOGRAM_DPI = 90
 
 
+# the histograms one picture shows: beyond, the most clipped (an unrolled LSTM has hundreds of tensors: a picture of
+# them all was over 10,000 pixels tall and took twenty seconds to draw)
+HISTOGRAM_PANELS = 48
+
+
 def plot_histograms(stats: dict[str, TensorStatistics], table: CalibrationTable, path: str | Path) -> Path:
-    """Every calibrated tensor's |x| histogram (log counts) with the range used: one picture of the
-    data behind histograms/*.npy, small multiples in the table's order."""
-    tensors = [tensor for tensor in table.tensors if tensor in stats]
+    """Each calibrated tensor's |x| histogram (log counts) with the range used: the data behind histograms/*.npy,
+    small multiples in the table's order; of more than HISTOGRAM_PANELS tensors, the most clipped, the title says so."""
+    calibrated = [tensor for tensor in table.tensors if tensor in stats]
+    tensors = calibrated
+    if len(calibrated) > HISTOGRAM_PANELS:
+        clipped = sorted(calibrated, key=lambda tensor: -(table.tensors[tensor].clipped_fraction or 0))[:HISTOGRAM_PANELS]
+        tensors = [tensor for tensor in calibrated if tensor in set(clipped)]
     rows = max(1, -(-len(tensors) // GRID_COLUMNS))
     height = PANEL_INCHES[1] * rows + 1.0
     figure = new_figure(PANEL_INCHES[0] * GRID_COLUMNS, height, constrained=False)  # fixed margins: constrained layout took
@@ -94,6 +104,9 @@ def plot_histograms(stats: dict[str, TensorStatistics], table: CalibrationTable,
         axis.xaxis.set_major_locator(MaxNLocator(4))
     for axis in list(axes.flat)[len(tensors):]:
         axis.set_visible(False)
-    figure.suptitle(f"|x| histograms of {len(tensors)} calibrated tensors ({table.method}, {table.target}); "
-                    "red line: the range used", fontsize=11, y=1 - 0.15 / height, va="top")  # in inches: clear of the panels' titles
+    shown = (f"the {len(tensors)} most clipped of {len(calibrated)} calibrated tensors (all: histograms/*.npy)" if len(tensors) < len(calibrated)
+             else f"{len(tensors)} calibrated tensors")
+    figure.suptitle(wrapped_title(f"|x| histograms of {shown} ({table.method}, {table.target}); red line: the range used",
+                                  PANEL_INCHES[0] * GRID_COLUMNS, fontsize=11),
+                    fontsize=11, y=1 - 0.15 / height, va="top")  # in inches: clear of the panels' titles
     return save(figure, path, dpi=HISTOGRAM_DPI)
