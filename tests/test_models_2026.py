@@ -747,12 +747,16 @@ def test_a_recurrent_layer_is_unrolled_into_layers_computing_what_keras_computes
     np.testing.assert_allclose(computed, model.predict(inputs, verbose=0), atol=2e-5)
 
 
+# time steps of the all-stages case: each is a cell of layers per target (16 took minutes); the unrolling is the test above's
+RECURRENT_STEPS = 10
+
+
 @pytest.mark.parametrize("kind", ["lstm", pytest.param("gru", marks=pytest.mark.slow)])  # GRU's rewrites: the test above
 def test_a_recurrent_layer_runs_all_stages_bit_exact_at_least_the_converters_sqnr(tmp_path, workspace, kind):
     """Keras' LSTM and GRU (a `while` the converter cannot convert as is; it converts the unrolled layer) on tflite_int8,
     bit-exact with LiteRT's reference kernels; on tf2ir and accel_tflite bit-exact."""
-    data = signal_classes(256, 16, 4, 4, seed=3)
-    model = trained(built(recurrent_classifier, kind), data)
+    data = signal_classes(256, RECURRENT_STEPS + 2, 4, 4, seed=3)
+    model = trained(built(recurrent_classifier, kind, RECURRENT_STEPS + 2), data)
     model_path, arrays = saved(model, data, tmp_path)
     summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
     assert_bit_exact_with_the_reference(summary)
@@ -788,6 +792,7 @@ def test_multi_head_attention_is_rewritten_as_products_of_activations_computing_
     np.testing.assert_allclose(computed, model.predict(inputs, verbose=0), atol=2e-5)
 
 
+@pytest.mark.slow  # a minute; its operators on every target: tests/test_tflite_import.py's attention, tests/test_conformance.py
 def test_multi_head_attention_runs_all_stages_bit_exact_at_least_the_converters_sqnr(tmp_path, workspace):
     """On tflite_int8 as TFLite's BATCH_MATMUL and TRANSPOSE: bit-exact with LiteRT's reference kernels and TFLM, at least
     the converter's SQNR; on tf2ir bit-exact; on accel_tflite the products of two activations on the host, with the reason."""
