@@ -159,6 +159,45 @@ def test_mean_as_each_runtime_computes_it(tmp_path_factory, seed, input_scale, o
     _assert_each_runtime_exact(_run_everywhere(tmp_path_factory.mktemp("mean"), data, _int8_batch(rng, (height, width, channels), 16)))
 
 
+@EXAMPLES
+@given(seed=st.integers(0, 2**16), input_scale=scales, output_scale=scales, zeros=st.tuples(zero_points, zero_points))
+def test_a_sum_of_a_1x1_map_that_requantizes_is_tflms_bytes_and_refused_on_litert(tmp_path_factory, seed, input_scale, output_scale, zeros):
+    """litert-torch's global average pool of a 1x1 map is a SUM; quantized apart from its input, TFLM's kernel
+    requantizes it and LiteRT's leaves its output unwritten, so the reader refuses it there naming tflm."""
+    rng = np.random.default_rng(seed)
+    channels = int(rng.integers(1, 40))
+    source = Tensor((1, 1, 1, channels), scale=input_scale, zero_point=zeros[0])
+    output = Tensor((1, 1, 1, channels), scale=output_scale, zero_point=zeros[1])
+    if (input_scale, zeros[0]) == (output_scale, zeros[1]):
+        output = Tensor((1, 1, 1, channels), scale=output_scale * 2, zero_point=zeros[1])
+    data = one_operator_model("SUM", [source, Tensor((2,), np.int32, data=np.array([1, 2], np.int32))], output,
+                              ("ReducerOptions", {"keepDims": True}))
+    path = tmp_path_factory.mktemp("sum") / "sum.tflite"
+    path.write_bytes(data)
+    model, inputs = read_tflite(path), _int8_batch(rng, (1, 1, channels), 16)
+    ours = run_int8(model, inputs, RUNTIMES["tflm"])[model.outputs[0]]
+    theirs = runner_of("tflm", path).tensors(inputs)[model.outputs[0]].reshape(ours.shape)
+    assert np.array_equal(ours, theirs)
+    with pytest.raises(TfliteError, match="operator 0 \\(SUM\\).*set target.scheme.runtime to tflm"):
+        run_int8(model, inputs, RUNTIMES["litert_reference"])
+
+
+def test_a_grouped_conv_of_one_channel_per_group_is_each_runtimes_bytes_and_other_groups_are_refused(tmp_path):
+    """A CONV_2D whose filter has one input channel (groups = input channels, two outputs each) is read as the depthwise
+    convolution it is; one of two channels per group is refused at read, naming its groups."""
+    rng = np.random.default_rng(5)
+    source, output = Tensor((1, 5, 4, 3), scale=0.05, zero_point=3), Tensor((1, 5, 4, 6), scale=0.1, zero_point=-7)
+    weight, bias = _weights(rng, (6, 3, 3, 1), 0, 6, 0.05, 2.0**-6, 0.1, 9)
+    options = ("Conv2DOptions", {"padding": 0, "strideW": 1, "strideH": 1, "fusedActivationFunction": 0})
+    data = one_operator_model("CONV_2D", [source, weight, bias], output, options)
+    _assert_each_runtime_exact(_run_everywhere(tmp_path, data, _int8_batch(rng, (5, 4, 3), 8)))
+    wider = Tensor((1, 5, 4, 4), scale=0.05, zero_point=3)
+    weight, bias = _weights(rng, (6, 3, 3, 2), 0, 6, 0.05, 2.0**-6, 0.1, 18)
+    (tmp_path / "groups.tflite").write_bytes(one_operator_model("CONV_2D", [wider, weight, bias], output, options))
+    with pytest.raises(TfliteError, match=r"operator 0 \(CONV_2D\) of 4 input channels with a filter of \[6, 3, 3, 2\]: a convolution of 2 groups"):
+        read_tflite(tmp_path / "groups.tflite")
+
+
 # the softmax of ResNet-8 (MLPerf Tiny .h5) calibrated by minmax without equalization: a float table was 1 LSB off here
 RESNET8_MINMAX_ROW = np.array([10, -48, -60, -17, -28, -17, -7, -27, -45, -45], np.int8)
 

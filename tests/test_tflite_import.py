@@ -18,6 +18,7 @@ import tensorflow as tf
 from rich.console import Console
 
 from conftest import CIFAR10_DIR, MODELS, compose
+from tflite_builder import Tensor, model_bytes
 from tensorflow.lite.tools import flatbuffer_utils
 from core.frontend.graph import Graph
 from core.frontend.importer import load_graph_def
@@ -25,8 +26,8 @@ from core.frontend.layers import QKind
 from core.backends.c.build import compile_program, run_program
 from core.backends.program import generate_program
 from core.data.datasets import load_cifar10
-from core.frontend.tflite import read_tflite
-from core.frontend.tflite_graph import CONVERTERS
+from core.frontend.tflite import TfliteError, read_tflite
+from core.frontend.tflite_graph import CONVERTERS, tflite_graph_def
 from core.ir.io import PARAM_NAME_CHARACTERS, read_ir
 from core.ir.op import DIALECTS, OPS
 from core.ir.layers import group_layers
@@ -120,8 +121,10 @@ def test_a_float_file_imports_as_the_graph_tflite_computes(converted):
     # what a float model converts to: every operator but the int8 model's QUANTIZE and DEQUANTIZE, and RELU_0_TO_1, which
     # no Keras layer converts to (clip(0, 1) is a MINIMUM and a RELU; tests/test_runtimes.py reads the operator); GELU,
     # which TFLM cannot run, is read from the converter's GELU model (tests/test_models_2026.py); RSQRT from its own (below);
-    # GATHER, which reads int32 token ids, from the text model's file (tests/test_models_2026.py)
-    assert names == set(CONVERTERS) - {"QUANTIZE", "DEQUANTIZE", "RELU_0_TO_1", "GELU", "RSQRT", "GATHER"}, set(CONVERTERS) - names
+    # GATHER, which reads int32 token ids, from the text model's file (tests/test_models_2026.py); SLICE and SUM, which no
+    # Keras layer converts to, from litert-torch's operators (below), EXP, which TFLM cannot run, from its own (below)
+    assert names == set(CONVERTERS) - {"QUANTIZE", "DEQUANTIZE", "RELU_0_TO_1", "GELU", "RSQRT", "GATHER", "SLICE", "SUM", "EXP"}, \
+        set(CONVERTERS) - names
     inputs = np.random.default_rng(2).normal(0, 1, (8, *SHAPE)).astype(np.float32)
     interpreter = Interpreter(model_path=str(converted["float"]))
     interpreter.resize_tensor_input(interpreter.get_input_details()[0]["index"], inputs.shape)
@@ -357,6 +360,68 @@ def test_a_file_named_as_litert_torch_names_its_tensors_runs_all_eight_stages(wo
     assert any(len(name) > 255 for name in names) and any("M5" in name for name in names), names
     files = [file.name for file in (artifacts["emit_ir"] / "params").iterdir()]
     assert files and max(len(name.encode()) for name in files) <= PARAM_NAME_CHARACTERS + 24 < 255, files  # a kind and .npy
+
+
+@pytest.mark.parametrize("target", ["accel_tflite", "tf2ir"])
+def test_a_max_pools_padv2_a_slice_and_a_sum_of_a_1x1_map_as_litert_torch_writes_them_run_all_eight_stages(workspace, tmp_path, target):
+    """litert-torch writes a max pool's padding as PADV2 by -inf, a crop as SLICE and the global average pool of a 1x1
+    map as SUM (of one element: the mean, which TensorFlow's converter folds away): a float file of CONV_2D, PADV2,
+    MAX_POOL_2D, SLICE to a 1x1 map, SUM, RESHAPE and FULLY_CONNECTED, built here, runs every stage bit-exact with
+    TFLite's kernels on the accelerator's target (its .tflite writes the pool's padding as PADV2 by int8's lowest) and
+    on TF2IR (their int8 arithmetic: tests/test_conformance.py, test_runtimes.py)."""
+    rng = np.random.default_rng(4)
+    shape, kernel = (5, 5, SHAPE[2]), (8, 3, 3, SHAPE[2])
+    pool = ("Pool2DOptions", {"padding": 1, "strideW": 1, "strideH": 1, "filterWidth": 3, "filterHeight": 3, "fusedActivationFunction": 0})
+    constant = lambda values, dtype=np.int32: Tensor(np.shape(values), dtype, data=np.asarray(values, dtype))  # noqa: E731
+    tensors = [Tensor((1, *shape), np.float32), constant(rng.normal(0, 0.3, kernel), np.float32), constant(rng.normal(0, 0.1, 8), np.float32),
+               Tensor((1, 3, 3, 8), np.float32), constant([[0, 0], [1, 1], [1, 1], [0, 0]]), constant(-np.inf, np.float32),
+               Tensor((1, 5, 5, 8), np.float32), Tensor((1, 3, 3, 8), np.float32),
+               constant([0, 1, 2, 0]), constant([-1, 1, 1, -1]), Tensor((1, 1, 1, 8), np.float32),
+               constant([1, 2]), Tensor((1, 1, 1, 8), np.float32), constant([-1, 8]), Tensor((1, 8), np.float32),
+               constant(rng.normal(0, 0.5, (3, 8)), np.float32), constant(np.zeros(3), np.float32), Tensor((1, 3), np.float32)]
+    operators = [("CONV_2D", [0, 1, 2], 3, ("Conv2DOptions", {"padding": 1, "strideW": 1, "strideH": 1, "fusedActivationFunction": 0})),
+                 ("PADV2", [3, 4, 5], 6, None), ("MAX_POOL_2D", [6], 7, pool), ("SLICE", [7, 8, 9], 10, None),
+                 ("SUM", [10, 11], 12, ("ReducerOptions", {"keepDims": True})),
+                 ("RESHAPE", [12, 13], 14, ("ReshapeOptions", {"newShape": [-1, 8]})),
+                 ("FULLY_CONNECTED", [14, 15, 16], 17, ("FullyConnectedOptions", {"fusedActivationFunction": 0}))]
+    path = tmp_path / "from_litert_torch.tflite"
+    path.write_bytes(model_bytes(tensors, operators, [0], [17]))
+    arrays = tmp_path / "arrays.npz"
+    np.savez(arrays, calib=rng.normal(0, 1, (16, *shape)).astype(np.float32), eval=rng.normal(0, 1, (24, *shape)).astype(np.float32))
+    summary, artifacts = _run(workspace, path, "model.name=from_litert_torch", "data=arrays", f"data.path={arrays}", "until=null",
+                              "calib.method=minmax", target=(f"target={target}",))
+    assert summary.metrics["codegen.bitexact"] == 1.0
+    if target != "tf2ir":
+        _assert_bit_exact_with_tflite(summary.metrics)
+    layers = {layer.operation: layer for layer in read_ir(artifacts["emit_ir"]).layers}
+    assert {"crop", "avg_pool", "max_pool"} <= set(layers) and "pad" not in layers, sorted(layers)
+    assert layers["max_pool"].padding.as_list() == [1, 1, 1, 1]
+
+
+def test_an_exp_runs_all_eight_stages_bit_exact_and_tflm_is_refused_before_calibration(workspace, tmp_path):
+    """EXP (MobileViT's, as litert-torch writes it) on int8: a table as LiteRT computes it, every stage bit-exact; TFLM has
+    no int8 EXP, so that runtime is refused before calibration, naming the one that has it."""
+    tf.keras.utils.set_random_seed(10)
+    inputs = tf.keras.Input(SHAPE)
+    x = tf.keras.layers.Conv2D(6, 3, strides=2)(inputs)
+    x = tf.keras.layers.Lambda(lambda t: tf.exp(t))(x)
+    model = tf.keras.Model(inputs, tf.keras.layers.Dense(3)(tf.keras.layers.Flatten()(x)))
+    path = tmp_path / "exp.tflite"
+    path.write_bytes(_convert(model, quantized=True))
+    assert "EXP" in {operator.name for operator in read_tflite(path).operators}
+    summary, _ = _run(workspace, path, "model.name=exp", "data=arrays", f"data.path={_arrays(tmp_path)}", "until=null", "calib.method=qat")
+    _assert_bit_exact_with_tflite(summary.metrics)
+    with pytest.raises(StageFailed, match=r"(?s)nothing was calibrated.*EXP.*tflm.*litert_reference"):
+        _run(workspace, path, "model.name=exp", "data=arrays", f"data.path={_arrays(tmp_path)}", "calib.method=qat",
+             target=("target=tflite_int8", "target.scheme.runtime=tflm"))
+
+
+def test_a_sum_of_several_elements_is_refused_at_import_naming_the_operator(tmp_path):
+    tensors = [Tensor((1, 2, 2, 8), np.float32), Tensor((2,), np.int32, data=np.array([1, 2], np.int32)), Tensor((1, 1, 1, 8), np.float32)]
+    path = tmp_path / "sum.tflite"
+    path.write_bytes(model_bytes(tensors, [("SUM", [0, 1], 2, ("ReducerOptions", {"keepDims": True}))], [0], [2]))
+    with pytest.raises(TfliteError, match=r"sum.tflite: operator 0 \(SUM\) over axes \[1, 2\] of a \[1, 2, 2, 8\] tensor adds several"):
+        tflite_graph_def(read_tflite(path))
 
 
 @needs_resnet8

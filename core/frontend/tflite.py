@@ -149,6 +149,8 @@ def parse_tflite(data: bytes, path: Path | str, budget: MemoryBudget | None = No
         raise TfliteError(f"{path}: {len(inputs)} inputs and {len(outputs)} outputs; the toolchain takes at least one of each")
     tensors, operators = _dequantized_constants(path, tensors, operators)
     tensors, operators = _folded_shape_arithmetic(tensors, operators, outputs)
+    operators = _folded_paddings(tensors, operators, outputs)
+    tensors, operators = _grouped_convolutions_as_depthwise(path, tensors, operators)
     return TfliteModel(str(path), tensors, operators, inputs, outputs)
 
 
@@ -220,6 +222,97 @@ def _folded_shape_arithmetic(tensors: tuple[TfliteTensor, ...], operators: tuple
             continue
         kept.append(replace(operator, index=len(kept)))
     return tuple(tensors), tuple(kept)
+
+
+# the key of a MAX_POOL_2D's option that a folded PADV2 sets: its explicit (top, bottom, left, right), which TFLite's
+# Pool2DOptions cannot say (only SAME or VALID)
+EXPLICIT_PADDING = "explicitPadding"
+
+
+def _pad_fill(tensors: tuple[TfliteTensor, ...], operator: TfliteOperator) -> float | int | None:
+    """The value a PADV2 pads with (its constant input 2; a PAD's or a PADV2 without one: the output's zero), or None
+    where it is computed or not one value."""
+    if len(operator.inputs) < 3 or operator.inputs[2] < 0:
+        output = tensors[operator.outputs[0]]
+        return int(output.quantization.zero_point[0]) if output.quantization is not None else 0
+    value = tensors[operator.inputs[2]].data
+    return value.reshape(-1)[0].item() if value is not None and value.size == 1 else None
+
+
+def _quantized_alike(first: TfliteTensor, second: TfliteTensor) -> bool:
+    if first.quantization is None or second.quantization is None:
+        return first.quantization is second.quantization
+    return all(np.array_equal(getattr(first.quantization, key), getattr(second.quantization, key)) for key in ("scale", "zero_point"))
+
+
+def _folded_paddings(tensors: tuple[TfliteTensor, ...], operators: tuple[TfliteOperator, ...], outputs: tuple[int, ...]):
+    """litert-torch's and onnx2tf's paddings as TFLite's kernels compute them, in the operators the toolchain reads:
+    a PADV2 by the output's zero point is a PAD; one by the type's lowest value (a max pool's -inf) of height and width,
+    read only by a VALID MAX_POOL_2D of the same quantization, is that pool's explicit padding (a padded element is
+    never the maximum of a window holding an input element), the operators renumbered."""
+    readers: dict[int, list[TfliteOperator]] = {}
+    for operator in operators:
+        for index in operator.inputs:
+            readers.setdefault(index, []).append(operator)
+    folded: dict[int, TfliteOperator] = {}  # the pool's index -> the pool reading the PADV2's input
+    dropped = set()
+    for operator in operators:
+        if operator.name != "PADV2" or len(operator.outputs) != 1 or tensors[operator.inputs[1]].data is None:
+            continue
+        source, output, fill = tensors[operator.inputs[0]], tensors[operator.outputs[0]], _pad_fill(tensors, operator)
+        zero = int(output.quantization.zero_point[0]) if output.quantization is not None else 0
+        if fill == zero:
+            folded[operator.index] = replace(operator, name="PAD", inputs=operator.inputs[:2])
+            continue
+        paddings = np.asarray(tensors[operator.inputs[1]].data).reshape(-1, 2)
+        pools = readers.get(output.index, [])
+        lowest = np.iinfo(NUMPY_TYPES[output.dtype]).min if output.dtype in ACTIVATION_BITS else -np.finfo(np.float32).max
+        if (fill is None or fill > lowest or paddings.shape != (4, 2) or paddings[0].any() or paddings[3].any()
+                or output.index in outputs or len(pools) != 1 or pools[0].name != "MAX_POOL_2D" or pools[0].padding != "VALID"
+                or not _quantized_alike(source, output)):
+            continue
+        (top, bottom), (left, right) = paddings[1].tolist(), paddings[2].tolist()
+        pool = pools[0]
+        if max(top, bottom) >= pool.option("filterHeight", 0) or max(left, right) >= pool.option("filterWidth", 0):
+            continue  # a window of padding alone: its maximum is the fill, which no explicit padding gives
+        folded[pool.index] = replace(pool, inputs=(source.index, *pool.inputs[1:]),
+                                     options={**pool.options, EXPLICIT_PADDING: (int(top), int(bottom), int(left), int(right))})
+        dropped.add(operator.index)
+    kept = [folded.get(operator.index, operator) for operator in operators if operator.index not in dropped]
+    return tuple(replace(operator, index=index) for index, operator in enumerate(kept))
+
+
+def _grouped_convolutions_as_depthwise(path: Path | str, tensors: tuple[TfliteTensor, ...], operators: tuple[TfliteOperator, ...]):
+    """Each CONV_2D of as many groups as input channels (its filter [O, kh, kw, 1] on C > 1 channels, as TFLite's
+    converter writes keras-hub's depthwise layers) as the DEPTHWISE_CONV_2D it is: output channel o reads input
+    channel o // (O / C) in both, and TFLite's kernels compute both alike per channel; its filter made [1, kh, kw, O],
+    quantized along axis 3. A CONV_2D of other groups is refused naming them."""
+    tensors, converted = list(tensors), []
+    readers: dict[int, int] = {}
+    for operator in operators:
+        for index in operator.inputs:
+            readers[index] = readers.get(index, 0) + 1
+    for operator in operators:
+        if operator.name != "CONV_2D" or len(operator.inputs) < 2:
+            converted.append(operator)
+            continue
+        source, weight = tensors[operator.inputs[0]], tensors[operator.inputs[1]]
+        channels, filter_channels = (int(source.shape[-1]), int(weight.shape[-1])) if len(source.shape) == 4 == len(weight.shape) else (0, 0)
+        if channels == filter_channels or weight.data is None:
+            converted.append(operator)
+            continue
+        outputs = int(weight.shape[0])
+        if filter_channels != 1 or outputs % channels or readers[weight.index] != 1:
+            raise TfliteError(f"{path}: operator {operator.index} (CONV_2D) of {channels} input channels with a filter of "
+                              f"{list(weight.shape)}: a convolution of {channels // max(filter_channels, 1)} groups; the toolchain reads "
+                              "a grouped CONV_2D only as a depthwise one (one input channel per group); convert it as separate convolutions")
+        quantization = None if weight.quantization is None else replace(weight.quantization, axis=3)
+        tensors[weight.index] = replace(weight, shape=(1, *weight.shape[1:3], outputs), quantization=quantization,
+                                        data=np.ascontiguousarray(np.moveaxis(weight.data, 0, -1).reshape(1, *weight.shape[1:3], outputs)))
+        options = {key: operator.options[key] for key in ("padding", "strideW", "strideH", "dilationWFactor", "dilationHFactor",
+                                                             "fusedActivationFunction") if key in operator.options}
+        converted.append(replace(operator, name="DEPTHWISE_CONV_2D", options={**options, "depthMultiplier": outputs // channels}))
+    return tuple(tensors), tuple(converted)
 
 
 def _dequantized_constants(path: Path | str, tensors: tuple[TfliteTensor, ...], operators: tuple[TfliteOperator, ...]):

@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from core.frontend.tflite import ACTIVATION_BITS, TfliteError, TfliteModel, TfliteOperator, TfliteTensor
+from core.frontend.tflite import ACTIVATION_BITS, EXPLICIT_PADDING, TfliteError, TfliteModel, TfliteOperator, TfliteTensor
 
 INPUT_NAME = "input"
 # TensorFlow's functions are named here and looked up on the module when a file is converted: importing
@@ -158,7 +158,11 @@ def _biased(b: _Builder, op: TfliteOperator, x, scope: str):
 def _pool(function: str, name: str):
     def convert(b: _Builder, op: TfliteOperator, scope: str):
         size, strides = [1, op.option("filterHeight"), op.option("filterWidth"), 1], [1, op.option("strideH"), op.option("strideW"), 1]
-        return b.finish(op, b.function(function)(b.input(op), size, strides, op.padding, name=f"{scope}/{name}"), scope)
+        padding: str | list[list[int]] = op.padding
+        if EXPLICIT_PADDING in op.options:  # a PADV2 folded into a max pool: TensorFlow's MaxPool takes it
+            top, bottom, left, right = op.options[EXPLICIT_PADDING]
+            padding = [[0, 0], [top, bottom], [left, right], [0, 0]]
+        return b.finish(op, b.function(function)(b.input(op), size, strides, padding, name=f"{scope}/{name}"), scope)
     return convert
 
 
@@ -204,6 +208,15 @@ def _strided_slice(b, op, scope):
                               op.outputs[0], scope)
 
 
+def _slice(b, op, scope):
+    """SLICE by a constant begin and size, written as the StridedSlice it is (end = begin + size; a size of -1: to the end, an end mask)."""
+    begin, size = (_constant_input(b, op, position).astype(np.int64).reshape(-1) for position in (1, 2))
+    end_mask = sum(1 << axis for axis, extent in enumerate(size) if extent == -1)
+    end = np.where(size == -1, 0, begin + size).astype(np.int32)
+    return b.activation_quant(b.tf.strided_slice(b.input(op), begin.astype(np.int32), end, np.ones_like(end), end_mask=end_mask,
+                                                 name=f"{scope}/StridedSlice"), op.outputs[0], scope)
+
+
 def _batch_matmul(b, op, scope):
     product = b.tf.linalg.matmul(b.input(op, 0), b.input(op, 1), adjoint_a=bool(op.option("adjX", False)),
                                  adjoint_b=bool(op.option("adjY", False)), name=f"{scope}/BatchMatMul")
@@ -218,6 +231,18 @@ def _softmax(b, op, scope):
 
 def _mean(b, op, scope):
     axes = [int(axis) for axis in np.atleast_1d(_constant_input(b, op, 1))]
+    x = b.tf.reduce_mean(b.input(op), axes, keepdims=bool(op.option("keepDims", False)), name=f"{scope}/Mean")
+    return b.activation_quant(x, op.outputs[0], scope)
+
+
+def _sum(b, op, scope):
+    """SUM of one element per output (litert-torch's global average pool of a 1x1 map): the mean, which is what the
+    importer's global pool reads; a sum of several is refused here, before any stage computes on it."""
+    axes = [int(axis) for axis in np.atleast_1d(_constant_input(b, op, 1))]
+    shape = b.model.tensor(op.inputs[0]).shape
+    if int(np.prod([shape[axis] for axis in axes])) != 1:
+        raise TfliteError(f"{b.model.path}: operator {op.index} (SUM) over axes {axes} of a {list(shape)} tensor adds several elements; "
+                          "the importer takes SUM of a 1x1 map (a mean of one element); convert the pooling as a MEAN")
     x = b.tf.reduce_mean(b.input(op), axes, keepdims=bool(op.option("keepDims", False)), name=f"{scope}/Mean")
     return b.activation_quant(x, op.outputs[0], scope)
 
@@ -299,15 +324,18 @@ CONVERTERS: dict[str, Callable[[_Builder, TfliteOperator, str], object]] = {
     "TRANSPOSE": _transpose,
     "GATHER": _gather,
     "STRIDED_SLICE": _strided_slice,
+    "SLICE": _slice,
     "BATCH_MATMUL": _batch_matmul,
     "SOFTMAX": _softmax,
     "MEAN": _mean,
+    "SUM": _sum,
     "REDUCE_MAX": _reduce_max,
     "PAD": _pad,
     "CONCATENATION": _concatenation,
     "LOGISTIC": _unary("math.sigmoid", "Sigmoid"),
     "TANH": _unary("math.tanh", "Tanh"),
     "GELU": _gelu,
+    "EXP": _unary("math.exp", "Exp"),
     "RSQRT": _unary("math.rsqrt", "Rsqrt"),
     "HARD_SWISH": _hard_swish,
     "LEAKY_RELU": _leaky_relu,

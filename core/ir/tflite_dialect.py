@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.frontend.tflite import ACTIVATION_BITS, TfliteError, TfliteModel, TfliteOperator
+from core.frontend.tflite import ACTIVATION_BITS, EXPLICIT_PADDING, TfliteError, TfliteModel, TfliteOperator
 from core.quantize.tflite_math import activation_range
 
 SCHEME = "tflite_int8"
@@ -78,6 +78,8 @@ def window(operator: TfliteOperator, shape, kernel: tuple[int, int]):
     """(stride, dilation, (top, bottom, left, right)) of a windowed operator on an input of NHWC `shape`."""
     stride = (operator.option("strideH", 1), operator.option("strideW", 1))
     dilation = (operator.option("dilationHFactor", 1), operator.option("dilationWFactor", 1))
+    if EXPLICIT_PADDING in operator.options:  # a folded PADV2's (core/frontend/tflite.py)
+        return stride, dilation, tuple(operator.options[EXPLICIT_PADDING])
     same = "padding" in operator.options and operator.padding == "SAME"  # FULLY_CONNECTED has none: a 1x1 window
     _, top, bottom = padding(shape[1], kernel[0], stride[0], dilation[0], same)
     _, left, right = padding(shape[2], kernel[1], stride[1], dilation[1], same)

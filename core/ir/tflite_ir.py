@@ -16,7 +16,7 @@ from core.ir.op import END_POINT, NETWORK_INPUT, IrOp, network_input_name, opera
 from core.ir.ops import OPS  # every operation registered
 from core.ir.records import BITS_KEY, DEFAULT_BITS, IrLayer
 from core.ir.tflite_dialect import SCHEME, activation_bits
-from core.quantize.runtimes import DEFAULT_TFLITE_RUNTIME, RUNTIMES, Runtime
+from core.quantize.runtimes import DEFAULT_TFLITE_RUNTIME, Runtime, runtimes_taking
 
 
 def builders() -> dict[str, IrOp]:
@@ -33,9 +33,9 @@ def affine_layer(model: TfliteModel, operator: TfliteOperator, name: str, previo
                           f"covers {', '.join(sorted(builders()))}")
     bits = activation_bits(model, operator)
     if runtime.lacks(operator.name, bits):
-        others = [other.name for other in RUNTIMES.values() if other.dialect == runtime.dialect and not other.lacks(operator.name, bits)]
+        others = runtimes_taking(runtime.dialect, [operator.name], bits)
         raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}{' on int16' if bits == 16 else ''}): {runtime.name} "
-                          f"has no kernel for it (its interpreter refuses the file); set target.scheme.runtime to "
+                          f"has no kernel for it ({runtime.why_lacking(operator.name, bits)}); set target.scheme.runtime to "
                           f"{' or '.join(others)}, or convert the model without it")
     if bits not in op.activation_widths:
         built = sorted(name for name, other in builders().items() if bits in other.activation_widths)

@@ -27,6 +27,10 @@ FLOAT_TABLE = "float_table"  # PopulateLookupTable: the C library's expf / tanhf
 FIXED_POINT = "fixed_point"  # reference_integer_ops::Logistic / Tanh: gemmlowp's fixed-point logistic and tanh
 
 
+# what a runtime's defective kernel does, as measured (tests/test_conformance.py checks it still does)
+DEFECTS = {"SUM": "half of each output's elements are written, the rest left as they were"}
+
+
 @dataclass(frozen=True)
 class Runtime:
     """One runtime of a scheme: its name (a `target.scheme.runtime` choice), what it is, where its kernels come from, and
@@ -47,13 +51,24 @@ class Runtime:
     mul_scale_precision: str = "double"
     # the ReLU operators that clamp their input's integers as they are, taking the output at the input's quantization
     relus_without_requantization: tuple[str, ...] = ()
+    # whether an int8 SUM whose output is quantized otherwise than its input is computed: LiteRT's reduce.cc EvalSum drops
+    # the failure of QuantizedMeanOrSum and leaves the output unwritten (measured: -1 for every input)
+    computes_rescaling_sum: bool = True
     missing_operators: tuple[str, ...] = ()  # TFLite operators its interpreter has no kernel for
     # those whose kernel takes int8 but not int16 (TFLite's 16x8 mode): its interpreter fails the file when it runs it
     missing_int16_operators: tuple[str, ...] = ()
+    # those whose int16 kernel runs but writes wrong bytes (measured against the other runtimes and the arithmetic)
+    defective_int16_operators: tuple[str, ...] = ()
 
     def lacks(self, operator: str, bits: int) -> bool:
-        """Whether its interpreter has no kernel for `operator` on activations of `bits`."""
-        return operator in self.missing_operators or (bits == 16 and operator in self.missing_int16_operators)
+        """Whether its interpreter has no kernel that computes `operator` on activations of `bits`."""
+        return operator in self.missing_operators or (bits == 16 and operator in self.missing_int16_operators + self.defective_int16_operators)
+
+    def why_lacking(self, operator: str, bits: int) -> str:
+        """What its interpreter does with an operator it lacks: refuses the file, or computes wrong bytes."""
+        if bits == 16 and operator in self.defective_int16_operators:
+            return f"its int16 kernel writes wrong bytes: measured, {DEFECTS.get(operator, 'against the other runtimes')}"
+        return "its interpreter refuses the file"
 
 
 RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in (
@@ -64,20 +79,27 @@ RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in (
             "LiteRT's reference kernels (ai-edge-litert's BUILTIN_REF resolver, TensorFlow Lite's reference_ops): "
             "FULLY_CONNECTED rounds its requantization once (at 16x8 too), LOGISTIC and TANH are float tables",
             "LiteRT's reference kernels", fully_connected_rounding=SINGLE_ROUNDING, logistic_tanh=FLOAT_TABLE,
-            wide_fully_connected_rounding=SINGLE_ROUNDING, mul_scale_precision="float"),
+            wide_fully_connected_rounding=SINGLE_ROUNDING, mul_scale_precision="float", computes_rescaling_sum=False,
+            defective_int16_operators=("SUM",)),
     Runtime("tflm", "tflite_int8",
             "TensorFlow Lite for Microcontrollers (the tflite-micro interpreter's kernels): FULLY_CONNECTED rounds twice "
             "(gemmlowp), as its convolutions do (at 16x8, as its 16x8 convolutions: the multiplier reduced to 16 bits); "
             "LOGISTIC and TANH in gemmlowp fixed point",
             "TensorFlow Lite for Microcontrollers' interpreter", fully_connected_rounding=DOUBLE_ROUNDING, logistic_tanh=FIXED_POINT,
             wide_fully_connected_rounding=REDUCED_ROUNDING, int16_lut_precision="float", relus_without_requantization=("RELU6",),
-            missing_operators=("RELU_N1_TO_1", "RELU_0_TO_1", "GELU"),
+            missing_operators=("RELU_N1_TO_1", "RELU_0_TO_1", "GELU", "EXP"),  # EXP: exp.cc takes float32 only
             # its interpreter's own refusals, found by tests/test_conformance.py: reduce.cc's MaxEval "Only float32 and int8
             # types are supported."; resize_bilinear.cc "Output type is 7, requires float or int8."
             missing_int16_operators=("REDUCE_MAX", "RESIZE_BILINEAR")),
 )}
 
 DEFAULT_TFLITE_RUNTIME = RUNTIMES["litert_reference"]
+
+
+def runtimes_taking(dialect: str, operators: list[str], bits: int) -> list[str]:
+    """The runtimes of `dialect` whose interpreters compute every one of `operators` on activations of `bits`."""
+    return [runtime.name for runtime in RUNTIMES.values()
+            if runtime.dialect == dialect and not any(runtime.lacks(operator, bits) for operator in operators)]
 
 
 def runtimes_of(dialect: str) -> list[str]:

@@ -4,7 +4,8 @@ simulator and the generated C can be compared with it tensor by tensor.
 
 - `litert_reference`: LiteRT's interpreter (ai-edge-litert, the package TensorFlow 2.21 deprecates
   tf.lite.Interpreter in favour of) with the BUILTIN_REF op resolver (TFLite's reference_ops /
-  reference_integer_ops, not the optimized or XNNPACK kernels), a batch at a time.
+  reference_integer_ops, not the optimized or XNNPACK kernels), a batch at a time (image by image for a file whose
+  kernels fix its batch: BATCH_BOUND_OPERATORS).
 - `tflm`: TensorFlow Lite for Microcontrollers' interpreter (the tflite-micro package: TFLM's kernels compiled
   for the host), one image at a time as a microcontroller runs it, every tensor preserved."""
 
@@ -17,13 +18,16 @@ import numpy as np
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
 from tflite_micro.python.tflite_micro import runtime as tflm
 
-from core.frontend.tflite import TfliteModel, read_tflite
+from core.frontend.tflite import TfliteModel, parse_tflite, read_tflite
 
 # TFLM's arena for an interpreter that preserves every tensor: each computed tensor's bytes, aligned, plus room for
 # the kernels' scratch buffers and the interpreter's own structures (measured: under 64 KiB on the MLPerf Tiny
 # models); too small an arena makes tflite-micro's interpreter fail, or crash
 TFLM_ARENA_ALIGN = 16
 TFLM_ARENA_SLACK = 1 << 20
+# operators whose LiteRT kernel fixes the batch the file was written with (SLICE's constant size: its Prepare refuses an
+# input resized to another batch): a file holding one is run image by image, as a device runs it
+BATCH_BOUND_OPERATORS = frozenset({"SLICE"})
 
 
 def reference_interpreter(model: Path | bytes, batch: int) -> Interpreter:
@@ -52,11 +56,17 @@ class ReferenceRunner:
         self.model = bytes(model) if isinstance(model, (bytes, bytearray)) else Path(model).read_bytes()
         self.interpreter: Interpreter | None = None
         self.batch = 0
+        parsed = parse_tflite(self.model, model if isinstance(model, Path) else "the model")
+        self.per_image = any(operator.name in BATCH_BOUND_OPERATORS for operator in parsed.operators)
+        self.computed = [index for index, tensor in enumerate(parsed.tensors) if tensor.data is None]
 
     def tensors(self, inputs: np.ndarray | list[np.ndarray]) -> dict[int, np.ndarray]:
         """Every tensor (by index) after the reference kernels ran on `inputs` (a model of several inputs: a batch of each, in
         the file's order of its inputs)."""
         batches = inputs if isinstance(inputs, list) else [inputs]
+        if self.per_image and len(batches[0]) > 1:
+            images = [self.tensors([batch[image : image + 1] for batch in batches]) for image in range(len(batches[0]))]
+            return {**images[0], **{index: np.concatenate([values[index] for values in images]) for index in self.computed if index in images[0]}}
         if self.interpreter is None or self.batch != len(batches[0]):
             self.interpreter, self.batch = reference_interpreter(self.model, len(batches[0])), len(batches[0])
         interpreter = self.interpreter

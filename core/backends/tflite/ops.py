@@ -15,7 +15,7 @@ from core.frontend.layers import Layer
 from core.ir.ops.lut.pattern import NamedFunction
 from core.ir.tflite_dialect import padding as tflite_padding
 from core.ir.tflite_ir import builders
-from core.quantize.runtimes import RUNTIMES, Runtime
+from core.quantize.runtimes import Runtime, runtimes_taking
 from core.quantize.tflite_math import UNIT_RANGE_OUTPUT, round_half_away
 
 Writer = Callable[[TfliteWriter, Layer], None]
@@ -47,9 +47,10 @@ def _bias(writer: TfliteWriter, layer: Layer, input_scale: float, weight_scales:
     return writer.add_tensor(name, [channels], tensor_type, scales, np.zeros(channels, np.int64), 0, bias.astype(dtype))
 
 
-def _padding(writer: TfliteWriter, layer: Layer, input_index: int) -> tuple[int, int]:
+def _padding(writer: TfliteWriter, layer: Layer, input_index: int, fill_lowest: bool = False) -> tuple[int, int]:
     """(TFLite's padding code, the input tensor): SAME or VALID when the layer's padding is one of them; an explicit
-    padding otherwise becomes a PAD (with the input's zero point) before the layer, and VALID."""
+    padding otherwise becomes a PAD (with the input's zero point) before the layer, and VALID; `fill_lowest` (a max
+    pool, whose padding is never a window's maximum): a PADV2 by the type's lowest value, as litert-torch writes it."""
     attrs, shape = layer.attrs, writer.layer_graph.graph.shape(layer.inputs[0])
     if attrs.explicit_padding is None:  # a folded Pad sets it, whatever the conv's own padding said
         return getattr(writer.schema.Padding, attrs.padding), input_index
@@ -65,7 +66,12 @@ def _padding(writer: TfliteWriter, layer: Layer, input_index: int) -> tuple[int,
     entry = writer.entry(layer.inputs[0])
     padded = writer.add_tensor(f"{layer.name}/padded", [1, shape[1] + top + bottom, shape[2] + left + right, shape[3]],
                                writer.activation_type, entry.scale, entry.zero_point)
-    writer.operator("PAD", [input_index, pads], [padded])
+    if fill_lowest:
+        lowest = writer.add_tensor(f"{layer.name}/lowest", [], writer.activation_type, entry.scale, entry.zero_point,
+                                   data=np.array(np.iinfo(writer.integer_type).min, writer.integer_type))
+        writer.operator("PADV2", [input_index, pads, lowest], [padded])
+    else:
+        writer.operator("PAD", [input_index, pads], [padded])
     return writer.schema.Padding.VALID, padded
 
 
@@ -109,7 +115,7 @@ def _dwconv(writer: TfliteWriter, layer: Layer) -> None:
         dilationHFactor=attrs.dilations[0], dilationWFactor=attrs.dilations[1], fusedActivationFunction=writer.fused(layer)))
 
 
-def _pool(name: str):
+def _pool(name: str, fill_lowest: bool = False):
     def write(writer: TfliteWriter, layer: Layer) -> None:
         attrs = layer.attrs
         source = writer.activation(layer.inputs[0])
@@ -117,7 +123,7 @@ def _pool(name: str):
             axes = writer.add_tensor(f"{layer.name}/axes", [2], writer.schema.TensorType.INT32, data=np.array([1, 2], np.int32))
             writer.operator("MEAN", [source, axes], [writer.activation(layer.output)], *writer.options("ReducerOptions", keepDims=True))
             return
-        code, source = _padding(writer, layer, source)
+        code, source = _padding(writer, layer, source, fill_lowest)
         writer.operator(name, [source], [writer.activation(layer.output)], *writer.options(
             "Pool2DOptions", padding=code, strideH=attrs.strides[0], strideW=attrs.strides[1], filterHeight=attrs.kernel[0],
             filterWidth=attrs.kernel[1], fusedActivationFunction=writer.fused(layer)))
@@ -212,7 +218,7 @@ class LutOperator:
 
 
 # a lookup table's known function (core/ir/ops/lut/pattern.py: NAMED_FUNCTIONS) -> the TFLite operator computing it
-_LUT_OPERATORS = {"sigmoid": LutOperator("LOGISTIC"), "tanh": LutOperator("TANH"), "hard_swish": LutOperator("HARD_SWISH"),
+_LUT_OPERATORS = {"sigmoid": LutOperator("LOGISTIC"), "tanh": LutOperator("TANH"), "exp": LutOperator("EXP"), "hard_swish": LutOperator("HARD_SWISH"),
                   "leaky_relu": LutOperator("LEAKY_RELU", "LeakyReluOptions", lambda named: {"alpha": named.alpha}),
                   "gelu": LutOperator("GELU", "GeluOptions", lambda named: {"approximate": False}),
                   "gelu_tanh": LutOperator("GELU", "GeluOptions", lambda named: {"approximate": True}),
@@ -228,7 +234,7 @@ def _lut_operators(layer: Layer) -> tuple[str, ...]:
     if affine_clamp is not None:
         return ("DEPTHWISE_CONV_2D" if affine_clamp.affine else "QUANTIZE", "MAXIMUM", "MINIMUM")
     raise Unwritable(layer.ir_name, layer.op, f"the function {layer.attrs.function!r} has no TFLite operator the writer "
-                     "knows; it writes sigmoid, tanh, hard swish, SiLU (x * sigmoid(x)), leaky ReLU, GELU (exact and tanh), rsqrt, "
+                     "knows; it writes sigmoid, tanh, hard swish, SiLU (x * sigmoid(x)), leaky ReLU, GELU (exact and tanh), exp, rsqrt, "
                      "x * x, and any chain of scalar affine maps and clamps (Rescaling, ReLU(max_value=k), hard_sigmoid, Minimum and "
                      "Maximum with a constant). target=tf2ir computes any element-wise function as a table")
 
@@ -375,7 +381,7 @@ WRITERS: dict[str, OperatorWriter] = {
     "conv": OperatorWriter(_conv, lambda layer: ("FULLY_CONNECTED",) if layer.attrs.dense else ("CONV_2D",)),
     "dwconv": OperatorWriter(_dwconv, written("DEPTHWISE_CONV_2D")),
     "avg_pool": OperatorWriter(_pool("AVERAGE_POOL_2D"), lambda layer: ("MEAN",) if layer.attrs.spatial_mean else ("AVERAGE_POOL_2D",)),
-    "max_pool": OperatorWriter(_pool("MAX_POOL_2D"), written("MAX_POOL_2D")),
+    "max_pool": OperatorWriter(_pool("MAX_POOL_2D", fill_lowest=True), written("MAX_POOL_2D")),
     "add": OperatorWriter(_add, written("ADD")),
     "reshape": OperatorWriter(_reshape, written("RESHAPE")),
     "transpose": OperatorWriter(_transpose, written("TRANSPOSE")),
@@ -422,8 +428,7 @@ def refusal(layer: Layer, bits: int, runtime: Runtime | None = None) -> str | No
                 f"{'its' if len(narrow) == 1 else 'their'} int{bits} arithmetic is not built yet")
     lacking = [name for name in operators if runtime is not None and runtime.lacks(name, bits)]
     if runtime is not None and lacking:
-        having = [other.name for other in RUNTIMES.values()
-                  if other.dialect == runtime.dialect and not any(other.lacks(name, bits) for name in lacking)]
+        having = runtimes_taking(runtime.dialect, lacking, bits)
         return (f"it is written as {', '.join(operators)}; target.scheme.runtime={runtime.name}'s interpreter has no "
                 f"int{bits} kernel for {', '.join(lacking)} (target.scheme.runtime={' or '.join(having) or 'none has'})")
     return None

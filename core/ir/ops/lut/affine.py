@@ -27,6 +27,10 @@ def _logistic(value: np.float32) -> np.float32:
     return np.float32(1.0) / (np.float32(1.0) + np.float32(libm("expf")(float(-value))))
 
 
+def _exp(value: np.float32) -> np.float32:
+    return np.float32(libm("expf")(float(value)))
+
+
 def _tanh(value: np.float32) -> np.float32:
     return np.float32(libm("tanhf")(float(value)))
 
@@ -48,7 +52,7 @@ def _gelu_tanh(value: np.float32) -> np.float32:
     return np.float32(np.float32(np.float32(0.5) * value) * np.float32(np.float32(1.0) + np.float32(libm("tanhf")(float(inner)))))
 
 
-FUNCTIONS = {"LOGISTIC": _logistic, "TANH": _tanh, "GELU": _gelu, "GELU_TANH": _gelu_tanh}
+FUNCTIONS = {"LOGISTIC": _logistic, "TANH": _tanh, "EXP": _exp, "GELU": _gelu, "GELU_TANH": _gelu_tanh}
 
 
 def lookup_table(function: str, input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int) -> np.ndarray:

@@ -75,6 +75,7 @@ class LutAttrs:
 NAMED_FUNCTIONS: dict[str, Steps] = {
     "sigmoid": (("Sigmoid", ("x",)),),
     "tanh": (("Tanh", ("x",)),),
+    "exp": (("Exp", ("x",)),),
     "leaky_relu": (("LeakyRelu", ("x",)),),
     "hard_swish": (("AddV2", ("x", 3.0)), ("Relu6", (0,)), ("RealDiv", (1, 6.0)), ("Mul", ("x", 2))),
     # Keras 3's gelu, exact (0.5 x erfc(-x / sqrt(2))) and approximate (0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))),

@@ -14,7 +14,7 @@ from core.ir.records import INPUT_GRID, OUTPUT_GRID, InputOutputGrids, IrLayer, 
 from core.quantize.grid import AffineGrid, Pow2Grid
 
 TABLE_SIZE = 256  # one entry per int8 input, x = -128 .. 127 at index x + 128
-TFLITE_FUNCTIONS = ("LOGISTIC", "TANH", "GELU", "RSQRT", "HARD_SWISH", "LEAKY_RELU", "QUANTIZE", "MINIMUM", "MAXIMUM", "RELU", "RELU6", "RELU_N1_TO_1",
+TFLITE_FUNCTIONS = ("LOGISTIC", "TANH", "GELU", "EXP", "RSQRT", "HARD_SWISH", "LEAKY_RELU", "QUANTIZE", "MINIMUM", "MAXIMUM", "RELU", "RELU6", "RELU_N1_TO_1",
                     "RELU_0_TO_1")
 
 

@@ -1,5 +1,5 @@
 """A lut layer of the tflite_int8 dialect (TF2IR 1.2): an element-wise int8 -> int8 function as a 256-entry table,
-read from a .tflite's LOGISTIC, TANH, GELU, RSQRT, HARD_SWISH, LEAKY_RELU, int8 -> int8 QUANTIZE (a requantization), or MINIMUM /
+read from a .tflite's LOGISTIC, TANH, GELU, EXP, RSQRT, HARD_SWISH, LEAKY_RELU, int8 -> int8 QUANTIZE (a requantization), or MINIMUM /
 MAXIMUM of a tensor and a scalar constant of its quantization (a clamp: TFLite's kernels compare the integers), or
 RELU, RELU6, RELU_N1_TO_1 and RELU_0_TO_1 (a requantization and a clamp):
 each table entry is what the runtime's kernel gives for that input value (affine.py computes them), so the
@@ -44,6 +44,11 @@ def _gelu(model, operator, q, runtime: Runtime) -> np.ndarray:
     """GELU's Prepare populates a table (LUTPopulate) of GeluTransform, or GeluTransformApproximate under `approximate`."""
     function = "GELU_TANH" if operator.option("approximate", False) else "GELU"
     return lookup_table(function, q["input_scale"], q["input_zero_point"], q["output_scale"], q["output_zero_point"])
+
+
+def _exp(model, operator, q, runtime: Runtime) -> np.ndarray:
+    """EXP's Prepare populates a table (LUTPopulate) of expf, as GELU's of its function."""
+    return lookup_table("EXP", q["input_scale"], q["input_zero_point"], q["output_scale"], q["output_zero_point"])
 
 
 def _rsqrt(model, operator, q, runtime: Runtime) -> np.ndarray:
@@ -100,7 +105,7 @@ def _minimum_or_maximum(model, operator, q, runtime: Runtime) -> np.ndarray:
     return choose(INPUTS, np.int8(np.asarray(bound).reshape(-1)[0]))
 
 
-TABLES: dict[str, Callable] = {"LOGISTIC": _logistic_or_tanh, "TANH": _logistic_or_tanh, "GELU": _gelu, "RSQRT": _rsqrt, "HARD_SWISH": _hard_swish,
+TABLES: dict[str, Callable] = {"LOGISTIC": _logistic_or_tanh, "TANH": _logistic_or_tanh, "GELU": _gelu, "EXP": _exp, "RSQRT": _rsqrt, "HARD_SWISH": _hard_swish,
                                "LEAKY_RELU": _leaky_relu, "QUANTIZE": _requantize, "MINIMUM": _minimum_or_maximum,
                                "MAXIMUM": _minimum_or_maximum, **{name: _relu for name in RELU_BOUNDS}}
 
