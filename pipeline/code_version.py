@@ -60,17 +60,32 @@ class _SourceFacts:
 
 # What each file's source says, by its path and content digest, kept between processes: parsing the ~160
 # files of a closure is most of a stage process's time when its result is in the store. Only a cache: a
-# damaged or foreign file is ignored and rewritten.
+# damaged or foreign file is ignored and rewritten, and each entry is sealed (SEAL_KEY) so that one that parses
+# but was changed, or was written by another version of this reader, is parsed again: a cache never changes
+# what a key covers.
 FACTS_CACHE = Path(".cache") / "code_facts.json"
+SEAL_KEY = "seal"
+
+
+@lru_cache(maxsize=None)
+def _reader_version() -> str:
+    return sha256_file(Path(__file__))
+
+
+def _seal(key: str, facts: dict) -> str:
+    """The digest of an entry's facts with its key (path and content digest) and this reader's own source."""
+    return sha256_bytes(canonical_json([_reader_version(), key, facts]))
 
 
 @lru_cache(maxsize=None)
 def _stored_facts(root: Path) -> dict[str, _SourceFacts]:
     try:
         document = json.loads((root / FACTS_CACHE).read_text())
+        sealed = {key: entry for key, entry in document.items()
+                  if entry.get(SEAL_KEY) == _seal(key, {name: value for name, value in entry.items() if name != SEAL_KEY})}
         return {key: _SourceFacts(tuple((base, tuple(names)) for base, names in entry["imports"]),
                                   entry["discovers_modules"] is True, tuple(entry["data_files"]))
-                for key, entry in document.items()
+                for key, entry in sealed.items()
                 if all(isinstance(base, str) and all(isinstance(name, str) for name in names) for base, names in entry["imports"])
                 and all(isinstance(data_file, str) for data_file in entry["data_files"])}
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
@@ -87,7 +102,7 @@ def _save_facts(root: Path) -> None:
     _new_facts.discard(root)
     stored = _stored_facts(root)
     newest = {key.rpartition(":")[0]: key for key in stored}
-    document = {key: dataclasses.asdict(stored[key]) for key in newest.values()}
+    document = {key: {**facts, SEAL_KEY: _seal(key, facts)} for key in newest.values() for facts in [dataclasses.asdict(stored[key])]}
     target = root / FACTS_CACHE
     try:
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -306,7 +306,9 @@ def test_editing_a_module_changes_the_key_of_the_stages_that_run_it_and_no_other
 
 def test_the_parsed_sources_kept_between_processes_give_the_keys_a_fresh_parse_gives(tmp_path):
     """A stage process reads what each source file imports from FACTS_CACHE (by path and content) instead of parsing
-    ~160 files again; a cache that is missing, damaged or of the wrong shape is ignored and rewritten."""
+    ~160 files again; a cache that is missing, damaged or of the wrong shape is ignored and rewritten, and so is one that
+    parses but whose entries were changed (every file's imports emptied, its content digests left right: the issue's case,
+    in which a stage was reused after an edit its key no longer covered)."""
     root = _copy_project(tmp_path)
     script = ("import json, sys; from pathlib import Path; from pipeline.code_version import code_version; "
               "from pipeline.stages import STAGES; print(json.dumps([code_version(s.module, Path(sys.argv[1])) for s in STAGES]))")
@@ -320,10 +322,13 @@ def test_the_parsed_sources_kept_between_processes_give_the_keys_a_fresh_parse_g
     fresh = versions()
     assert fresh == [code_version(stage.module, root) for stage in STAGES] and cache.is_file()
     assert versions() == fresh  # from the cache
-    for damaged in ("{not json", json.dumps({"core/__init__.py:0": {"imports": 5, "discovers_modules": 1, "data_files": []}})):
+    kept = json.loads(cache.read_text())
+    emptied = json.dumps({key: {**entry, "imports": []} for key, entry in kept.items()})  # well-formed, its digests right
+    for damaged in ("{not json", json.dumps({"core/__init__.py:0": {"imports": 5, "discovers_modules": 1, "data_files": []}}), emptied):
         cache.write_text(damaged)
         assert versions() == fresh
         assert all(isinstance(entry["imports"], list) for entry in json.loads(cache.read_text()).values())
+    assert json.loads(cache.read_text()) == kept  # sealed anew as a fresh parse writes it
 
 
 def test_the_dvc_pipeline_declares_each_stages_closure():
