@@ -152,26 +152,63 @@ def rank_rule(rank_by: list[str]) -> str:
     return "by " + ", then ".join(parts) + ", among the jobs that finished and passed every quality guard (sweep.rank_by)"
 
 
+def _qualified(jobs: list[Any]) -> list[Any]:
+    return [run for run in jobs if run.info.status == "FINISHED" and not run.data.tags.get("quality")]
+
+
+def _rank(run: Any, rank_by: list[str]) -> tuple[float, ...]:
+    metrics = run.data.metrics
+    return tuple(-metrics.get(entry[1:], float("inf")) if entry.startswith("-") else metrics.get(entry, float("-inf")) for entry in rank_by)
+
+
 def best_job(jobs: list[Any], rank_by: list[str]) -> Any | None:
     """The job that finished with no quality finding and ranks first by `rank_by` (sweep.rank_by: the first metric decides,
-    the next break ties; '-' ranks lower first; a job without a metric ranks last on it); None when no job qualifies."""
-    qualified = [run for run in jobs if run.info.status == "FINISHED" and not run.data.tags.get("quality")]
-
-    def rank(run: Any) -> tuple[float, ...]:
-        metrics = run.data.metrics
-        return tuple(-metrics.get(entry[1:], float("inf")) if entry.startswith("-") else metrics.get(entry, float("-inf"))
-                     for entry in rank_by)
-    return max(qualified, key=rank, default=None)
+    the next break ties; '-' ranks lower first; a job without a later metric ranks last on it); None when no job
+    qualifies or none gives the first metric (a tf2ir job has no codegen.accel_cycles: nothing to rank by). Of jobs that
+    tie on every metric, the first (tied_jobs names them all)."""
+    ranked = [run for run in _qualified(jobs) if rank_by and rank_by[0].removeprefix("-") in run.data.metrics]
+    return max(ranked, key=lambda run: _rank(run, rank_by), default=None)
 
 
-def verdict_line(best: Any | None, rank_by: list[str], varying_keys: tuple[str, ...]) -> str:
-    """The sweep's winner and the rule that chose it, in one line."""
+def tied_jobs(jobs: list[Any], rank_by: list[str]) -> list[Any]:
+    """The qualified jobs that rank equal with the best on every metric of `rank_by`, the best first (one: no tie)."""
+    best = best_job(jobs, rank_by)
     if best is None:
+        return []
+    return [best, *(run for run in _qualified(jobs) if run is not best and _rank(run, rank_by) == _rank(best, rank_by))]
+
+
+def unrankable(jobs: list[Any], rank_by: list[str]) -> bool:
+    """Whether the jobs ran the stage of sweep.rank_by's first metric, finished, and none gives that metric: a rule
+    these jobs cannot be ranked by (`-codegen.accel_cycles` on tf2ir), not a sweep stopped before the stage (until)."""
+    first = rank_by[0].removeprefix("-")
+    qualified = _qualified(jobs)
+    ran = any(name.startswith(f"{first.partition('.')[0]}.") for run in qualified for name in run.data.metrics)
+    return ran and not any(first in run.data.metrics for run in qualified)
+
+
+def verdict_line(jobs: list[Any], rank_by: list[str], varying_keys: tuple[str, ...]) -> str:
+    """The sweep's winner and the rule that chose it, in one line; a tie names every job of it, and a first metric no
+    job gives is said, not ranked on."""
+    qualified = _qualified(jobs)
+    if not qualified:
         return "best: none (no job finished and passed every quality guard)"
-    chosen = " ".join(f"{key}={choice_of(best, key)}" for key in varying_keys) or best.info.run_name
+    tied = tied_jobs(jobs, rank_by)
+    first = rank_by[0].removeprefix("-")
+    if not tied and not unrankable(jobs, rank_by):
+        return f"best: none: no job ran {first.partition('.')[0]} (until), whose {first} sweep.rank_by ranks by first"
+    if not tied:
+        given = sorted({name for run in qualified for name in run.data.metrics if name.count(".") == 1})
+        return (f"best: none: no job gives {first}, the first metric of sweep.rank_by (its stage ran: a metric of another target or "
+                f"setting); they give {', '.join(given)}")
+    best = tied[0]
     figures = ", ".join(f"{entry.removeprefix('-')} {best.data.metrics[entry.removeprefix('-')]:.4g}" for entry in rank_by
                         if entry.removeprefix("-") in best.data.metrics)
-    return f"best: job {best.data.tags.get('sweep_job', '?')} ({chosen}): {figures}; ranked {rank_rule(rank_by)}"
+    named = [f"job {run.data.tags.get('sweep_job', '?')} ({' '.join(f'{key}={choice_of(run, key)}' for key in varying_keys) or run.info.run_name})"
+             for run in tied]
+    if len(named) > 1:
+        return f"best: a tie of {' and '.join(named)}: each {figures}; ranked {rank_rule(rank_by)}"
+    return f"best: {named[0]}: {figures}; ranked {rank_rule(rank_by)}"
 
 
 def log_parent_figures(client: Any, parent_run_id: str, jobs: list[Any], rank_by: list[str]) -> None:
@@ -187,11 +224,11 @@ def log_parent_figures(client: Any, parent_run_id: str, jobs: list[Any], rank_by
         for key, value in run.data.params.items():
             values.setdefault(key, []).append(value)
     params = [Param(key, " | ".join(dict.fromkeys(taken))[:MAX_PARAM_LENGTH]) for key, taken in sorted(values.items())]
-    best = best_job(jobs, rank_by)
-    metrics = [] if best is None else [Metric(name, value, 0, 0) for name, value in best.data.metrics.items() if name.count(".") == 1]
+    tied = tied_jobs(jobs, rank_by)
+    metrics = [] if not tied else [Metric(name, value, 0, 0) for name, value in tied[0].data.metrics.items() if name.count(".") == 1]
     tags = [RunTag("best_rule", rank_rule(rank_by))]
-    if best is not None:
-        tags.append(RunTag("best_job", f"{best.data.tags.get('sweep_job', '?')} ({best.info.run_name})"))
+    if tied:
+        tags.append(RunTag("best_job", " tied with ".join(f"{run.data.tags.get('sweep_job', '?')} ({run.info.run_name})" for run in tied)))
     for start in range(0, max(len(params), len(metrics)), 100):  # MLflow's batch limit on params
         client.log_batch(parent_run_id, metrics=metrics[start:start + 100], params=params[start:start + 100],
                          tags=tags if start == 0 else [])
@@ -217,7 +254,8 @@ def _job_dirs(directory: Path) -> list[Path]:
 
 
 class SweepSummary(Callback):
-    """Ends a sweep: parent runs closed, the jobs' table printed and saved, exit 1 if none succeeded."""
+    """Ends a sweep: parent runs closed, the jobs' table printed and saved, exit 1 if none succeeded or, their stage run,
+    none gives the metric sweep.rank_by ranks by first."""
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         import mlflow
@@ -234,7 +272,7 @@ class SweepSummary(Callback):
         columns = metric_columns(rank_by)
         choice_label = " ".join(keys) or "run"
         rows = summary_rows(jobs, job_dirs, keys, columns)
-        verdict = verdict_line(best_job(jobs, rank_by), rank_by, keys)
+        verdict = verdict_line(jobs, rank_by, keys)
         markdown = summary_markdown(rows, columns, choice_label, verdict)
         (directory / SUMMARY_FILE).write_text(markdown)
         client = mlflow.tracking.MlflowClient(tracking_uri=config.tracking_uri)
@@ -257,3 +295,5 @@ class SweepSummary(Callback):
                              f"{directory}/<job>/{JOB_LOG}{_launcher_output(directory)}"), highlight=False)
         if job_count and not succeeded:
             raise SystemExit(1)
+        if unrankable(jobs, rank_by):
+            raise SystemExit(1)  # the ranking asked for could not be made: not a verdict to act on
