@@ -49,7 +49,7 @@ from pipeline.main import RichDisplay, replace_dir, write_json_atomic, open_stor
 from pipeline.quality import QUALITY_EXIT, QualityFailed, findings_of
 from pipeline.runner import Runner, RunSummary, StageResult, flat_metrics
 from pipeline.stages import STAGE_NAMES, STAGES, Stage, stage_named
-from pipeline.store import Artifact, StoreError, changed_files, read_manifest
+from pipeline.store import Artifact, RunLease, StoreError, changed_files, read_manifest
 from pipeline.tracking import pipeline_run, ui_hint
 
 DVC_DIR = Path("dvc_artifacts")
@@ -154,11 +154,16 @@ def run_one(name: str, console: Console) -> StageResult:
     cfg = load_params()
     stage = stage_named(name)
     inputs = {upstream: artifact_in(out_dir(upstream)) for upstream in stage.inputs}
-    with RichDisplay(console) as display:
-        result = Runner(cfg, open_store(cfg), display).run_stage(stage, inputs)
-    # a copy, not hard links to the store's files: an edit of dvc_artifacts/ in place (an editor, a script) must not
-    # reach the stored entry (mode bits do not stop root); DVC links this copy into its own cache
-    replace_dir(result.artifact.directory, out_dir(name))
+    store = open_store(cfg)
+    lease = RunLease(store, origin="dvc repro")  # until the entry is copied out; the track stage records the whole run
+    try:
+        with RichDisplay(console) as display:
+            result = Runner(cfg, store, display, lease).run_stage(stage, inputs)
+        # a copy, not hard links to the store's files: an edit of dvc_artifacts/ in place (an editor, a script) must not
+        # reach the stored entry (mode bits do not stop root); DVC links this copy into its own cache
+        replace_dir(result.artifact.directory, out_dir(name))
+    finally:
+        lease.close({})
     write_outputs(stage, result)
     findings = findings_of(cfg, name, result.metrics, result.artifact.directory)
     if findings and cfg.quality.enforce:  # the outputs stand (a true measurement); the run stops as run.py's does

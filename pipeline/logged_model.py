@@ -26,6 +26,7 @@ import numpy as np
 
 from core.ir.io import read_ir
 from core.ir.network import Ir
+from pipeline.liveness import PROCESS_TAGS, abandoned, this_process
 
 if TYPE_CHECKING:  # MLflow takes seconds to import: only where a model is logged (signature_of imports it there)
     from mlflow.models import ModelSignature
@@ -117,7 +118,8 @@ def log_model(*, experiment_id: str, run_id: str, name: str, content_key: str, i
 
 def _new_model(client, experiment_id: str, run_id: str, name: str, content_key: str, ir_dir: Path, calibration_dir: Path | None,
                codegen_dir: Path, params: Mapping[str, str], metadata: Mapping[str, Any]) -> str:
-    tags = {CONTENT_TAG: content_key, "target": str(metadata.get("target", "")), "scheme": str(metadata.get("scheme", ""))}
+    tags = {CONTENT_TAG: content_key, "target": str(metadata.get("target", "")), "scheme": str(metadata.get("scheme", "")),
+            **this_process()}  # while it is PENDING: a process killed before it finalized the model leaves it to a later run
     logged = client.create_logged_model(experiment_id, name=name, source_run_id=run_id, params=dict(params), tags=tags,
                                         model_type=LOGGED_MODEL_TYPE)
     try:
@@ -125,10 +127,32 @@ def _new_model(client, experiment_id: str, run_id: str, name: str, content_key: 
             stage_model(Path(staging), ir_dir=ir_dir, calibration_dir=calibration_dir, codegen_dir=codegen_dir, metadata=metadata)
             client.log_model_artifacts(logged.model_id, staging)
     except BaseException:
-        client.finalize_logged_model(logged.model_id, "FAILED")
+        _finalize(client, logged.model_id, "FAILED")
         raise
-    client.finalize_logged_model(logged.model_id, "READY")
+    _finalize(client, logged.model_id, "READY")
     return logged.model_id
+
+
+def _finalize(client, model_id: str, status: str) -> None:
+    client.finalize_logged_model(model_id, status)
+    for tag in PROCESS_TAGS:
+        client.delete_logged_model_tag(model_id, tag)
+
+
+def close_abandoned_models(client, experiment_id: str) -> list[str]:
+    """Mark FAILED the PENDING logged models whose process (this host's) is gone: a run killed while it logged one. Their
+    ids. A later run of the same bytes logs a READY model (log_model links only READY ones)."""
+    from mlflow.entities import LoggedModelStatus
+
+    closed = []
+    host = this_process()["host"]  # a finalized model carries no PROCESS_TAGS: only the pending ones of this host are read
+    for model in client.search_logged_models([experiment_id], filter_string=f"tags.host = '{host}'", max_results=1000):
+        if model.status == LoggedModelStatus.PENDING and abandoned(model.tags):
+            _finalize(client, model.model_id, "FAILED")
+            client.set_logged_model_tags(model.model_id, {"end_reason": "its run's process ended while logging it (killed?); "
+                                                                        "marked FAILED by a later run"})
+            closed.append(model.model_id)
+    return closed
 
 
 class TfliteModel:

@@ -20,7 +20,7 @@ from pipeline.preflight import preflight
 from pipeline.quality import QualityFailed, findings_of
 from pipeline.runner import RunSummary, Runner, StageResult, flat_metrics
 from pipeline.stages import Stage, stages_until
-from pipeline.store import ArtifactStore
+from pipeline.store import ArtifactStore, RunLease
 from pipeline.tracking import Sweep, pipeline_run
 
 
@@ -90,10 +90,11 @@ def run_pipeline(cfg: Config, *, sweep: Sweep | None = None, console: Console | 
     summary = RunSummary(results=[])
     with one_reading_of_data(), pipeline_run(cfg, sweep=sweep) as tracker:
         summary.mlflow_run_id, summary.mlflow_experiment_id = tracker.run_id, tracker.experiment_id
+        lease = RunLease(store, origin="run.py")
         try:
             with RichDisplay(console, label=f"job {sweep.job} " if sweep is not None and sweep.job is not None else "",
                              quiet=sweep is not None) as display:
-                runner = Runner(cfg, store, display)
+                runner = Runner(cfg, store, display, lease)
                 artifacts = {}
                 for stage in stages:
                     result = runner.run_stage(stage, {name: artifacts[name] for name in stage.inputs})
@@ -103,8 +104,7 @@ def run_pipeline(cfg: Config, *, sweep: Sweep | None = None, console: Console | 
                     if _quality_stops(cfg, result, summary, tracker, display):
                         break
         finally:  # what even a failed run computed is worth keeping: `pipeline.store gc` keeps recent runs' entries
-            if summary.results:
-                store.record_run({result.stage.name: result.key for result in summary.results}, origin="run.py")
+            lease.close({result.stage.name: result.key for result in summary.results})
         summary.metrics = flat_metrics(summary.results)
         tracker.log_summary(summary)
         if summary.quality and cfg.quality.enforce:
@@ -132,41 +132,69 @@ class ExportError(RuntimeError):
 
 
 def export(summary: RunSummary, export_dir: Path) -> Path:
-    """PATH/<stage>/ (the artifacts), PATH/metrics.json, PATH/run.json; each replaced whole."""
+    """PATH/<stage>/ (the artifacts), PATH/metrics.json, PATH/run.json: all copied first, beside them, then each moved
+    in place by a rename; an export that fails (a full disk) changes nothing there."""
     try:
         return _export(summary, export_dir)
     except OSError as error:
-        raise ExportError(f"export_dir={export_dir}: could not copy the artifacts there ({error}); they are in the store, "
-                          "and the next run with a usable export_dir copies them without computing anything") from None
+        raise ExportError(f"export_dir={export_dir}: could not copy the artifacts there ({os_error_text(error)}); they are in the "
+                          "store, and the next run with a usable export_dir copies them without computing anything") from None
+
+
+def os_error_text(error: OSError) -> str:
+    """What went wrong, once: shutil.copytree's error gathers one (source, target, reason) per file it could not copy."""
+    failures = error.args[0] if isinstance(error, shutil.Error) and error.args and isinstance(error.args[0], list) else []
+    if not failures:
+        return str(error)
+    _, target, reason = failures[0]
+    reason = str(reason).split(": '", 1)[0]  # its text names both paths again
+    more = f"; {len(failures) - 1} more file(s) likewise" if len(failures) > 1 else ""
+    return f"{reason}, writing {target}{more}"
 
 
 def _export(summary: RunSummary, export_dir: Path) -> Path:
     export_dir.mkdir(parents=True, exist_ok=True)
-    for result in summary.results:
-        replace_dir(result.artifact.directory, export_dir / result.stage.name)
-    write_json_atomic(export_dir / "metrics.json", summary.metrics)
-    run_info = {
-        "mlflow_run_id": summary.mlflow_run_id,
-        "stages": {result.stage.name: {"key": result.key, "reused": result.reused} for result in summary.results},
-    }
-    write_json_atomic(export_dir / "run.json", run_info)
+    staging = Path(tempfile.mkdtemp(dir=export_dir, prefix=".export."))
+    try:
+        for result in summary.results:
+            shutil.copytree(result.artifact.directory, staging / result.stage.name, copy_function=shutil.copy2)
+        write_json_atomic(staging / "metrics.json", summary.metrics)
+        run_info = {
+            "mlflow_run_id": summary.mlflow_run_id,
+            "stages": {result.stage.name: {"key": result.key, "reused": result.reused} for result in summary.results},
+        }
+        write_json_atomic(staging / "run.json", run_info)
+        for written in sorted(staging.iterdir()):
+            _move_in(written, export_dir / written.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return export_dir
 
 
 def replace_dir(source: Path, target: Path) -> None:
     """`target` becomes a copy of `source` in one rename (copies, never links: what is written there must not reach a
-    store entry's files)."""
+    store entry's files); a copy that fails leaves `target` as it was and nothing beside it."""
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-    shutil.copytree(source, partial, dirs_exist_ok=True, copy_function=shutil.copy2)
-    if target.exists():
+    try:
+        shutil.copytree(source, partial, dirs_exist_ok=True, copy_function=shutil.copy2)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    _move_in(partial, target)
+
+
+def _move_in(written: Path, target: Path) -> None:
+    """`written` (a file or a directory) renamed to `target`, whatever was there replaced (a rename cannot replace a
+    directory: the old one is renamed aside first, then removed)."""
+    if written.is_dir() and target.exists():
         retired = target.with_name(f".{target.name}.old")
         shutil.rmtree(retired, ignore_errors=True)
         os.rename(target, retired)
-        os.rename(partial, target)
+        os.rename(written, target)
         shutil.rmtree(retired, ignore_errors=True)
     else:
-        os.rename(partial, target)
+        os.replace(written, target)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -31,7 +31,7 @@ from pipeline.params import StoredPart
 from pipeline.quiet import native_notices_dropped
 from pipeline.resources import ResolvedFile, built_once, resolve_file
 from pipeline.stages import Stage
-from pipeline.store import Artifact, ArtifactStore
+from pipeline.store import Artifact, ArtifactStore, RunLease
 
 
 
@@ -220,8 +220,9 @@ def stage_key(stage: Stage, params_material: dict[str, Any], inputs: dict[str, A
 
 
 class Runner:
-    def __init__(self, cfg: Config, store: ArtifactStore, display: Display):
-        self.cfg, self.store, self.display = cfg, store, display
+    def __init__(self, cfg: Config, store: ArtifactStore, display: Display, lease: RunLease):
+        """`lease`: the run's hold on what it uses, renewed before each entry is looked up (pipeline/store: RunLease)."""
+        self.cfg, self.store, self.display, self.lease = cfg, store, display, lease
         self.cache_dir = Path(cfg.store.cache_dir).expanduser()
 
     def run_stage(self, stage: Stage, inputs: dict[str, Artifact]) -> StageResult:
@@ -229,6 +230,7 @@ class Runner:
         params, material = stage_params(stage, self.cfg, self.cache_dir)
         key = stage_key(stage, material, inputs)
         self.display.start(stage, key)
+        self.lease.hold(stage.name, key)
         artifact = self.store.lookup(stage.name, key)
         while self.store.notices:
             self.display.log(stage, "warning: " + self.store.notices.pop(0))
@@ -280,6 +282,7 @@ class Runner:
               parts: dict[str, dict[str, str]]) -> Path:
         """The stored part's directory; computed by `compute(directory)` and committed when the store lacks it."""
         name = f"{stage.name}.{part.name}"
+        self.lease.hold(name, key)
         artifact = self.store.lookup(name, key)
         while self.store.notices:
             self.display.log(stage, "warning: " + self.store.notices.pop(0))

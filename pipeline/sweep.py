@@ -23,7 +23,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from pipeline.tracking import HEADLINE_METRICS, MAX_PARAM_LENGTH, SWEEP_ROLE_TAG, Sweep, check_tracking_server
+from pipeline.tracking import (HEADLINE_METRICS, MAX_PARAM_LENGTH, SWEEP_ROLE_TAG, Sweep, check_tracking_server, forget_process,
+                               record_launcher)
 
 SUMMARY_FILE = "summary.md"
 JOB_LOG = "run.log"  # Hydra's per-job log (conf/config.yaml's job_logging): the stages' lines and the error
@@ -257,6 +258,9 @@ class SweepSummary(Callback):
     """Ends a sweep: parent runs closed, the jobs' table printed and saved, exit 1 if none succeeded or, their stage run,
     none gives the metric sweep.rank_by ranks by first."""
 
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        record_launcher(str(config.hydra.sweep.dir))
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         import mlflow
 
@@ -281,6 +285,7 @@ class SweepSummary(Callback):
             log_parent_figures(client, parent.info.run_id, [run for run in jobs if run.info.experiment_id == parent.info.experiment_id],
                                rank_by)
             client.set_terminated(parent.info.run_id, "FINISHED" if succeeded else "FAILED")
+            forget_process(client, parent.info.run_id)
         console = Console(stderr=True, soft_wrap=True)
         console.print(summary_table(rows, len(jobs), columns, choice_label))
         _, same = differing(rows, columns)

@@ -30,6 +30,7 @@ while a run is RUNNING: whoever closes it deletes them.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -45,7 +46,6 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlparse, urlsplit
 
-import psutil
 from filelock import FileLock
 from hydra.core.hydra_config import HydraConfig
 
@@ -53,7 +53,8 @@ from core.reports.series import SERIES_DIR, read_series
 from pipeline.config import Config, flatten, to_plain
 from pipeline.code_version import PROJECT_ROOT
 from pipeline.hashing import canonical_json, data_digest, sha256_bytes
-from pipeline.logged_model import log_model, model_name
+from pipeline.liveness import PROCESS_TAGS, abandoned, this_process
+from pipeline.logged_model import close_abandoned_models, log_model, model_name
 from pipeline.runner import RunSummary, StageResult
 from pipeline.units import rounded
 
@@ -181,6 +182,14 @@ class Sweep:
 
 @contextmanager
 def pipeline_run(cfg: Config, sweep: Sweep | None = None) -> Iterator["Tracker"]:
+    """The run's MLflow run, open while the pipeline runs; a tracking store that cannot be written (a full disk) is one
+    TrackingError naming it, however far the run got."""
+    with _full_disk_named(cfg.tracking_uri), _mlflow_run(cfg, sweep) as tracker:
+        yield tracker
+
+
+@contextmanager
+def _mlflow_run(cfg: Config, sweep: Sweep | None) -> Iterator["Tracker"]:
     import mlflow
 
     check_tracking_server(cfg.tracking_uri)
@@ -190,6 +199,7 @@ def pipeline_run(cfg: Config, sweep: Sweep | None = None) -> Iterator["Tracker"]
         client = mlflow.tracking.MlflowClient()
         experiment_id = _experiment_id(client, experiment_name(cfg))
     close_abandoned_runs(client, experiment_id)
+    close_abandoned_models(client, experiment_id)
     tags = {"git_commit": git_commit(), "model": cfg.model.name, **this_process(), **dvc_experiment_tags()}
     parent_run_id = None
     if sweep is not None:
@@ -203,8 +213,8 @@ def pipeline_run(cfg: Config, sweep: Sweep | None = None) -> Iterator["Tracker"]
         log_datasets(cfg)
         try:
             yield Tracker(run.info.run_id, experiment_id)
-        except Exception as error:  # the run ends FAILED; say why where the comparison shows it
-            mlflow.set_tag("error", str(error)[:MAX_TAG_LENGTH])
+        except Exception as error:  # the run ends FAILED; say why where the comparison shows it, if the store still takes it
+            _as_far_as_it_goes(mlflow.set_tag, "error", str(error)[:MAX_TAG_LENGTH])
             raise
         except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM turned into one by the entry point
             mlflow.set_tag("end_reason", str(interrupt) or "interrupted (Ctrl-C)")
@@ -212,6 +222,49 @@ def pipeline_run(cfg: Config, sweep: Sweep | None = None) -> Iterator["Tracker"]
             raise
         finally:  # closed by its own process: nothing left for a later run to check
             forget_process(client, run.info.run_id)
+
+
+FULL_DISK = ("database or disk is full", "No space left on device")
+
+
+def _full(error: BaseException) -> bool:
+    return any(words in str(error) for words in FULL_DISK)
+
+
+class _FullDiskNotLogged(logging.Filter):
+    """MLflow logs each failed database write with its traceback before it raises: a full disk's is said once, by
+    _full_disk_named."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and record.exc_info[1] is not None and _full(record.exc_info[1]))
+
+
+@contextmanager
+def _full_disk_named(tracking_uri: str) -> Iterator[None]:
+    """MLflow's own failures of a full disk named once; the store's and the stages' are theirs to name."""
+    from mlflow.exceptions import MlflowException
+
+    database_log = logging.getLogger("mlflow.store.db.utils")
+    if not any(isinstance(existing, _FullDiskNotLogged) for existing in database_log.filters):
+        database_log.addFilter(_FullDiskNotLogged())
+    try:
+        yield
+    except (MlflowException, sqlite3.Error) as error:
+        if not _full(error):
+            raise
+        raise TrackingError(f"tracking_uri={tracking_uri}: the disk that holds the tracking store is full (MLflow: "
+                            f"{str(error).splitlines()[0]}); free space there or point tracking_uri at another disk. What the "
+                            "stages computed is in the store: the next run reuses it") from None
+
+
+def _as_far_as_it_goes(write, *args) -> None:
+    """A write to MLflow while a run fails: skipped where the store cannot take it (the failure is what is reported)."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        write(*args)
+    except (MlflowException, OSError):
+        pass
 
 
 SECRET_WORDS = ("secret", "password", "token", "key", "credential")
@@ -233,8 +286,28 @@ def sweep_parent_run(client, experiment_id: str, sweep: Sweep) -> str:
             return found[0].info.run_id
         run = client.create_run(experiment_id, run_name=sweep.parent_name, tags={
             "sweep_id": sweep.id, SWEEP_ROLE_TAG: "parent", "sweep_dir": sweep.directory, "git_commit": git_commit(),
-            "mlflow.note.content": f"Hydra sweep in {sweep.directory}: {' '.join(sweep.overrides)}; its jobs are the nested runs"})
+            "mlflow.note.content": f"Hydra sweep in {sweep.directory}: {' '.join(sweep.overrides)}; its jobs are the nested runs",
+            **launcher_process(sweep.directory)})
         return run.info.run_id
+
+
+LAUNCHER_FILE = ".launcher.json"  # in the sweep's directory: the process that launches its jobs and closes its parent run
+
+
+def record_launcher(directory: str) -> None:
+    """Written by the launching process before any job starts: the parent run a job makes carries its PROCESS_TAGS, so
+    a launcher killed outright leaves a parent that a later run closes as KILLED (close_abandoned_runs), as a job's."""
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    (Path(directory) / LAUNCHER_FILE).write_text(json.dumps(this_process()) + "\n")
+
+
+def launcher_process(directory: str) -> dict[str, str]:
+    """The launcher's PROCESS_TAGS, where it recorded them; none otherwise (a parent then waits for on_multirun_end)."""
+    try:
+        tags = json.loads((Path(directory) / LAUNCHER_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {tag: str(tags[tag]) for tag in PROCESS_TAGS if isinstance(tags, dict) and tag in tags}
 
 
 def log_datasets(cfg: Config) -> None:
@@ -310,15 +383,6 @@ def ui_hint(tracking_uri: str, experiment_id: str | None = None) -> str:
     return f"`mlflow ui --backend-store-uri {tracking_uri}`{then}"
 
 
-PROCESS_TAGS = ("host", "pid", "pid_started")
-
-
-def this_process() -> dict[str, str]:
-    """Tags that let a later run tell whether this run's process still exists (PROCESS_TAGS): a run carries them only
-    while it is RUNNING, so they do not crowd the run page of every finished run."""
-    return dict(zip(PROCESS_TAGS, (socket.gethostname(), str(os.getpid()), repr(psutil.Process().create_time()))))
-
-
 def forget_process(client, run_id: str) -> None:
     """The run's PROCESS_TAGS deleted, as far as the tracking store lets: this runs while a run ends, perhaps because the
     store failed, and must not hide why (a tag left behind only crowds the page; only RUNNING runs are checked)."""
@@ -331,19 +395,12 @@ def forget_process(client, run_id: str) -> None:
         pass
 
 
-def _process_alive(pid: str, started: str) -> bool:
-    try:
-        return repr(psutil.Process(int(pid)).create_time()) == started  # a reused pid is another process
-    except (psutil.NoSuchProcess, ValueError):
-        return False
-
-
 def close_abandoned_runs(client, experiment_id: str) -> list[str]:
     """Mark KILLED the RUNNING runs of this host whose process is gone; their ids."""
     host, closed = socket.gethostname(), []
     for run in client.search_runs([experiment_id], filter_string="attributes.status = 'RUNNING'", max_results=1000):
         tags = run.data.tags
-        if tags.get("host") != host or "pid" not in tags or _process_alive(tags["pid"], tags.get("pid_started", "")):
+        if not abandoned(tags):
             continue
         client.set_tag(run.info.run_id, "end_reason",
                        f"its process (pid {tags['pid']} on {host}) ended without closing the run (killed?); "

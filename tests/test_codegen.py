@@ -391,12 +391,16 @@ def digits_ir(tmp_path_factory, model_cache):
 
 def _run_codegen(cfg, emit_ir, partition, store_url: str | None = None, cflags: list[str] | None = None):
     from pipeline.runner import Runner
-    from pipeline.store import ArtifactStore
+    from pipeline.store import ArtifactStore, RunLease
 
     if cflags is not None:
         cfg = dataclasses.replace(cfg, codegen=dataclasses.replace(cfg.codegen, cflags=cflags))
     store = ArtifactStore(store_url or cfg.store.url, local_cache=Path(cfg.store.cache_dir))
-    return Runner(cfg, store, _Display()).run_stage(stage_named("codegen"), {"emit_ir": emit_ir, "partition": partition})
+    lease = RunLease(store, origin="test")
+    try:
+        return Runner(cfg, store, _Display(), lease).run_stage(stage_named("codegen"), {"emit_ir": emit_ir, "partition": partition})
+    finally:
+        lease.close({})
 
 
 def test_digits_through_the_codegen_stage(digits_ir):

@@ -155,6 +155,7 @@ def test_a_run_that_reached_codegen_logs_its_model_in_mlflow_with_its_signature(
     models = {model.model_id: model for model in mlflow.search_logged_models(experiment_ids=[first.mlflow_experiment_id], output_format="list")}
     assert set(models) == {first.logged_model_id, second.logged_model_id} and first.logged_model_id == again.logged_model_id
     assert models[first.logged_model_id].source_run_id == first.mlflow_run_id and models[first.logged_model_id].name == "digits-tf2ir-mse"
+    assert all(model.status == "READY" and not set(PROCESS_TAGS) & set(model.tags) for model in models.values())  # pending-only tags
     downloaded = Path(mlflow.artifacts.download_artifacts(f"models:/{first.logged_model_id}", dst_path=str(root / "model")))
     described = Model.load(str(downloaded / "MLmodel"))
     (spec,) = described.signature.inputs.inputs

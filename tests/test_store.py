@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.hashing import data_digest, file_digests, one_reading_of_data, path_digest, tree_digest
-from conftest import PROJECT_ROOT
-from pipeline.store import ArtifactStore
+from conftest import PROJECT_ROOT, tracking_override
+from pipeline.store import LEASE_SECONDS, ArtifactStore, RunLease, holds_entries
 from pipeline.runner import material_of
 from pipeline.stages import stage_named
 from pipeline.store.gc import plan_gc, run_gc
@@ -175,6 +175,67 @@ def test_gc_keeps_the_newest_runs_entries_and_their_inputs(tmp_path, remote):
     assert {(s, k) for s in store.stages_present() for k in store.entries(s)} == set(plan.keep)
     assert store.lookup("calibrate.observation", "new-observation") is not None and len(store.run_records()) == 1
     assert set(plan_gc(store, project, keep_runs=0).remove) == set(plan.keep)  # no runs kept: nothing referenced
+
+
+LEASE_AND_DIE = """
+import os, sys
+from pipeline.store import ArtifactStore, RunLease
+RunLease(ArtifactStore(sys.argv[1]), origin="killed").hold("import", "dead-import")
+os._exit(9)  # killed: its record stays live
+"""
+
+
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "fsspec"])
+def test_gc_keeps_what_a_live_run_holds_whatever_keep_runs_says(tmp_path, remote):
+    url = f"memory://lease-{tmp_path.name}" if remote else str(tmp_path / "store")
+    store = ArtifactStore(url, local_cache=tmp_path / "cache")
+    for stage, key in (("import", "held-import"), ("calibrate", "held-calibrate"), ("import", "dead-import")):
+        store.commit(stage, key, _build(store, key.encode()), {})
+    project = tmp_path / "project"
+    project.mkdir()
+    lease = RunLease(store, origin="test")
+    lease.hold("import", "held-import")
+    lease.hold("calibrate", "held-calibrate")
+    if not remote:  # a run killed while it held an entry: its record is an ordinary one (memory:// is this process's own)
+        killed = subprocess.run([sys.executable, "-c", LEASE_AND_DIE, url], cwd=PROJECT_ROOT, capture_output=True, text=True)
+        assert killed.returncode == 9, killed.stderr
+    plan = plan_gc(store, project, keep_runs=0)
+    assert set(plan.keep) == {("import", "held-import"), ("calibrate", "held-calibrate")} and plan.live_runs == 1
+    assert plan.remove == [("import", "dead-import")] and len(plan.old_records) == (0 if remote else 1)
+    run_gc(store, plan)
+    lease.close({"import": "held-import"})  # the run ended: its record is the entries it used, one of the newest runs' or not
+    record = json.loads(store.fs.cat_file(lease.path))
+    assert not holds_entries(record) and record["stages"] == {"import": "held-import"}
+    assert set(plan_gc(store, project, keep_runs=1).keep) == {("import", "held-import")}
+    assert set(plan_gc(store, project, keep_runs=0).remove) == {("import", "held-import"), ("calibrate", "held-calibrate")}
+
+
+def test_a_lease_of_another_machine_is_honoured_for_a_week_after_it_was_last_written(tmp_path):
+    record = {"live": True, "host": "another-machine", "pid": "1", "pid_started": "1.0", "time": time.time() - 3600, "stages": {}}
+    assert holds_entries(record) and not holds_entries({**record, "time": time.time() - LEASE_SECONDS - 1})
+    assert not holds_entries({**record, "live": False})
+
+
+def test_gc_during_a_run_leaves_what_the_run_has_written_and_the_run_succeeds(tmp_path, model_cache):
+    """The round-4 case: `gc --keep-runs 0` while a run is between calibrate and its end removed the calibrate entry the
+    run had just written, and the run failed at emit_ir."""
+    store = tmp_path / "store"
+    run = subprocess.Popen([sys.executable, "run.py", f"store.url={store}", f"store.cache_dir={model_cache}", tracking_override(tmp_path),
+                            f"hydra.run.dir={tmp_path / 'hydra'}"], cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        while run.poll() is None and not list(store.glob("calibrate/*/manifest.json")):
+            time.sleep(0.05)
+        assert run.poll() is None, "the run ended before gc could run beside it"
+        collected = subprocess.run([sys.executable, "-m", "pipeline.store", "gc", "--keep-runs", "0", "--store", str(store)],
+                                   cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})
+        assert collected.returncode == 0 and "1 run(s) in progress" in collected.stdout, collected.stdout + collected.stderr
+        calibrated = list(store.glob("calibrate/*/manifest.json"))
+        assert calibrated and not any("calibrate/" in line for line in collected.stdout.splitlines() if line.startswith("removed "))
+        _, stderr = run.communicate(timeout=600)
+    finally:
+        run.kill()
+    assert run.returncode == 0, stderr[-3000:]
+    assert all(path.is_file() for path in calibrated)
 
 
 def test_gc_cli_dry_run_removes_nothing(tmp_path):

@@ -13,8 +13,9 @@ other fsspec filesystem (s3://, gs://, memory://) the files are uploaded first
 and the manifest last, so the manifest is the commit marker, and entries are
 fetched into a local cache directory before a stage reads them.
 
-Each run records the entries it used in `<root>/.runs/<time>-<id>.json`; `python -m
-pipeline.store gc` (pipeline/store/gc.py) keeps what the newest runs and DVC's lock
+Each run records the entries it used in `<root>/.runs/<time>-<id>.json`, written when it starts and
+rewritten, live, before each entry it looks up (RunLease); `python -m pipeline.store gc`
+(pipeline/store/gc.py) keeps what the runs in progress, the newest runs and DVC's lock
 reference and removes the rest.
 
 A build directory is held by an exclusive lock on `<uuid>.lock` beside it for as long as
@@ -39,6 +40,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from pipeline.hashing import MANIFEST, file_digests, tree_digest
+from pipeline.liveness import abandoned, this_process
 
 TMP_DIR = ".tmp"
 RUNS_DIR = ".runs"  # one small JSON per run: the (stage, key) entries it used
@@ -211,20 +213,31 @@ class ArtifactStore:
         self._release(build_dir)
 
     # --- what runs used, for garbage collection --------------------------------
-    def record_run(self, stages: dict[str, str], origin: str) -> str:
-        """Note that a run used these entries ({stage: key}); the record's path."""
+    def record_run(self, stages: dict[str, str], origin: str, path: str | None = None, live: bool = False) -> str:
+        """Note that a run used these entries ({stage: key}); the record's path. `live`: the run goes on, and `path` is
+        its record, rewritten as it holds more (RunLease): gc keeps what a live run holds whatever --keep-runs says."""
         now = time.time()  # names sort by time, to the microsecond
         name = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime(now))}.{int(now * 1e6) % 1_000_000:06d}Z-{uuid.uuid4().hex[:8]}.json"
-        record = json.dumps({"time": time.time(), "origin": origin, "stages": stages}, indent=1, sort_keys=True) + "\n"
-        path = f"{self.root}/{RUNS_DIR}/{name}"
+        fields: dict[str, Any] = {"time": now, "origin": origin, "stages": stages}
+        if live:
+            fields.update(live=True, **this_process())
+        record = json.dumps(fields, indent=1, sort_keys=True) + "\n"
+        path = path or f"{self.root}/{RUNS_DIR}/{name}"
         if self.is_local:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             partial = Path(path).with_suffix(".partial")
-            partial.write_text(record)
-            os.replace(partial, path)
+            try:
+                partial.write_text(record)
+                os.replace(partial, path)
+            except OSError:  # a full disk: no partial record left behind
+                partial.unlink(missing_ok=True)
+                raise
         else:
             self.fs.pipe_file(path, record.encode())
         return path
+
+    def remove_record(self, path: str) -> None:
+        self.fs.rm(path)
 
     def run_records(self) -> list[tuple[str, dict[str, Any]]]:
         """(path, record) of every readable run record, newest first."""
@@ -320,3 +333,49 @@ def manifest_from(content: bytes) -> dict[str, Any] | None:
 
 def _write_json(path: Path, data: Any) -> None:
     Path(path).write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+
+
+# a live record of another machine's run, or of one whose process this machine cannot see, counts as live this long
+# after it was last written (a stage of hours renews it only when it ends)
+LEASE_SECONDS = 7 * 24 * 3600
+
+
+def holds_entries(record: dict[str, Any], now: float | None = None) -> bool:
+    """Whether `record` is a run that still goes on (RunLease): its process alive on this machine, or, written on another,
+    renewed within LEASE_SECONDS. A killed run's record is an ordinary record of what it used."""
+    if not record.get("live"):
+        return False
+    if record.get("host") == this_process()["host"]:
+        return not abandoned(record)
+    return (now or time.time()) - float(record.get("time") or 0) < LEASE_SECONDS
+
+
+class RunLease:
+    """A run's hold on the store entries it uses: its run record, written when the run starts and rewritten before each
+    entry is looked up or computed (so `pipeline.store gc` never removes what a live run reads or has just written),
+    made an ordinary record of what the run used when it ends (none, if it used nothing)."""
+
+    def __init__(self, store: ArtifactStore, origin: str):
+        self.store, self.origin, self.held = store, origin, {}
+        self.path: str | None = None
+        self._write({}, live=True)
+
+    def hold(self, name: str, key: str) -> None:
+        if self.held.get(name) != key:
+            self.held[name] = key
+            self._write(dict(self.held), live=True)
+
+    def close(self, used: dict[str, str]) -> None:
+        """The record of the entries the run used ({stage: key}), no longer live."""
+        if used:
+            self._write(used, live=False)
+        elif self.path is not None:
+            self.store.remove_record(self.path)
+
+    def _write(self, stages: dict[str, str], live: bool) -> None:
+        """The record written; where the store cannot take it (a full disk), the run goes on without the hold: the stage's
+        own write there then fails, naming the disk, and a run without a record was never one gc keeps anyway."""
+        try:
+            self.path = self.store.record_run(stages, self.origin, path=self.path, live=live)
+        except OSError:
+            pass

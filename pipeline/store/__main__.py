@@ -71,7 +71,8 @@ def main(argv: list[str]) -> int:
     console.print(escape(f"{verb} {len(plan.remove)} entr{'y' if len(plan.remove) == 1 else 'ies'} "
                          f"({plan.bytes_freed(store) / 1e6:.1f} MB not shared with DVC's cache), {len(plan.old_records)} old run "
                          f"record(s), {plan.damaged} damaged entr{'y' if plan.damaged == 1 else 'ies'}; "
-                         f"kept {len(plan.keep)} (the newest {args.keep_runs} runs, dvc.lock and their inputs) in {args.store}"))
+                         f"kept {len(plan.keep)} (the newest {args.keep_runs} runs, {plan.live_runs} run(s) in progress, dvc.lock and their inputs) "
+                         f"in {args.store}"))
     if not args.dry_run:
         run_gc(store, plan)
     return 0

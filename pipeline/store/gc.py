@@ -1,6 +1,7 @@
 """Garbage collection of the artifact store: `python -m pipeline.store gc [--dry-run] [--keep-runs N]`.
 
-Kept: the entries named by the newest N run records (run.py and `dvc repro` both record the
+Kept: the entries of the runs in progress (each holds what it uses by its live run record, pipeline/store: RunLease,
+whatever N is), the entries named by the newest N run records (run.py and `dvc repro` both record the
 entries they used), the entries DVC's lock points at (each `dvc_artifacts/<stage>` output of
 dvc.lock, read through DVC's cache, else the workspace's copy), and every entry a kept entry
 was computed from. Removed: every other entry, the run records beyond the newest N, damaged
@@ -23,7 +24,7 @@ import yaml
 from dvc.repo import Repo
 
 from pipeline.hashing import MANIFEST
-from pipeline.store import QUARANTINE_DIR, ArtifactStore, read_manifest
+from pipeline.store import QUARANTINE_DIR, ArtifactStore, holds_entries, read_manifest
 
 DVC_LOCK = "dvc.lock"
 DVC_OUTPUTS = "dvc_artifacts"
@@ -39,6 +40,7 @@ class GcPlan:
     old_records: list[str] = field(default_factory=list)
     quarantined: list[str] = field(default_factory=list)  # in the store
     quarantined_here: list[Path] = field(default_factory=list)  # in this machine's cache of a remote store
+    live_runs: int = 0  # runs in progress, whose entries are kept
 
     @property
     def damaged(self) -> int:
@@ -87,10 +89,16 @@ def _dvc_cache(project: Path) -> Path:
 def plan_gc(store: ArtifactStore, project: Path, keep_runs: int = DEFAULT_KEEP_RUNS) -> GcPlan:
     plan = GcPlan()
     records = store.run_records()
-    for path, record in records[:keep_runs]:
+    live = [(path, record) for path, record in records if holds_entries(record)]
+    finished = [(path, record) for path, record in records if not holds_entries(record)]
+    for path, record in live:  # whatever keep_runs says: a run in progress reads and writes these now
+        for stage, key in record["stages"].items():
+            plan.keep.setdefault((stage, key), f"run in progress {Path(path).name}")
+    plan.live_runs = len(live)
+    for path, record in finished[:keep_runs]:
         for stage, key in record["stages"].items():
             plan.keep.setdefault((stage, key), f"run record {Path(path).name}")
-    plan.old_records = [path for path, _ in records[keep_runs:]]
+    plan.old_records = [path for path, _ in finished[keep_runs:]]
     for entry, why in dvc_lock_entries(project).items():
         plan.keep.setdefault(entry, why)
     _add_inputs(store, plan.keep)
