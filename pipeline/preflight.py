@@ -13,10 +13,14 @@ from typing import Any, Iterator
 
 from fsspec.implementations.local import LocalFileSystem
 
+from core.backends.capability import refusal
 from core.data.datasets import DatasetError, check_source, load_image
+from core.frontend.layers import Layer
+from core.ir.ops import OPS
 from core.frontend.tflite import TfliteError, read_tflite
 from core.frontend.tflite_graph import refuse_unread_operators
 from core.limits import MemoryBudget
+from core.quantize.schemes.base import scheme_of
 from pipeline.config import OPTIONAL_FILES, Config, ConfigError, FileRef, select, to_plain
 from pipeline.params import ModelFormat
 from pipeline.resources import ResourceError, is_empty, resolve_file
@@ -38,10 +42,27 @@ def preflight(cfg: Config, stages: tuple[Stage, ...]) -> None:
         raise ConfigError(problems[0])
     if problems:
         raise ConfigError(f"{len(problems)} inputs are missing or unusable:\n" + "\n".join(f"  - {problem}" for problem in problems))
+    _check_keep_float(cfg)
     _check_store(cfg.store.url, to_plain(cfg.store.options))
     if cfg.export_dir:
         _check_export_dir(cfg.export_dir)
     check_tracking_uri(cfg.tracking_uri)
+
+
+def _check_keep_float(cfg: Config) -> None:
+    """calib.keep_float on a target whose IR keeps no layer in float: refused before import, not at calibrate."""
+    kept = list(select(cfg, "calib.keep_float") or [])  # CalibConfig is made from the methods' settings: no attributes to mypy
+    if not kept:
+        return
+    scheme = scheme_of(cfg.target)
+    variants = sorted({op.float_variant for op in OPS.values() if op.float_variant})
+    refusals = [refusal(scheme.ir_dialect, Layer(name=kept[0], op=variant, inputs=[], output="", nodes=[]), scheme.bits)
+                for variant in variants]
+    if all(why is not None for why in refusals):
+        why = refusals[0]
+        raise ConfigError(f"calib.keep_float={kept}: target={cfg.target.name} computes every layer in "
+                          f"integers ({why}); keep layers in float on target=tf2ir or an accelerator of its IR, or leave "
+                          "calib.keep_float empty")
 
 
 def _input_problems(cfg: Config, keys: list[str], cache_dir: Path) -> Iterator[Exception]:

@@ -5,8 +5,14 @@ the key or file, no traceback, and, where it can be checked before work, before 
 from __future__ import annotations
 
 import io
+import math
+import shutil
+import sqlite3
 import struct
+import subprocess
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -160,10 +166,10 @@ def test_a_huge_declared_input_is_refused_at_import_not_allocated(tmp_path):
              before_any_stage=False)
 
 
-def test_calibration_batches_shrink_to_the_budget_and_say_so(tmp_path):
+def test_calibration_batches_shrink_to_the_budget_and_say_so(tmp_path, model_cache):
     """The digits model at a budget that holds only a few images' activations per batch: the run completes."""
     summary, printed = _explained(tmp_path, "limits.memory_mb=1", "calib.batch_size=256", "until=calibrate",
-                                  "model.builtin.epochs=2")
+                                  "model.builtin.epochs=2", f"store.cache_dir={model_cache}")
     assert summary is not None, printed
     assert "calibrating in batches of" in printed and "not calib.batch_size=256" in printed
 
@@ -185,20 +191,28 @@ def _keras_file(path: Path, nan_weight: bool = False) -> Path:
     return path
 
 
+@pytest.mark.parametrize("target", ["tflite_int8", "tflite_int16x8"])
+def test_keep_float_on_a_target_of_integers_only_is_refused_before_any_stage(tmp_path, target):
+    """Round 4: refused at calibrate, after import and fold_check."""
+    printed = _refused(tmp_path, f"calib.keep_float=['conv1']: target={target} computes every layer in integers (layers kept in "
+                                 "float (calib.keep_float): an int8 .tflite keeps none)", f"target={target}", "calib.keep_float=[conv1]")
+    assert "target=tf2ir" in printed
+
+
 def test_num_bins_beyond_the_budget_is_refused_before_any_stage(tmp_path):
     _refused(tmp_path, "calib.num_bins=1000000000: one tensor's histogram needs 96.9 GiB, over limits.memory_mb=4096",
              "calib.num_bins=1000000000")
 
 
-def test_num_bins_whose_histograms_together_exceed_the_budget_are_refused_before_collecting(tmp_path):
+def test_num_bins_whose_histograms_together_exceed_the_budget_are_refused_before_collecting(tmp_path, model_cache):
     printed = _refused(tmp_path, "calib.num_bins=4000000: the histograms of 9 tensors needs 640.9 MiB, over the memory budget "
                        "limits.memory_mb=512", "calib.num_bins=4000000", "limits.memory_mb=512", "model.builtin.epochs=1",
-                       before_any_stage=False)
+                       f"store.cache_dir={model_cache}", before_any_stage=False)
     assert "lower calib.num_bins" in printed
 
 
-def test_more_calibration_images_than_the_data_holds_says_so(tmp_path):
-    summary, printed = _explained(tmp_path, "calib.num_images=5000", "until=calibrate", "model.builtin.epochs=1")
+def test_more_calibration_images_than_the_data_holds_says_so(tmp_path, model_cache):
+    summary, printed = _explained(tmp_path, "calib.num_images=5000", "until=calibrate", "model.builtin.epochs=1", f"store.cache_dir={model_cache}")
     assert summary is not None, printed
     assert "calib.num_images=5000, but digits/train holds 1437: calibrating on all 1437" in printed
 
@@ -285,28 +299,62 @@ def test_a_params_yaml_that_is_not_yaml_or_not_the_schema_is_one_message(tmp_pat
     assert str(raised.value).startswith(f"{tmp_path / 'params.yaml'}: ") and expected in str(raised.value)
 
 
-def test_a_define_that_breaks_the_build_names_codegen_cflags(tmp_path):
-    summary, printed = _explained(tmp_path, 'codegen.cflags=[-O2,"-Dmain=renamed"]', "model.builtin.epochs=1")
+def test_a_define_that_breaks_the_build_names_codegen_cflags(tmp_path, model_cache):
+    summary, printed = _explained(tmp_path, 'codegen.cflags=[-O2,"-Dmain=renamed"]', "model.builtin.epochs=1", f"store.cache_dir={model_cache}")
     assert summary is None and "Traceback" not in printed, printed  # the compiler's own diagnostics, then what to change
     assert "undefined reference to `main'" in printed
     assert "codegen.cflags=['-O2', '-Dmain=renamed'] may be what broke the build" in printed.replace("\n", "")
 
 
-def test_a_full_disk_names_the_path_and_leaves_nothing_half_written(tmp_path):
-    import subprocess
-
-    disk = tmp_path / "small-disk"
-    disk.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], capture_output=True).returncode != 0:
+@contextmanager
+def _small_disk(directory: Path, size: int) -> Iterator[Path]:
+    """A tmpfs of `size` bytes mounted at `directory` (root only: skipped elsewhere), unmounted after (lazily: MLflow's
+    engine keeps a database there open)."""
+    directory.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)], capture_output=True).returncode != 0:
         pytest.skip("cannot mount a small tmpfs here (needs root)")
     try:
+        yield directory
+    finally:
+        subprocess.run(["umount", "--lazy", str(directory)], check=True)
+
+
+def test_a_full_disk_names_the_path_and_leaves_nothing_half_written(tmp_path, model_cache):
+    with _small_disk(tmp_path / "small-disk", 256 * 1024) as disk:
         printed = _refused(tmp_path, "ran out of disk space writing " + str(disk / "store" / ".tmp"), f"store.url={disk / 'store'}",
-                           "model.builtin.epochs=1", before_any_stage=False)
+                           "model.builtin.epochs=1", f"store.cache_dir={model_cache}", before_any_stage=False)
         assert "free space on that disk, or point store.url" in printed
         assert not list((disk / "store" / ".tmp").iterdir())  # the stage's build directory is gone
         assert all((entry / "manifest.json").is_file() for entry in (disk / "store").glob("[a-z]*/*"))
-    finally:
-        subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_an_export_to_a_full_disk_is_named_once_and_changes_nothing_there(tmp_path, model_cache):
+    """Every artifact is copied beside the export before any is moved in: a full disk leaves the last export whole."""
+    with _small_disk(tmp_path / "small-disk", 32 * 1024) as disk:
+        before = {"metrics.json": "{}\n", "import/report.json": "an earlier run's\n"}
+        for name, text in before.items():
+            (disk / "out" / name).parent.mkdir(parents=True, exist_ok=True)
+            (disk / "out" / name).write_text(text)
+        printed = _refused(tmp_path, f"export_dir={disk / 'out'}: could not copy the artifacts there ([Errno 28] No space left on device, "
+                                     f"writing {disk / 'out'}/.export.", f"export_dir={disk / 'out'}", "until=fold_check",
+                           "model.builtin.epochs=1", f"store.cache_dir={model_cache}", before_any_stage=False)
+        assert "[(" not in printed  # not shutil's list of every file it could not copy
+        assert {str(path.relative_to(disk / "out")): path.read_text() for path in (disk / "out").rglob("*") if path.is_file()} == before
+        assert sorted(path.name for path in (disk / "out").iterdir()) == ["import", "metrics.json"]
+
+
+def test_a_tracking_database_on_a_full_disk_is_named_once_without_a_traceback(tmp_path, model_cache):
+    """MLflow's SQLite database on a disk with no room to grow: one error naming tracking_uri (round 4: five tracebacks)."""
+    database = Path(tracking_override(tmp_path).split("sqlite:///", 1)[1])
+    with _small_disk(tmp_path / "small-disk", (math.ceil(database.stat().st_size / 4096) + 2) * 4096) as disk:  # it and two pages
+        shutil.copyfile(database, disk / "mlflow.db")
+        printed = _refused(tmp_path, f"tracking_uri=sqlite:///{disk / 'mlflow.db'}: the disk that holds the tracking store is full "
+                                     "(MLflow: (sqlite3.OperationalError) database or disk is full); free space there",
+                           f"tracking_uri=sqlite:///{disk / 'mlflow.db'}", "until=import", f"store.cache_dir={model_cache}",
+                           before_any_stage=False)
+        assert "sqlalche.me" not in printed
+        with sqlite3.connect(disk / "mlflow.db") as connection:  # the database stays whole
+            assert connection.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
 def test_nan_in_the_weights_names_the_constant_not_the_data(tmp_path):
@@ -316,7 +364,7 @@ def test_nan_in_the_weights_names_the_constant_not_the_data(tmp_path):
     assert "the constant " in printed and "conv2d" in printed and "check the data" not in printed
 
 
-def test_an_ir_param_whose_header_declares_terabytes_is_refused_before_allocating(tmp_path):
+def test_an_ir_param_whose_header_declares_terabytes_is_refused_before_allocating(tmp_path, model_cache):
     import numpy as np
 
     import shutil
@@ -324,7 +372,7 @@ def test_an_ir_param_whose_header_declares_terabytes_is_refused_before_allocatin
     from core.ir.io import read_ir
     from core.ir.records import IrError
 
-    summary, printed = _explained(tmp_path, "until=emit_ir", "model.builtin.epochs=1")
+    summary, printed = _explained(tmp_path, "until=emit_ir", "model.builtin.epochs=1", f"store.cache_dir={model_cache}")
     assert summary is not None, printed
     shutil.copytree(summary.results[-1].artifact.directory, tmp_path / "ir")  # a real IR, to damage
     param = next((tmp_path / "ir" / "params").glob("*_weight.npy"))
@@ -367,6 +415,24 @@ def test_negative_evaluation_labels_on_arrays_are_refused_before_any_stage_not_s
              "data=arrays", f"data.path={tmp_path / 'arrays.npz'}")
 
 
+def test_an_array_named_for_an_input_no_model_has_is_refused_before_any_stage(tmp_path):
+    """`calib/../../x` (round 4: refused only as "different shapes" at calibrate): the member's name is wrong, said so."""
+    import numpy as np
+
+    samples = np.zeros((4, 8, 8, 1), np.float32)
+    np.savez(path := tmp_path / "arrays.npz", **{"calib/images": samples, "calib/../../x": samples, "eval/images": samples})
+    _refused(tmp_path, f"{path}: the array 'calib/../../x' names the input '../../x', which no model has: an input's name is letters",
+             "data=arrays", f"data.path={path}")
+
+
+def test_arrays_whose_samples_hold_no_values_are_called_so_not_damaged(tmp_path):
+    import numpy as np
+
+    np.savez(path := tmp_path / "empty.npz", calib=np.zeros((256, 0), np.float32), eval=np.zeros((256, 0), np.float32))
+    printed = _refused(tmp_path, f"{path}: 'calib' is float32 [256, 0]: each sample holds no values", "data=arrays", f"data.path={path}")
+    assert "damaged" not in printed
+
+
 def _npz_with_member(path: Path, member: bytes, eval_array) -> Path:
     """An .npz whose `calib` member is the given bytes (a header over too little data), `eval` a real array."""
     import zipfile
@@ -396,7 +462,7 @@ def test_an_npz_whose_array_holds_less_than_its_header_declares_is_called_damage
     assert "the file is truncated or damaged" in printed and "memory_mb" not in printed
 
 
-def test_all_zero_calibration_arrays_are_stopped_naming_the_arrays_not_a_preprocessing_arrays_never_get(tmp_path):
+def test_all_zero_calibration_arrays_are_stopped_naming_the_arrays_not_a_preprocessing_arrays_never_get(tmp_path, model_cache):
     import numpy as np
 
     from conftest import compose
@@ -408,7 +474,7 @@ def test_all_zero_calibration_arrays_are_stopped_naming_the_arrays_not_a_preproc
     np.savez(path, calib=np.zeros((32, 8, 8, 1), np.float32), eval=rng.random((32, 8, 8, 1), np.float32),
              eval_labels=rng.integers(0, 10, 32))
     cfg = compose(f"store.url={tmp_path / 'store'}", tracking_override(tmp_path), "data=arrays",
-                  f"data.path={path}")
+                  f"data.path={path}", f"store.cache_dir={model_cache}")
     with pytest.raises(QualityFailed) as stopped:
         run_pipeline(cfg, console=Console(file=io.StringIO()))
     causes = " ".join(finding.causes for finding in stopped.value.findings)

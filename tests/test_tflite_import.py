@@ -18,7 +18,7 @@ import tensorflow as tf
 from rich.console import Console
 
 from conftest import CIFAR10_DIR, MODELS, compose
-from tflite_builder import Tensor, model_bytes
+from tflite_builder import Tensor, model_bytes, one_operator_model
 from tensorflow.lite.tools import flatbuffer_utils
 from core.frontend.graph import Graph
 from core.frontend.importer import load_graph_def
@@ -422,6 +422,42 @@ def test_a_sum_of_several_elements_is_refused_at_import_naming_the_operator(tmp_
     path.write_bytes(model_bytes(tensors, [("SUM", [0, 1], 2, ("ReducerOptions", {"keepDims": True}))], [0], [2]))
     with pytest.raises(TfliteError, match=r"sum.tflite: operator 0 \(SUM\) over axes \[1, 2\] of a \[1, 2, 2, 8\] tensor adds several"):
         tflite_graph_def(read_tflite(path))
+
+
+def test_a_vector_input_runs_all_eight_stages_on_tflm(workspace, tmp_path):
+    """A rank-2 input ([N, 8]) through TFLM's RELU_N1_TO_1 (three layers here): its program reads the [N, 8] samples as the
+    [N, 1, 1, 8] images its dense layers take, the same bytes (round 4: codegen refused them after seven stages)."""
+    path = tmp_path / "vector.tflite"
+    path.write_bytes(one_operator_model("RELU_N1_TO_1", [Tensor((1, 8), np.int8, 0.02, 3)], Tensor((1, 8), np.int8, 0.01, -2)))
+    rng = np.random.default_rng(0)
+    np.savez(arrays := tmp_path / "vectors.npz", calib=rng.normal(0, 1, (33, 8)).astype(np.float32),
+             eval=rng.normal(0, 1, (33, 8)).astype(np.float32))
+    summary, _ = _run(workspace, path, "model.name=vector", "data=arrays", f"data.path={arrays}", "calib.method=qat", "until=null",
+                      target=("target=tflite_int8", "target.scheme.runtime=tflm"))
+    _assert_bit_exact_with_tflite(summary.metrics)
+    assert summary.metrics["codegen.images"] == 34
+
+
+def test_a_transpose_that_repeats_an_axis_is_refused_at_import_naming_its_permutation(tmp_path):
+    """LiteRT's TRANSPOSE runs perm [0, 0, 0, 0] (it checks each axis' range only); it is no transpose: refused by name."""
+    tensors = [Tensor((1, 2, 3, 4), np.float32), Tensor((4,), np.int32, data=np.zeros(4, np.int32)), Tensor((1, 1, 1, 1), np.float32)]
+    path = tmp_path / "transpose.tflite"
+    path.write_bytes(model_bytes(tensors, [("TRANSPOSE", [0, 1], 2, None)], [0], [2]))
+    with pytest.raises(TfliteError, match=r"transpose.tflite: operator 0 \(TRANSPOSE\) by \[0, 0, 0, 0\], not a permutation of the 4 axes"):
+        tflite_graph_def(read_tflite(path))
+
+
+def test_a_gather_by_float_positions_is_refused_at_import_as_litert_refuses_it(tmp_path):
+    tensors = [Tensor((1, 3), np.float32), Tensor((5, 4), np.float32, data=np.ones((5, 4), np.float32)), Tensor((1, 3, 4), np.float32)]
+    path = tmp_path / "gather.tflite"
+    path.write_bytes(model_bytes(tensors, [("GATHER", [1, 0], 2, ("GatherOptions", {"axis": 0}))], [0], [2]))
+    with pytest.raises(TfliteError, match=r"gather.tflite: operator 0 \(GATHER\) reads the FLOAT32 tensor 0 \(tensor_0\) as its input 1, "
+                                          r"an index; LiteRT's kernel takes INT32 or INT64 there"):
+        tflite_graph_def(read_tflite(path))
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    with pytest.raises(RuntimeError, match="Positions of type .FLOAT32. are not supported by gather"):  # LiteRT's own refusal
+        Interpreter(model_path=str(path), experimental_op_resolver_type=OpResolverType.BUILTIN_REF).allocate_tensors()
 
 
 @needs_resnet8

@@ -34,7 +34,8 @@ from core.backends.accel.ops import lowering_of
 from core.backends.accel.partition import ACCEL, ACCEL_LAYOUT, HOST_LAYOUT, PartitionPlan, Region, partition
 from core.backends.accel.schedule import insert_tokens
 from core.backends.c.emitter import CodegenError
-from core.backends.c.program import ARENA_ALIGN, RUNTIME_DIR, CProgram, c_array, c_bytes, c_symbols, layer_c, plan_buffers, program_text, runtime_headers
+from core.backends.c.program import (ARENA_ALIGN, RUNTIME_DIR, CProgram, c_array, c_bytes, c_symbols, image_shape, layer_c, plan_buffers,
+                                     program_text, runtime_headers)
 from core.ir.network import Ir
 from core.ir.op import is_network_input
 
@@ -134,8 +135,8 @@ class _ProgramBuilder:
         self.layers = {layer.name: layer for layer in ir.layers}
         self.groups = {g.layer: g for g in plan.groups}
         self.inputs = ir.network_inputs  # in the order the program's input holds them
-        self.shapes = {**{name: _image(ir.shape_of_network_input(name)) for name in self.inputs},
-                       **{layer.name: _image(layer.shape_of_output()) for layer in ir.layers}}
+        self.shapes = {**{name: image_shape(ir.shape_of_network_input(name)) for name in self.inputs},
+                       **{layer.name: image_shape(layer.shape_of_output()) for layer in ir.layers}}
         # the integers' types where not int8 (TFLite's 16x8 mode, token ids): a tensor's bytes are its elements x their size
         self.dtypes = {name: dtype for name, dtype in [*((name, ir.grid_of_network_input(name).dtype) for name in self.inputs),
                                                        *((layer.name, layer.integer_dtype) for layer in ir.layers)]
@@ -460,8 +461,3 @@ def _region_call(function: AccelFunction, dump) -> str:
     whole = run.format(start=0, count=len(function.instructions))
     return (f"    /* {function.name}: {', '.join(function.layers)} */\n#ifdef QT_DUMP_LAYERS\n" + "\n".join(layered) +
             f"\n#else\n    {whole}\n#endif")
-
-
-def _image(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """A vector of C values (a Flatten's) is the 1 x 1 x C image a dense layer reads: the same bytes."""
-    return (1, 1, *shape) if len(shape) == 1 else tuple(shape)

@@ -5,6 +5,8 @@ array (names, dtype, shape), and what reading one would allocate is checked agai
 
 from __future__ import annotations
 
+import math
+import re
 import zipfile
 from pathlib import Path
 
@@ -18,6 +20,7 @@ ARRAY_EXPECTED = ("an .npz (numpy.savez) holding `calib` and `eval`, float32 [N,
                   "[N, length] of a model whose input is integer; a model of several inputs: `calib/<input name>` and "
                   "`eval/<input name>` for each), and optionally `calib_labels` / `eval_labels`, int [N]")
 INT32_MIN, INT32_MAX = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+INPUT_NAME = re.compile(r"[A-Za-z0-9.][A-Za-z0-9_.\-/]*")  # TensorFlow's op names (tensorflow/core/framework/node_def_util.cc)
 
 
 class NamedSamples(dict):
@@ -47,7 +50,8 @@ def array_headers(path: str | Path) -> dict[str, tuple[tuple[int, ...], np.dtype
                     raise DatasetError(f"{path}: {member} is not an array; expected {ARRAY_EXPECTED}")
                 with archive.open(member) as stream:
                     shape, dtype = headers[member[: -len(".npy")]] = npy_header(stream, f"{path}: {member}")
-                declared, held = elements(shape) * dtype.itemsize, archive.getinfo(member).file_size
+                # an .npy's shape is concrete: a 0 is no values (elements() counts a model's open dimension as 1)
+                declared, held = math.prod(shape) * dtype.itemsize, archive.getinfo(member).file_size
                 if declared > held:  # checked before any budget: a header over a tiny member is damage, not a big array
                     raise DatasetError(f"{path}: {member} declares {dtype} {list(shape)} ({declared} bytes) but holds {held} "
                                        "bytes: the file is truncated or damaged; write it again (numpy.savez)")
@@ -78,11 +82,18 @@ def check_arrays(path: str | Path, splits: tuple[str, ...]) -> dict[str, tuple[t
         if not groups[split]:
             raise DatasetError(f"{path}: no array {split!r} (it holds {sorted(headers) or 'none'}); expected {ARRAY_EXPECTED}")
         counts = set()
-        for name in groups[split].values():
+        for input_name, name in groups[split].items():
+            if input_name and not INPUT_NAME.fullmatch(input_name) or ".." in input_name.split("/"):
+                raise DatasetError(f"{path}: the array {name!r} names the input {input_name!r}, which no model has: an input's name "
+                                   "is letters, digits and '_', '.', '-', '/' (a TensorFlow name); name each array `<split>/<the "
+                                   "model's input name>`")
             shape, dtype = headers[name]
             if not (dtype == np.float32 or dtype.kind in "iu") or len(shape) < 2 or shape[0] == 0:
                 raise DatasetError(f"{path}: {name!r} is {dtype} {list(shape)}; expected float32 [N, ...] (or int token ids) with N >= 1 "
                                    "samples (the model's input as it takes it: no preprocessing is applied to arrays)")
+            if 0 in shape[1:]:
+                raise DatasetError(f"{path}: {name!r} is {dtype} {list(shape)}: each sample holds no values; expected the model's "
+                                   "input shape for each sample")
             counts.add(shape[0])
         if len(counts) > 1:
             raise DatasetError(f"{path}: the inputs of {split!r} ({', '.join(groups[split].values())}) hold {sorted(counts)} samples; "

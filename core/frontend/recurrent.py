@@ -32,9 +32,28 @@ def _with_unroll(config: dict) -> dict:
     return {**config, "unroll": True}
 
 
+def refuse_masks(model, keras_module) -> None:
+    """A Keras mask (Masking, Embedding(mask_zero=True)) makes the layers after it skip the masked time steps per sample: a
+    recurrent layer carries its state over them, a pooling leaves them out. The IR's layers compute every step alike: a
+    GraphError naming the layer."""
+    for layer in model.layers:
+        if isinstance(layer, keras_module.layers.Masking):
+            what = f"masks the time steps whose every feature is {layer.mask_value:g}"
+        elif isinstance(layer, keras_module.layers.Embedding) and layer.mask_zero:
+            what = "masks the time steps of token id 0 (mask_zero=True)"
+        else:
+            continue
+        raise GraphError(f"Keras layer {layer.name!r} ({type(layer).__name__}) {what}: the layers after it skip those steps sample "
+                         "by sample (a recurrent layer carries its state over them, a pooling leaves them out), which the IR's "
+                         "layers, computing every step alike, cannot; save the model without the mask (sequences of one fixed "
+                         "length, or padding the model was trained to read)")
+
+
 def unrolled(model, keras_module):
     """`model` with each recurrent layer (inside a Bidirectional too) rebuilt to unroll over time, the same weights; a
-    GraphError naming the layer where the sequence length is not fixed. `model` itself when it has none."""
+    GraphError naming the layer where the sequence length is not fixed, or a mask skips steps. `model` itself when it has none."""
+    refuse_masks(model, keras_module)
+
     def recurrent(layer) -> bool:
         inner = getattr(layer, "forward_layer", None) or layer
         return isinstance(inner, keras_module.layers.RNN) and not inner.unroll

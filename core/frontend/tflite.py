@@ -12,6 +12,8 @@ converter writes for a dynamic batch (a Flatten's target shape), is folded into 
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -19,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from core.limits import MemoryBudget, elements
+from core.limits import MemoryBudget
 
 FILE_IDENTIFIER = b"TFL3"
 # tensor types: int8 activations and weights, int32 biases and shapes, float32 (a float model, or around
@@ -93,6 +95,13 @@ class TfliteOperator:
         return _names("ActivationFunctionType")[self.options.get("fusedActivationFunction", 0)]
 
 
+# options that count (a window, a stride, a dilation): 1 or more, checked at read
+MAX_WINDOW = 2**16
+POSITIVE_OPTIONS = ("filterHeight", "filterWidth", "strideH", "strideW", "dilationHFactor", "dilationWFactor")
+# options whose value is one of a TFLite schema enum's (checked at read: a damaged value is refused naming it)
+ENUM_OPTIONS = {"padding": "Padding", "fusedActivationFunction": "ActivationFunctionType", "quantizedBiasType": "TensorType"}
+
+
 @dataclass(frozen=True)
 class TfliteModel:
     path: str
@@ -102,6 +111,9 @@ class TfliteModel:
     outputs: tuple[int, ...]
 
     def tensor(self, index: int) -> TfliteTensor:
+        if not 0 <= index < len(self.tensors):  # -1: an operator's optional input left out, never a tensor to read
+            raise TfliteError(f"{self.path}: tensor {index} is read, of the {len(self.tensors)} the model has: an input the operator "
+                              "needs is left out or out of range; the file is damaged")
         return self.tensors[index]
 
     @property
@@ -148,10 +160,48 @@ def parse_tflite(data: bytes, path: Path | str, budget: MemoryBudget | None = No
     if not inputs or not outputs:
         raise TfliteError(f"{path}: {len(inputs)} inputs and {len(outputs)} outputs; the toolchain takes at least one of each")
     tensors, operators = _dequantized_constants(path, tensors, operators)
+    _check_constant_operands(path, tensors, operators)
     tensors, operators = _folded_shape_arithmetic(tensors, operators, outputs)
     operators = _folded_paddings(tensors, operators, outputs)
     tensors, operators = _grouped_convolutions_as_depthwise(path, tensors, operators)
     return TfliteModel(str(path), tensors, operators, inputs, outputs)
+
+
+# the operands of these operators that are the layer's own constants, and the types LiteRT's kernels take for each: the
+# weights (int8, or float32 in a float model) and the bias (int32, int64 in the 16x8 mode, or float32), which may be left out
+CONSTANT_OPERANDS = {name: {1: ("INT8", "FLOAT32"), 2: ("INT32", "INT64", "FLOAT32")}
+                     for name in ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED")}
+OPTIONAL_OPERANDS = {2}
+# LiteRT's quantized convolutions require the bias ("Tensor at index 2 was optional but was expected"); its fully
+# connected layer and float kernels leave it optional
+BIAS_REQUIRED_QUANTIZED = ("CONV_2D", "DEPTHWISE_CONV_2D")
+
+
+# operands that are indices (axes, shapes, paddings, bounds, permutations, sizes, positions): integers, as LiteRT's kernels
+# require of them (slice.cc: "begin->type == kTfLiteInt32 || begin->type == kTfLiteInt64")
+INDEX_OPERANDS = {"SLICE": (1, 2), "STRIDED_SLICE": (1, 2, 3), "PAD": (1,), "PADV2": (1,), "MEAN": (1,), "SUM": (1,), "REDUCE_MAX": (1,),
+                  "TRANSPOSE": (1,), "RESHAPE": (1,), "GATHER": (1,), "RESIZE_BILINEAR": (1,), "RESIZE_NEAREST_NEIGHBOR": (1,)}
+INDEX_TYPES = ("INT32", "INT64")
+
+
+def _check_constant_operands(path: Path | str, tensors: tuple[TfliteTensor, ...], operators: tuple[TfliteOperator, ...]) -> None:
+    for operator in operators:
+        for position in INDEX_OPERANDS.get(operator.name, ()):
+            index = operator.inputs[position] if position < len(operator.inputs) else -1
+            if index >= 0 and tensors[index].dtype not in INDEX_TYPES:
+                raise TfliteError(f"{path}: operator {operator.index} ({operator.name}) reads the {tensors[index].dtype} tensor {index} "
+                                  f"({tensors[index].name}) as its input {position}, an index; LiteRT's kernel takes "
+                                  f"{' or '.join(INDEX_TYPES)} there: the file is damaged")
+        for position, types in CONSTANT_OPERANDS.get(operator.name, {}).items():
+            index = operator.inputs[position] if position < len(operator.inputs) else -1
+            quantized = operator.inputs and tensors[operator.inputs[0]].dtype in ACTIVATION_BITS
+            if index < 0 and position in OPTIONAL_OPERANDS and not (quantized and operator.name in BIAS_REQUIRED_QUANTIZED):
+                continue
+            tensor = tensors[index] if index >= 0 else None
+            if tensor is None or tensor.data is None or tensor.dtype not in types:
+                what = "left out" if tensor is None else f"the {'computed' if tensor.data is None else 'constant'} {tensor.dtype} tensor {index} ({tensor.name})"
+                raise TfliteError(f"{path}: operator {operator.index} ({operator.name}) reads {what} as its input {position}; LiteRT's "
+                                  f"kernel takes a constant of {' or '.join(types)} there: the file is damaged")
 
 
 def _strided_slice(values: np.ndarray, begin, end, strides, options: dict[str, Any]) -> np.ndarray | None:
@@ -235,7 +285,10 @@ def _pad_fill(tensors: tuple[TfliteTensor, ...], operator: TfliteOperator) -> fl
     if len(operator.inputs) < 3 or operator.inputs[2] < 0:
         output = tensors[operator.outputs[0]]
         return int(output.quantization.zero_point[0]) if output.quantization is not None else 0
-    value = tensors[operator.inputs[2]].data
+    fill = tensors[operator.inputs[2]]
+    if not _quantized_alike(fill, tensors[operator.outputs[0]]):  # LiteRT's PADV2 refuses a fill of another quantization
+        return None
+    value = fill.data
     return value.reshape(-1)[0].item() if value is not None and value.size == 1 else None
 
 
@@ -353,10 +406,29 @@ def _tensor(path: Path, model, index: int, tensor, budget: MemoryBudget | None) 
                           f"convert with inference_input_type and inference_output_type tf.int8 (tf.int16 in the 16x8 mode), not "
                           f"uint8")
     shape = tuple(int(d) for d in (tensor.shape if tensor.shape is not None else []))
-    if any(d < 0 for d in shape[1:]):
-        raise TfliteError(f"{path}: tensor {index} ({name}) has shape {list(shape)}; every dimension but the batch must be known")
-    return TfliteTensor(index, name, shape, type_name, _quantization(path, index, name, tensor.quantization, shape),
-                        _constant(path, model, index, name, tensor, shape, NUMPY_TYPES[type_name], budget))
+    if any(d < 0 for d in shape):
+        raise TfliteError(f"{path}: tensor {index} ({name}) has shape {list(shape)}; a dimension below 0 is no size (LiteRT refuses it: "
+                          "a dynamic batch is the -1 of shape_signature, with 1 in shape)")
+    constant = _constant(path, model, index, name, tensor, shape, NUMPY_TYPES[type_name], budget)
+    if constant is None and 0 in shape:
+        raise TfliteError(f"{path}: tensor {index} ({name}) has shape {list(shape)}: a computed tensor of no values (LiteRT refuses "
+                          "to feed or compute it): the file is damaged")
+    quantization = _quantization(path, index, name, tensor.quantization, shape)
+    if quantization is not None and type_name in INTEGER_RANGES:
+        low, high = INTEGER_RANGES[type_name]
+        if np.any(quantization.zero_point < low) or np.any(quantization.zero_point > high):
+            raise TfliteError(f"{path}: tensor {index} ({name}) is {type_name} with zero point(s) {sorted(set(quantization.zero_point.tolist()))[:4]} "
+                              f"outside [{low}, {high}]: no value of the tensor is the real 0; the file is damaged")
+    return TfliteTensor(index, name, shape, type_name, quantization, constant)
+
+
+INTEGER_RANGES = {"INT8": (-128, 127), "INT16": (-32768, 32767)}  # a zero point is one of the tensor's integers
+MAX_SCALE = 2.0**32  # a quantization step past any real tensor's (an int8 tensor of it would span 1e12)
+# the output quantization (scale, zero point) TFLite's kernels write and check, by activation width, for an output bounded
+# to [0, 1] (LOGISTIC, SOFTMAX: reference_ops::SoftmaxInt16 too) and to [-1, 1] (TANH); LiteRT refuses a file with another
+FIXED_OUTPUTS = {"LOGISTIC": {8: (1.0 / 256, -128), 16: (1.0 / 32768, 0)}, "SOFTMAX": {8: (1.0 / 256, -128), 16: (1.0 / 32768, 0)},
+                 "TANH": {8: (1.0 / 128, 0), 16: (1.0 / 32768, 0)}}
+UNIT_RANGE_OUTPUT, SIGNED_UNIT_RANGE_OUTPUT = FIXED_OUTPUTS["LOGISTIC"], FIXED_OUTPUTS["TANH"]
 
 
 def _quantization(path: Path, index: int, name: str, quantization, shape: tuple[int, ...]) -> Quantization | None:
@@ -365,9 +437,10 @@ def _quantization(path: Path, index: int, name: str, quantization, shape: tuple[
     scale = np.asarray(quantization.scale, np.float32)
     zero_point = np.asarray(quantization.zeroPoint if quantization.zeroPoint is not None else np.zeros(scale.size), np.int64)
     axis = int(quantization.quantizedDimension)
-    if zero_point.size != scale.size or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+    if zero_point.size != scale.size or not np.all(np.isfinite(scale)) or np.any(scale <= 0) or np.any(scale > MAX_SCALE):
         raise TfliteError(f"{path}: tensor {index} ({name}): quantization with {scale.size} scale(s) and {zero_point.size} zero "
-                          f"point(s), or a scale that is not positive and finite")
+                          f"point(s), or a scale that is not positive and finite, or beyond {MAX_SCALE:g} (no tensor's step: its "
+                          "requantizations overflow 32 bits)")
     if scale.size > 1 and (axis >= len(shape) or shape[axis] != scale.size):
         raise TfliteError(f"{path}: tensor {index} ({name}): {scale.size} per-channel scales along axis {axis} of shape {list(shape)}")
     return Quantization(scale, zero_point, axis)
@@ -380,7 +453,7 @@ def _constant(path: Path, model, index: int, name: str, tensor, shape: tuple[int
     raw = buffers[tensor.buffer].data
     if raw is None or len(raw) == 0:
         return None
-    expected = elements(shape) * np.dtype(dtype).itemsize
+    expected = math.prod(shape) * np.dtype(dtype).itemsize  # a file's shapes are concrete: a 0 holds no values
     if len(raw) != expected:  # before the budget: a shape its bytes do not fill is damage, not a large model
         raise TfliteError(f"{path}: tensor {index} ({name}) holds {len(raw)} bytes; its shape {list(shape)} of {np.dtype(dtype).name} "
                           f"needs {expected}: the file is damaged; export the model again")
@@ -403,5 +476,17 @@ def _operator(path: Path, model, index: int, operator, tensor_count: int) -> Tfl
     if any(not -1 <= i < tensor_count for i in inputs) or any(not 0 <= i < tensor_count for i in outputs):
         raise TfliteError(f"{path}: operator {index} ({name}) refers to tensors {list(inputs)} -> {list(outputs)}, beyond the "
                           f"{tensor_count} the model has: the file is damaged")
+    if set(inputs) & set(outputs):
+        raise TfliteError(f"{path}: operator {index} ({name}) reads tensor(s) {sorted(set(inputs) & set(outputs))}, which it also "
+                          "writes: the file is damaged")
     options = {key: value for key, value in vars(operator.builtinOptions).items()} if operator.builtinOptions is not None else {}
+    for key in POSITIVE_OPTIONS:
+        if key in options and not (isinstance(options[key], int) and 1 <= options[key] <= MAX_WINDOW):
+            raise TfliteError(f"{path}: operator {index} ({name}): option {key} is {options[key]}; a window, stride or dilation "
+                              f"is 1 to {MAX_WINDOW} (beyond any image's side: TensorFlow's own kernels crash on such): the file is damaged")
+    for key, enum in ENUM_OPTIONS.items():
+        if key in options and options[key] not in _names(enum):
+            defined = ", ".join(f"{number} {label}" for number, label in sorted(_names(enum).items()))
+            raise TfliteError(f"{path}: operator {index} ({name}): option {key} is {options[key]}, which TFLite's {enum} does not "
+                              f"define ({defined}): the file is damaged")
     return TfliteOperator(index, name, inputs, outputs, options)

@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from core.frontend.tflite import ACTIVATION_BITS, EXPLICIT_PADDING, TfliteError, TfliteModel, TfliteOperator, TfliteTensor
+from core.frontend.tflite import ACTIVATION_BITS, EXPLICIT_PADDING, FIXED_OUTPUTS, TfliteError, TfliteModel, TfliteOperator, TfliteTensor
 
 INPUT_NAME = "input"
 # TensorFlow's functions are named here and looked up on the module when a file is converted: importing
@@ -142,6 +142,9 @@ def _depthwise(b: _Builder, op: TfliteOperator, scope: str):
 
 def _fully_connected(b: _Builder, op: TfliteOperator, scope: str):
     weight = b.model.tensor(op.inputs[1])
+    if op.option("weightsFormat", 0) != 0:  # the shuffled layout is uint8's, which LiteRT's int8 kernel refuses
+        raise TfliteError(f"{b.model.path}: operator {op.index} (FULLY_CONNECTED): option weightsFormat is {op.option('weightsFormat')}; "
+                          "the reader takes the DEFAULT weights layout (0), as LiteRT's int8 and float kernels do")
     x = b.input(op)
     if len(x.shape) != 2:
         x = b.tf.reshape(x, [-1, weight.shape[1]], name=f"{scope}/Reshape")
@@ -180,6 +183,10 @@ def _constant_input(b: _Builder, op: TfliteOperator, position: int) -> np.ndarra
 
 
 def _reshape(b, op, scope):
+    source, target = b.model.tensor(op.inputs[0]), b.model.tensor(op.outputs[0])
+    if int(np.prod(source.shape[1:])) != int(np.prod(target.shape[1:])):
+        raise TfliteError(f"{b.model.path}: operator {op.index} (RESHAPE) of a {list(source.shape)} tensor into {list(target.shape)}: "
+                          "they hold different numbers of values per sample (LiteRT refuses it): the file is damaged")
     return b.activation_quant(b.tf.reshape(b.input(op), [-1, *b.model.tensor(op.outputs[0]).shape[1:]], name=f"{scope}/Reshape"),
                               op.outputs[0], scope)
 
@@ -195,6 +202,11 @@ def _gather(b, op, scope):
 
 def _transpose(b, op, scope):
     permutation = [int(axis) for axis in np.atleast_1d(_constant_input(b, op, 1))]
+    rank = len(b.model.tensor(op.inputs[0]).shape)
+    if sorted(permutation) != list(range(rank)):
+        # LiteRT's kernel checks only each axis' range: [0, 0, 0, 0] runs there, each output axis a copy of the first
+        raise TfliteError(f"{b.model.path}: operator {op.index} (TRANSPOSE) by {permutation}, not a permutation of the {rank} axes "
+                          f"of its input (each of 0..{rank - 1} once): the file is damaged or was written by a tool that does not check it")
     return b.activation_quant(b.tf.transpose(b.input(op), permutation, name=f"{scope}/Transpose"), op.outputs[0], scope)
 
 
@@ -225,6 +237,8 @@ def _batch_matmul(b, op, scope):
 
 def _softmax(b, op, scope):
     beta = float(op.option("beta", 1.0))
+    if not 0.0 < beta < float("inf"):  # a NaN fails this too; LiteRT aborts on a beta of 0
+        raise TfliteError(f"{b.model.path}: operator {op.index} (SOFTMAX) of beta {beta}; a softmax's beta is positive and finite")
     x = b.input(op) if beta == 1.0 else b.tf.multiply(b.input(op), beta, name=f"{scope}/beta")
     return b.activation_quant(b.tf.nn.softmax(x, name=f"{scope}/Softmax"), op.outputs[0], scope)
 
@@ -287,13 +301,23 @@ def _gelu(b, op, scope):
     return b.activation_quant(x, op.outputs[0], scope)
 
 
+MAX_LEAKY_SLOPE = 2.0**15
+
+
 def _leaky_relu(b, op, scope):
-    x = b.tf.nn.leaky_relu(b.input(op), alpha=float(op.option("alpha", 0.2)), name=f"{scope}/LeakyRelu")
+    alpha = float(op.option("alpha", 0.2))
+    if not 0.0 <= alpha <= MAX_LEAKY_SLOPE:  # a NaN fails this too
+        raise TfliteError(f"{b.model.path}: operator {op.index} (LEAKY_RELU) of alpha {alpha}; the reader takes a slope 0 <= alpha <= "
+                          f"{MAX_LEAKY_SLOPE:g} below zero (past it, LiteRT's requantization overflows int32)")
+    x = b.tf.nn.leaky_relu(b.input(op), alpha=alpha, name=f"{scope}/LeakyRelu")
     return b.activation_quant(x, op.outputs[0], scope)
 
 
 def _resize(function: str):
     def convert(b, op, scope):
+        if op.option("alignCorners", False) and op.option("halfPixelCenters", False):
+            raise TfliteError(f"{b.model.path}: operator {op.index} ({op.name}) with both align_corners and half_pixel_centers: "
+                              "LiteRT refuses them together (half_pixel_centers requires align_corners false)")
         size = [int(v) for v in _constant_input(b, op, 1)]
         x = b.function(function)(b.input(op), size, align_corners=bool(op.option("alignCorners", False)),
                      half_pixel_centers=bool(op.option("halfPixelCenters", False)), name=f"{scope}/resize")
@@ -394,10 +418,55 @@ def tflite_graph_def(model: TfliteModel):
             placeholder = tf.compat.v1.placeholder(dtype, [None, *source.shape[1:]], name=name)
             builder.values[index] = builder.activation_quant(placeholder, index, name)
         for operator in model.operators:
-            builder.values[operator.outputs[0]] = CONVERTERS[operator.name](builder, operator, builder.scope(operator))
+            _refuse_constant_operator(model, operator, builder.values)
+            try:
+                value = CONVERTERS[operator.name](builder, operator, builder.scope(operator))
+            except (TypeError, ValueError) as error:  # TensorFlow's own checks of the ops it is written as: types, shapes
+                if isinstance(error, TfliteError):
+                    raise
+                raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}): its tensors do not make the operation "
+                                  f"({str(error).splitlines()[0][:300]}); the file is damaged, or was written by a tool that does "
+                                  "not check it") from None
+            _refuse_stale_output(model, operator, value)
+            _refuse_other_fixed_output(model, operator)
+            builder.values[operator.outputs[0]] = value
         outputs = [tf.identity(builder.values[index], name=f"output_{k}") for k, index in enumerate(model.outputs)]
     inputs = [f"{name}:0" for name in names]
     return graph.as_graph_def(), inputs[0] if len(inputs) == 1 else inputs, [tensor.name for tensor in outputs], builder.parameters
+
+
+def _refuse_constant_operator(model: TfliteModel, operator: TfliteOperator, computed: dict) -> None:
+    """An operator reads a model input or an earlier operator's output: one of constants alone computes a constant, which a
+    converter folds (LiteRT runs it; the IR's layers compute on activations)."""
+    if not any(index in computed for index in operator.inputs):
+        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}) reads only constants (tensors "
+                          f"{[index for index in operator.inputs if index >= 0]}), no model input and no earlier operator's output: "
+                          "the file is damaged, or its converter left a constant computation unfolded")
+
+
+def _refuse_other_fixed_output(model: TfliteModel, operator: TfliteOperator) -> None:
+    output = model.tensor(operator.outputs[0])
+    if operator.name not in FIXED_OUTPUTS or output.dtype not in ACTIVATION_BITS or output.quantization is None:
+        return
+    scale, zero_point = FIXED_OUTPUTS[operator.name][ACTIVATION_BITS[output.dtype]]
+    found = (float(output.quantization.scale[0]), int(output.quantization.zero_point[0]))
+    if found != (float(np.float32(scale)), zero_point):
+        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}) writes tensor {output.index} ({output.name}) at scale "
+                          f"{found[0]:g}, zero point {found[1]}; LiteRT's {output.dtype} {operator.name} requires scale {scale:g}, zero "
+                          f"point {zero_point} (and refuses the file otherwise): the file is damaged")
+
+
+def _refuse_stale_output(model: TfliteModel, operator: TfliteOperator, value) -> None:
+    """The output tensor's declared shape holds what the operator computes of its inputs. LiteRT recomputes a shape it
+    declares wrong (a stale one) and runs; the IR keeps the declared shapes, so the file is refused here, naming both."""
+    declared = model.tensor(operator.outputs[0])
+    computed = value.shape.as_list()[1:] if value.shape.rank is not None else None
+    if computed is None or any(dim is None for dim in computed):
+        return
+    if int(np.prod(computed)) != int(np.prod(declared.shape[1:])):
+        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}) computes [N, {', '.join(map(str, computed))}] of its "
+                          f"inputs; its output tensor {declared.index} ({declared.name}) declares {list(declared.shape)}: a stale shape "
+                          "(LiteRT recomputes it); convert the model again, or fix the tensor's shape")
 
 
 def _input_names(model: TfliteModel) -> list[str]:

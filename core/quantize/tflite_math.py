@@ -15,11 +15,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from core.frontend.tflite import SIGNED_UNIT_RANGE_OUTPUT, UNIT_RANGE_OUTPUT  # noqa: F401 (the schemes read them here)
+
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
-# the output quantization (scale, zero point) TFLite's kernels write and check, by activation width, for an output bounded
-# to [0, 1] (LOGISTIC, SOFTMAX: reference_ops::SoftmaxInt16 too) and to [-1, 1] (TANH)
-UNIT_RANGE_OUTPUT = {8: (1.0 / 256, -128), 16: (1.0 / 32768, 0)}
-SIGNED_UNIT_RANGE_OUTPUT = {8: (1.0 / 128, 0), 16: (1.0 / 32768, 0)}
 
 
 def quantize_multiplier(multiplier: float) -> tuple[int, int]:

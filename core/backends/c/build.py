@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from core.backends.c.emitter import CodegenError
-from core.backends.c.program import CProgram
+from core.backends.c.program import CProgram, image_shape
 from core.ir.network import Ir
 
 BINARY_FILE = "network"
@@ -85,7 +85,7 @@ def input_bytes(program: CProgram, images) -> tuple[bytes, int]:
     parts = []
     for name, shape in program.inputs.items():
         values = np.ascontiguousarray(named[name], dtype=program.dtype_of(name))
-        if tuple(values.shape[1:]) != shape:
+        if image_shape(tuple(values.shape[1:])) != shape:  # a vector input's [N, C] is its [N, 1, 1, C]
             raise CodegenError(f"{name}: images of shape {list(values.shape)}; the network takes [N, {', '.join(map(str, shape))}]")
         parts.append(values.reshape(len(values), -1).view(np.uint8))
     if len({len(part) for part in parts}) != 1:

@@ -36,6 +36,11 @@ VALUES_PER_LINE = 32
 STATIC_BUFFER = re.compile(r"^static (?:QT_[A-Z_]+ )?(int8_t|int16_t|int32_t|int64_t|float) \w+\[(\d+)\];", re.M)
 
 
+def image_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A vector of C values (a Flatten's, a rank-2 model input's) is the 1 x 1 x C image a dense layer reads: the same bytes."""
+    return (1, 1, *shape) if len(shape) == 1 else tuple(shape)
+
+
 @dataclass
 class CProgram:
     source: str  # program.c

@@ -61,10 +61,17 @@ def lookup_table(function: str, input_scale: float, input_zero_point: int, outpu
     table = []
     for q in range(-128, 128):
         transformed = FUNCTIONS[function](np.float32(input_scale) * np.float32(q - input_zero_point))
-        scaled = np.float32(transformed * inverse)
+        with np.errstate(over="ignore", invalid="ignore"):  # float32's infinity, as C's float arithmetic gives it
+            scaled = np.float32(transformed * inverse)
         rounded = np.float32(round_half_away(scaled))
-        table.append(int(np.float32(rounded + np.float32(output_zero_point))))
-    return np.clip(table, -128, 127).astype(np.int8)
+        table.append(_clamped(np.float32(rounded + np.float32(output_zero_point))))
+    return np.asarray(table, np.int8)
+
+
+def _clamped(value: np.float32) -> int:
+    """The int8 a rescaled value is: clamped to [-128, 127] before it is made an integer, so a value past int32's range
+    or an infinity (a huge input scale's exp) is the range's end, as LiteRT's table has it."""
+    return int(min(max(float(value), -128.0), 127.0))
 
 
 INPUT_INTEGER_BITS = 4  # Q4.27: the fixed-point functions' input
