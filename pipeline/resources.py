@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from filelock import FileLock
+
 from pipeline.config import FileRef
 from pipeline.hashing import canonical_json, file_digests, path_digest, sha256_bytes
 
@@ -137,33 +139,46 @@ def _atomic_copy(source: Path, target: Path) -> None:
 def built_once(cache_dir: Path, material: dict[str, Any], build: Callable[[Path], None]) -> Path:
     """The directory of the files `build(directory)` writes, for `material` (JSON: everything the build depends on, its
     code included): built when the cache has no entry for it, or an entry whose files differ from their recorded
-    digests (a damaged entry is built again); committed whole by a rename, so a crash leaves no half-written entry. A
-    cache that cannot be written (read-only) only costs the rebuild."""
+    digests (a damaged entry is built again); committed whole by a rename, so a crash leaves no half-written entry.
+    Processes of one machine that want the same entry at once (a parallel sweep on a new cache) build it once: the
+    others wait on its lock and read it. A cache that cannot be written (read-only) only costs the rebuild."""
     entry = Path(cache_dir) / "built" / sha256_bytes(canonical_json(material))
     if _intact(entry, material):
         return entry / "files"
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix=f".{entry.name[:12]}.", dir=entry.parent))
+        lock = FileLock(str(entry) + ".lock")
+        lock.acquire()
     except OSError:
-        scratch = Path(tempfile.mkdtemp(prefix="built-"))
+        return _build_into(Path(tempfile.mkdtemp(prefix="built-")), material, build) / "files"
+    try:
+        if not _intact(entry, material):  # not committed while this process waited
+            _commit(_build_into(Path(tempfile.mkdtemp(prefix=f".{entry.name[:12]}.", dir=entry.parent)), material, build), entry)
+    finally:
+        lock.release()
+    return entry / "files"
+
+
+def _build_into(scratch: Path, material: dict[str, Any], build: Callable[[Path], None]) -> Path:
+    """`scratch` with the build's files and their manifest; removed if the build fails or is interrupted."""
     try:
         build(scratch / "files")
         (scratch / BUILT_MANIFEST).write_text(json.dumps({"material": material, "files": file_digests(scratch / "files")}, sort_keys=True))
-        if entry.exists() and not _intact(entry, material):  # damaged: removed, as a rename cannot replace a directory of files
-            shutil.rmtree(entry, ignore_errors=True)
-        os.rename(scratch, entry)
-    except OSError:
-        if _intact(entry, material):  # another process committed it first
-            shutil.rmtree(scratch, ignore_errors=True)
-            return entry / "files"
-        if not (scratch / BUILT_MANIFEST).is_file():
-            raise
-        return scratch / "files"  # an unwritable cache: this run's build, left in its temporary directory
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    return entry / "files"
+    return scratch
+
+
+def _commit(scratch: Path, entry: Path) -> None:
+    """`scratch` renamed to `entry`, a damaged entry there removed first (a rename cannot replace a directory of files)."""
+    try:
+        if entry.exists():
+            shutil.rmtree(entry)
+        os.rename(scratch, entry)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
 
 
 def _intact(entry: Path, material: dict[str, Any]) -> bool:

@@ -61,10 +61,14 @@ def compose(*overrides: str):
 
 @pytest.fixture(scope="session")
 def model_cache(tmp_path_factory) -> Path:
-    """A download cache seeded from ../shared, as CI seeds it: models resolve by sha256, offline."""
+    """A download cache seeded from ../shared, as CI seeds it: models resolve by sha256, offline. One for the whole
+    session, pytest-xdist's workers included (their base temporary directories share a parent): the built-in model is
+    trained once (pipeline/resources.py: built_once's lock), as on a machine whose processes share its cache."""
     from pipeline.resources import seed_cache
 
-    cache = tmp_path_factory.mktemp("model-cache")
+    base = tmp_path_factory.getbasetemp()
+    cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "model-cache"
+    cache.mkdir(exist_ok=True)
     for path in (MBV1_GRAPH, SSD_GRAPH, MODELS / "mobilenet_v1_0.5_128_cifar10" / "ship.png",
                  MODELS / "mobilenet_v2_ssd_0.25_160" / "test.jpg"):
         seed_cache(cache, path)

@@ -5,11 +5,14 @@ it, a damaged entry is built again, and a build that fails leaves nothing behind
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from conftest import compose, tracking_override
+from conftest import PROJECT_ROOT, compose, tracking_override
 from pipeline.hashing import file_digests
 from pipeline.main import run_pipeline
 from pipeline.resources import built_once
@@ -59,9 +62,37 @@ def test_a_build_that_fails_leaves_no_entry(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         built_once(tmp_path, {"k": 1}, failing)
-    assert list((tmp_path / "built").iterdir()) == []
+    assert [path.name for path in (tmp_path / "built").iterdir() if not path.name.endswith(".lock")] == []
     calls: list = []
     assert (built_once(tmp_path, {"k": 1}, _writer(calls)) / "model.bin").read_text() == "weights" and len(calls) == 1
+
+
+BUILDER = """
+import sys, time
+from pathlib import Path
+from pipeline.resources import built_once
+
+def build(directory):
+    with open(sys.argv[2], "a") as log:
+        log.write("built\\n")
+    time.sleep(1.0)  # long enough for the other process to find no entry and wait on the lock
+    directory.mkdir(parents=True)
+    (directory / "model.bin").write_text("weights")
+
+print(built_once(Path(sys.argv[1]), {"k": 1}, build))
+"""
+
+
+def test_processes_that_want_one_entry_at_once_build_it_once(tmp_path):
+    """A parallel sweep on a new cache: the second process waits for the first's build and reads it."""
+    builds = tmp_path / "builds.log"
+    processes = [subprocess.Popen([sys.executable, "-c", BUILDER, str(tmp_path / "cache"), str(builds)], cwd=PROJECT_ROOT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [process.communicate(timeout=120) for process in processes]
+    assert all(process.returncode == 0 for process in processes), outputs
+    assert builds.read_text() == "built\n"
+    (first, _), (second, _) = outputs
+    assert first == second and (Path(first.strip()) / "model.bin").read_text() == "weights"
 
 
 def test_a_cache_that_cannot_be_written_costs_only_the_rebuild(tmp_path):

@@ -31,12 +31,16 @@ def _project_files() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def fresh_clone(tmp_path_factory) -> Path:
-    """The working tree as a fresh clone would have it: tracked and addable files only."""
+def fresh_clone(tmp_path_factory, model_cache) -> Path:
+    """The working tree as a fresh clone would have it: tracked and addable files only; its download cache (params.yaml's
+    store.cache_dir, .cache) holds the built-in models the session's cache has (trained by the same code, so under the
+    same digests: tests/test_build_cache.py tests the training and its cache)."""
     clone = tmp_path_factory.mktemp("clone") / "project"
     for name in _project_files():
         (clone / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(PROJECT_ROOT / name, clone / name)
+    if (model_cache / "built").is_dir():
+        shutil.copytree(model_cache / "built", clone / ".cache" / "built", ignore=shutil.ignore_patterns("*.lock", ".*"))
     for command in (["git", "init", "-q"], ["git", "config", "user.email", "ci@example.com"], ["git", "config", "user.name", "ci"],
                     ["git", "add", "-A"], ["git", "commit", "-qm", "snapshot"]):
         subprocess.run(command, cwd=clone, check=True, capture_output=True)

@@ -123,7 +123,8 @@ def _ir_files(directory) -> dict[str, bytes]:
             if path.is_file() and path.name != "manifest.json"}
 
 
-@pytest.mark.parametrize("model", ["mbv1_cifar10", "ssd_mbv2"])
+# SSD's IR, the golden one, is test_ssd_ir_has_the_tools_95_layers'; its input chosen or fixed: with --slow
+@pytest.mark.parametrize("model", ["mbv1_cifar10", pytest.param("ssd_mbv2", marks=pytest.mark.slow)])
 def test_a_qat_models_ir_is_the_same_byte_for_byte_whether_its_input_scale_is_chosen_or_fixed(workspace, tmp_path, model):
     """Their graphs take [-1, 1): the input's scale chosen from the data is the spec's fixed log2scale 7."""
     if model == "ssd_mbv2":
