@@ -5,8 +5,12 @@ process. Only this machine's processes can be checked; a record of another host 
 
 from __future__ import annotations
 
+import json
+import os
 import socket
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 
 import psutil
 
@@ -27,3 +31,25 @@ def abandoned(tags: Mapping[str, object]) -> bool:
         return repr(psutil.Process(int(str(tags["pid"]))).create_time()) != str(tags.get("pid_started", ""))
     except (psutil.NoSuchProcess, ValueError):
         return True
+
+
+LAUNCHER_FILE = ".launcher.json"  # in a sweep's directory: the process that launches its jobs and closes its parent run
+
+
+def record_launcher(directory: str) -> None:
+    """Written by the launching process before any job starts: the parent run a job makes carries its PROCESS_TAGS, so a
+    launcher killed outright leaves a parent that a later run closes as KILLED, as a job's own run."""
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    handle, partial = tempfile.mkstemp(dir=directory, prefix=f"{LAUNCHER_FILE}.")
+    with os.fdopen(handle, "w") as stream:
+        stream.write(json.dumps(this_process()) + "\n")
+    os.replace(partial, Path(directory) / LAUNCHER_FILE)
+
+
+def launcher_process(directory: str) -> dict[str, str]:
+    """The launcher's PROCESS_TAGS, where it recorded them; none otherwise (a parent then waits for the sweep's end)."""
+    try:
+        tags = json.loads((Path(directory) / LAUNCHER_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {tag: str(tags[tag]) for tag in PROCESS_TAGS if isinstance(tags, dict) and tag in tags}

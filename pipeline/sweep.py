@@ -23,8 +23,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from pipeline.tracking import (HEADLINE_METRICS, MAX_PARAM_LENGTH, SWEEP_ROLE_TAG, Sweep, check_tracking_server, forget_process,
-                               record_launcher)
+from pipeline.liveness import record_launcher
+from pipeline.tracking import HEADLINE_METRICS, MAX_PARAM_LENGTH, SWEEP_ROLE_TAG, Sweep, check_tracking_server, forget_process
 
 SUMMARY_FILE = "summary.md"
 JOB_LOG = "run.log"  # Hydra's per-job log (conf/config.yaml's job_logging): the stages' lines and the error

@@ -53,7 +53,7 @@ from core.reports.series import SERIES_DIR, read_series
 from pipeline.config import Config, flatten, to_plain
 from pipeline.code_version import PROJECT_ROOT
 from pipeline.hashing import canonical_json, data_digest, sha256_bytes
-from pipeline.liveness import PROCESS_TAGS, abandoned, this_process
+from pipeline.liveness import PROCESS_TAGS, abandoned, launcher_process, this_process
 from pipeline.logged_model import close_abandoned_models, log_model, model_name
 from pipeline.runner import RunSummary, StageResult
 from pipeline.units import rounded
@@ -289,25 +289,6 @@ def sweep_parent_run(client, experiment_id: str, sweep: Sweep) -> str:
             "mlflow.note.content": f"Hydra sweep in {sweep.directory}: {' '.join(sweep.overrides)}; its jobs are the nested runs",
             **launcher_process(sweep.directory)})
         return run.info.run_id
-
-
-LAUNCHER_FILE = ".launcher.json"  # in the sweep's directory: the process that launches its jobs and closes its parent run
-
-
-def record_launcher(directory: str) -> None:
-    """Written by the launching process before any job starts: the parent run a job makes carries its PROCESS_TAGS, so
-    a launcher killed outright leaves a parent that a later run closes as KILLED (close_abandoned_runs), as a job's."""
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    (Path(directory) / LAUNCHER_FILE).write_text(json.dumps(this_process()) + "\n")
-
-
-def launcher_process(directory: str) -> dict[str, str]:
-    """The launcher's PROCESS_TAGS, where it recorded them; none otherwise (a parent then waits for on_multirun_end)."""
-    try:
-        tags = json.loads((Path(directory) / LAUNCHER_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return {tag: str(tags[tag]) for tag in PROCESS_TAGS if isinstance(tags, dict) and tag in tags}
 
 
 def log_datasets(cfg: Config) -> None:

@@ -18,7 +18,8 @@ from pipeline.tracking import close_abandoned_runs
 LAUNCHER_KILLED = """
 import os, sys
 from mlflow.tracking import MlflowClient
-from pipeline.tracking import Sweep, record_launcher, sweep_parent_run
+from pipeline.liveness import record_launcher
+from pipeline.tracking import Sweep, sweep_parent_run
 client = MlflowClient(tracking_uri=sys.argv[1])
 experiment = client.create_experiment(sys.argv[3])
 record_launcher(sys.argv[2])  # what the launcher does first (SweepSummary.on_multirun_start)
