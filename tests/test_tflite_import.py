@@ -27,7 +27,7 @@ from core.backends.c.build import compile_program, run_program
 from core.backends.program import generate_program
 from core.data.datasets import load_cifar10
 from core.frontend.tflite import TfliteError, read_tflite
-from core.frontend.tflite_graph import CONVERTERS, tflite_graph_def
+from core.frontend.tflite_graph import CONVERTERS, FLOAT_ONLY, tflite_graph_def
 from core.ir.io import PARAM_NAME_CHARACTERS, read_ir
 from core.ir.op import DIALECTS, OPS
 from core.ir.layers import group_layers
@@ -122,8 +122,9 @@ def test_a_float_file_imports_as_the_graph_tflite_computes(converted):
     # no Keras layer converts to (clip(0, 1) is a MINIMUM and a RELU; tests/test_runtimes.py reads the operator); GELU,
     # which TFLM cannot run, is read from the converter's GELU model (tests/test_models_2026.py); RSQRT from its own (below);
     # GATHER, which reads int32 token ids, from the text model's file (tests/test_models_2026.py); SLICE and SUM, which no
-    # Keras layer converts to, from litert-torch's operators (below), EXP, which TFLM cannot run, from its own (below)
-    assert names == set(CONVERTERS) - {"QUANTIZE", "DEQUANTIZE", "RELU_0_TO_1", "GELU", "RSQRT", "GATHER", "SLICE", "SUM", "EXP"}, \
+    # Keras layer converts to, from litert-torch's operators (below), EXP, which TFLM cannot run, from its own (below); those
+    # read in float files only (FLOAT_ONLY), from the files of PyTorch's and ONNX's layers (tests/test_converter_forms.py)
+    assert names == set(CONVERTERS) - {"QUANTIZE", "DEQUANTIZE", "RELU_0_TO_1", "GELU", "RSQRT", "GATHER", "SLICE", "SUM", "EXP"} - FLOAT_ONLY, \
         set(CONVERTERS) - names
     inputs = np.random.default_rng(2).normal(0, 1, (8, *SHAPE)).astype(np.float32)
     interpreter = Interpreter(model_path=str(converted["float"]))

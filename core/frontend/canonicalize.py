@@ -3,11 +3,16 @@
 Each rewrite keeps every value of the graph (fold_check verifies the rewritten graph against the
 original on data) and the names readers and end points use:
 
-Twelve run before BatchNorm folding (EARLY_REWRITES), the rest after it:
+Fifteen run before BatchNorm folding (EARLY_REWRITES), the rest after it:
 
 - `static_reshape`: a Reshape whose shape is computed from the input's dynamic shape (Keras
   Flatten, a Reshape with a dynamic batch: Shape -> StridedSlice -> Pack) reads the constant
   [-1, ...] of its static output shape instead;
+- `layout_round_trips`: Transposes and Reshapes that move no element of a sample, with element-wise nodes of constants
+  between them (litert-torch's BatchNorm1d in PyTorch's channel-first view; a map to tokens through PyTorch's layout),
+  as those nodes on the map itself and one Reshape;
+- `reductions_through_layouts`: a Mean of a map viewed in another layout (litert-torch's channel-first Transpose and
+  Reshape) whose kept axes stay in order, as the Mean of the map itself;
 - `zero_states`, `time_steps`, `stacked_steps`, `split_gates`, `sliced_gates` (recurrent.py): an unrolled LSTM, GRU or SimpleRNN's
   zero initial state propagated away, its time steps as slices of the sequence, its outputs stacked back by a
   concatenation along time, each gate a Dense of its own;
@@ -19,6 +24,8 @@ Twelve run before BatchNorm folding (EARLY_REWRITES), the rest after it:
   Conv1D it is;
 - `signals_as_images` (signals.py): a network on 1-D signals [N, L, C] held as images [N, 1, L, C],
   so Keras' 1-D layers are the 2-D ops TensorFlow computes them with;
+- `kept_statistics` (layer_norm.py): a LayerNorm's statistics as LiteRT's converter writes them (Means over the channels
+  without keep_dims, Reshaped back) as Keras' (Means with keep_dims);
 - `layer_normalization` (layer_norm.py): Keras' LayerNormalization over the channels as a centring conv, the
   square, a variance conv, Rsqrt and products, layers every target has;
 - `keepdims_mean`: a spatial Mean without keep_dims (Keras GlobalAveragePooling2D) becomes the
@@ -40,11 +47,11 @@ from typing import Callable
 
 import numpy as np
 
-from core.frontend.graph import Graph, Node, tensor_node
+from core.frontend.graph import Graph, Node, canonical_tensor, tensor_node
 from core.frontend.rewrite import const_node, constant_of, copy_node, finish, readers_of, unique_name
 from core.frontend.attention import einsums_as_batch_matmuls, head_bias_before_split
 from core.frontend.embedding import token_lookups
-from core.frontend.layer_norm import layer_normalization
+from core.frontend.layer_norm import kept_statistics, layer_normalization
 from core.frontend.recurrent import (one_minus_sigmoid, sliced_gates, split_gates, stacked_steps, time_steps, vector_scales,
                                      zero_states)
 from core.frontend.signals import dense_on_signals, signals_as_images
@@ -66,6 +73,187 @@ def static_reshape(graph: Graph, by_name: dict[str, Node]):
         constants[name] = value
         replacements[node.name] = [const_node(name, value), copy_node(node, inputs=[node.inputs[0], name])]
         notes.append(f"{node.name}: shape computed at run time -> {value.tolist()}")
+    return replacements, constants, notes
+
+
+def _axis_groups(source: list[int], target: list[int]) -> list[tuple[list[int], list[int]]] | None:
+    """The axes of a reshape from `source` to `target` in groups of equal size, (source axes, target axes) each, in order
+    (a merge, a split, or one to one); None where the sizes do not group so."""
+    groups, i, j = [], 0, 0
+    while i < len(source) or j < len(target):
+        first, second, size_first, size_second = [i], [j], source[i] if i < len(source) else 1, target[j] if j < len(target) else 1
+        i, j = i + 1, j + 1
+        while size_first != size_second:
+            if size_first < size_second and i < len(source):
+                first.append(i)
+                size_first, i = size_first * source[i], i + 1
+            elif size_second < size_first and j < len(target):
+                second.append(j)
+                size_second, j = size_second * target[j], j + 1
+            else:
+                return None
+        groups.append(([axis for axis in first if axis < len(source)], [axis for axis in second if axis < len(target)]))
+    return groups
+
+
+def _source_axes(graph: Graph, by_name: dict[str, Node], tensor: str) -> tuple[str, list[list[int]]] | None:
+    """(x, the axes of x each axis of `tensor` holds) where `tensor` is x through a Transpose and a Reshape (either left
+    out) that keeps the batch axis; None where it is not."""
+    node = by_name.get(tensor_node(tensor))
+    reshaped = node if node is not None and node.op == "Reshape" else None
+    if reshaped is not None:
+        node = by_name.get(tensor_node(reshaped.inputs[0]))
+    transpose = node if node is not None and node.op == "Transpose" else None
+    source = transpose.inputs[0] if transpose is not None else (reshaped.inputs[0] if reshaped is not None else None)
+    shape = graph.shape(source) if source is not None else None
+    permutation = constant_of(graph, by_name, transpose.inputs[1]) if transpose is not None else np.arange(len(shape or []))
+    if shape is None or permutation is None or len(permutation) != len(shape) or int(permutation.reshape(-1)[0]) != 0:
+        return None
+    moved = [int(axis) for axis in permutation.reshape(-1)]
+    if reshaped is None:
+        return canonical_tensor(source), [[axis] for axis in moved]
+    target = graph.shape(f"{reshaped.name}:0")
+    groups = _axis_groups([shape[axis] for axis in moved[1:]], list(target[1:])) if target is not None else None
+    if groups is None:
+        return None
+    held: list[list[int]] = [[0]] + [[] for _ in target[1:]]
+    for first, second in groups:
+        parts = [axis for axis in second if target[axis + 1] != 1]
+        if len(second) > 1 and (len(first) > 1 or len(parts) > 1):
+            return None  # an axis of x split in several: no axis of the target is one of x's
+        of_x = [moved[k + 1] for k in first]
+        for axis in parts or second[:1]:
+            held[axis + 1] = [x_axis for x_axis in of_x if shape[x_axis] != 1] or of_x  # axes of size 1 merged in hold nothing
+    return canonical_tensor(source), held
+
+
+# the most elements a chain of layout changes is traced through (an int64 index per element of one sample)
+TRACED_ELEMENTS = 1 << 22
+
+
+LAYOUT_OPS = ("Transpose", "Reshape")
+WITH_A_CONSTANT = ("Mul", "Add", "AddV2", "Sub", "RealDiv", "Maximum", "Minimum")  # element-wise, one operand a constant
+UNARY = ("Relu", "Relu6", "Sigmoid", "Tanh", "Elu", "Selu", "Neg", "Identity")
+
+
+def _on_chain(graph: Graph, by_name: dict[str, Node], node: Node) -> str | None:
+    """The one computed input of `node` when it is a layout change or element-wise of it and constants, else None."""
+    if node.op in LAYOUT_OPS or node.op in UNARY:
+        return node.inputs[0]
+    if node.op in WITH_A_CONSTANT and len(node.inputs) == 2:
+        computed = [t for t in node.inputs if constant_of(graph, by_name, t) is None]
+        return computed[0] if len(computed) == 1 else None
+    return None
+
+
+def _layout_chain(graph: Graph, by_name: dict[str, Node], readers, node: Node) -> list[Node]:
+    """`node` and the Transposes, Reshapes and element-wise nodes before it, each read by the next alone."""
+    chain = [node]
+    while (source := _on_chain(graph, by_name, chain[-1])) is not None:
+        producer = by_name.get(tensor_node(source))
+        if producer is None or _on_chain(graph, by_name, producer) is None or len(readers.get(f"{producer.name}:0", [])) != 1:
+            break
+        chain.append(producer)
+    return chain[::-1]
+
+
+def _in_source_layout(graph: Graph, by_name: dict[str, Node], chain: list[Node]) -> list[tuple[Node, np.ndarray | None]] | None:
+    """The chain's element-wise nodes, each with its constant in the layout of the chain's input (a per-channel vector
+    where it varies along the channels only), where the layout changes together move no element of a sample (traced
+    on the indices of one sample of the batch, which every Transpose keeps first); else None."""
+    shape = graph.shape(chain[0].inputs[0])
+    if shape is None or any(dim is None or dim < 0 for dim in shape[1:]) or int(np.prod(shape[1:])) > TRACED_ELEMENTS:
+        return None
+    places = np.arange(int(np.prod(shape[1:]))).reshape(1, *shape[1:])
+    elementwise: list[tuple[Node, np.ndarray | None]] = []
+    for node in chain:
+        operand = constant_of(graph, by_name, node.inputs[1]) if len(node.inputs) > 1 else None
+        if node.op == "Transpose" and operand is not None and [int(axis) for axis in operand.reshape(-1)][:1] == [0]:
+            places = places.transpose([int(axis) for axis in operand.reshape(-1)])
+        elif node.op == "Reshape" and (output := graph.shape(f"{node.name}:0")) is not None:
+            places = places.reshape(1, *output[1:])
+        elif node.op in UNARY:
+            elementwise.append((node, None))
+        elif node.op in WITH_A_CONSTANT:
+            constant = next(constant_of(graph, by_name, t) for t in node.inputs if constant_of(graph, by_name, t) is not None)
+            try:
+                spread = np.broadcast_to(constant, places.shape)
+            except ValueError:
+                return None
+            moved = np.empty(places.size, constant.dtype)
+            moved[places.reshape(-1)] = spread.reshape(-1)
+            moved = moved.reshape(1, *shape[1:])
+            channels = moved.reshape(-1, shape[-1])
+            elementwise.append((node, channels[0] if np.all(channels == channels[:1]) else moved))
+        else:
+            return None
+    return elementwise if np.array_equal(places.reshape(-1), np.arange(places.size)) else None
+
+
+def layout_round_trips(graph: Graph, by_name: dict[str, Node]):
+    """A canonical rewrite: Transposes and Reshapes that, together, leave every element of a sample in its place, with
+    element-wise nodes of constants between them (litert-torch's BatchNorm1d: to PyTorch's channel-first view, a MUL and
+    an ADD per channel, back; its map flattened to tokens through PyTorch's layout) as those element-wise nodes on the
+    chain's input, their constants moved to its layout, and one Reshape."""
+    replacements, constants, notes = {}, {}, []
+    readers = readers_of(graph)
+    for last in graph.nodes:
+        if _on_chain(graph, by_name, last) is None or any(_on_chain(graph, by_name, reader) is not None and len(readers.get(f"{last.name}:0", [])) == 1
+                                                         for reader, _ in readers.get(f"{last.name}:0", [])):
+            continue
+        chain = _layout_chain(graph, by_name, readers, last)
+        layouts = [k for k, link in enumerate(chain) if link.op in LAYOUT_OPS]
+        if not layouts:
+            continue
+        chain = chain[layouts[0]:layouts[-1] + 1]  # element-wise nodes before the first layout change and after the last stay
+        node = chain[-1]
+        if sum(link.op == "Transpose" for link in chain) < 1 or len(chain) < 2:
+            continue
+        elementwise = _in_source_layout(graph, by_name, chain)
+        if elementwise is None:
+            continue
+        nodes, value = [], chain[0].inputs[0]
+        for position, (original, constant) in enumerate(elementwise):
+            inputs = [value]
+            if constant is not None:
+                constants[name := f"{node.name}/constant_{position}"] = constant
+                nodes.append(const_node(name, constant))
+                inputs = [value, name] if constant_of(graph, by_name, original.inputs[1]) is not None else [name, value]
+            nodes.append(copy_node(original, name=f"{node.name}/{original.op.lower()}_{position}", inputs=inputs))
+            value = f"{nodes[-1].name}:0"
+        constants[shape_name := f"{node.name}/shape"] = np.asarray([-1, *graph.shape(f"{node.name}:0")[1:]], np.int32)
+        nodes += [const_node(shape_name, constants[shape_name]),
+                  Node(node.name, "Reshape", [value, shape_name], {"T": {"type": "float32"}, "Tshape": {"type": "int32"}})]
+        replacements[node.name] = nodes
+        notes.append(f"{node.name}: {len(chain) - len(elementwise)} Transposes and Reshapes that move no element"
+                     f"{f', around {len(elementwise)} element-wise node(s),' if elementwise else ''} -> one Reshape")
+    return replacements, constants, notes
+
+
+def reductions_through_layouts(graph: Graph, by_name: dict[str, Node]):
+    """A canonical rewrite: a Mean without keep_dims of x moved to another layout (litert-torch's channel-first view of a
+    channel-last map: a Transpose to [N, C, H, W], a Reshape to [N, C, H x W] or dropping an axis of size 1) whose kept
+    axes are x's in x's order, as the Mean of x itself over the axes it reduces of x (a global average of a map in
+    PyTorch's layout: the spatial Mean every target has)."""
+    replacements, constants, notes = {}, {}, []
+    for node in graph.nodes:
+        axes = constant_of(graph, by_name, node.inputs[1]) if node.op == "Mean" and not node.attr("keep_dims", False) else None
+        found = _source_axes(graph, by_name, node.inputs[0]) if axes is not None else None
+        if found is None or tensor_node(found[0]) == tensor_node(node.inputs[0]):
+            continue
+        source, held = found
+        reduced = {int(axis) % len(held) for axis in axes.reshape(-1)}
+        shape, output = graph.shape(source), graph.shape(f"{node.name}:0")
+        kept = [held[k] for k in range(1, len(held)) if k not in reduced and held[k]]
+        if 0 in reduced or shape is None or output is None or any(len(axes_of_x) != 1 for axes_of_x in kept):
+            continue
+        kept_axes = [axes_of_x[0] for axes_of_x in kept]
+        if kept_axes != sorted(set(kept_axes)) or list(output[1:]) != [shape[axis] for axis in kept_axes]:
+            continue
+        name = f"{node.name}/source_axes"
+        constants[name] = np.asarray([axis for axis in range(1, len(shape)) if axis not in kept_axes], np.int32)
+        replacements[node.name] = [const_node(name, constants[name]), copy_node(node, inputs=[source, name])]
+        notes.append(f"{node.name}: a Mean of {source} in another layout -> its Mean over axes {constants[name].tolist()}")
     return replacements, constants, notes
 
 
@@ -180,8 +368,8 @@ def merged_nearest_resizes(graph: Graph, by_name: dict[str, Node]):
 
 
 # before BatchNorm folding, which looks for the conv before a BatchNorm: a Conv1D's Squeeze would hide it
-EARLY_REWRITES: tuple[Rewrite, ...] = (static_reshape, zero_states, time_steps, stacked_steps, split_gates, sliced_gates,
-                                       token_lookups, einsums_as_batch_matmuls, head_bias_before_split, dense_on_signals, signals_as_images,
+EARLY_REWRITES: tuple[Rewrite, ...] = (static_reshape, layout_round_trips, reductions_through_layouts, zero_states, time_steps, stacked_steps, split_gates, sliced_gates,
+                                       token_lookups, einsums_as_batch_matmuls, head_bias_before_split, dense_on_signals, kept_statistics, signals_as_images,
                                        layer_normalization)
 REWRITES: tuple[Rewrite, ...] = (keepdims_mean, global_max_as_pool, repeat_as_resize, merged_nearest_resizes, vector_scales,
                                  one_minus_sigmoid)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.frontend.graph import Graph, Node, canonical_tensor, tensor_node
-from core.frontend.rewrite import const_node, readers_of
+from core.frontend.rewrite import const_node, copy_node, readers_of
 
 _PASS_THROUGH = ("StopGradient", "Identity")
 _CONV_ATTRS = {"T": {"type": "float32"}, "strides": {"list_i": [1, 1, 1, 1]}, "padding": {"s": "VALID"},
@@ -94,22 +94,87 @@ def _other(node: Node, tensor: str) -> str | None:
     return inputs[1 - inputs.index(tensor)]
 
 
-def _match(graph: Graph, by_name: dict[str, Node], readers, rsqrt: Node) -> _Found | None:
-    """The LayerNormalization whose Rsqrt is `rsqrt`, or None when the nodes around it are not Keras' form."""
-    shifted = by_name.get(tensor_node(rsqrt.inputs[0]))
+@dataclass
+class _Moments:
+    """A LayerNormalization's statistics: mean(x) and the inverse deviation 1 / sqrt(variance + epsilon), the variance
+    the mean of (x - mean)^2 however it is written (SquaredDifference(x, mean), or the centred values times themselves)."""
+
+    source: str  # x
+    mean: Node
+    epsilon: float
+    inverse: Node  # the Rsqrt, or the Sqrt a RealDiv divides by
+    centred: Node | None  # Sub(x, mean), where the variance reads it
+    nodes: set[str]
+
+
+def _centred_input(by_name: dict[str, Node], node: Node | None) -> tuple[str, Node] | None:
+    """(x, mean node) of `node` when it is Sub(x, mean)."""
+    if node is None or node.op != "Sub":
+        return None
+    return canonical_tensor(node.inputs[0]), _through(by_name, node.inputs[1])
+
+
+def _moments(graph: Graph, by_name: dict[str, Node], inverse: Node) -> _Moments | None:
+    """The moments `inverse` (a Rsqrt or Sqrt) ends, or None when the nodes before it are not a LayerNormalization's."""
+    shifted = by_name.get(tensor_node(inverse.inputs[0]))
     if shifted is None or shifted.op not in ("Add", "AddV2"):
         return None
     epsilon = next((_constant(graph, t) for t in shifted.inputs if _constant(graph, t) is not None), None)
     variance = next((by_name.get(tensor_node(t)) for t in shifted.inputs if _constant(graph, t) is None), None)
     difference = by_name.get(tensor_node(variance.inputs[0])) if _last_axis_mean(graph, variance) else None
-    if epsilon is None or epsilon.size != 1 or difference is None or difference.op != "SquaredDifference":
+    if epsilon is None or epsilon.size != 1 or difference is None:
         return None
-    mean = _through(by_name, difference.inputs[1])
-    source = _last_axis_mean(graph, mean)
-    if source is None or canonical_tensor(difference.inputs[0]) != source:
+    centred = None
+    if difference.op == "SquaredDifference":
+        sides = [_through(by_name, t) for t in difference.inputs]
+        means = [k for k, side in enumerate(sides) if _last_axis_mean(graph, side) == canonical_tensor(difference.inputs[1 - k])]
+        if not means:
+            return None
+        mean, source = sides[means[0]], canonical_tensor(difference.inputs[1 - means[0]])
+    elif difference.op == "Square" or (difference.op == "Mul" and canonical_tensor(difference.inputs[0]) == canonical_tensor(difference.inputs[1])):
+        centred = by_name.get(tensor_node(difference.inputs[0]))
+        parts = _centred_input(by_name, centred)
+        if parts is None:
+            return None
+        source, mean = parts
+    else:
         return None
-    channels = graph.shape(source)[3]
-    # inv, or inv * gamma (scale=True)
+    if _last_axis_mean(graph, mean) != source:
+        return None
+    nodes = {shifted.name, variance.name, difference.name, mean.name, inverse.name} | ({centred.name} if centred else set())
+    nodes |= {n.name for n in by_name.values() if n.op in _PASS_THROUGH and _through(by_name, f"{n.name}:0") is mean}
+    return _Moments(source, mean, float(epsilon.reshape(-1)[0]), inverse, centred, nodes)
+
+
+def _match(graph: Graph, by_name: dict[str, Node], readers, inverse: Node) -> _Found | None:
+    """The LayerNormalization whose Rsqrt (or Sqrt) is `inverse`, or None when the nodes around it are neither Keras' form
+    nor the centred one the converters write."""
+    moments = _moments(graph, by_name, inverse)
+    if moments is None:
+        return None
+    shape = graph.shape(moments.source)
+    keras = _keras_form(graph, by_name, readers, moments, shape[3]) if inverse.op == "Rsqrt" and moments.centred is None else None
+    found = keras or _centred_form(graph, by_name, readers, moments, shape[3])
+    if found is None or any(v is not None and v.size not in (1, shape[3]) for v in (found.gamma, found.beta)):
+        return None
+    if any(reader.name not in found.nodes for name in found.nodes - {found.output.name} for reader, _ in readers.get(f"{name}:0", [])):
+        return None  # a moment read elsewhere too: the rewrite would take it away
+    found.linear = _linear_producer(graph, by_name, readers, found.source, found.nodes)
+    return found
+
+
+def _constant_factor(graph: Graph, readers, tensor: str, ops: tuple[str, ...], channels: int | None = None) -> tuple[Node, np.ndarray] | None:
+    """The one reader of `tensor` that is an `ops` node of it and a constant, with that constant (of one value, or of
+    `channels` when given)."""
+    found = [(reader, _constant(graph, _other(reader, tensor))) for reader, _ in readers.get(tensor, []) if reader.op in ops]
+    found = [(reader, value) for reader, value in found if value is not None and (channels is None or value.size in (1, channels))]
+    return (found[0][0], found[0][1].reshape(-1)) if len(readers.get(tensor, [])) == 1 and found else None
+
+
+def _keras_form(graph: Graph, by_name: dict[str, Node], readers, moments: _Moments, channels: int) -> _Found | None:
+    """x * (inv * gamma) + (beta - mean * (inv * gamma)): Keras' form (the Neg of the mean times the inverse, then + beta),
+    and LiteRT's (beta - mean * inv, a SUB, then possibly * gamma and + beta after the sum)."""
+    source, mean, rsqrt = moments.source, moments.mean, moments.inverse
     inverse, gamma = f"{rsqrt.name}:0", None
     scaled = [reader for reader, _ in readers.get(inverse, []) if reader.op == "Mul" and _constant(graph, _other(reader, inverse)) is not None]
     if scaled:
@@ -117,30 +182,71 @@ def _match(graph: Graph, by_name: dict[str, Node], readers, rsqrt: Node) -> _Fou
         inverse = f"{scaled[0].name}:0"
     products = {canonical_tensor(factor): reader for reader, _ in readers.get(inverse, [])
                 if reader.op == "Mul" and (factor := _other(reader, inverse)) is not None}
-    negated = None  # Neg(mean), times the inverse
-    for tensor in products:
-        producer = by_name.get(tensor_node(tensor))
-        if producer is not None and producer.op == "Neg" and _through(by_name, producer.inputs[0]) is mean:
-            negated = producer
-    if source not in products or negated is None:
+    if source not in products:
         return None
-    offset, beta = products[f"{negated.name}:0"], None  # -mean * inv, then + beta (center=True)
-    offset_readers = [reader for reader, _ in readers.get(f"{offset.name}:0", [])]
-    if len(offset_readers) == 1 and offset_readers[0].op in ("Add", "AddV2") and (
-            bias := _constant(graph, _other(offset_readers[0], f"{offset.name}:0"))) is not None:
-        beta, offset = bias.reshape(-1), offset_readers[0]
+    offset = _offset(graph, by_name, readers, mean, products)
+    if offset is None:
+        return None
+    (offset, beta), offset_nodes = offset
     scaled_input = products[source]
     final = [reader for reader, _ in readers.get(f"{scaled_input.name}:0", []) if reader.op in ("Add", "AddV2")
              and _other(reader, f"{scaled_input.name}:0") == f"{offset.name}:0"]
-    if len(final) != 1 or any(v is not None and v.size not in (1, channels) for v in (gamma, beta)):
+    if len(final) != 1:
         return None
-    nodes = {shifted.name, variance.name, difference.name, mean.name, rsqrt.name, negated.name, offset.name, scaled_input.name,
-             final[0].name, products[f"{negated.name}:0"].name, *(reader.name for reader in scaled)}
-    nodes |= {n.name for n in by_name.values() if n.op in _PASS_THROUGH and _through(by_name, f"{n.name}:0") is mean}
-    if any(reader.name not in nodes for name in nodes - {final[0].name} for reader, _ in readers.get(f"{name}:0", [])):
-        return None  # a moment read elsewhere too: the rewrite would take it away
-    return _Found(source, channels, float(epsilon.reshape(-1)[0]), gamma, beta, final[0], nodes,
-                  _linear_producer(graph, by_name, readers, source, nodes))
+    nodes = moments.nodes | offset_nodes | {scaled_input.name, final[0].name, *(reader.name for reader in scaled)}
+    output = final[0]
+    if gamma is None and (after := _constant_factor(graph, readers, f"{output.name}:0", ("Mul",), channels)) is not None:
+        (output, gamma), beta = after, None if beta is None else beta * after[1]  # ((x - mean) inv + beta) gamma
+        nodes.add(output.name)
+    if (added := _constant_factor(graph, readers, f"{output.name}:0", ("Add", "AddV2"), channels)) is not None:
+        output, beta = added[0], added[1] if beta is None else beta + added[1]
+        nodes.add(output.name)
+    return _Found(source, channels, moments.epsilon, gamma, beta, output, nodes)
+
+
+def _offset(graph: Graph, by_name: dict[str, Node], readers, mean: Node, products: dict[str, Node]):
+    """((the node giving beta - mean x inv, beta or None), its nodes): Keras' Neg(mean) x inv (+ beta), or LiteRT's
+    beta - mean x inv (a Sub from a constant)."""
+    for tensor, product in products.items():
+        producer = by_name.get(tensor_node(tensor))
+        if producer is not None and producer.op == "Neg" and _through(by_name, producer.inputs[0]) is mean:
+            added = _constant_factor(graph, readers, f"{product.name}:0", ("Add", "AddV2"))
+            return (added or (product, None)), {producer.name, product.name, *([added[0].name] if added else [])}
+        if producer is mean:
+            subtracted = [reader for reader, position in readers.get(f"{product.name}:0", []) if reader.op == "Sub" and position == 1
+                          and _constant(graph, reader.inputs[0]) is not None]
+            if len(subtracted) == 1 and len(readers.get(f"{product.name}:0", [])) == 1:
+                return (subtracted[0], _constant(graph, subtracted[0].inputs[0]).reshape(-1)), {product.name, subtracted[0].name}
+    return None
+
+
+def _centred_form(graph: Graph, by_name: dict[str, Node], readers, moments: _Moments, channels: int) -> _Found | None:
+    """(x - mean) * inv, or (x - mean) / sqrt(variance + epsilon), then * gamma and + beta (either possibly left out, gamma
+    possibly multiplied into inv first): the form LiteRT's and onnx2tf's files write (SUB, SQUARED_DIFFERENCE, RSQRT)."""
+    source, mean, inverse = moments.source, moments.mean, f"{moments.inverse.name}:0"
+    nodes, gamma = set(moments.nodes), None
+    if moments.inverse.op == "Rsqrt" and (scaled := _constant_factor(graph, readers, inverse, ("Mul",))) is not None:
+        (node, gamma), inverse = scaled, f"{scaled[0].name}:0"
+        nodes.add(node.name)
+    if moments.inverse.op == "Rsqrt":
+        normalized = [reader for reader, _ in readers.get(inverse, []) if reader.op == "Mul"]
+    else:
+        normalized = [reader for reader, _ in readers.get(inverse, []) if reader.op == "RealDiv" and canonical_tensor(reader.inputs[1]) == inverse]
+    if len(normalized) != 1:
+        return None
+    centred = by_name.get(tensor_node(_other(normalized[0], inverse) or ""))
+    if _centred_input(by_name, centred) != (source, mean) or (moments.centred is not None and centred is not moments.centred):
+        return None
+    output = normalized[0]
+    nodes |= {centred.name, output.name}
+    if gamma is None and (scaled := _constant_factor(graph, readers, f"{output.name}:0", ("Mul",), channels)) is not None:
+        output, gamma = scaled
+        nodes.add(output.name)
+    beta = None
+    if (added := _constant_factor(graph, readers, f"{output.name}:0", ("Add", "AddV2"), channels)) is not None:
+        output, beta = added
+        nodes.add(output.name)
+    return _Found(source, channels, moments.epsilon, gamma, beta, output, nodes)
 
 
 def _linear_producer(graph: Graph, by_name: dict[str, Node], readers, source: str, nodes: set[str]) -> _Linear | None:
@@ -230,12 +336,81 @@ def _normalized_from_parts(found: _Found, base: str, constants: dict[str, np.nda
     return nodes + [Node(base, "AddV2", [f"{base}/scaled_input", offset], dict(float32))]
 
 
+STATISTICS_OPS = ("Add", "AddV2", "Sub", "Mul", "RealDiv", "Rsqrt", "Sqrt", "Neg", "Maximum")
+
+
+def _channel_means(graph: Graph, by_name: dict[str, Node]) -> list[Node]:
+    """The Means over the last axis without keep_dims."""
+    found = []
+    for node in graph.nodes:
+        axes = _constant(graph, node.inputs[1]) if node.op == "Mean" and not node.attr("keep_dims", False) else None
+        shape = graph.shape(node.inputs[0]) if axes is not None else None
+        if shape is not None and len(shape) >= 2 and [int(a) % len(shape) for a in axes.reshape(-1)] == [len(shape) - 1]:
+            found.append(node)
+    return found
+
+
+def _statistics(graph: Graph, readers, means: list[Node]) -> list[tuple[list[Node], list[Node]]]:
+    """Each group of channel Means computed on together (element-wise, with constants of one value) whose values meet
+    anything else only through a Reshape giving them their channel axis back: (its Means, those Reshapes)."""
+    region = {mean.name for mean in means}
+    group = {name: name for name in region}  # union-find: a node -> a node of its group
+
+    def root(name: str) -> str:
+        while group[name] != name:
+            name = group[name]
+        return name
+
+    for node in graph.nodes:
+        inputs = [tensor_node(t) for t in node.inputs if _constant(graph, t) is None or _constant(graph, t).size != 1]
+        if node.op in STATISTICS_OPS and inputs and all(name in region for name in inputs):
+            region.add(node.name)
+            group[node.name] = node.name
+            for name in inputs:
+                group[root(name)] = node.name
+    exits: dict[str, list[Node]] = {}
+    spoiled = set()
+    for name in region:
+        kept = graph.shape(f"{name}:0")
+        for reader, _ in readers.get(f"{name}:0", []):
+            if reader.name in region:
+                continue
+            shape = graph.shape(f"{reader.name}:0")
+            if reader.op == "Reshape" and shape is not None and kept is not None and list(shape) == [*kept, 1]:
+                exits.setdefault(root(name), []).append(reader)
+            else:
+                spoiled.add(root(name))
+    return [([mean for mean in means if root(mean.name) == key], exits.get(key, []))
+            for key in {root(mean.name) for mean in means} - spoiled]
+
+
+def kept_statistics(graph: Graph, by_name: dict[str, Node]):
+    """A canonicalize rewrite, before signals_as_images: a LayerNorm's statistics as LiteRT's converter writes them, each
+    a Mean over the channels without keep_dims ([N, L]), computed on element-wise, and Reshaped to [N, L, 1] where they
+    meet x: the Means keep their dims and the Reshapes go, so the moments are Keras' (layer_normalization takes them)."""
+    readers = readers_of(graph)
+    replacements: dict[str, list[Node]] = {}
+    notes = []
+    for means, exits in _statistics(graph, readers, _channel_means(graph, by_name)):
+        for mean in means:
+            replacements[mean.name] = [copy_node(mean, attrs={**mean.attrs, "keep_dims": {"b": True}})]
+        for reshape in exits:
+            for reader, position in readers.get(f"{reshape.name}:0", []):
+                rewired = replacements.get(reader.name, [copy_node(reader)])[-1]
+                rewired.inputs[position] = reshape.inputs[0]
+                replacements[reader.name] = [rewired]
+            replacements[reshape.name] = []
+        notes.append(f"{', '.join(mean.name for mean in means)}: Means over the channels without keep_dims, and {len(exits)} "
+                     "Reshape(s) giving their values the channel axis back, kept")
+    return replacements, {}, notes
+
+
 def layer_normalization(graph: Graph, by_name: dict[str, Node]):
     """A canonicalize rewrite (canonicalize.py): each Keras LayerNormalization over the channels as the layers above."""
     replacements, constants, notes = {}, {}, []
     readers = readers_of(graph)
     for node in graph.nodes:
-        found = _match(graph, by_name, readers, node) if node.op == "Rsqrt" else None
+        found = _match(graph, by_name, readers, node) if node.op in ("Rsqrt", "Sqrt") else None
         if found is None or found.nodes & set(replacements):
             continue
         nodes, new_constants = _rewritten(found)

@@ -338,7 +338,7 @@ def _dense_on_every_step(graph: Graph, by_name: dict[str, Node], node: Node) -> 
         matmul = by_name.get(tensor_node(node.inputs[0])) if node.op == "Reshape" else None
         weight = graph.constants.get(tensor_node(matmul.inputs[1])) if matmul is not None and matmul.op == "MatMul" else None
         source = _tensordot_source(graph, by_name, matmul) if weight is not None and np.ndim(weight) == 2 else None
-    shape = graph.shape(source) if weight is not None and np.ndim(weight) == 2 else None
+    shape = graph.shape(source) if source is not None and weight is not None and np.ndim(weight) == 2 else None
     if shape is None or len(shape) != 3 or shape[2] != np.shape(weight)[0] or len(node.output_shapes[0] or []) != 3:
         return None
     return source, weight

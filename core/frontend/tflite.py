@@ -179,8 +179,8 @@ BIAS_REQUIRED_QUANTIZED = ("CONV_2D", "DEPTHWISE_CONV_2D")
 
 # operands that are indices (axes, shapes, paddings, bounds, permutations, sizes, positions): integers, as LiteRT's kernels
 # require of them (slice.cc: "begin->type == kTfLiteInt32 || begin->type == kTfLiteInt64")
-INDEX_OPERANDS = {"SLICE": (1, 2), "STRIDED_SLICE": (1, 2, 3), "PAD": (1,), "PADV2": (1,), "MEAN": (1,), "SUM": (1,), "REDUCE_MAX": (1,),
-                  "TRANSPOSE": (1,), "RESHAPE": (1,), "GATHER": (1,), "RESIZE_BILINEAR": (1,), "RESIZE_NEAREST_NEIGHBOR": (1,)}
+INDEX_OPERANDS = {"EXPAND_DIMS": (1,), "SLICE": (1, 2), "STRIDED_SLICE": (1, 2, 3), "PAD": (1,), "PADV2": (1,), "MEAN": (1,), "SUM": (1,), "REDUCE_MAX": (1,),
+                  "TRANSPOSE": (1,), "RESHAPE": (1,), "GATHER": (1,), "EMBEDDING_LOOKUP": (0,), "RESIZE_BILINEAR": (1,), "RESIZE_NEAREST_NEIGHBOR": (1,)}
 INDEX_TYPES = ("INT32", "INT64")
 
 
@@ -286,13 +286,14 @@ def _pad_fill(tensors: tuple[TfliteTensor, ...], operator: TfliteOperator) -> fl
         output = tensors[operator.outputs[0]]
         return int(output.quantization.zero_point[0]) if output.quantization is not None else 0
     fill = tensors[operator.inputs[2]]
-    if not _quantized_alike(fill, tensors[operator.outputs[0]]):  # LiteRT's PADV2 refuses a fill of another quantization
+    if not quantized_alike(fill, tensors[operator.outputs[0]]):  # LiteRT's PADV2 refuses a fill of another quantization
         return None
     value = fill.data
     return value.reshape(-1)[0].item() if value is not None and value.size == 1 else None
 
 
-def _quantized_alike(first: TfliteTensor, second: TfliteTensor) -> bool:
+def quantized_alike(first: TfliteTensor, second: TfliteTensor) -> bool:
+    """The two tensors are of one quantization (or neither is quantized)."""
     if first.quantization is None or second.quantization is None:
         return first.quantization is second.quantization
     return all(np.array_equal(getattr(first.quantization, key), getattr(second.quantization, key)) for key in ("scale", "zero_point"))
@@ -322,7 +323,7 @@ def _folded_paddings(tensors: tuple[TfliteTensor, ...], operators: tuple[TfliteO
         lowest = np.iinfo(NUMPY_TYPES[output.dtype]).min if output.dtype in ACTIVATION_BITS else -np.finfo(np.float32).max
         if (fill is None or fill > lowest or paddings.shape != (4, 2) or paddings[0].any() or paddings[3].any()
                 or output.index in outputs or len(pools) != 1 or pools[0].name != "MAX_POOL_2D" or pools[0].padding != "VALID"
-                or not _quantized_alike(source, output)):
+                or not quantized_alike(source, output)):
             continue
         (top, bottom), (left, right) = paddings[1].tolist(), paddings[2].tolist()
         pool = pools[0]

@@ -1,0 +1,130 @@
+"""A `.tflite`'s batch axis restored where its converter wrote it away (read_tflite's last step).
+
+The reader writes every tensor with the batch first ([N, ...]), as the IR's layers compute on a batch of samples.
+LiteRT's converter (litert-torch) writes files of a batch of one, and where PyTorch's program is indifferent to the
+batch it writes it away: a LayerNorm's statistics are a MEAN over axes [0, 2] of a [1, L, C] tensor ([L], then
+RESHAPEd to [1, L, 1]); an nn.Embedding's ids are RESHAPEd from [1, L] to [L], looked up as [L, C], then RESHAPEd
+back. Each such tensor is given its batch back, and what reads it its axes shifted past it, so that the file computes
+the same on a batch of one and the reader's graph the same on any batch:
+
+- a reduction (MEAN, SUM, REDUCE_MAX) over axis 0 of a batch of one, without keepDims: the batch left out of its axes
+  and its output [1, ...];
+- a RESHAPE of a batch of one into a shape that does not start with 1: the shape with a leading 1; a FULLY_CONNECTED of
+  [1, L, C] into [L, O]: [1, L, O];
+- an operator reading a tensor so given its batch: its output too, where the file wrote it without one;
+- an operator with axes (TRANSPOSE, MEAN, CONCATENATION, SLICE...) reading such a tensor: its axes shifted by one.
+
+A file of another batch, or of no tensor written so, is left as it is."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from core.frontend.tflite import TfliteError, TfliteOperator, TfliteTensor
+
+REDUCTIONS = ("MEAN", "SUM", "REDUCE_MAX")
+ELEMENTWISE = ("ADD", "SUB", "MUL", "DIV", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM", "RSQRT", "SQRT", "NEG", "EXP", "LOGISTIC", "TANH",
+               "RELU", "RELU6", "GELU", "HARD_SWISH", "LEAKY_RELU", "QUANTIZE", "DEQUANTIZE", "SOFTMAX")
+LOOKUPS = {"EMBEDDING_LOOKUP": 0, "GATHER": 1}  # the operator -> the position of its ids
+# the operators that read a tensor of any rank without axes of their own: a shifted input needs nothing else
+RANK_FREE = (*ELEMENTWISE, "RESHAPE", "FULLY_CONNECTED", "BATCH_MATMUL", *LOOKUPS)
+
+
+class _Restoring:
+    def __init__(self, path: Path | str, tensors: tuple[TfliteTensor, ...]):
+        self.path, self.tensors = path, list(tensors)
+        self.given: set[int] = set()  # tensors given a batch axis the file left out
+
+    def shape(self, index: int) -> tuple[int, ...]:
+        return self.tensors[index].shape
+
+    def give_batch(self, index: int) -> None:
+        self.tensors[index] = replace(self.tensors[index], shape=(1, *self.tensors[index].shape))
+        self.given.add(index)
+
+    def constant(self, like: TfliteTensor, values: list[int]) -> int:
+        """A new int32 constant of `values`, named after `like`."""
+        index = len(self.tensors)
+        self.tensors.append(TfliteTensor(index, f"{like.name}/batch_restored", (len(values),), "INT32", None, np.asarray(values, np.int32)))
+        return index
+
+    def axes(self, operator: TfliteOperator, position: int) -> list[int]:
+        tensor = self.tensors[operator.inputs[position]]
+        if tensor.data is None:
+            raise TfliteError(f"{self.path}: operator {operator.index} ({operator.name}) of computed axes")
+        return [int(axis) for axis in np.atleast_1d(tensor.data)]
+
+    def restore(self, operator: TfliteOperator) -> TfliteOperator:
+        computed = [index for index in operator.inputs if index >= 0 and self.tensors[index].data is None]
+        shifted = [index for index in computed if index in self.given]
+        if shifted:
+            operator = self._shift_axes(operator, self.shape(shifted[0]))
+        if len(operator.outputs) != 1:
+            return operator
+        output = operator.outputs[0]
+        if operator.name in REDUCTIONS and computed and computed[0] not in self.given:
+            return self._reduction(operator)
+        if operator.name == "RESHAPE" and computed and self._drops_batch(computed[0], output):
+            self.give_batch(output)
+        elif operator.name == "FULLY_CONNECTED" and computed and self._rows_without_batch(computed[0], output):
+            self.give_batch(output)
+        elif shifted and (len(self.shape(output)) < max(len(self.shape(index)) for index in shifted)
+                          or operator.name in LOOKUPS and operator.inputs[LOOKUPS[operator.name]] in shifted):
+            self.give_batch(output)  # an output of the rank the file wrote its input with (a lookup's: one more) has no batch
+        return operator
+
+    def _drops_batch(self, source: int, output: int) -> bool:
+        """A RESHAPE of a batch of one whose output does not start with it."""
+        source_shape, output_shape = self.shape(source), self.shape(output)
+        return bool(source_shape) and source_shape[0] == 1 and (not output_shape or output_shape[0] != 1) \
+            and int(np.prod(source_shape)) == int(np.prod(output_shape))
+
+    def _rows_without_batch(self, source: int, output: int) -> bool:
+        """A FULLY_CONNECTED of a batch of one [1, L, C] whose output [L, O] has its rows but not the batch."""
+        source_shape, output_shape = self.shape(source), self.shape(output)
+        return len(source_shape) > 2 and source_shape[0] == 1 and len(output_shape) == len(source_shape) - 1 \
+            and tuple(output_shape[:-1]) == tuple(source_shape[1:-1])
+
+    def _reduction(self, operator: TfliteOperator) -> TfliteOperator:
+        source = self.shape(operator.inputs[0])
+        axes = sorted({axis % len(source) for axis in self.axes(operator, 1)}) if source else []
+        if 0 not in axes or source[0] != 1:
+            return operator
+        kept = [axis for axis in axes if axis != 0]
+        if not operator.option("keepDims", False):
+            self.give_batch(operator.outputs[0])
+        return replace(operator, inputs=(operator.inputs[0], self.constant(self.tensors[operator.inputs[1]], kept), *operator.inputs[2:]))
+
+    def _shift_axes(self, operator: TfliteOperator, shape: tuple[int, ...]) -> TfliteOperator:
+        """`operator` reading a tensor given its batch: its axes one further."""
+        rank = len(shape) - 1  # the rank the file wrote it with
+        if operator.name in RANK_FREE:
+            return operator
+        if operator.name in REDUCTIONS:
+            axes = [axis % rank + 1 for axis in self.axes(operator, 1)]
+            return replace(operator, inputs=(operator.inputs[0], self.constant(self.tensors[operator.inputs[1]], axes), *operator.inputs[2:]))
+        if operator.name == "TRANSPOSE":
+            permutation = [0, *(axis % rank + 1 for axis in self.axes(operator, 1))]
+            return replace(operator, inputs=(operator.inputs[0], self.constant(self.tensors[operator.inputs[1]], permutation)))
+        if operator.name == "CONCATENATION":
+            return replace(operator, options={**operator.options, "axis": int(operator.option("axis", 0)) % rank + 1})
+        if operator.name == "SLICE":
+            begin, size = ([first, *self.axes(operator, position)] for position, first in ((1, 0), (2, 1)))
+            return replace(operator, inputs=(operator.inputs[0], *(self.constant(self.tensors[operator.inputs[k]], values)
+                                                                   for k, values in ((1, begin), (2, size)))))
+        raise TfliteError(f"{self.path}: operator {operator.index} ({operator.name}) reads a tensor the file computes without its batch "
+                          f"axis (a batch of one written away, as litert-torch writes a file): the reader restores it through "
+                          f"{', '.join(sorted({*RANK_FREE, *REDUCTIONS, 'TRANSPOSE', 'CONCATENATION', 'SLICE'}))}, not {operator.name}")
+
+
+def restored_batch_axes(path: Path | str, tensors: tuple[TfliteTensor, ...], operators: tuple[TfliteOperator, ...],
+                        inputs: tuple[int, ...]) -> tuple[tuple[TfliteTensor, ...], tuple[TfliteOperator, ...]]:
+    """(tensors, operators) with each tensor the file wrote without its batch of one given it back (see the module)."""
+    if not inputs or any(not tensors[index].shape or tensors[index].shape[0] != 1 for index in inputs):
+        return tensors, operators
+    restoring = _Restoring(path, tensors)
+    restored = tuple(restoring.restore(operator) for operator in operators)
+    return tuple(restoring.tensors), restored

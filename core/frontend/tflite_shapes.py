@@ -1,0 +1,105 @@
+"""The converters (tflite_graph.py: CONVERTERS) of the operators that move a `.tflite`'s values without arithmetic: reshapes,
+slices, transposes, gathers of a constant table's rows, padding and
+concatenation."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.frontend.tflite import TfliteError, quantized_alike
+from core.frontend.tflite_tf import constant_input as _constant_input, dequantized
+
+def _reshape(b, op, scope):
+    source, target = b.model.tensor(op.inputs[0]), b.model.tensor(op.outputs[0])
+    if int(np.prod(source.shape[1:])) != int(np.prod(target.shape[1:])):
+        raise TfliteError(f"{b.model.path}: operator {op.index} (RESHAPE) of a {list(source.shape)} tensor into {list(target.shape)}: "
+                          "they hold different numbers of values per sample (LiteRT refuses it): the file is damaged")
+    if tuple(source.shape[1:]) == tuple(target.shape[1:]) and quantized_alike(source, target):
+        return b.input(op)  # of a batch given back (tflite_batch.py), a reshape that keeps the shape: the same tensor
+    return b.activation_quant(b.tf.reshape(b.input(op), [-1, *target.shape[1:]], name=f"{scope}/Reshape"), op.outputs[0], scope)
+
+
+def _expand_dims(b, op, scope):
+    """EXPAND_DIMS by a constant axis (a Conv1D's [N, L, C] -> [N, 1, L, C]), as TensorFlow's ExpandDims a Keras Conv1D has."""
+    (axis,) = np.atleast_1d(_constant_input(b, op, 1)).astype(np.int32)
+    return b.activation_quant(b.tf.expand_dims(b.input(op), int(axis), name=f"{scope}/ExpandDims"), op.outputs[0], scope)
+
+
+def _squeeze(b, op, scope):
+    axes = [int(axis) for axis in op.option("squeezeDims", []) or []]
+    return b.activation_quant(b.tf.squeeze(b.input(op), axes or None, name=f"{scope}/Squeeze"), op.outputs[0], scope)
+
+
+def _gather(b, op, scope):
+    """GATHER of a constant table's rows (axis 0) by int32 ids: the table's real values, the output its FakeQuant."""
+    if int(op.option("axis", 0)) != 0 or int(op.option("batchDims", 0)) != 0:
+        raise TfliteError(f"{b.model.path}: operator {op.index} (GATHER): the reader takes rows (axis 0) of a constant table")
+    return _rows(b, op, scope, table_position=0, ids_position=1)
+
+
+def _embedding_lookup(b, op, scope):
+    """EMBEDDING_LOOKUP (PyTorch's nn.Embedding through LiteRT's converter): GATHER's rows, its ids first."""
+    return _rows(b, op, scope, table_position=1, ids_position=0)
+
+
+def _rows(b, op, scope, table_position: int, ids_position: int):
+    table = b.model.tensor(op.inputs[table_position])
+    if table.data is None:
+        raise TfliteError(f"{b.model.path}: operator {op.index} ({op.name}): the reader takes rows of a constant table; its table "
+                          f"(tensor {table.index}, {table.name}) is computed")
+    rows = b.tf.gather(b.const(f"{scope}/table", dequantized(table)), b.input(op, ids_position), axis=0, name=f"{scope}/GatherV2")
+    return b.activation_quant(rows, op.outputs[0], scope)
+
+
+def _transpose(b, op, scope):
+    permutation = [int(axis) for axis in np.atleast_1d(_constant_input(b, op, 1))]
+    rank = len(b.model.tensor(op.inputs[0]).shape)
+    if sorted(permutation) != list(range(rank)):
+        # LiteRT's kernel checks only each axis' range: [0, 0, 0, 0] runs there, each output axis a copy of the first
+        raise TfliteError(f"{b.model.path}: operator {op.index} (TRANSPOSE) by {permutation}, not a permutation of the {rank} axes "
+                          f"of its input (each of 0..{rank - 1} once): the file is damaged or was written by a tool that does not check it")
+    return b.activation_quant(b.tf.transpose(b.input(op), permutation, name=f"{scope}/Transpose"), op.outputs[0], scope)
+
+
+def _strided_slice(b, op, scope):
+    """STRIDED_SLICE by constant bounds (a Cropping2D), its masks as TensorFlow's."""
+    begin, end, strides = (_constant_input(b, op, position).astype(np.int32) for position in (1, 2, 3))
+    masks = {name: int(op.option(key, 0)) for name, key in (("begin_mask", "beginMask"), ("end_mask", "endMask"),
+                                                           ("ellipsis_mask", "ellipsisMask"), ("new_axis_mask", "newAxisMask"),
+                                                           ("shrink_axis_mask", "shrinkAxisMask"))}
+    return b.activation_quant(b.tf.strided_slice(b.input(op), begin, end, strides, name=f"{scope}/StridedSlice", **masks),
+                              op.outputs[0], scope)
+
+
+def _slice(b, op, scope):
+    """SLICE by a constant begin and size, written as the StridedSlice it is (end = begin + size; a size of -1: to the end, an end mask)."""
+    begin, size = (_constant_input(b, op, position).astype(np.int64).reshape(-1) for position in (1, 2))
+    end_mask = sum(1 << axis for axis, extent in enumerate(size) if extent == -1)
+    end = np.where(size == -1, 0, begin + size).astype(np.int32)
+    return b.activation_quant(b.tf.strided_slice(b.input(op), begin.astype(np.int32), end, np.ones_like(end), end_mask=end_mask,
+                                                 name=f"{scope}/StridedSlice"), op.outputs[0], scope)
+
+
+def _pad(b, op, scope):
+    return b.activation_quant(b.tf.pad(b.input(op), _constant_input(b, op, 1).astype(np.int32), name=f"{scope}/Pad"), op.outputs[0], scope)
+
+
+def _concatenation(b, op, scope):
+    x = b.tf.concat([b.input(op, k) for k in range(len(op.inputs))], op.option("axis", 0), name=f"{scope}/concat")
+    return b.finish(op, x, scope)
+
+
+
+
+SHAPE_CONVERTERS = {
+    "RESHAPE": _reshape,
+    "EXPAND_DIMS": _expand_dims,
+    "SQUEEZE": _squeeze,
+    "TRANSPOSE": _transpose,
+    "GATHER": _gather,
+    "EMBEDDING_LOOKUP": _embedding_lookup,
+    "STRIDED_SLICE": _strided_slice,
+    "SLICE": _slice,
+    "PAD": _pad,
+    "CONCATENATION": _concatenation,
+}

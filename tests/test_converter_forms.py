@@ -1,0 +1,334 @@
+"""The float .tflite files users bring from PyTorch and ONNX (issue 61): the operators LiteRT's converter (litert-torch)
+and onnx2tf write for a LayerNormalization, a Conv1d and arithmetic on a constant, read and run through every stage.
+
+The files are built here, without those converters (an extra of some 9 GB): Keras layers written as the tools lower
+PyTorch's and ONNX's ops, converted by TensorFlow's converter to a float .tflite, which then holds the same operators:
+MEAN, SQUARED_DIFFERENCE, SUB, RSQRT, MUL, ADD (PyTorch's LayerNorm); MEAN, SUB, MUL of the centred values by
+themselves, SQRT and DIV (ONNX's); EXPAND_DIMS and SQUEEZE around a CONV_2D (a Conv1d); DIV and SUB of a constant. The
+reader writes them as TensorFlow ops, the importer's LayerNormalization rewrite (core/frontend/layer_norm.py) takes
+either form as it takes Keras', and every stage runs: bit-exact with LiteRT's reference kernels, at least the SQNR of
+TensorFlow's converter on the same model."""
+
+from __future__ import annotations
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from ai_edge_litert.interpreter import Interpreter
+
+from core.frontend.graph import as_input
+from core.frontend.importer import import_graph
+from core.frontend.prepare import prepare
+from core.frontend.rewrite import evaluate
+from core.frontend.tflite import read_tflite
+from core.frontend.tflite_graph import tflite_graph_def
+from tflite_builder import Tensor, model_bytes
+from core.frontend.tflite import TfliteError
+from core.frontend.tflite_graph import refuse_unread_operators
+from test_models_2026 import (assert_at_least_the_converters_sqnr, assert_bit_exact_with_the_reference, assert_eight_stages_bit_exact,
+                              built, converter_file, image_classes, layer_norm_patches, run_arrays, saved, signal_classes, trained)
+
+
+class TorchLayerNorm(keras.layers.Layer):
+    """PyTorch's LayerNorm as LiteRT's converter writes it: (x - mean) * rsqrt(mean((x - mean)^2) + eps) * gamma + beta,
+    the variance a SQUARED_DIFFERENCE of x and its mean."""
+
+    def __init__(self, channels: int, **kwargs):
+        super().__init__(**kwargs)
+        self.gamma = self.add_weight(shape=(channels,), initializer=keras.initializers.RandomUniform(0.5, 1.5))
+        self.beta = self.add_weight(shape=(channels,), initializer=keras.initializers.RandomUniform(-0.2, 0.2))
+
+    def call(self, x):
+        mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+        variance = tf.reduce_mean(tf.math.squared_difference(x, mean), axis=-1, keepdims=True)
+        return (x - mean) * tf.math.rsqrt(variance + 1e-5) * self.gamma + self.beta
+
+
+class OnnxLayerNorm(TorchLayerNorm):
+    """ONNX's LayerNormalization decomposed (ReduceMean, Sub, Mul, ReduceMean, Add, Sqrt, Div, Mul, Add) as onnx2tf
+    writes it: the centred values times themselves, divided by the deviation."""
+
+    def call(self, x):
+        centred = x - tf.reduce_mean(x, axis=-1, keepdims=True)
+        deviation = tf.math.sqrt(tf.reduce_mean(centred * centred, axis=-1, keepdims=True) + 1e-5)
+        return centred / deviation * self.gamma + self.beta
+
+
+class ConstantArithmetic(keras.layers.Layer):
+    """x / 6 - 0.5: a DIV and a SUB of a constant (after a GELU, which the converter cannot fold them into)."""
+
+    def call(self, x):
+        return x / 6.0 - 0.5
+
+
+def patches_from_torch(size: int = 12, classes: int = 4) -> keras.Model:
+    """A vision transformer's LayerNorms without its attention, as PyTorch's: on a patch embedding and after a residual
+    sum of a GELU MLP whose output is scaled by constants."""
+    layers = keras.layers
+    images = keras.Input((size, size, 3))
+    x = TorchLayerNorm(16)(layers.Conv2D(16, 2, strides=2)(images))
+    y = layers.Conv2D(16, 1)(ConstantArithmetic()(layers.Conv2D(16, 1, activation="gelu")(x)))
+    x = TorchLayerNorm(16)(layers.Add()([x, y]))
+    return keras.Model(images, layers.Dense(classes, activation="softmax")(layers.Flatten()(x)))
+
+
+def sequence_from_onnx(length: int = 32, channels: int = 8, classes: int = 4) -> keras.Model:
+    """A token MLP on a sequence [L, C] after Conv1d (EXPAND_DIMS, CONV_2D, SQUEEZE), with ONNX's and PyTorch's
+    LayerNorms."""
+    layers = keras.layers
+    signals = keras.Input((length, channels))
+    x = OnnxLayerNorm(16)(layers.Conv1D(16, 4, strides=2, padding="same")(signals))
+    y = layers.Conv1D(16, 1, activation="relu")(x)
+    x = TorchLayerNorm(16)(layers.Add()([x, y]))
+    return keras.Model(signals, layers.Dense(classes, activation="softmax")(layers.GlobalAveragePooling1D()(x)))
+
+
+FAMILIES = {"patches_from_torch": (patches_from_torch, lambda count: image_classes(count, 12, 4, seed=3)),
+            "sequence_from_onnx": (sequence_from_onnx, lambda count: signal_classes(count, 32, 8, 4, seed=3)),
+            "keras_layer_norm": (layer_norm_patches, lambda count: image_classes(count, 12, 4, seed=3))}
+# what each file holds of the operators this file is about (TensorFlow's converter folds the rest: a DIV by a constant
+# into a MUL, ONNX's SQRT and DIV into RSQRT and MUL; onnx_operators_file writes those)
+WRITTEN = {"patches_from_torch": {"MEAN", "SQUARED_DIFFERENCE", "RSQRT", "SUB", "MUL", "ADD"},
+           "keras_layer_norm": {"MEAN", "NEG", "SQUARED_DIFFERENCE", "RSQRT", "MUL", "ADD"},
+           "sequence_from_onnx": {"EXPAND_DIMS", "MEAN", "SQUARED_DIFFERENCE", "RSQRT", "SUB", "MUL", "ADD"}}
+
+
+def float_file(model: keras.Model, path):
+    path.write_bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
+    return path
+
+
+def litert_float(path, samples: np.ndarray) -> np.ndarray:
+    interpreter = Interpreter(model_path=str(path), num_threads=1)
+    interpreter.allocate_tensors()
+    source, sink = interpreter.get_input_details()[0], interpreter.get_output_details()[0]
+    outputs = []
+    for sample in samples:
+        interpreter.set_tensor(source["index"], sample[None])
+        interpreter.invoke()
+        outputs.append(interpreter.get_tensor(sink["index"]))
+    return np.concatenate(outputs)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_the_converters_operators_are_read_and_their_layer_norms_computed_as_the_file_computes(tmp_path, family):
+    """Every operator of the file is read; each LayerNorm, in either converter's form, becomes the IR's layers (no
+    SQUARED_DIFFERENCE, SUB, SQRT or DIV is left of it); the prepared graph computes, by TensorFlow, what LiteRT computes
+    on the float file."""
+    build, data = FAMILIES[family]
+    path = float_file(built(build), tmp_path / "model.tflite")
+    model = read_tflite(str(path))
+    assert WRITTEN[family] <= {operator.name for operator in model.operators}
+    graph_def, input_tensor, end_points, _ = tflite_graph_def(model)
+    prepared = prepare(import_graph(graph_def, input_tensor, end_points, origin=str(path), source={})).graph
+    assert not {"SquaredDifference", "Sqrt"} & set(prepared.op_counts())
+    samples = data(16)[0]
+    (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(samples, prepared)})
+    np.testing.assert_allclose(computed, litert_float(path, samples), atol=2e-5)
+
+
+@pytest.mark.parametrize("family", ["patches_from_torch", "sequence_from_onnx"])
+def test_a_float_file_of_the_converters_operators_runs_all_stages_bit_exact_at_least_the_converters_sqnr(tmp_path, workspace, family):
+    """The file on tflite_int8 (our PTQ of the float file): every stage, bit-exact with LiteRT's reference kernels, at
+    least the SQNR of TensorFlow's converter's full-int8 PTQ of the same model."""
+    build, data = FAMILIES[family]
+    samples = data(256)
+    model = trained(built(build), samples)
+    _, arrays = saved(model, samples, tmp_path)
+    summary = run_arrays(workspace, float_file(model, tmp_path / "float.tflite"), arrays, "tflite_int8", "model.format=tflite")
+    assert_bit_exact_with_the_reference(summary)
+    assert_at_least_the_converters_sqnr(summary, model, samples)
+
+
+@pytest.mark.slow  # the IR layers the rewrite gives are Keras' LayerNormalization's, on these targets in test_models_2026.py
+def test_a_float_file_of_pytorchs_layer_norm_runs_bit_exact_on_the_accelerator_and_tf2ir(tmp_path, workspace):
+    build, data = FAMILIES["patches_from_torch"]
+    samples = data(256)
+    model = trained(built(build), samples)
+    _, arrays = saved(model, samples, tmp_path)
+    path = float_file(model, tmp_path / "float.tflite")
+    for target in ("accel_tflite", "tf2ir"):
+        assert_eight_stages_bit_exact(run_arrays(workspace, path, arrays, target, "model.format=tflite"))
+
+
+def onnx_operators_file(length: int = 32, channels: int = 8, filters: int = 16) -> bytes:
+    """A float file of the operators TensorFlow's converter does not write for these layers (seeded random weights):
+    a Conv1d as EXPAND_DIMS, CONV_2D, SQUEEZE; ONNX's LayerNormalization as MEAN, SUB, MUL, MEAN, ADD, SQRT, DIV, MUL,
+    ADD; then (x - 0.5) / 6, a SUB and a DIV of a constant."""
+    rng = np.random.default_rng(5)
+    f32 = np.float32
+    specs = [Tensor((1, length, channels), f32), Tensor((1,), np.int32, data=np.array([1], np.int32)), Tensor((1, 1, length, channels), f32),
+             Tensor((filters, 1, 3, channels), f32, data=rng.normal(0, 0.4, (filters, 1, 3, channels)).astype(f32)),
+             Tensor((filters,), f32, data=rng.normal(0, 0.2, filters).astype(f32)), Tensor((1, 1, length, filters), f32),
+             Tensor((1, length, filters), f32), Tensor((1,), np.int32, data=np.array([2], np.int32)), Tensor((1, length, 1), f32),
+             Tensor((1, length, filters), f32), Tensor((1, length, filters), f32), Tensor((1, length, 1), f32),
+             Tensor((1,), f32, data=np.array([1e-5], f32)), Tensor((1, length, 1), f32), Tensor((1, length, 1), f32),
+             Tensor((1, length, filters), f32), Tensor((filters,), f32, data=rng.uniform(0.5, 1.5, filters).astype(f32)),
+             Tensor((1, length, filters), f32), Tensor((filters,), f32, data=rng.uniform(-0.2, 0.2, filters).astype(f32)),
+             Tensor((1, length, filters), f32), Tensor((), f32, data=np.array(0.5, f32)), Tensor((1, length, filters), f32),
+             Tensor((), f32, data=np.array(6.0, f32)), Tensor((1, length, filters), f32)]
+    keep = ("ReducerOptions", {"keepDims": True})
+    operators = [("EXPAND_DIMS", [0, 1], 2, None), ("CONV_2D", [2, 3, 4], 5, ("Conv2DOptions", {"padding": 0, "strideH": 1, "strideW": 1})),
+                 ("SQUEEZE", [5], 6, ("SqueezeOptions", {"squeezeDims": [1]})), ("MEAN", [6, 7], 8, keep), ("SUB", [6, 8], 9, None),
+                 ("MUL", [9, 9], 10, None), ("MEAN", [10, 7], 11, keep), ("ADD", [11, 12], 13, None), ("SQRT", [13], 14, None),
+                 ("DIV", [9, 14], 15, None), ("MUL", [15, 16], 17, None), ("ADD", [17, 18], 19, None), ("SUB", [19, 20], 21, None),
+                 ("DIV", [21, 22], 23, None)]
+    return model_bytes(specs, operators, [0], [23])
+
+
+def test_a_file_of_onnxs_operators_is_read_computed_as_litert_computes_it_and_runs_all_stages_bit_exact(tmp_path, workspace):
+    """SQRT, DIV and SQUEEZE as onnx2tf writes them: the prepared graph computes what LiteRT computes on the float file, and
+    every stage runs on tflite_int8 bit-exact with LiteRT's reference kernels."""
+    (path := tmp_path / "onnx.tflite").write_bytes(onnx_operators_file())
+    signals = signal_classes(128, 32, 8, 4, seed=3)[0]
+    graph_def, input_tensor, end_points, _ = tflite_graph_def(read_tflite(str(path)))
+    prepared = prepare(import_graph(graph_def, input_tensor, end_points, origin=str(path), source={})).graph
+    assert not {"Sqrt", "RealDiv", "Sub"} & set(prepared.op_counts())
+    (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(signals[:16], prepared)})
+    np.testing.assert_allclose(computed.reshape(16, 32, 16), litert_float(path, signals[:16]), atol=2e-5)
+    np.savez(arrays := tmp_path / "signals.npz", calib=signals[:64], eval=signals[64:])
+    summary = run_arrays(workspace, path, arrays, "tflite_int8", "model.format=tflite", "model.num_classes=0")
+    assert_bit_exact_with_the_reference(summary)
+    assert summary.metrics["simulate.sqnr_db_min"] > 30
+
+
+class FileBuilder:
+    """A float .tflite written operator by operator (tflite_builder.model_bytes), as a converter's."""
+
+    def __init__(self, seed: int):
+        self.rng, self.specs, self.operators = np.random.default_rng(seed), [], []
+
+    def tensor(self, shape, dtype=np.float32, data=None) -> int:
+        self.specs.append(Tensor(tuple(shape), dtype, data=None if data is None else np.asarray(data, dtype)))
+        return len(self.specs) - 1
+
+    def constant(self, values, dtype=np.float32) -> int:
+        values = np.asarray(values, dtype)
+        return self.tensor(values.shape, dtype, values)
+
+    def random(self, shape, low: float, high: float) -> int:
+        return self.constant(self.rng.uniform(low, high, shape))
+
+    def op(self, name: str, inputs: list[int], shape, options=None, dtype=np.float32) -> int:
+        output = self.tensor(shape, dtype)
+        self.operators.append((name, inputs, output, options))
+        return output
+
+    def reshape(self, source: int, shape) -> int:
+        return self.op("RESHAPE", [source, self.constant(shape, np.int32)], shape, dtype=self.specs[source].dtype)
+
+    def mean(self, source: int, axes, shape, keep: bool = False) -> int:
+        return self.op("MEAN", [source, self.constant(axes, np.int32)], shape, ("ReducerOptions", {"keepDims": keep}))
+
+    def layer_norm(self, x: int, tokens: int, channels: int) -> int:
+        """PyTorch's LayerNorm as litert-torch writes it (stablehlo's batch_norm_training unfused): the statistics reduced
+        over [0, 2] of [1, L, C] to [L], beta - mean * inv by a SUB, then gamma and beta."""
+        mean = self.mean(x, [0, 2], [tokens])
+        variance = self.mean(self.op("SQUARED_DIFFERENCE", [x, self.reshape(mean, [1, tokens, 1])], [1, tokens, channels]), [0, 2], [tokens])
+        inverse = self.op("RSQRT", [self.op("ADD", [variance, self.constant(1e-5)], [tokens])], [tokens])
+        offset = self.op("SUB", [self.constant(0.0), self.op("MUL", [inverse, mean], [tokens])], [tokens])
+        normalized = self.op("ADD", [self.op("MUL", [x, self.reshape(inverse, [1, tokens, 1])], [1, tokens, channels]),
+                                     self.reshape(offset, [1, tokens, 1])], [1, tokens, channels])
+        scaled = self.op("MUL", [normalized, self.random([channels], 0.5, 1.5)], [1, tokens, channels])
+        return self.op("ADD", [scaled, self.random([channels], -0.2, 0.2)], [1, tokens, channels])
+
+    def dense(self, x: int, inputs: int, outputs: int, shape) -> int:
+        return self.op("FULLY_CONNECTED", [x, self.random([outputs, inputs], -0.5, 0.5), self.random([outputs], -0.1, 0.1)], shape,
+                       ("FullyConnectedOptions", {"keepNumDims": len(shape) > 2}))
+
+    def bytes(self, source: int, output: int) -> bytes:
+        return model_bytes(self.specs, self.operators, [source], [output])
+
+
+    def transpose(self, source: int, permutation: list[int]) -> int:
+        shape = [self.specs[source].shape[axis] for axis in permutation]
+        return self.op("TRANSPOSE", [source, self.constant(permutation, np.int32)], shape)
+
+    def conv(self, x: int, inputs: int, outputs: int, shape, kernel: tuple[int, int] = (3, 3)) -> int:
+        return self.op("CONV_2D", [x, self.random([outputs, *kernel, inputs], -0.5, 0.5), self.random([outputs], -0.2, 0.2)], shape,
+                       ("Conv2DOptions", {"padding": 0, "strideH": 1, "strideW": 1}))
+
+
+def litert_torch_image_file() -> bytes:
+    """A PyTorch image model as litert-torch writes it: an NCHW input TRANSPOSEd to NHWC, a conv; the map to tokens as
+    `flatten(2).transpose(1, 2)` (TRANSPOSE to NCHW, RESHAPE to [1, 16, 64], TRANSPOSE to [1, 64, 16]) for a LayerNorm and
+    a Linear of [1, 64, 16] into [64, 16] (the batch written away) added back; the map again, a Linear on every pixel
+    (keepNumDims on [1, 8, 8, 16], its bias [1, 1, 1, 16]: a layer scale folded in), a global average in NCHW (TRANSPOSE
+    to [1, 16, 8, 8], RESHAPE to [1, 16, 64], MEAN over 2) and a classifier."""
+    file = FileBuilder(7)
+    images = file.tensor([1, 3, 8, 8])
+    x = file.conv(file.transpose(images, [0, 2, 3, 1]), 3, 16, [1, 8, 8, 16])
+    tokens = file.transpose(file.reshape(file.transpose(x, [0, 3, 1, 2]), [1, 16, 64]), [0, 2, 1])
+    normalized = file.layer_norm(tokens, 64, 16)
+    tokens = file.op("ADD", [normalized, file.dense(normalized, 16, 16, [64, 16])], [1, 64, 16])
+    x = file.op("FULLY_CONNECTED", [file.reshape(tokens, [1, 8, 8, 16]), file.random([16, 16], -0.5, 0.5), file.random([1, 1, 1, 16], -0.1, 0.1)],
+                [1, 8, 8, 16], ("FullyConnectedOptions", {"keepNumDims": True}))
+    x = file.reshape(file.transpose(x, [0, 3, 1, 2]), [1, 16, 64])
+    return file.bytes(images, file.dense(file.mean(x, [2], [1, 16]), 16, 4, [1, 4]))
+
+
+def litert_torch_audio_file(length: int = 256) -> bytes:
+    """PyTorch's M5 as litert-torch writes it: the waveform [1, 1, L] RESHAPEd to an image, a Conv1d of one input channel
+    as a DEPTHWISE_CONV_2D, BatchNorm1d in PyTorch's channel-first view (TRANSPOSE, RESHAPE to [1, C, L], MUL and ADD of
+    [1, C, 1], back), a max pool, a mean over time in that view and a Linear."""
+    file = FileBuilder(9)
+    waveform = file.tensor([1, 1, length])
+    x = file.op("DEPTHWISE_CONV_2D", [file.reshape(waveform, [1, 1, length, 1]), file.random([1, 1, 9, 16], -0.5, 0.5),
+                                      file.random([16], -0.2, 0.2)], [1, 1, length // 4, 16],
+                ("DepthwiseConv2DOptions", {"padding": 0, "strideH": 1, "strideW": 4, "depthMultiplier": 16}))
+    view = file.reshape(file.transpose(x, [0, 3, 1, 2]), [1, 16, length // 4])
+    view = file.op("MUL", [view, file.random([1, 16, 1], 0.5, 1.5)], [1, 16, length // 4])
+    view = file.op("ADD", [view, file.random([1, 16, 1], -0.3, 0.3)], [1, 16, length // 4])
+    x = file.transpose(file.reshape(view, [1, 16, 1, length // 4]), [0, 2, 3, 1])
+    x = file.op("MAX_POOL_2D", [file.op("RELU", [x], [1, 1, length // 4, 16])], [1, 1, length // 16, 16],
+                ("Pool2DOptions", {"padding": 1, "strideH": 1, "strideW": 4, "filterHeight": 1, "filterWidth": 4}))
+    x = file.reshape(file.transpose(x, [0, 3, 1, 2]), [1, 16, length // 16])
+    return file.bytes(waveform, file.dense(file.mean(x, [2], [1, 16]), 16, 4, [1, 4]))
+
+
+def litert_torch_token_file(vocabulary: int = 50, length: int = 12) -> bytes:
+    """nn.Embedding as litert-torch writes it (the ids RESHAPEd to [L], EMBEDDING_LOOKUP, RESHAPEd back to [1, L, C]), a
+    LayerNorm, a Linear on every token, a mean over the tokens and a classifier."""
+    file = FileBuilder(8)
+    ids = file.tensor([1, length], np.int32)
+    rows = file.op("EMBEDDING_LOOKUP", [file.reshape(ids, [length]), file.random([vocabulary, 16], -1, 1)], [length, 16])
+    x = file.layer_norm(file.reshape(rows, [1, length, 16]), length, 16)
+    x = file.op("RELU", [file.dense(x, 16, 8, [1, length, 8])], [1, length, 8])
+    return file.bytes(ids, file.dense(file.mean(x, [1], [1, 8]), 8, 4, [1, 4]))
+
+
+LITERT_TORCH_FILES = {"image": (litert_torch_image_file, lambda rng: rng.uniform(0, 1, (128, 3, 8, 8)).astype(np.float32)),
+                      "audio": (litert_torch_audio_file, lambda rng: rng.normal(0, 1, (128, 1, 256)).astype(np.float32)),
+                      "tokens": (litert_torch_token_file, lambda rng: rng.integers(0, 50, (128, 12)).astype(np.int32))}
+
+
+@pytest.mark.parametrize("kind", sorted(LITERT_TORCH_FILES))
+def test_litert_torchs_batch_of_one_and_channel_first_views_are_read_and_run_all_stages_bit_exact(tmp_path, workspace, kind):
+    """What litert-torch writes of a batch of one (statistics reduced over [0, 2] to [L], ids RESHAPEd to [L], a Linear's
+    rows [L, O]) is given its batch back, the LayerNorm so written becomes the IR's layers, PyTorch's channel-first views
+    (a mean, a BatchNorm1d, a map flattened to tokens) are the map's own: the prepared graph computes on a batch what
+    LiteRT computes sample by sample, no Transpose is left but the NCHW input's, and every stage runs on tflite_int8
+    bit-exact with LiteRT's reference kernels."""
+    build, data = LITERT_TORCH_FILES[kind]
+    (path := tmp_path / f"{kind}.tflite").write_bytes(build())
+    samples = data(np.random.default_rng(4))
+    graph_def, input_tensor, end_points, _ = tflite_graph_def(read_tflite(str(path)))
+    prepared = prepare(import_graph(graph_def, input_tensor, end_points, origin=str(path), source={})).graph
+    counts = prepared.op_counts()
+    assert "SquaredDifference" not in counts and counts.get("Transpose", 0) <= 1  # the NCHW input's own stays
+    (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(samples[:16], prepared)})
+    np.testing.assert_allclose(computed, litert_float(path, samples[:16]), atol=2e-5)
+    np.savez(arrays := tmp_path / "samples.npz", calib=samples[:64], eval=samples[64:])
+    summary = run_arrays(workspace, path, arrays, "tflite_int8", "model.format=tflite", "model.num_classes=0")
+    assert_bit_exact_with_the_reference(summary)
+    assert summary.metrics["simulate.sqnr_db_min"] > 30
+
+
+def test_an_int8_file_of_operators_read_in_float_files_only_is_refused_at_once_naming_them(tmp_path):
+    """The converter's full-int8 file of a Conv1d network (EXPAND_DIMS, SQUEEZE... in int8): refused before any stage,
+    each such operator named, and the float file's route said."""
+    model = built(sequence_from_onnx)
+    path = converter_file(model, signal_classes(16, 32, 8, 4, seed=3)[0], tmp_path / "int8.tflite")
+    with pytest.raises(TfliteError, match=r"(?s)EXPAND_DIMS: 2 operators.*in a float file also .*EXPAND_DIMS.*convert the model without quantization"):
+        refuse_unread_operators(read_tflite(str(path)))
