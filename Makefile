@@ -7,7 +7,7 @@ ARGS ?=
 
 EXTRAS := s3 slurm peers vela
 
-.PHONY: setup setup-s3 setup-slurm setup-slurm-cluster setup-peers setup-vela setup-tfmot run test lock clean-store params repro
+.PHONY: setup setup-s3 setup-slurm setup-slurm-cluster setup-peers setup-vela setup-tfmot setup-torch run test lock clean-store params repro
 
 setup: $(INSTALLED)
 
@@ -31,6 +31,17 @@ setup-tfmot: $(VENV)/tfmot/.installed
 $(VENV)/tfmot/.installed: requirements-tfmot.lock
 	test -x $(VENV)/tfmot/bin/python || $(PYTHON) -m venv $(VENV)/tfmot
 	$(VENV)/tfmot/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-tfmot.lock
+	touch $@
+
+# LiteRT's converter of PyTorch models (litert-torch, with torch's CPU build, jax and transformers: about 2 GB and a few
+# minutes), which bench/models_from_tools.py converts its PyTorch models with, as users do: an environment of its own,
+# .venv/torch (its pins are not the project's), never part of `make test`. requirements-torch.lock is its `pip freeze`
+# (torch 2.13.0+cpu: the machine's wheel; elsewhere add --extra-index-url https://download.pytorch.org/whl/cpu).
+setup-torch: $(VENV)/torch/.installed
+
+$(VENV)/torch/.installed: requirements-torch.lock
+	test -x $(VENV)/torch/bin/python || $(PYTHON) -m venv $(VENV)/torch
+	$(VENV)/torch/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-torch.lock
 	touch $@
 
 $(VENV)/.installed-test: $(INSTALLED) $(foreach extra,$(EXTRAS) test,requirements-$(extra).lock)
