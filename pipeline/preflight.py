@@ -73,7 +73,7 @@ def _input_problems(cfg: Config, keys: list[str], cache_dir: Path) -> Iterator[E
             if resolved is not None and key == "model.test_image":
                 _check_image(key, resolved.path, cfg.model.preprocess.channels)
             if resolved is not None and key == "model.file" and cfg.model.format is ModelFormat.tflite:
-                _check_tflite(key, resolved.path, cfg.limits.memory_mb)
+                _check_tflite(key, resolved.path, cfg)
         except (ConfigError, ResourceError) as problem:
             yield problem
     if "data" in keys:
@@ -112,13 +112,18 @@ def _check_image(key: str, path: Path, channels: int) -> None:
         raise ConfigError(f"{key}: {error}") from None
 
 
-def _check_tflite(key: str, path: Path, memory_mb: int) -> None:
+def _check_tflite(key: str, path: Path, cfg: Config) -> None:
     """A .tflite is parsed whole here (a flatbuffer is checked by reading it): damaged, truncated, an operator or
-    tensor type the toolchain does not take."""
+    tensor type the toolchain does not take; a file whose activations are wider than the target's kept as trained."""
     try:
-        refuse_unread_operators(read_tflite(path, MemoryBudget(memory_mb)))
+        model = refuse_unread_operators(read_tflite(path, MemoryBudget(cfg.limits.memory_mb)))
     except TfliteError as error:
         raise ConfigError(f"{key}.path: {error}") from None
+    if select(cfg, "calib.method").value == "qat" and model.quantized and model.activation_bits > cfg.target.scheme.bits:
+        raise ConfigError(f"{key}.path: {path} is a {model.activation_bits}-bit file (TFLite's 16x8 mode: int16 activations), and "
+                          f"calib.method=qat keeps its scales, which target={cfg.target.name}'s {cfg.target.scheme.bits}-bit activations "
+                          "cannot hold: choose target=tflite_int16x8 to keep them, or another calib.method to quantize the model "
+                          f"to {cfg.target.scheme.bits} bits")
 
 
 def _check_store(url: str, options: dict) -> None:

@@ -28,6 +28,7 @@ from core.quantize.runtimes import RUNTIMES
 from core.quantize.schemes import TfliteInt16x8, TfliteInt8
 from core.quantize.table import CalibrationTable
 from core.quantize.tflite_reference import runner_of
+from pipeline.config import ConfigError
 from pipeline.main import run_pipeline
 
 QUIET = Console(file=open("/dev/null", "w"))
@@ -134,6 +135,17 @@ def test_every_operator_the_converter_writes_in_16x8_is_the_runtimes_integers(cn
         assert np.array_equal(ours[output].reshape(len(inputs), -1), theirs[output].reshape(len(inputs), -1)), operator.name
     softmax = ours[model.outputs[0]]
     assert softmax.min() >= 0 and np.abs(softmax.astype(np.int64).sum(axis=-1) - 32768).max() < 64  # probabilities at 1/32768
+
+
+def test_a_16x8_tflite_kept_as_trained_on_an_int8_target_is_refused_before_any_stage(cnn_16x8, tmp_path, model_cache):
+    """Its int16 scales cannot be an int8 target's: refused naming the file, the key and both ways out, not stopped by
+    the quality guard after calibration."""
+    path, arrays = cnn_16x8
+    store = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", tracking_override(tmp_path)]
+    with pytest.raises(ConfigError, match=r"16-bit file .*calib.method=qat keeps its scales.*target=tflite_int8's 8-bit .*"
+                                          r"choose target=tflite_int16x8 .*or another calib.method"):
+        run_pipeline(compose(*store, "model=keras_cifar10", "model.name=cnn16x8", "model.format=tflite", f"model.file.path={path}",
+                             "data=arrays", f"data.path={arrays}", "calib.method=qat", "target=tflite_int8"), console=QUIET)
 
 
 def test_a_16x8_tflite_runs_all_eight_stages_bit_exact_computing_the_files_integers(cnn_16x8, tmp_path, model_cache):

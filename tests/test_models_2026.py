@@ -842,6 +842,17 @@ def test_multi_head_attention_runs_all_stages_bit_exact_at_least_the_converters_
     assert "a product of two activations is the host's" in placement
 
 
+def test_signals_of_another_shape_are_refused_advising_the_models_own_shape(keyword_spotting_files, workspace, tmp_path):
+    """The model takes [N, 49, 10] (held as the image [N, 1, 49, 10]): the refusal advises the shape of the model's input,
+    which data=arrays' .npz holds, and the image's the same values take."""
+    _, _, (model_path, _) = keyword_spotting_files
+    signals = np.zeros((8, 10, 49), np.float32)
+    np.savez(arrays := tmp_path / "transposed.npz", calib=signals, eval=signals)
+    with pytest.raises(StageFailed, match=r"are \[10, 49\], and the model's input .* with data=arrays save them as \[N, 49, 10\] "
+                                          r"\(or \[N, 1, 49, 10\], the same values\)"):
+        run_arrays(workspace, model_path, arrays, "tflite_int8")
+
+
 def test_token_ids_given_to_a_model_of_float_input_are_refused_naming_the_data(keyword_spotting_files, workspace, tmp_path):
     _, _, (model_path, _) = keyword_spotting_files
     ids = np.zeros((8, 49, 10), np.int32)

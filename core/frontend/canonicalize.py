@@ -171,6 +171,8 @@ def _in_source_layout(graph: Graph, by_name: dict[str, Node], chain: list[Node])
         if node.op == "Transpose" and operand is not None and [int(axis) for axis in operand.reshape(-1)][:1] == [0]:
             places = places.transpose([int(axis) for axis in operand.reshape(-1)])
         elif node.op == "Reshape" and (output := graph.shape(f"{node.name}:0")) is not None:
+            if any(dim is None or dim < 0 for dim in output[1:]) or int(np.prod(output[1:])) != places.size:
+                return None  # a reshape that merges the batch (Keras 3's Tensordot) is no layout of one sample
             places = places.reshape(1, *output[1:])
         elif node.op in UNARY:
             elementwise.append((node, None))

@@ -377,7 +377,11 @@ def check_input_shape(images, graph: "Graph", key: str) -> None:
         got, dims = list(values.shape[1:]), [None if dim is None or dim < 0 else int(dim) for dim in expected[1:]]
         if len(got) != len(dims) or any(dim is not None and dim != size for dim, size in zip(dims, got)):
             wanted = ", ".join("?" if dim is None else str(dim) for dim in dims)
+            # a signal [N, L, C] or token ids [N, L] the importer holds as an image of height 1 (as_input): the model's own
+            # shape is the arrays' format, the image's takes the same values
+            own = ", ".join("?" if dim is None else str(dim) for dim in dims[1:]) if len(dims) in (2, 3) and dims[0] == 1 else None
+            advice = f"[N, {own}] (or [N, {wanted}], the same values)" if own else f"[N, {wanted}]"
             raise GraphError(f"{key}: the samples of {images.source} are {got}, and the model's input {tensor} takes "
-                             f"[N, {wanted}]: with data=arrays save them as [N, {wanted}]; with images set model.preprocess "
+                             f"[N, {wanted}]: with data=arrays save them as {advice}; with images set model.preprocess "
                              "(size, channels) to the model's input")
 
