@@ -200,9 +200,9 @@ def layout_round_trips(graph: Graph, by_name: dict[str, Node]):
     replacements, constants, notes = {}, {}, []
     readers = readers_of(graph)
     for last in graph.nodes:
-        if _on_chain(graph, by_name, last) is None or any(_on_chain(graph, by_name, reader) is not None and len(readers.get(f"{last.name}:0", [])) == 1
-                                                         for reader, _ in readers.get(f"{last.name}:0", [])):
-            continue
+        following = [reader for reader, _ in readers.get(f"{last.name}:0", [])]
+        if _on_chain(graph, by_name, last) is None or len(following) == 1 and _on_chain(graph, by_name, following[0]) is not None:
+            continue  # not on a chain, or not its end: the chain goes on into its one reader
         chain = _layout_chain(graph, by_name, readers, last)
         layouts = [k for k, link in enumerate(chain) if link.op in LAYOUT_OPS]
         if not layouts:

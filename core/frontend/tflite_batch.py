@@ -54,7 +54,8 @@ class _Restoring:
     def axes(self, operator: TfliteOperator, position: int) -> list[int]:
         tensor = self.tensors[operator.inputs[position]]
         if tensor.data is None:
-            raise TfliteError(f"{self.path}: operator {operator.index} ({operator.name}) of computed axes")
+            raise TfliteError(f"{self.path}: operator {operator.index} ({operator.name}) reads its axes from the computed tensor "
+                              f"{tensor.index} ({tensor.name}); the reader takes constant axes: convert the model with a static shape")
         return [int(axis) for axis in np.atleast_1d(tensor.data)]
 
     def restore(self, operator: TfliteOperator) -> TfliteOperator:
