@@ -17,8 +17,8 @@ import pytest
 import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
-from core.frontend.graph import as_input
-from core.frontend.importer import import_graph
+from core.frontend.graph import GraphError, as_input
+from core.frontend.importer import import_graph, load_graph_def
 from core.frontend.prepare import prepare
 from core.frontend.rewrite import evaluate
 from core.frontend.tflite import read_tflite
@@ -332,3 +332,88 @@ def test_an_int8_file_of_operators_read_in_float_files_only_is_refused_at_once_n
     path = converter_file(model, signal_classes(16, 32, 8, 4, seed=3)[0], tmp_path / "int8.tflite")
     with pytest.raises(TfliteError, match=r"(?s)EXPAND_DIMS: 2 operators.*in a float file also .*EXPAND_DIMS.*convert the model without quantization"):
         refuse_unread_operators(read_tflite(str(path)))
+
+
+def grouped(groups: int | None = None, size: int = 12, classes: int = 4) -> keras.Model:
+    """keras-hub's MobileNetV3 block as Keras 3 computes it: a 1x1 expansion, then a Conv2D of `groups` groups (None: as
+    many as channels, keras-hub's depthwise layer), which Keras 3 runs as a jit-compiled function a frozen graph calls."""
+    layers = keras.layers
+    images = keras.Input((size, size, 3))
+    x = layers.Conv2D(16, 1, activation="relu")(images)
+    x = layers.Conv2D(32, 3, padding="same", groups=groups or 16, activation="relu")(x)
+    return keras.Model(images, layers.Dense(classes, activation="softmax")(layers.GlobalAveragePooling2D()(x)))
+
+
+@pytest.mark.parametrize("form", ["keras", "saved_model"])
+def test_a_keras3_grouped_convolution_of_one_channel_a_group_is_the_depthwise_it_computes(tmp_path, workspace, form):
+    """The frozen graph's call of Keras 3's grouped-conv function is inlined and read as a DepthwiseConv2dNative of
+    multiplier 2: the prepared graph computes what Keras computes, and every stage runs bit-exact with LiteRT."""
+    data = image_classes(128, 12, 4, seed=3)
+    model = trained(built(grouped), data)
+    model_path, arrays = saved(model, data, tmp_path)
+    if form == "saved_model":
+        model.export(str(model_path := tmp_path / "saved_model"), format="tf_saved_model", verbose=False,
+                     input_signature=[tf.TensorSpec((1, 12, 12, 3), tf.float32)])
+    loaded = load_graph_def(form, model_path)
+    graph = import_graph(loaded.graph_def, loaded.default_input_tensor, loaded.default_end_points, origin=str(model_path), source={})
+    assert "StatefulPartitionedCall" not in graph.op_counts(), graph.op_counts()
+    prepared = prepare(graph).graph
+    assert prepared.op_counts().get("DepthwiseConv2dNative") == 1, prepared.op_counts()
+    for image in data[0][:4]:  # one at a time: the SavedModel's batch is one
+        (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(image[None], prepared)})
+        np.testing.assert_allclose(computed.reshape(1, -1), model.predict(image[None], verbose=0), atol=2e-5)
+    summary = run_arrays(workspace, model_path, arrays, "tflite_int8", f"model.format={form}")
+    assert_bit_exact_with_the_reference(summary)
+
+
+def test_a_convolution_of_several_channels_a_group_is_refused_naming_it(tmp_path):
+    model = built(grouped, 4)
+    model.save(model_path := tmp_path / "model.keras")
+    loaded = load_graph_def("keras", model_path)
+    graph = import_graph(loaded.graph_def, loaded.default_input_tensor, loaded.default_end_points, origin=str(model_path), source={})
+    with pytest.raises(GraphError, match=r"a Conv2D of 4 groups \(a filter of \[3, 3, 4, 32\] on 16 channels\).*only as a depthwise one"):
+        prepare(graph)
+
+
+def prelu(size: int = 12, classes: int = 4) -> keras.Model:
+    """PyTorch's nn.PReLU as the converters write it, a PRELU: one slope per channel after a conv, then one in all."""
+    layers = keras.layers
+    images = keras.Input((size, size, 3))
+    x = layers.PReLU(shared_axes=[1, 2], alpha_initializer=keras.initializers.RandomUniform(-0.5, 0.5))(layers.Conv2D(8, 3)(images))
+    x = layers.PReLU(shared_axes=[1, 2, 3], alpha_initializer=keras.initializers.Constant(0.25))(layers.Conv2D(8, 3)(x))
+    return keras.Model(images, layers.Dense(classes, activation="softmax")(layers.GlobalAveragePooling2D()(x)))
+
+
+def test_a_float_file_of_prelu_runs_all_stages_bit_exact_at_least_the_converters_sqnr(tmp_path, workspace):
+    """PRELU read as Keras' PReLU computes it (relu(x) - alpha relu(-x)): every stage, bit-exact with LiteRT's reference
+    kernels, at least the SQNR of TensorFlow's converter's int8 PRELU; the converter's int8 file of it refused, naming it."""
+    samples = image_classes(256, 12, 4, seed=3)
+    model = trained(built(prelu), samples)
+    _, arrays = saved(model, samples, tmp_path)
+    path = float_file(model, tmp_path / "float.tflite")
+    assert [operator.name for operator in read_tflite(str(path)).operators].count("PRELU") == 2
+    summary = run_arrays(workspace, path, arrays, "tflite_int8", "model.format=tflite")
+    assert_bit_exact_with_the_reference(summary)
+    assert_at_least_the_converters_sqnr(summary, model, samples)
+    int8_file = converter_file(model, samples[0][:16], tmp_path / "int8.tflite")
+    with pytest.raises(TfliteError, match=r"(?s)PRELU: 2 operators.*in a float file also .*PRELU"):
+        refuse_unread_operators(read_tflite(str(int8_file)))
+
+
+def test_a_prelu_of_a_slope_per_element_is_refused_naming_it(tmp_path):
+    layers = keras.layers
+    images = keras.Input((6, 6, 3))
+    model = keras.Model(images, layers.PReLU()(layers.Conv2D(4, 3)(images)))  # Keras' default: a slope per element
+    path = float_file(model, tmp_path / "float.tflite")
+    with pytest.raises(TfliteError, match=r"PRELU\) of a slope of shape \[4, 4, 4\] on 4 channels; the reader takes one slope per channel"):
+        tflite_graph_def(read_tflite(str(path)))
+
+
+@pytest.mark.slow  # its layers (relu, depthwise 1x1, add, leaky ReLU's table) are each on these targets in the default suite
+@pytest.mark.parametrize("target", ["tf2ir", "accel_tflite"])
+def test_a_float_file_of_prelu_runs_bit_exact_on_the_power_of_two_and_accelerator_targets(tmp_path, workspace, target):
+    samples = image_classes(256, 12, 4, seed=3)
+    model = trained(built(prelu), samples)
+    _, arrays = saved(model, samples, tmp_path)
+    summary = run_arrays(workspace, float_file(model, tmp_path / "float.tflite"), arrays, target, "model.format=tflite")
+    assert_eight_stages_bit_exact(summary)

@@ -886,6 +886,6 @@ def test_the_converters_file_of_a_text_model_is_refused_before_any_stage_naming_
 
     model, data, _, arrays = text_classifier_files
     path = converter_file(model, data[0][:256], tmp_path / "text.tflite")
-    with pytest.raises(ConfigError, match=r"text.tflite: tensor \d+ \(.*Less\) is BOOL.*import the .keras or SavedModel"):
+    with pytest.raises(ConfigError, match=r"text.tflite: tensor \d+ \(.*Less\) is BOOL.*import a Keras model.s .keras or SavedModel instead.*litert-torch"):
         run_arrays(workspace, path, arrays, "tflite_int8", "model.format=tflite")
     assert not list(Path(workspace[0].split("=", 1)[1]).glob("*/*/manifest.json"))

@@ -249,3 +249,17 @@ def test_uint8_tensors_are_refused_naming_the_tensor_and_the_conversion_that_wor
     with pytest.raises(TfliteError, match=rf"{kind}\.tflite: " + words):
         read_tflite(path)
 
+
+
+def test_a_tensorflow_op_kept_by_the_converter_is_refused_with_what_to_do(tmp_path):
+    """An exact GELU's Erf, which TFLite's builtins lack, kept as a Flex op (as onnx2tf writes an ONNX file of opset 17):
+    named, with the export that gives TFLite's GELU instead."""
+    inputs = tf.keras.Input((4,))
+    model = tf.keras.Model(inputs, tf.keras.layers.Lambda(lambda x: tf.math.erf(x))(tf.keras.layers.Dense(3)(inputs)))
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS, tf.lite.OpsSet.SELECT_TF_OPS]
+    (path := tmp_path / "erf.tflite").write_bytes(converter.convert())
+    with pytest.raises(TfliteError) as refusal:
+        refuse_unread_operators(read_tflite(path))
+    (line,) = (line for line in str(refusal.value).splitlines() if line.startswith("  - "))
+    assert line.startswith("  - custom operator 'FlexErf': 1 operator, ") and "export the ONNX file at opset 20" in line, line

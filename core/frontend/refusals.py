@@ -118,6 +118,10 @@ def _cut_before(prepared: Graph, node, original: dict) -> list[str]:
     return cut
 
 
+# how a package a .keras file's layers come from is installed beside the toolchain, where pip's own resolution would
+# replace the toolchain's pins (keras-hub asks the full `tensorflow` through tensorflow-text: Makefile, setup-keras-hub)
+INSTALLS = {"keras_hub": "for keras_hub, `make setup-keras-hub`, then run with PYTHONPATH=.venv/keras_hub"}
+
 # what a .keras file's config.json may take to read: the architecture, not the weights
 KERAS_CONFIG_BYTES = 64 * 2**20
 
@@ -149,7 +153,10 @@ def missing_packages_refusal(path: Path) -> str | None:
     if not missing:
         return None
     named = "; ".join(f"{package} ({', '.join(sorted(names)[:3])}{', ...' if len(names) > 3 else ''})" for package, names in sorted(missing.items()))
-    install = " ".join(package.replace("_", "-") for package in sorted(missing))
-    return (f"its layers are classes of packages that are not installed: {named}. Install them into the toolchain's "
-            f"environment (.venv/bin/pip install {install}), or export the model where they are installed as a SavedModel "
-            "(model.export('model_dir')) and import that: model.format=saved_model model.file.path=model_dir")
+    plain = " ".join(package.replace("_", "-") for package in sorted(missing) if package not in INSTALLS)
+    routes = [INSTALLS[package] for package in sorted(missing) if package in INSTALLS]
+    routes += [f"install them into the toolchain's environment (.venv/bin/pip install {plain})"] if plain else []
+    advice = "; ".join(routes)
+    return (f"its layers are classes of packages that are not installed: {named}. {advice[:1].upper()}{advice[1:]}; or export "
+            "the model where they are installed as a SavedModel (model.export('model_dir')) and import that: "
+            "model.format=saved_model model.file.path=model_dir")

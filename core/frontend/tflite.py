@@ -398,9 +398,11 @@ def _tensor(path: Path, model, index: int, tensor, budget: MemoryBudget | None) 
     constant_type = type_name in CONSTANT_TYPES and tensor.buffer < len(model.buffers or []) and bool(
         len(model.buffers[tensor.buffer].data if model.buffers[tensor.buffer].data is not None else []))
     if type_name == "BOOL":  # a comparison's result: the converter's file of a text model computes Keras' wrap of negative ids so
-        raise TfliteError(f"{path}: tensor {index} ({name}) is BOOL (a comparison's result, as LESS and SELECT_V2 give when a text "
-                          "model's file wraps negative token ids); the reader takes no comparisons: import the .keras or "
-                          "SavedModel of the model instead, whose Embedding is taken (model.format=keras or saved_model)")
+        raise TfliteError(f"{path}: tensor {index} ({name}) is BOOL (a comparison's result, as LESS with SELECT_V2 or CAST give "
+                          "where a text model's file wraps negative token ids: TFLite's converter's, onnx2tf's); the reader takes "
+                          "no comparisons: import a Keras model's .keras or SavedModel instead, whose Embedding is taken "
+                          "(model.format=keras or saved_model), or a PyTorch model's file from LiteRT's converter (litert-torch), "
+                          "whose nn.Embedding is an EMBEDDING_LOOKUP")
     if type_name not in TENSOR_TYPES and not constant_type:
         raise TfliteError(f"{path}: tensor {index} ({name}) is {type_name}; the toolchain takes int8 models (int8 activations and "
                           f"weights, int32 biases), 16x8 ones (int16 activations, int8 weights, int64 biases) or float32 ones (float16 weights included): "

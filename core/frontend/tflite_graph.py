@@ -156,6 +156,27 @@ def _leaky_relu(b, op, scope):
     return b.activation_quant(x, op.outputs[0], scope)
 
 
+def _prelu(b, op, scope):
+    """PRELU as Keras' PReLU computes it, relu(x) - alpha relu(-x): a slope per channel (PyTorch's nn.PReLU, Keras'
+    shared over height and width) is a per-channel scale the importer runs as a depthwise 1x1 conv; one slope in all is
+    the leaky ReLU of that slope (a negative one, as a slope per channel). A slope per element has no IR form: refused
+    here, naming it."""
+    constant_input(b, op, 1)
+    alpha, channels = dequantized(b.model.tensor(op.inputs[1])), b.model.tensor(op.inputs[0]).shape[-1]
+    if alpha.size != 1 and (alpha.size != channels or alpha.shape[-1:] != (channels,)):
+        raise TfliteError(f"{b.model.path}: operator {op.index} (PRELU) of a slope of shape {list(alpha.shape)} on {channels} "
+                          "channels; the reader takes one slope per channel or one in all (PyTorch's nn.PReLU, Keras' "
+                          "PReLU(shared_axes=[1, 2]))")
+    x = b.input(op)
+    if alpha.size == 1 and 0.0 <= float(alpha.reshape(-1)[0]) <= MAX_LEAKY_SLOPE:
+        y = b.tf.nn.leaky_relu(x, alpha=float(alpha.reshape(-1)[0]), name=f"{scope}/LeakyRelu")
+    else:
+        below = b.tf.nn.relu(b.tf.negative(x, name=f"{scope}/Neg"), name=f"{scope}/Relu_1")
+        slope = -np.broadcast_to(alpha.reshape(-1), (channels,))
+        y = b.tf.add(b.tf.nn.relu(x, name=f"{scope}/Relu"), b.tf.multiply(below, slope, name=f"{scope}/mul"), name=f"{scope}/add")
+    return b.activation_quant(y, op.outputs[0], scope)
+
+
 def _resize(function: str):
     def convert(b, op, scope):
         if op.option("alignCorners", False) and op.option("halfPixelCenters", False):
@@ -204,6 +225,7 @@ CONVERTERS: dict[str, Callable[[TfBuilder, TfliteOperator, str], object]] = {
     "NEG": _unary("math.negative", "Neg"),
     "HARD_SWISH": _hard_swish,
     "LEAKY_RELU": _leaky_relu,
+    "PRELU": _prelu,
     "RESIZE_NEAREST_NEIGHBOR": _resize("compat.v1.image.resize_nearest_neighbor"),
     "RESIZE_BILINEAR": _resize("compat.v1.image.resize_bilinear"),
     "QUANTIZE": _quantize,
@@ -216,7 +238,7 @@ CONVERTERS: dict[str, Callable[[TfBuilder, TfliteOperator, str], object]] = {
 # SQUARED_DIFFERENCE and SQRT; a DIV by a constant; a Conv1d's EXPAND_DIMS and SQUEEZE), which our PTQ quantizes; the
 # int8 kernels of the file's own quantization (core/ir/tflite_interpreter.py) are not written yet, and LiteRT has none
 # for SQRT and DIV of int8
-FLOAT_ONLY = frozenset({"SUB", "DIV", "SQUARED_DIFFERENCE", "SQRT", "NEG", "EXPAND_DIMS", "SQUEEZE", "EMBEDDING_LOOKUP"})
+FLOAT_ONLY = frozenset({"SUB", "DIV", "SQUARED_DIFFERENCE", "SQRT", "NEG", "EXPAND_DIMS", "SQUEEZE", "EMBEDDING_LOOKUP", "PRELU"})
 FLOAT_ONLY_NOTE = (f"; in a float file also {', '.join(sorted(FLOAT_ONLY))} (convert the model without quantization and let the "
                    "toolchain quantize it)")
 
@@ -224,6 +246,20 @@ FLOAT_ONLY_NOTE = (f"; in a float file also {', '.join(sorted(FLOAT_ONLY))} (con
 # how many of one unread operator's occurrences a refusal names, and how much of each output tensor's name (a converter's
 # names run to hundreds of characters)
 NAMED_OCCURRENCES, NAME_CHARACTERS = 4, 60
+
+# what to do about an operator the reader does not take, where there is better than cutting the model
+ADVICE = {
+    "custom operator 'FlexErf'": "an exact GELU as ONNX writes it before opset 20, whose Erf onnx2tf keeps as a TensorFlow op: "
+                                 "export the ONNX file at opset 20 or later, whose Gelu onnx2tf writes as TFLite's GELU",
+}
+# a TensorFlow op a converter kept as it is (SELECT_TF_OPS): TFLite's builtin kernels, and so its int8 scheme, have none
+FLEX_ADVICE = "a TensorFlow op kept as it is (Flex: converted with SELECT_TF_OPS); convert with TFLite's builtin operators only"
+
+
+def _advice(name: str) -> str:
+    if name in ADVICE:
+        return f": {ADVICE[name]}"
+    return f": {FLEX_ADVICE}" if name.startswith("custom operator 'Flex") else ""
 
 
 def refuse_unread_operators(model: TfliteModel) -> TfliteModel:
@@ -241,7 +277,7 @@ def refuse_unread_operators(model: TfliteModel) -> TfliteModel:
     for name, operators in sorted(unread.items()):
         named = [f"{operator.index} ({_short(model.tensor(operator.outputs[0]).name)})" for operator in operators[:NAMED_OCCURRENCES]]
         more = f" and {len(operators) - NAMED_OCCURRENCES} more" if len(operators) > NAMED_OCCURRENCES else ""
-        lines.append(f"  - {name}: {len(operators)} operator{'s' if len(operators) > 1 else ''}, {', '.join(named)}{more}")
+        lines.append(f"  - {name}: {len(operators)} operator{'s' if len(operators) > 1 else ''}, {', '.join(named)}{more}{_advice(name)}")
     count = sum(len(operators) for operators in unread.values())
     raise TfliteError(f"{model.path}: {count} operator{'s' if count > 1 else ''} of {len(unread)} kind{'s' if len(unread) > 1 else ''} "
                       f"the toolchain does not read (operator index, output tensor):\n" + "\n".join(lines) +
