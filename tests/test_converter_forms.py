@@ -27,7 +27,8 @@ from tflite_builder import Tensor, model_bytes
 from core.frontend.tflite import TfliteError
 from core.frontend.tflite_graph import refuse_unread_operators
 from test_models_2026 import (assert_at_least_the_converters_sqnr, assert_bit_exact_with_the_reference, assert_eight_stages_bit_exact,
-                              built, converter_file, image_classes, layer_norm_patches, run_arrays, saved, signal_classes, trained)
+                              built, converter_file, image_classes, layer_norm_patches, run_arrays, saved, signal_classes, trained,
+                              written_operators)
 
 
 class TorchLayerNorm(keras.layers.Layer):
@@ -417,3 +418,43 @@ def test_a_float_file_of_prelu_runs_bit_exact_on_the_power_of_two_and_accelerato
     _, arrays = saved(model, samples, tmp_path)
     summary = run_arrays(workspace, float_file(model, tmp_path / "float.tflite"), arrays, target, "model.format=tflite")
     assert_eight_stages_bit_exact(summary)
+
+
+class TorchPReLU(keras.layers.Layer):
+    """PyTorch's PReLU as litert-torch writes it: relu(x) - alpha * relu(-x), a SUB of two activations; `channels` slopes
+    (nn.PReLU(C)) or one (nn.PReLU())."""
+
+    def __init__(self, channels: int = 1, **kwargs):
+        super().__init__(**kwargs)
+        self.alpha = self.add_weight(shape=(channels,), initializer=keras.initializers.RandomUniform(0.1, 0.4))
+
+    def call(self, x):
+        return tf.nn.relu(x) - self.alpha * tf.nn.relu(-x)
+
+
+def torch_prelu(size: int = 12, classes: int = 4) -> keras.Model:
+    layers = keras.layers
+    images = keras.Input((size, size, 3))
+    x = TorchPReLU(8)(layers.Conv2D(8, 3)(images))
+    x = TorchPReLU()(layers.GlobalAveragePooling2D()(layers.Conv2D(8, 3)(x)))
+    return keras.Model(images, layers.Dense(classes, activation="softmax")(x))
+
+
+def test_pytorchs_prelu_as_a_difference_is_a_depthwise_scale_and_a_leaky_relu_running_all_stages_bit_exact(tmp_path, workspace):
+    """The SUB of two activations becomes a sum (the IR subtracts none); one slope in all, the LeakyRelu it is (TFLite's
+    LEAKY_RELU in the written file): the prepared graph computes what Keras computes, every stage bit-exact with LiteRT,
+    at least the converter's SQNR."""
+    samples = image_classes(256, 12, 4, seed=3)
+    model = trained(built(torch_prelu), samples)
+    _, arrays = saved(model, samples, tmp_path)
+    model.export(str(model_path := tmp_path / "saved_model"), format="tf_saved_model", verbose=False)  # its own layer: no .keras
+    loaded = load_graph_def("saved_model", model_path)
+    prepared = prepare(import_graph(loaded.graph_def, loaded.default_input_tensor, loaded.default_end_points, origin=str(model_path),
+                                    source={})).graph
+    assert "Sub" not in prepared.op_counts() and prepared.op_counts().get("LeakyRelu") == 1, prepared.op_counts()
+    (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(samples[0][:16], prepared)})
+    np.testing.assert_allclose(computed, model.predict(samples[0][:16], verbose=0), atol=2e-5)
+    summary = run_arrays(workspace, model_path, arrays, "tflite_int8", "model.format=saved_model")
+    assert_bit_exact_with_the_reference(summary)
+    assert_at_least_the_converters_sqnr(summary, model, samples)
+    assert "LEAKY_RELU" in written_operators(summary)

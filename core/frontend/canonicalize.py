@@ -3,7 +3,7 @@
 Each rewrite keeps every value of the graph (fold_check verifies the rewritten graph against the
 original on data) and the names readers and end points use:
 
-Sixteen run before BatchNorm folding (EARLY_REWRITES), the rest after it:
+Eighteen run before BatchNorm folding (EARLY_REWRITES), the rest after it:
 
 - `grouped_as_depthwise`: a Conv2D of as many groups as input channels (its filter [kh, kw, 1, O] on C > 1 channels:
   Keras 3's grouped convolution, keras-hub's MobileNetV3's depthwise layers) as the DepthwiseConv2dNative it is;
@@ -30,6 +30,10 @@ Sixteen run before BatchNorm folding (EARLY_REWRITES), the rest after it:
   without keep_dims, Reshaped back) as Keras' (Means with keep_dims);
 - `layer_normalization` (layer_norm.py): Keras' LayerNormalization over the channels as a centring conv, the
   square, a variance conv, Rsqrt and products, layers every target has;
+- `prelu_differences`: litert-torch's PReLU, relu(x) - k relu(c x) (a Sub of two activations), as Keras' sum
+  relu(x) + (-k) relu(c x), a per-channel -k joining the per-channel layer before it;
+- `leaky_relu_sums`: relu(x) + k relu(c x) of scalars k, c (a PReLU of one slope, as Keras and litert-torch write it) as
+  the LeakyRelu it is where c < 0 and its slope -k|c| is at least 0;
 - `keepdims_mean`: a spatial Mean without keep_dims (Keras GlobalAveragePooling2D) becomes the
   Mean with keep_dims and a Squeeze of H and W;
 - `global_max_as_pool`: a spatial Max (Keras GlobalMaxPooling1D/2D) becomes a MaxPool whose window is the
@@ -57,6 +61,9 @@ from core.frontend.layer_norm import kept_statistics, layer_normalization
 from core.frontend.recurrent import (one_minus_sigmoid, sliced_gates, split_gates, stacked_steps, time_steps, vector_scales,
                                      zero_states)
 from core.frontend.signals import dense_on_signals, signals_as_images
+
+# a leaky ReLU's slope below zero, at most: past it LiteRT's requantization of the slope overflows int32
+MAX_LEAKY_SLOPE = 2.0**15
 
 Replacements = dict[str, list[Node]]  # node name -> the nodes standing in its place (in order)
 Rewrite = Callable[[Graph, dict[str, Node]], tuple[Replacements, dict[str, np.ndarray], list[str]]]
@@ -99,6 +106,76 @@ def grouped_as_depthwise(graph: Graph, by_name: dict[str, Node]):
         replacements[node.name] = [const_node(name, constants[name]), Node(node.name, "DepthwiseConv2dNative", [node.inputs[0], name], attrs)]
         notes.append(f"{node.name}: Conv2D of {channels} groups -> DepthwiseConv2dNative of multiplier {outputs // channels}")
     return replacements, constants, notes
+
+
+def _scaled(graph: Graph, by_name: dict[str, Node], tensor: str) -> tuple[str, float]:
+    """(t, k) where `tensor` is k times t by a chain of Neg and Mul by scalar constants (k = 1 where there is none)."""
+    factor = 1.0
+    while (node := by_name.get(tensor_node(tensor))) is not None and node.op in ("Neg", "Mul"):
+        if node.op == "Neg":
+            factor, tensor = -factor, node.inputs[0]
+            continue
+        scalars = [value for value in (constant_of(graph, by_name, operand) for operand in node.inputs) if value is not None and value.size == 1]
+        if len(node.inputs) != 2 or len(scalars) != 1:
+            break
+        factor *= float(scalars[0].reshape(-1)[0])
+        tensor = next(operand for operand in node.inputs if constant_of(graph, by_name, operand) is None)
+    return tensor, factor
+
+
+def _negative_half(graph: Graph, by_name: dict[str, Node], tensor: str, source: str) -> Node | None:
+    """The Mul of `tensor` when it is k relu(c x) of `source` x, c < 0 a scalar and k a constant (scalar or per channel)."""
+    scale = by_name.get(tensor_node(tensor))
+    if scale is None or scale.op != "Mul" or len(scale.inputs) != 2:
+        return None
+    constants = [operand for operand in scale.inputs if constant_of(graph, by_name, operand) is not None]
+    below = by_name.get(tensor_node(next((operand for operand in scale.inputs if operand not in constants), "")))
+    if len(constants) != 1 or below is None or below.op != "Relu":
+        return None
+    inner_source, inner = _scaled(graph, by_name, below.inputs[0])
+    return scale if inner < 0 and canonical_tensor(inner_source) == canonical_tensor(source) else None
+
+
+def prelu_differences(graph: Graph, by_name: dict[str, Node]):
+    """relu(x) - k relu(c x) (litert-torch's PReLU: a SUB of two activations, which the IR has no layer for) as
+    relu(x) + (-k) relu(c x), the sum Keras' PReLU computes: a per-channel k joins the per-channel layer before it."""
+    replacements, constants, notes = {}, {}, []
+    for node in graph.nodes:
+        relu = by_name.get(tensor_node(node.inputs[0])) if node.op == "Sub" and len(node.inputs) == 2 else None
+        scale = _negative_half(graph, by_name, node.inputs[1], relu.inputs[0]) if relu is not None and relu.op == "Relu" else None
+        if scale is None:
+            continue
+        (k,) = [operand for operand in scale.inputs if constant_of(graph, by_name, operand) is not None]
+        below = next(operand for operand in scale.inputs if operand != k)
+        constants[negated := f"{node.name}/negated_slope"] = -np.asarray(constant_of(graph, by_name, k), np.float32)
+        scaled = Node(f"{node.name}/negative_half", "Mul", [below, negated], {"T": dict(node.attrs["T"])})
+        replacements[node.name] = [const_node(negated, constants[negated]), scaled,
+                                   Node(node.name, "AddV2", [node.inputs[0], scaled.name], {"T": dict(node.attrs["T"])})]
+        notes.append(f"{node.name}: relu(x) - k relu(c x) -> relu(x) + (-k) relu(c x)")
+    return replacements, constants, notes
+
+
+def leaky_relu_sums(graph: Graph, by_name: dict[str, Node]):
+    """relu(x) + k relu(c x) is x for x > 0 and -k|c| x below when c < 0: the LeakyRelu of that slope, one lookup table
+    every target writes (TFLite's LEAKY_RELU), where the sum's pieces are each scalar scales no target writes alone."""
+    replacements, notes = {}, []
+    for node in graph.nodes:
+        if node.op not in ("Add", "AddV2") or len(node.inputs) != 2:
+            continue
+        for positive, other in (node.inputs, node.inputs[::-1]):
+            relu = by_name.get(tensor_node(positive))
+            scaled, outer = _scaled(graph, by_name, other)
+            below = by_name.get(tensor_node(scaled))
+            if relu is None or relu.op != "Relu" or below is None or below.op != "Relu" or below is relu:
+                continue
+            source, inner = _scaled(graph, by_name, below.inputs[0])
+            alpha = -outer * abs(inner)
+            if canonical_tensor(source) != canonical_tensor(relu.inputs[0]) or inner >= 0 or not 0.0 <= alpha <= MAX_LEAKY_SLOPE:
+                continue
+            replacements[node.name] = [Node(node.name, "LeakyRelu", [relu.inputs[0]], {"T": dict(node.attrs["T"]), "alpha": {"f": alpha}})]
+            notes.append(f"{node.name}: relu(x) + {outer:g} relu({inner:g} x) -> LeakyRelu of alpha {alpha:g}")
+            break
+    return replacements, {}, notes
 
 
 def _axis_groups(source: list[int], target: list[int]) -> list[tuple[list[int], list[int]]] | None:
@@ -397,7 +474,7 @@ def merged_nearest_resizes(graph: Graph, by_name: dict[str, Node]):
 # before BatchNorm folding, which looks for the conv before a BatchNorm: a Conv1D's Squeeze would hide it
 EARLY_REWRITES: tuple[Rewrite, ...] = (grouped_as_depthwise, static_reshape, layout_round_trips, reductions_through_layouts, zero_states, time_steps, stacked_steps, split_gates, sliced_gates,
                                        token_lookups, einsums_as_batch_matmuls, head_bias_before_split, dense_on_signals, kept_statistics, signals_as_images,
-                                       layer_normalization)
+                                       layer_normalization, prelu_differences, leaky_relu_sums)
 REWRITES: tuple[Rewrite, ...] = (keepdims_mean, global_max_as_pool, repeat_as_resize, merged_nearest_resizes, vector_scales,
                                  one_minus_sigmoid)
 

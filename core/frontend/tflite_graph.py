@@ -18,6 +18,7 @@ from typing import Callable
 
 import numpy as np
 
+from core.frontend.canonicalize import MAX_LEAKY_SLOPE
 from core.frontend.tflite import ACTIVATION_BITS, EXPLICIT_PADDING, FIXED_OUTPUTS, TfliteError, TfliteModel, TfliteOperator
 from core.frontend.tflite_batch import restored_batch_axes
 from core.frontend.tflite_shapes import SHAPE_CONVERTERS
@@ -144,9 +145,6 @@ def _gelu(b, op, scope):
     return b.activation_quant(x, op.outputs[0], scope)
 
 
-MAX_LEAKY_SLOPE = 2.0**15
-
-
 def _leaky_relu(b, op, scope):
     alpha = float(op.option("alpha", 0.2))
     if not 0.0 <= alpha <= MAX_LEAKY_SLOPE:  # a NaN fails this too
@@ -158,8 +156,8 @@ def _leaky_relu(b, op, scope):
 
 def _prelu(b, op, scope):
     """PRELU as Keras' PReLU computes it, relu(x) - alpha relu(-x): a slope per channel (PyTorch's nn.PReLU, Keras'
-    shared over height and width) is a per-channel scale the importer runs as a depthwise 1x1 conv; one slope in all is
-    the leaky ReLU of that slope (a negative one, as a slope per channel). A slope per element has no IR form: refused
+    shared over height and width) is a per-channel scale the importer runs as a depthwise 1x1 conv; one slope in all, the
+    LeakyRelu the importer makes of it (canonicalize.py: leaky_relu_sums). A slope per element has no IR form: refused
     here, naming it."""
     constant_input(b, op, 1)
     alpha, channels = dequantized(b.model.tensor(op.inputs[1])), b.model.tensor(op.inputs[0]).shape[-1]
@@ -168,12 +166,9 @@ def _prelu(b, op, scope):
                           "channels; the reader takes one slope per channel or one in all (PyTorch's nn.PReLU, Keras' "
                           "PReLU(shared_axes=[1, 2]))")
     x = b.input(op)
-    if alpha.size == 1 and 0.0 <= float(alpha.reshape(-1)[0]) <= MAX_LEAKY_SLOPE:
-        y = b.tf.nn.leaky_relu(x, alpha=float(alpha.reshape(-1)[0]), name=f"{scope}/LeakyRelu")
-    else:
-        below = b.tf.nn.relu(b.tf.negative(x, name=f"{scope}/Neg"), name=f"{scope}/Relu_1")
-        slope = -np.broadcast_to(alpha.reshape(-1), (channels,))
-        y = b.tf.add(b.tf.nn.relu(x, name=f"{scope}/Relu"), b.tf.multiply(below, slope, name=f"{scope}/mul"), name=f"{scope}/add")
+    below = b.tf.nn.relu(b.tf.negative(x, name=f"{scope}/Neg"), name=f"{scope}/Relu_1")
+    slope = float(-alpha.reshape(-1)[0]) if alpha.size == 1 else -alpha.reshape(-1)
+    y = b.tf.add(b.tf.nn.relu(x, name=f"{scope}/Relu"), b.tf.multiply(below, slope, name=f"{scope}/mul"), name=f"{scope}/add")
     return b.activation_quant(y, op.outputs[0], scope)
 
 
