@@ -7,7 +7,7 @@ ARGS ?=
 
 EXTRAS := s3 slurm peers vela
 
-.PHONY: setup setup-s3 setup-slurm setup-slurm-cluster setup-peers setup-vela setup-tfmot setup-torch run test lock clean-store params repro
+.PHONY: setup setup-s3 setup-slurm setup-slurm-cluster setup-peers setup-vela setup-tfmot setup-torch setup-keras-hub run test lock clean-store params repro
 
 setup: $(INSTALLED)
 
@@ -37,11 +37,27 @@ $(VENV)/tfmot/.installed: requirements-tfmot.lock
 # minutes), which bench/models_from_tools.py converts its PyTorch models with, as users do: an environment of its own,
 # .venv/torch (its pins are not the project's), never part of `make test`. requirements-torch.lock is its `pip freeze`
 # (torch 2.13.0+cpu: the machine's wheel; elsewhere add --extra-index-url https://download.pytorch.org/whl/cpu).
-setup-torch: $(VENV)/torch/.installed
+setup-torch: $(VENV)/torch/.installed $(VENV)/onnx2tf/.installed
 
 $(VENV)/torch/.installed: requirements-torch.lock
 	test -x $(VENV)/torch/bin/python || $(PYTHON) -m venv $(VENV)/torch
 	$(VENV)/torch/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-torch.lock
+	touch $@
+
+# onnx2tf pins TensorFlow 2.19 and NumPy 1.26, so it has an environment of its own (about 2 GB): .venv/onnx2tf.
+$(VENV)/onnx2tf/.installed: requirements-onnx2tf.lock
+	test -x $(VENV)/onnx2tf/bin/python || $(PYTHON) -m venv $(VENV)/onnx2tf
+	$(VENV)/onnx2tf/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-onnx2tf.lock
+	touch $@
+
+# keras-hub, for its models in bench/models_from_tools.py and to load its .keras files (PYTHONPATH=.venv/keras_hub):
+# installed beside the project's environment (pip --target), not into it, and without its dependencies' resolution:
+# keras-hub asks tensorflow-text, which asks the full `tensorflow` package over the project's tensorflow-cpu; its image
+# models never import it. The lock lists what it needs that the project's environment lacks.
+setup-keras-hub: $(VENV)/keras_hub/.installed
+
+$(VENV)/keras_hub/.installed: requirements-keras-hub.lock $(INSTALLED)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --target $(VENV)/keras_hub -r requirements-keras-hub.lock
 	touch $@
 
 $(VENV)/.installed-test: $(INSTALLED) $(foreach extra,$(EXTRAS) test,requirements-$(extra).lock)

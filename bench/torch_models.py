@@ -1,17 +1,18 @@
-"""PyTorch models of the families users bring in 2026, each built, briefly trained and converted by LiteRT's converter
-(litert-torch) to the float .tflite a user would bring. Runs in the torch environment (`make setup-torch`:
-.venv/torch), not the project's; bench/models_from_tools.py starts it and reads what it writes:
+"""PyTorch models of the families users bring in 2026, each built, briefly trained and written as the two files a user
+would bring: LiteRT's converter's (litert-torch) float .tflite and PyTorch's ONNX export (which onnx2tf then converts, in
+its own environment). Runs in the torch environment (`make setup-torch`: .venv/torch), not the project's;
+bench/models_from_tools.py starts it and reads what it writes:
 
     .venv/torch/bin/python bench/torch_models.py --out DIR --images cifar.npz [--models m5,mobile,...]
 
-For each model DIR/<name>.tflite and DIR/<name>.npz (calib, eval: the inputs in the model's own layout, PyTorch's NCHW
-for images), and DIR/manifest.json: [{"name", "family", "file", "arrays", "input", "classes"}]. Images are CIFAR-10's (an .npz
+For each model DIR/<name>.tflite, DIR/<name>.onnx and DIR/<name>.npz (calib, eval, eval_labels: the inputs in the
+model's own layout, PyTorch's NCHW for images), and DIR/manifest.json: [{"name", "family", "files": {tool: path, or the
+tool's refusal}, "arrays", "input", "classes"}]. Images are CIFAR-10's (an .npz
 the bench writes); sequences and waveforms are
 seeded synthetic classes (a sine of its own frequency per class, under noise)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -21,6 +22,8 @@ import torch
 from torch import nn
 
 import litert_torch
+
+from maker_arguments import maker_arguments  # bench/, beside this script
 
 torch.manual_seed(0)
 F = nn.functional
@@ -134,6 +137,19 @@ class Mixer(nn.Module):
         return self.head(tokens.mean(1))
 
 
+class PReLUNet(nn.Module):
+    """A CNN of PReLU activations: one slope per channel (nn.PReLU(C)) after each conv, one in all after the pool."""
+
+    def __init__(self, classes: int = 10):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1), nn.BatchNorm2d(16), nn.PReLU(16), nn.Conv2d(16, 32, 3, 2, 1),
+                                      nn.BatchNorm2d(32), nn.PReLU(32), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.PReLU())
+        self.head = nn.Linear(32, classes)
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
 class Flattened(nn.Module):
     """A classic CNN whose classifier reads the map flattened in PyTorch's channel-first order."""
 
@@ -204,6 +220,7 @@ MODELS = {
     "convnext": ("ConvNeXt-like (depthwise 7x7, LayerNorm, GELU)", ConvNeXt, lambda n, images: cifar(images, n)),
     "mixer": ("MLP-Mixer-like (tokens, LayerNorm, GELU)", Mixer, lambda n, images: cifar(images, n)),
     "flattened": ("CNN, classifier on the NCHW flatten", Flattened, lambda n, images: cifar(images, n)),
+    "prelu": ("CNN of nn.PReLU (per channel, one in all)", PReLUNet, lambda n, images: cifar(images, n)),
     "encoder": ("nn.Embedding + nn.TransformerEncoderLayer", Encoder, lambda n, images: tokens(n)),
     "lstm": ("nn.LSTM", Recurrent, lambda n, images: sequences(n, 10, 8)),
 }
@@ -221,15 +238,31 @@ def trained(model: nn.Module, inputs: np.ndarray, labels: np.ndarray, epochs: in
     return model.eval()
 
 
+def litert_torch_file(model: nn.Module, sample: torch.Tensor, path: Path) -> None:
+    litert_torch.convert(model, (sample,)).export(str(path))
+
+
+def onnx_file(model: nn.Module, sample: torch.Tensor, path: Path) -> None:
+    """PyTorch's TorchScript exporter, as onnx2tf's own examples export (the dynamo exporter needs onnxscript), at opset
+    20, the first with a Gelu operator: at 17 an exact GELU is an Erf, which onnx2tf writes as a TensorFlow (Flex) op."""
+    torch.onnx.export(model, (sample,), str(path), dynamo=False, opset_version=20, input_names=["input"], output_names=["logits"])
+
+
+# tool -> (the file's suffix, how it is written)
+EXPORTS = {"litert-torch": (".tflite", litert_torch_file), "onnx2tf": (".onnx", onnx_file)}
+
+
+def written(export, model: nn.Module, sample: torch.Tensor, path: Path) -> str:
+    """The file's path, or the exporter's refusal (a result of the benchmark, not its crash)."""
+    try:
+        export(model, sample, path)
+    except Exception as error:
+        return f"refused: {type(error).__name__}: {str(error).splitlines()[0][:160]}"
+    return str(path)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--images", type=Path, required=True, help="an .npz of CIFAR-10 images [N, 3, 32, 32] in [0, 1] and labels")
-    parser.add_argument("--train", type=int, default=932, help="training samples (CIFAR-10's: its training batch in ../shared)")
-    parser.add_argument("--epochs", type=int, default=4)
-    arguments = parser.parse_args()
-    arguments.out.mkdir(parents=True, exist_ok=True)
+    arguments = maker_arguments(__doc__, list(MODELS))
     manifest = []
     for name in arguments.models.split(","):
         family, build, data = MODELS[name]
@@ -237,13 +270,12 @@ def main() -> None:
         model = trained(build(), inputs[:arguments.train], labels[:arguments.train], arguments.epochs)
         held = inputs[arguments.train:]
         sample = torch.from_numpy(held[:1])
-        path = arguments.out / f"{name}.tflite"
-        litert_torch.convert(model, (sample,)).export(str(path))
+        files = {tool: written(export, model, sample, arguments.out / f"{name}{suffix}") for tool, (suffix, export) in EXPORTS.items()}
         stored = held.astype(np.int32) if held.dtype.kind == "i" else held
         np.savez(arrays := arguments.out / f"{name}.npz", calib=stored[:256], eval=stored[256:], eval_labels=labels[arguments.train + 256:])
-        manifest.append({"name": name, "family": family, "file": str(path), "arrays": str(arrays), "input": list(held.shape[1:]),
+        manifest.append({"name": name, "family": family, "files": files, "arrays": str(arrays), "input": list(held.shape[1:]),
                          "classes": int(labels.max()) + 1})
-        print(f"{name}: {path}", file=sys.stderr)
+        print(f"{name}: {files}", file=sys.stderr)
     (arguments.out / "manifest.json").write_text(json.dumps(manifest, indent=1))
 
 

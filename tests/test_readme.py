@@ -26,6 +26,7 @@ COVERED_ELSEWHERE = {
     "PATH/saved_model_dir": "tests/test_user_models.py::test_the_ir_is_the_same_whatever_format_the_model_was_saved_in",
     "PATH/autoencoder.keras": "tests/test_front_door.py::test_a_dense_autoencoder_with_batchnorm_runs_on_arrays",
     "PATH/pytorch_model.tflite": "tests/test_converter_forms.py::test_litert_torchs_batch_of_one_and_channel_first_views_are_read_and_run_all_stages_bit_exact",
+    "onnx2tf -i": "bench/models_from_tools.py (make setup-torch: onnx2tf's environment, not in make test), on the files of its models",
     "dvc ": "tests/test_dvc.py::test_experiments_compare_by_their_headline_metrics_and_plots",
     "export PATH=": "tests/test_dvc.py::test_experiments_compare_by_their_headline_metrics_and_plots",
     "make test": "CI: .ci/run is `make test`, which runs this file",
