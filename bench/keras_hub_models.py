@@ -1,9 +1,10 @@
 """keras-hub models of the families users build on in 2026 (MobileNetV3, EfficientNet, ViT, MiT), each in small, briefly
 trained on CIFAR-10 and written as the float .tflite TFLite's converter makes of it, with the SavedModel beside it
-(TFLite's converter's own int8 PTQ reads that). Needs keras-hub in the project's environment (`make setup-keras-hub`);
-bench/models_from_tools.py starts it and reads what it writes, as it does bench/torch_models.py's:
+(TFLite's converter's own int8 PTQ reads that). Needs keras-hub beside the project's environment (`make
+setup-keras-hub`, on PYTHONPATH); bench/models_from_tools.py starts it and reads what it writes, as it does
+bench/torch_models.py's:
 
-    .venv/bin/python bench/keras_hub_models.py --out DIR --images cifar.npz [--models mobilenet_v3,vit,...]
+    PYTHONPATH=.venv/keras_hub .venv/bin/python bench/keras_hub_models.py --out DIR --images cifar.npz [--models mobilenet_v3,vit,...]
 
 For each model DIR/<name>.tflite, DIR/<name>_saved_model/, DIR/<name>.npz (calib, eval, eval_labels: images
 [N, 32, 32, 3] in [0, 1]) and DIR/manifest.json, in bench/torch_models.py's form with the tools "keras-hub" (the float
@@ -33,8 +34,8 @@ def mobilenet_v3() -> keras.Model:
         stackwise_kernel_size=[[3, 3], [5, 5], [1]], stackwise_num_strides=[[2, 1], [2, 1], [1]],
         stackwise_se_ratio=[[None, None], [0.25, 0.25]], stackwise_activation=[["relu", "relu"], ["hard_swish", "hard_swish"]],
         stackwise_padding=[[1, 1], [2, 2], [1]], output_num_filters=128, input_activation="hard_swish",
-        output_activation="hard_swish", input_num_filters=16, image_shape=IMAGE, depthwise_filters=8, depthwise_stride=1, depthwise_residual=False, squeeze_and_excite=0.5,
-        last_layer_filter=96)
+        output_activation="hard_swish", input_num_filters=16, image_shape=IMAGE, depthwise_filters=8, depthwise_stride=1,
+        depthwise_residual=False, squeeze_and_excite=0.5, last_layer_filter=96)
     return keras_hub.models.MobileNetImageClassifier(backbone=backbone, num_classes=10, preprocessor=None)
 
 
@@ -45,7 +46,8 @@ def efficientnet() -> keras.Model:
         stackwise_output_filters=[16, 24, 32, 48], stackwise_expansion_ratios=[1, 4, 4, 4],
         stackwise_squeeze_and_excite_ratios=[0.0, 0.0, 0.25, 0.25], stackwise_strides=[1, 2, 2, 1],
         stackwise_block_types=["fused", "fused", "unfused", "unfused"], stackwise_force_input_filters=[0] * 4,
-        stackwise_nores_option=[False] * 4, stackwise_width_coefficients=[1.0] * 4, stackwise_depth_coefficients=[1.0] * 4, input_shape=IMAGE, num_features=128, dropout=0.0)
+        stackwise_nores_option=[False] * 4, stackwise_width_coefficients=[1.0] * 4, stackwise_depth_coefficients=[1.0] * 4,
+        input_shape=IMAGE, num_features=128, dropout=0.0)
     return keras_hub.models.EfficientNetImageClassifier(backbone=backbone, num_classes=10, preprocessor=None)
 
 

@@ -5,9 +5,9 @@ converter (litert-torch), and by PyTorch's ONNX export, onnxsim and onnx2tf (cha
 (bench/keras_hub_models.py: MobileNetV3, EfficientNet, ViT, MiT) both as its SavedModel (keras-hub-savedmodel) and
 through TFLite's converter (keras-hub). Each is briefly trained on CIFAR-10 (../shared) or seeded sequences. Each
 file is run as a user runs it (`model.format=tflite` or `saved_model`, `data=arrays`) on tflite_int8, accel_tflite and
-tf2ir. The peers on the same source: ai-edge-quantizer's static int8 PTQ of the same
-float file, and TFLite's converter's int8 PTQ of the SavedModel (onnx2tf's, keras-hub's; a file from litert-torch has
-no TensorFlow source for it to quantize), each calibrated on the 256 samples ours is.
+tf2ir. The peers on the same source: ai-edge-quantizer's static int8 PTQ of the same float file, and TFLite's
+converter's int8 PTQ of the SavedModel (onnx2tf's, keras-hub's; a file from litert-torch has no TensorFlow source for
+it to quantize), each calibrated on the 256 samples ours is.
 Needs `make setup-torch` (the converters: .venv/torch, .venv/onnx2tf), `make setup-keras-hub` and `make setup-peers`:
 
     .venv/bin/python bench/models_from_tools.py [--torch-models m5,...] [--keras-hub-models vit,...] [--tools onnx2tf,...] [--out FILE]
@@ -66,9 +66,9 @@ COLUMNS = ("tool", "model", "stages: tflite_int8 / accel_tflite / tf2ir", "SQNR 
 def converted(work: Path, models: argparse.Namespace, tools: list[str]) -> list[dict]:
     """Each PyTorch model built, trained and written by litert-torch and as ONNX in the torch environment
     (bench/torch_models.py), and each keras-hub model in the project's (bench/keras_hub_models.py): their manifests."""
-    torch = bool({"litert-torch", "onnx2tf"} & set(tools))
+    torch, keras_hub = bool({"litert-torch", "onnx2tf"} & set(tools)), bool({"keras-hub", "keras-hub-savedmodel"} & set(tools))
     for path, needed, command in ((TORCH_PYTHON, torch, "make setup-torch"), (ONNX2TF, torch, "make setup-torch"),
-                                  (KERAS_HUB, bool({"keras-hub", "keras-hub-savedmodel"} & set(tools)), "make setup-keras-hub")):
+                                  (KERAS_HUB, keras_hub, "make setup-keras-hub")):
         if needed and not path.exists():
             sys.exit(f"{path}: not installed; run `{command}`")
     batches = [load_cifar10(CIFAR10_DIR, name) for name in ("data_batch_1", "test_batch")]  # trained on the first, scored on the second
@@ -76,10 +76,10 @@ def converted(work: Path, models: argparse.Namespace, tools: list[str]) -> list[
     np.savez(cifar := work / "cifar.npz", images=(images.transpose(0, 3, 1, 2) / 255.0).astype(np.float32), labels=labels)
     np.save(work / ONNX2TF_SAMPLE, images[:20].repeat(4, axis=1).repeat(4, axis=2).astype(np.float32) / 255.0)
     manifest = []
-    keras_hub = {**os.environ, "PYTHONPATH": str(KERAS_HUB)}
+    beside_keras_hub = {**os.environ, "PYTHONPATH": str(KERAS_HUB)}
     for python, script, names, environment in ((TORCH_PYTHON, "torch_models.py", models.torch if torch else "", None),
-                                               (Path(sys.executable), "keras_hub_models.py", models.keras_hub if {"keras-hub", "keras-hub-savedmodel"} & set(tools) else "",
-                                                keras_hub)):
+                                               (Path(sys.executable), "keras_hub_models.py", models.keras_hub if keras_hub else "",
+                                                beside_keras_hub)):
         if names:
             out = work / Path(script).stem
             subprocess.run([str(python), str(ROOT / "bench" / script), "--out", str(out), "--images", str(cifar), "--models", names],

@@ -11,18 +11,20 @@ CALLS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
 MAX_NESTING = 8  # a call inside a called body is inlined on the next pass; deeper than this is refused
 
 
-def inlined_calls(graph_def):
-    """`graph_def` with each call of a function of its library replaced by the function's body (nested calls too)."""
+def inlined_calls(graph_def, origin: str):
+    """`graph_def` (read from `origin`) with each call of a function of its library replaced by the function's body
+    (nested calls too)."""
     for _ in range(MAX_NESTING):
         functions = {function.signature.name: function for function in graph_def.library.function}
         calls = {node.name for node in graph_def.node if node.op in CALLS and node.attr["f"].func.name in functions}
         if not calls:
             return graph_def
-        graph_def = _inlined_once(graph_def, calls, functions)
-    raise GraphError(f"function calls nested deeper than {MAX_NESTING}; expected a model's layers, not a program")
+        graph_def = _inlined_once(graph_def, calls, functions, origin)
+    raise GraphError(f"{origin}: function calls nested deeper than {MAX_NESTING}; expected a model's layers, not a program: "
+                     "export the model as a SavedModel of its inference function")
 
 
-def _inlined_once(graph_def, calls: set[str], functions: dict):
+def _inlined_once(graph_def, calls: set[str], functions: dict, origin: str):
     from tensorflow.core.framework import graph_pb2  # as the loaders do: TensorFlow is imported when a model is read
     from tensorflow.python.framework.function_def_to_graph import function_def_to_graph_def
 
@@ -34,12 +36,13 @@ def _inlined_once(graph_def, calls: set[str], functions: dict):
         if node.name not in calls:
             inlined.node.add().CopyFrom(node)
             continue
-        body, flat_names = function_def_to_graph_def(functions[node.attr["f"].func.name])
-        signature = functions[node.attr["f"].func.name].signature
+        function = functions[node.attr["f"].func.name]
+        body, flat_names = function_def_to_graph_def(function)
+        signature = function.signature
         arguments = [tensor for tensor in node.input if not tensor.startswith("^")]
         if len(arguments) != len(signature.input_arg):
-            raise GraphError(f"node {node.name} ({node.op}) passes {len(arguments)} inputs to {signature.name}, which takes "
-                             f"{len(signature.input_arg)}: the graph is damaged")
+            raise GraphError(f"{origin}: node {node.name} ({node.op}) passes {len(arguments)} inputs to {signature.name}, which takes "
+                             f"{len(signature.input_arg)}: the file is damaged: export the model again")
         bound = {argument.name: tensor for argument, tensor in zip(signature.input_arg, arguments)}
         rename = _renamer(node.name, bound)
         for body_node in body.node:
@@ -49,9 +52,8 @@ def _inlined_once(graph_def, calls: set[str], functions: dict):
             copied.CopyFrom(body_node)
             copied.name = f"{node.name}/{body_node.name}"
             copied.input[:] = [rename(tensor) for tensor in body_node.input]
-        returned = functions[node.attr["f"].func.name].ret
         for position, output in enumerate(signature.output_arg):
-            results[f"{node.name}:{position}"] = rename(flat_names[returned[output.name]])
+            results[f"{node.name}:{position}"] = rename(flat_names[function.ret[output.name]])
     for node in inlined.node:
         node.input[:] = [results.get(_indexed(tensor), tensor) for tensor in node.input]
     return inlined

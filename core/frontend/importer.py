@@ -5,9 +5,9 @@ Two steps, kept apart so the second also serves graphs built in code:
 - `load_graph_def` reads a frozen GraphDef, a SavedModel, a `.keras` file or a `.tflite` flatbuffer and freezes it to a
   TF1 GraphDef (its function calls inlined: function_calls.py), with the input/end points its signature defines.
 - `import_graph` checks the configured input and end points against that GraphDef, keeps only what computes the end
-  points and drops Identity and IdentityN nodes, so every error names the model and the config key. Node names lose the wrapper prefixes a format
-  adds (`StatefulPartitionedCall/...` in a SavedModel), in the graph and in the configured
-  names alike: the same model gives the same names in every format.
+  points and drops Identity and IdentityN nodes, so every error names the model and the config key. Node names lose
+  the wrapper prefixes a format adds (`StatefulPartitionedCall/...` in a SavedModel), in the graph and in the
+  configured names alike: the same model gives the same names in every format.
 - what it refuses is worded in refusals.py.
 """
 
@@ -220,7 +220,7 @@ def _freeze(concrete_function, path: Path) -> LoadedModel:
     inputs = [tensor.name for tensor in frozen.inputs]
     if not inputs:
         raise ModelImportError(f"{path}: the model's signature has no inputs; expected the network's input(s)")
-    return LoadedModel(inlined_calls(frozen.graph.as_graph_def()), inputs[0] if len(inputs) == 1 else inputs, [tensor.name for tensor in frozen.outputs])
+    return LoadedModel(inlined_calls(frozen.graph.as_graph_def(), str(path)), inputs[0] if len(inputs) == 1 else inputs, [tensor.name for tensor in frozen.outputs])
 
 
 # --- importing ------------------------------------------------------------------
