@@ -15,7 +15,7 @@ from hypothesis import assume
 from conftest import ir_record
 from core.backends.c.build import compile_program, compiler_command, run_program
 from core.backends.c.ops import emit_c
-from core.backends.c.program import RUNTIME_HEADERS, c_symbols
+from core.backends.c.program import ARENA_ALIGN, RUNTIME_HEADERS, c_symbols
 from core.backends.program import generate_c
 from core.frontend.graph import Graph
 from core.ir.io import validate_ir
@@ -99,7 +99,9 @@ def one_layer_ir(fields: dict, params: dict, inputs: int = 1) -> Ir:
 def c_output(ir: Ir, inputs: list[np.ndarray], work: Path) -> np.ndarray:
     """The layer's C on the batch `inputs`: one-input layers as a whole generated program
     (generate_c), layers of several inputs through a driver calling the emitted function
-    directly (a network input feeds one tensor, and these layers need independent ones)."""
+    directly (a network input feeds one tensor, and these layers need independent ones), from a function of the
+    program's and on one arena as run_network calls it: a compiler sees the same object behind every pointer and inlines
+    the call (GCC 12.2 at -O2 miscompiled a batch_matmul so, and not on separate arrays)."""
     (layer,) = ir.layers
     if len(inputs) == 1:
         program = generate_c(ir)
@@ -109,18 +111,23 @@ def c_output(ir: Ir, inputs: list[np.ndarray], work: Path) -> np.ndarray:
     sizes = [x[0].nbytes for x in inputs]  # bytes: a 16x8 layer's values are int16
     expected = operation_of(layer).kernel(layer, ir.params.get(layer.name, {}), [x[:1] for x in inputs])
     out_size = expected[0].nbytes
-    buffers = ", ".join(f"in{k}[{size}]" for k, size in enumerate(sizes))
-    reads = " && ".join(f"fread(in{k}, 1, {size}, stdin) == {size}" for k, size in enumerate(sizes))
-    arguments = ", ".join(f"in{k}" for k in range(len(sizes)))
+    offsets = np.cumsum([0, *(-(-size // ARENA_ALIGN) * ARENA_ALIGN for size in (out_size, *sizes))])  # out, in0, in1, ...
+    reads = " && ".join(f"fread(arena + {offsets[k + 1]}, 1, {size}, stdin) == {size}" for k, size in enumerate(sizes))
+    arguments = ", ".join(f"arena + {offsets[k + 1]}" for k in range(len(sizes)))
     source = f"""#include <stdio.h>
 #include "qt_runtime.h"
 {emit_c(layer, symbol)}
+static int8_t arena[{offsets[-1]}];
+void run_layer(void);
+void run_layer(void)
+{{
+    {symbol}({arguments}, arena);
+}}
 int main(void)
 {{
-    static int8_t {buffers}, out[{out_size}];
     while ({reads}) {{
-        {symbol}({arguments}, out);
-        fwrite(out, 1, {out_size}, stdout);
+        run_layer();
+        fwrite(arena, 1, {out_size}, stdout);
     }}
     return 0;
 }}

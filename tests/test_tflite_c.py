@@ -124,6 +124,13 @@ def _elementwise_cases(rng) -> dict:
              "adj_y": adj_y, "input_scales": [0.02, 0.05], "input_zero_points": [-128, 127] if adj_x else [7, -3],
              "multiplier": multiplier, "shift": shift, "output_scale": 0.3, "output_zero_point": -9, "output_min": -128,
              "output_max": 127}, {}, [images(first), images(second)])
+    # attention's probabilities by its values as MiT's (SegFormer's) reduced keys make them: a depth of 4, 16 columns
+    # apart; GCC 12.2 at -O2 miscompiled the loop nest of this shape when it vectorized the loop over columns
+    first, second = [2, 16, 4], [2, 4, 16]
+    cases["batch_matmul of attention's probabilities"] = (
+        {"operation": "batch_matmul", **SCHEME, "input_shapes": [first, second], "output_shape": [2, 16, 16], "adj_x": False,
+         "adj_y": False, "input_scales": [1 / 256, 0.0346], "input_zero_points": [-128, 0], "multiplier": 1090409623, "shift": -7,
+         "output_scale": 0.034, "output_zero_point": -1, "output_min": -128, "output_max": 127}, {}, [images(first), images(second)])
     cases["transpose"] = ({"operation": "transpose", **SCHEME, "permutation": [1, 2, 0], "input_shape": shape, "output_shape": [5, 3, 4],
                            "output_scale": 0.1, "output_zero_point": 3}, {}, [images(shape)])
     cases["reshape"] = ({"operation": "reshape", **SCHEME, "input_shape": shape, "output_shape": [60], "output_scale": 0.1,
