@@ -38,7 +38,10 @@ def _depthwise(b: TfBuilder, op: TfliteOperator, scope: str):
     _, kh, kw, total = weight.shape
     kernel = b.weight(op.inputs[1], scope, dequantized(weight).reshape(kh, kw, channels, total // channels), channel_axis_last=False)
     strides, dilations = [1, op.option("strideH"), op.option("strideW"), 1], [op.option("dilationHFactor", 1), op.option("dilationWFactor", 1)]
-    x = b.tf.nn.depthwise_conv2d(b.input(op), kernel, strides, op.padding, dilations=dilations, name=f"{scope}/depthwise")
+    # one channel (litert-torch's Conv1d on a waveform, strides 1 x s): the Conv2D it is; TensorFlow's CPU depthwise
+    # kernel takes equal strides only where oneDNN does not stand in for it (an AVX2 machine's build)
+    convolve = b.tf.nn.conv2d if channels == 1 and strides[1] != strides[2] else b.tf.nn.depthwise_conv2d
+    x = convolve(b.input(op), kernel, strides, op.padding, dilations=dilations, name=f"{scope}/depthwise")
     return _biased(b, op, x, scope)
 
 
