@@ -46,7 +46,7 @@ FOLDED = {"PADV2": (8, 16), "CONV_2D (grouped)": (8, 16)}
 
 
 def catalogue_cells() -> list[tuple[str, int]]:
-    return sorted({(builder, bits) for op in OPS.values() for builder in op.builders for bits in op.activation_widths} |
+    return sorted({(builder, bits) for op in OPS.values() for builder in op.builders for bits in op.widths_of(builder)} |
                   {(operator, bits) for operator, widths in FOLDED.items() for bits in widths})
 
 
@@ -105,10 +105,17 @@ def _every_int8(cell: Cell) -> np.ndarray:
     return np.arange(-128, 128, dtype=np.int8).reshape(1, 256)
 
 
+def _every_value(cell: Cell) -> np.ndarray:
+    """Every value of the cell's width once (int16: 65536): an element-wise function's every input."""
+    limits = np.iinfo(INTEGERS[cell.bits])
+    return np.arange(limits.min, limits.max + 1).astype(INTEGERS[cell.bits]).reshape(1, -1)
+
+
 def _elementwise(operator: str, options=None, fixed=None) -> Case:
     def case(cell: Cell):
-        data, _ = _unary(operator, options, fixed)(cell)
-        return data, _every_int8(cell)
+        shape = (1, 1 << cell.bits)
+        output = cell.fixed_output(shape, fixed) if fixed else cell.activation(shape)
+        return one_operator_model(operator, [cell.activation(shape)], output, options), _every_value(cell)
     return case
 
 
@@ -127,10 +134,11 @@ def _rsqrt(cell: Cell):
 
 def _with_constant(operator: str) -> Case:
     def case(cell: Cell):
-        source = cell.activation((1, 256))
-        bound = cell.constant([int(cell.rng.integers(-64, 64))], np.int8)
+        shape, integers = (1, 1 << cell.bits), INTEGERS[cell.bits]
+        source = cell.activation(shape)
+        bound = cell.constant([int(cell.rng.integers(-64, 64)) << (cell.bits - 8)], integers)
         bound.scale, bound.zero_point = source.scale, source.zero_point
-        return one_operator_model(operator, [source, bound], Tensor((1, 256), np.int8, source.scale, source.zero_point)), _every_int8(cell)
+        return one_operator_model(operator, [source, bound], Tensor(shape, integers, source.scale, source.zero_point)), _every_value(cell)
     return case
 
 

@@ -22,6 +22,7 @@ from tflite_builder import Tensor, model_bytes, one_operator_model
 from core.backends.program import generate_c
 from core.frontend.layers import OutputRule
 from core.frontend.tflite import TfliteError, read_tflite
+from core.ir.ops.lut.int16 import sigmoid_table
 from core.ir.tflite_interpreter import run_int8
 from core.ir.tflite_ir import ir_of_tflite
 from core.quantize.runtimes import RUNTIMES
@@ -240,11 +241,37 @@ def test_an_accelerator_leaves_16_bit_layers_to_the_host_saying_why(digits_runs)
 
 
 def test_an_operator_without_its_16_bit_arithmetic_is_refused_naming_it(tmp_path):
-    path = tmp_path / "sigmoid_16x8.tflite"
-    _converted(_cnn(activation="sigmoid"), np.random.default_rng(5).uniform(-1, 2, (8, 12, 12, 3)).astype(np.float32), path)
-    with pytest.raises(TfliteError, match=r"operator \d+ \(LOGISTIC\) on int16 activations \(TFLite's 16x8 mode\): the IR's lut computes "
-                                          r"int8 only.*the 16x8 IR covers ADD, AVERAGE_POOL_2D, CONCATENATION, CONV_2D"):
+    path = tmp_path / "gelu_16x8.tflite"
+    path.write_bytes(one_operator_model("GELU", [Tensor((1, 8), np.int16, 1e-3)], Tensor((1, 8), np.int16, 1e-3)))
+    with pytest.raises(TfliteError, match=r"operator \d+ \(GELU\) on int16 activations \(TFLite's 16x8 mode\): the IR's lut computes "
+                                          r"int8 only.*the 16x8 IR covers ADD, AVERAGE_POOL_2D, CONCATENATION, CONV_2D.*LOGISTIC"):
         ir_of_tflite(read_tflite(path))
+
+
+def test_the_int16_sigmoid_table_is_the_one_litert_interpolates(tmp_path):
+    """The 256 entries core/ir/ops/lut/int16.py holds, read back out of LiteRT's int16 TANH: at input scale 1/48 its
+    kernel's multiplier is 16384 with a shift of 6, so input i lands on entry i with nothing to interpolate, and the
+    output is the entry less 2^15."""
+    path = tmp_path / "tanh.tflite"
+    path.write_bytes(one_operator_model("TANH", [Tensor((1, 255), np.int16, 1 / 48)], Tensor((1, 255), np.int16, 1 / 32768)))
+    read_back = runner_of("litert_reference", path).tensors(np.arange(255, dtype=np.int16)[None])[read_tflite(path).outputs[0]]
+    np.testing.assert_array_equal(read_back.reshape(-1).astype(np.int64) + 32768, sigmoid_table()[:255])
+
+
+def test_an_int16_logistic_written_at_another_output_scale_is_refused_as_its_prepare_refuses_it(tmp_path):
+    path = tmp_path / "logistic.tflite"
+    path.write_bytes(one_operator_model("LOGISTIC", [Tensor((1, 8), np.int16, 1e-3)], Tensor((1, 8), np.int16, 1 / 256)))
+    with pytest.raises(TfliteError, match=r"operator 0 \(LOGISTIC on int16\): .*output scale 0.00390625.*writes scale 1/32768"):
+        ir_of_tflite(read_tflite(path))
+
+
+@pytest.mark.parametrize("operator", ["LOGISTIC", "TANH"])
+@pytest.mark.parametrize("input_scale", [2.0**-12, 2.0**-11, 2.0**-12 * 1.0005, 2.0**-12 * 1.002, 2.0**-16, 1e-3])
+def test_16x8_logistic_and_tanh_at_every_input_as_each_runtime_and_the_c_compute_them(tmp_path, operator, input_scale):
+    """Every int16 input, at the scales where Prepare takes the power-of-two path (2^-12 for both, 2^-11 for TANH,
+    within CheckedLog2's 1e-3 of a power) and the general multiplier's (just beyond it, fine and coarse scales)."""
+    data = one_operator_model(operator, [Tensor((1, 65536), np.int16, input_scale)], Tensor((1, 65536), np.int16, 1 / 32768))
+    _everywhere(tmp_path, data, np.arange(-32768, 32768, dtype=np.int16).reshape(1, 65536))
 
 
 # --- each 16x8 operator at the extremes of its arithmetic, in one-operator files (tests/tflite_builder.py) -------------

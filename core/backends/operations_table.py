@@ -25,8 +25,11 @@ def _tflite_cell(name: str, bits: int) -> str:
         return "no: " + NOT_WRITTEN[name].split(":")[0]
     if name not in WRITERS:
         return "no writer"
-    if bits not in op.activation_widths:
+    built = op.builders_at(bits)
+    if bits not in op.activation_widths and not built:
         return f"no (int{bits} arithmetic not built)"
+    if built != sorted(op.builders):  # some of the operators it reads only
+        return f"yes: {', '.join(built)}"
     return f"yes: {WRITERS[name].only}" if WRITERS[name].only else "yes"
 
 

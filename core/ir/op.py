@@ -193,6 +193,8 @@ class IrOp:
         parameter as TFLite's Prepare does and computing as the runtime (core/quantize/runtimes.py) computes.
     activation_widths: the widths of the activations its kernel and its C compute: 8, and 16 where TFLite's 16x8 mode's
         arithmetic of it is built (a 16x8 operator of another operation is refused naming it).
+    builder_widths: per TFLite builtin operator, its widths where they are not activation_widths (lut's LOGISTIC has
+        int16 arithmetic, its GELU not).
     tf2ir_form: a matched layer as the TF2IR dialect holds it, where this operation's TF2IR record cannot hold every
         layer of it exactly and another operation's can (a depthwise conv of channel multiplier above 1: the conv of its
         block-diagonal weight); None where its record holds them all."""
@@ -212,10 +214,19 @@ class IrOp:
     builders: dict[str, Builder] = dataclasses.field(default_factory=dict)
     activation_widths: tuple[int, ...] = (8,)
     tf2ir_form: Callable[[Layer, IrContext], Layer] | None = None
+    builder_widths: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
 
     @property
     def simulator_kernel(self) -> Kernel:
         return self.fast_kernel or self.kernel
+
+    def widths_of(self, builtin: str) -> tuple[int, ...]:
+        """The activation widths the IR computes the TFLite operator `builtin` (one of `builders`) at."""
+        return self.builder_widths.get(builtin, self.activation_widths)
+
+    def builders_at(self, bits: int) -> list[str]:
+        """The TFLite operators it reads whose arithmetic at `bits` the IR has."""
+        return sorted(builtin for builtin in self.builders if bits in self.widths_of(builtin))
 
     def input_kind(self, position: int, operands: int) -> str:
         """The test tensor name of input `position` of a layer with `operands` inputs: input_kinds', or input0, input1,

@@ -37,8 +37,8 @@ def affine_layer(model: TfliteModel, operator: TfliteOperator, name: str, previo
         raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}{' on int16' if bits == 16 else ''}): {runtime.name} "
                           f"has no kernel for it ({runtime.why_lacking(operator.name, bits)}); set target.scheme.runtime to "
                           f"{' or '.join(others)}, or convert the model without it")
-    if bits not in op.activation_widths:
-        built = sorted(name for name, other in builders().items() if bits in other.activation_widths)
+    if bits not in op.widths_of(operator.name):
+        built = sorted(name for name, other in builders().items() if bits in other.widths_of(name))
         raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}) on int{bits} activations (TFLite's 16x8 mode): the "
                           f"IR's {op.name} computes int8 only, its int{bits} arithmetic is not built yet; the 16x8 IR covers "
                           f"{', '.join(built)}")

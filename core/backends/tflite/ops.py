@@ -422,7 +422,7 @@ def refusal(layer: Layer, bits: int, runtime: Runtime | None = None) -> str | No
     unread = [name for name in operators if name not in read]
     if unread:
         return f"it is written as {', '.join(unread)}, which the tflite_int8 IR does not read"
-    narrow = [f"{name} ({read[name].name})" for name in operators if bits not in read[name].activation_widths]
+    narrow = [f"{name} ({read[name].name})" for name in operators if bits not in read[name].widths_of(name)]
     if narrow:
         return (f"it is written as {', '.join(operators)}; the IR computes {', '.join(narrow)} on int8 only, "
                 f"{'its' if len(narrow) == 1 else 'their'} int{bits} arithmetic is not built yet")

@@ -1,18 +1,21 @@
-"""lut as C99 (the contract: core/backends/c/emitter.py)."""
+"""lut as C99 (the contract: core/backends/c/emitter.py): int8 a table read; int16 (TFLite's 16x8 mode) the function's
+arithmetic (core/ir/ops/lut/int16.py), the layer's constants (`<symbol>_table`) its sigmoid table or its scalar."""
 
 from __future__ import annotations
 
 import math
 
-from core.backends.c.emitter import emits
+from core.backends.c.emitter import c_function, emits
+from core.ir.ops.lut.int16 import CLAMPS, INTERPOLATION_BITS, input_scaling
 from core.ir.ops.lut.record import TABLE_SIZE, LutLayer
 
+# per int16 function: the saturated value beyond the table, and the two ends of the mirror (int16.py: logistic_or_tanh)
+MIRRORS = {"LOGISTIC": ("0x7FFF << 10", "value + (1 << 9)", "(1 << 25) - value + (1 << 9) - 1", 10),
+           "TANH": ("0xFFFF << 8", "value - (1 << 23) + (1 << 7)", "-value + (1 << 23) + (1 << 7) - 1", 8)}
 
-@emits("lut")
-def lut_emit_c(record: LutLayer, symbol: str) -> str:
+
+def _int8_table(record: LutLayer, symbol: str, count: int, function: str) -> str:
     """`lut_kernel` for one image: out[i] = table[in[i] + 128], the table being the layer's params."""
-    count = math.prod(record.shape)
-    function = record.function.replace("*/", "* /")  # an IR's free text: never the comment's end
     return f"""/* lut over {count} elements: {function} ({record.dialect}) */
 QT_SIMD static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
 {{
@@ -22,3 +25,38 @@ QT_SIMD static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
     }}
 }}
 """
+
+
+def _int16_clamp(record: LutLayer, symbol: str, count: int) -> str:
+    compare = ">" if record.function == "MAXIMUM" else "<"
+    return f"""/* lut over {count} elements: {record.function} at the constant (int16) */
+{c_function(record, symbol, 1)}    long i;
+    for (i = 0; i < {count}; i++)
+        out[i] = in0[i] {compare} {symbol}_table[0] ? in0[i] : (int16_t){symbol}_table[0];
+}}
+"""
+
+
+def _int16_interpolated(record: LutLayer, symbol: str, count: int) -> str:
+    multiplier, shift = input_scaling(record.function, record.input_grid.step)
+    bits, (saturated, upper, lower, back) = INTERPOLATION_BITS[record.function], MIRRORS[record.function]
+    rounding = (1 << (shift - 1)) if shift > 0 else 0
+    return f"""/* lut over {count} elements: {record.function} (int16: TFLite's sigmoid table, interpolated) */
+{c_function(record, symbol, 1)}    long i;
+    for (i = 0; i < {count}; i++) {{
+        int64_t scaled = qt_floor_shift64((int64_t)in0[i] * {multiplier} + {rounding}, {shift});
+        int64_t magnitude = scaled < 0 ? -scaled : scaled, index = magnitude >> {bits}, value;
+        value = index >= 255 ? (int64_t)({saturated}) : ((int64_t){symbol}_table[index] << {bits}) +
+            (magnitude & {(1 << bits) - 1}) * ({symbol}_table[index + 1] - {symbol}_table[index]);
+        out[i] = (int16_t)qt_floor_shift64(scaled >= 0 ? {upper} : {lower}, {back});
+    }}
+}}
+"""
+
+
+@emits("lut")
+def lut_emit_c(record: LutLayer, symbol: str) -> str:
+    count = math.prod(record.shape)
+    if record.activation_bits == 16:
+        return (_int16_clamp if record.function in CLAMPS else _int16_interpolated)(record, symbol, count)
+    return _int8_table(record, symbol, count, record.function.replace("*/", "* /"))  # an IR's free text: never the comment's end

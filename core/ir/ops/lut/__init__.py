@@ -3,11 +3,13 @@
 element-wise ops with scalar constants (pattern.py). On a power-of-two target the annotated
 graph reads the same table (its integer model), so it agrees with the IR bit for bit. In the tflite_int8 dialect
 (tflite.py): a .tflite's LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU or int8 -> int8 QUANTIZE as the table of what the
-runtime's kernel gives for each input."""
+runtime's kernel gives for each input; on int16 (TFLite's 16x8 mode) LOGISTIC, TANH, MAXIMUM and MINIMUM by their
+kernels' arithmetic (int16.py)."""
 
 from core.frontend.layers import AnnotateRule, IntegerModelBuilder, QKind
 from core.ir.op import IrOp, register_op
 from core.ir.ops.lut.emit import lut_fields, lut_params
+from core.ir.ops.lut.int16 import FUNCTIONS as INT16_FUNCTIONS
 from core.ir.ops.lut.kernel import lut_kernel
 from core.ir.ops.lut.pattern import PATTERN
 from core.ir.ops.lut.record import TABLE_SIZE, TFLITE_FUNCTIONS, LutLayer
@@ -30,4 +32,5 @@ if set(TABLES) != set(TFLITE_FUNCTIONS):
     raise ValueError(f"lut: the TFLite operators with a table ({sorted(TABLES)}) are not the record's functions ({TFLITE_FUNCTIONS})")
 LUT = register_op(IrOp("lut", LutLayer, AnnotateRule(inputs=(QKind.INPUT,), output=QKind.ACTIVATION, integer_model=lut_model),
                        (PATTERN,), lut_fields, lut_kernel, lut_params, param_kinds=("table",),
-                       builders={name: lut_from_tflite for name in TABLES}))
+                       builders={name: lut_from_tflite for name in TABLES},
+                       builder_widths={name: (8, 16) for name in INT16_FUNCTIONS}))

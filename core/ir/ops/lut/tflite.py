@@ -17,7 +17,8 @@ from core.quantize.runtimes import FIXED_POINT, Runtime
 from core.ir.ops.lut.affine import (FIXED_POINT_OUTPUTS, fixed_point_table, hard_swish_affine, hard_swish_parameters, leaky_relu_affine,
                                    leaky_relu_parameters, lookup_table, rsqrt_table)
 from core.ir.ops.lut.record import TABLE_SIZE
-from core.ir.tflite_dialect import constant, input_output, scale_and_zero_point
+from core.ir.ops.lut.int16 import CLAMPS, OUTPUT_SCALE, OUTPUT_ZERO_POINT, int16_table
+from core.ir.tflite_dialect import activation_bits, constant, input_output, scale_and_zero_point
 from core.quantize.tflite_math import quantize_multiplier, requantize, round_half_away
 
 INPUTS = np.arange(-128, 128, dtype=np.int64).astype(np.int8)  # every int8 value, in table order
@@ -92,17 +93,22 @@ def _relu(model, operator, q, runtime: Runtime) -> np.ndarray:
     return requantize(INPUTS.astype(np.int64) - q["input_zero_point"], multiplier, shift, q["output_zero_point"], lowest, highest)
 
 
-def _minimum_or_maximum(model, operator, q, runtime: Runtime) -> np.ndarray:
-    """maximum_minimum.cc compares the int8 values as they are: the constant and the output at the input's quantization."""
+def _scalar_bound(model: TfliteModel, operator: TfliteOperator) -> int:
+    """MINIMUM / MAXIMUM's constant, checked to be a scalar of the input's quantization: maximum_minimum.cc compares the
+    integers as they are, the constant and the output at the input's quantization."""
     if len(operator.inputs) != 2 or np.size(bound := constant(model, operator, 1)) != 1:
         raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}) of two computed tensors or of a constant of "
                           f"several values; the tflite_int8 IR takes it of a tensor and a scalar constant (a clamp)")
     grids = {scale_and_zero_point(model, index) for index in (*operator.inputs, operator.outputs[0])}
     if len(grids) != 1:
         raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}): its input, constant and output are quantized "
-                          f"differently ({sorted(grids)}); TFLite's int8 kernel compares integers of one scale and zero point")
+                          f"differently ({sorted(grids)}); TFLite's {operator.name} compares integers of one scale and zero point")
+    return int(np.asarray(bound).reshape(-1)[0])
+
+
+def _minimum_or_maximum(model, operator, q, runtime: Runtime) -> np.ndarray:
     choose = np.minimum if operator.name == "MINIMUM" else np.maximum
-    return choose(INPUTS, np.int8(np.asarray(bound).reshape(-1)[0]))
+    return choose(INPUTS, np.int8(_scalar_bound(model, operator)))
 
 
 TABLES: dict[str, Callable] = {"LOGISTIC": _logistic_or_tanh, "TANH": _logistic_or_tanh, "GELU": _gelu, "EXP": _exp, "RSQRT": _rsqrt, "HARD_SWISH": _hard_swish,
@@ -110,8 +116,23 @@ TABLES: dict[str, Callable] = {"LOGISTIC": _logistic_or_tanh, "TANH": _logistic_
                                "MAXIMUM": _minimum_or_maximum, **{name: _relu for name in RELU_BOUNDS}}
 
 
+def _int16_constants(model: TfliteModel, operator: TfliteOperator, q: dict) -> np.ndarray:
+    """A 16x8 operator's constants (int16.py), its quantization checked as its Prepare checks it."""
+    where = f"{model.path}: operator {operator.index} ({operator.name} on int16)"
+    if operator.name in CLAMPS:
+        return int16_table(operator.name, _scalar_bound(model, operator))
+    if q["input_zero_point"] != 0 or (float(np.float32(q["output_scale"])), q["output_zero_point"]) != (OUTPUT_SCALE, OUTPUT_ZERO_POINT):
+        raise TfliteError(f"{where}: input zero point {q['input_zero_point']}, output scale {q['output_scale']} and zero point "
+                          f"{q['output_zero_point']}; TFLite's int16 kernel takes input zero point 0 and writes scale 1/32768, "
+                          "zero point 0 (convert the model again)")
+    return int16_table(operator.name)
+
+
 def lut_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
     quantization = input_output(model, operator)
+    fields = {"shape": [int(v) for v in model.tensor(operator.inputs[0]).shape[1:]], "function": operator.name, **quantization}
+    if activation_bits(model, operator) == 16:
+        return fields, {"table": _int16_constants(model, operator, quantization)}
     table = np.asarray(TABLES[operator.name](model, operator, quantization, runtime), np.int8).reshape(TABLE_SIZE)
-    return {"shape": [int(v) for v in model.tensor(operator.inputs[0]).shape[1:]], "function": operator.name, **quantization}, {"table": table}
+    return fields, {"table": table}
 
