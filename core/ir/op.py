@@ -193,8 +193,8 @@ class IrOp:
         parameter as TFLite's Prepare does and computing as the runtime (core/quantize/runtimes.py) computes.
     activation_widths: the widths of the activations its kernel and its C compute: 8, and 16 where TFLite's 16x8 mode's
         arithmetic of it is built (a 16x8 operator of another operation is refused naming it).
-    builder_widths: per TFLite builtin operator, its widths where they are not activation_widths (lut's LOGISTIC has
-        int16 arithmetic, its GELU not).
+    builder_widths: per TFLite builtin operator, its widths where they are not activation_widths (an element-wise
+        operation may have int16 arithmetic for LOGISTIC and not for GELU).
     tf2ir_form: a matched layer as the TF2IR dialect holds it, where this operation's TF2IR record cannot hold every
         layer of it exactly and another operation's can (a depthwise conv of channel multiplier above 1: the conv of its
         block-diagonal weight); None where its record holds them all."""
