@@ -478,7 +478,16 @@ def vision_transformer_mlp(size: int = 12, classes: int = 4) -> keras.Model:
     return keras.Model(images, layers.Dense(classes, activation="softmax")(layers.Flatten()(x)))
 
 
+def layer_norm_head(size: int = 12, classes: int = 4) -> keras.Model:
+    """A LayerNormalization of the pooled features, a [N, C] vector (ConvNeXt's head), before the classifier."""
+    layers = keras.layers
+    images = keras.Input((size, size, 3))
+    pooled = layers.GlobalAveragePooling2D()(layers.Conv2D(16, 3, strides=2, activation="relu")(images))
+    return keras.Model(images, layers.Dense(classes, activation="softmax")(layers.LayerNormalization()(pooled)))
+
+
 @pytest.mark.parametrize("build, samples", [(layer_norm_patches, lambda: image_classes(32, 12, 4, seed=3)[0]),
+                                            (layer_norm_head, lambda: image_classes(32, 12, 4, seed=3)[0]),
                                             (layer_norm_sequence, lambda: signal_classes(32, 32, 8, 4, seed=3)[0]),
                                             (vision_transformer_mlp, lambda: image_classes(32, 12, 4, seed=3)[0])])
 def test_layer_normalization_is_rewritten_as_layers_computing_what_keras_computes(tmp_path, build, samples):

@@ -17,11 +17,12 @@ both. Here the centring comes first, so every tensor after it holds the normaliz
     output     = normalized * gamma + beta      a per-channel affine map (channel_affine.py)
 
 Each line is a layer the IR has (conv, add, lut, mul, dwconv); the rewrite keeps the output's name, and fold_check
-verifies the rewritten graph against the original on data."""
+verifies the rewritten graph against the original on data. A LayerNormalization of a vector [N, C] (a classifier's
+head after its global pool) is computed so on the image [N, 1, 1, C], Reshaped there and back."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -29,6 +30,8 @@ from core.frontend.graph import Graph, Node, canonical_tensor, tensor_node
 from core.frontend.rewrite import const_node, copy_node, readers_of
 
 _PASS_THROUGH = ("StopGradient", "Identity")
+# an image [N, H, W, C], or a vector [N, C] (a classifier's head after its global pool: ConvNeXt's), held as [N, 1, 1, C]
+_RANKS = (4, 2)
 _CONV_ATTRS = {"T": {"type": "float32"}, "strides": {"list_i": [1, 1, 1, 1]}, "padding": {"s": "VALID"},
                "data_format": {"s": "NHWC"}, "dilations": {"list_i": [1, 1, 1, 1]}, "use_cudnn_on_gpu": {"b": True}}
 
@@ -59,6 +62,7 @@ class _Found:
     output: Node  # the final AddV2: its name is kept
     nodes: set[str]  # every node it is made of (the rewrite replaces them)
     linear: _Linear | None = None  # what computes x, when the centring folds into it
+    vector: bool = False  # x is [N, C]: the layers below compute on it as the image [N, 1, 1, C]
 
 
 def _through(by_name: dict[str, Node], tensor: str) -> Node | None:
@@ -77,11 +81,11 @@ def _constant(graph: Graph, tensor: str | None) -> np.ndarray | None:
 
 
 def _last_axis_mean(graph: Graph, node: Node | None) -> str | None:
-    """The tensor `node` averages over its last axis (keep_dims), when it is such a Mean."""
+    """The tensor `node` averages over its last axis (keep_dims), when it is such a Mean of an image or of a vector."""
     if node is None or node.op != "Mean" or not node.attr("keep_dims", False):
         return None
     axes, shape = _constant(graph, node.inputs[1]), graph.shape(node.inputs[0])
-    if axes is None or shape is None or len(shape) != 4 or [int(a) % 4 for a in axes.reshape(-1)] != [3]:
+    if axes is None or shape is None or len(shape) not in _RANKS or [int(a) % len(shape) for a in axes.reshape(-1)] != [len(shape) - 1]:
         return None
     return canonical_tensor(node.inputs[0])
 
@@ -152,14 +156,15 @@ def _match(graph: Graph, by_name: dict[str, Node], readers, inverse: Node) -> _F
     moments = _moments(graph, by_name, inverse)
     if moments is None:
         return None
-    shape = graph.shape(moments.source)
-    keras = _keras_form(graph, by_name, readers, moments, shape[3]) if inverse.op == "Rsqrt" and moments.centred is None else None
-    found = keras or _centred_form(graph, by_name, readers, moments, shape[3])
-    if found is None or any(v is not None and v.size not in (1, shape[3]) for v in (found.gamma, found.beta)):
+    channels = graph.shape(moments.source)[-1]
+    keras = _keras_form(graph, by_name, readers, moments, channels) if inverse.op == "Rsqrt" and moments.centred is None else None
+    found = keras or _centred_form(graph, by_name, readers, moments, channels)
+    if found is None or any(v is not None and v.size not in (1, channels) for v in (found.gamma, found.beta)):
         return None
     if any(reader.name not in found.nodes for name in found.nodes - {found.output.name} for reader, _ in readers.get(f"{name}:0", [])):
         return None  # a moment read elsewhere too: the rewrite would take it away
     found.linear = _linear_producer(graph, by_name, readers, found.source, found.nodes)
+    found.vector = len(graph.shape(found.source)) == 2
     return found
 
 
@@ -283,6 +288,22 @@ def _centred(found: _Found, base: str, constants: dict[str, np.ndarray]) -> list
 
 
 def _rewritten(found: _Found) -> tuple[list[Node], dict[str, np.ndarray]]:
+    """The layers computing `found` on the image; a vector's reshaped to the image [N, 1, 1, C] and back."""
+    if not found.vector:
+        nodes, constants = _rewritten_image(found, found.output.name)
+        return nodes, constants
+    base, reshaped = found.output.name, {"T": {"type": "float32"}, "Tshape": {"type": "int32"}}
+    as_image = Node(f"{base}/as_image", "Reshape", [found.source, f"{base}/image_shape"], dict(reshaped))
+    nodes, constants = _rewritten_image(replace(found, source=f"{as_image.name}:0"), f"{base}/image")
+    constants |= {f"{base}/image_shape": np.asarray([-1, 1, 1, found.channels], np.int32),
+                  f"{base}/vector_shape": np.asarray([-1, found.channels], np.int32)}
+    return [const_node(f"{base}/image_shape", constants[f"{base}/image_shape"]), as_image, *nodes,
+            const_node(f"{base}/vector_shape", constants[f"{base}/vector_shape"]),
+            Node(base, "Reshape", [f"{base}/image", f"{base}/vector_shape"], dict(reshaped))], constants
+
+
+def _rewritten_image(found: _Found, output: str) -> tuple[list[Node], dict[str, np.ndarray]]:
+    """The layers computing `found` on an image, named under the original output's name, the last one `output`."""
     base, channels = found.output.name, found.channels
     constants = {f"{base}/variance_weights": np.full((1, 1, channels, 1), 1.0 / channels, np.float32),
                  f"{base}/epsilon": np.asarray([found.epsilon], np.float32), f"{base}/zero": np.asarray(0.0, np.float32)}
@@ -296,28 +317,28 @@ def _rewritten(found: _Found) -> tuple[list[Node], dict[str, np.ndarray]]:
         Node(f"{base}/non_negative", "Maximum", [f"{base}/variance", f"{base}/zero"], dict(float32)),
         Node(f"{base}/inverse", "Rsqrt", [f"{base}/non_negative"], dict(float32)),
     ]
-    nodes += (_normalized_from_centred if found.linear else _normalized_from_parts)(found, base, constants)
+    nodes += (_normalized_from_centred if found.linear else _normalized_from_parts)(found, base, output, constants)
     return [*(const_node(name, value) for name, value in constants.items()), *nodes], constants
 
 
-def _normalized_from_centred(found: _Found, base: str, constants: dict[str, np.ndarray]) -> list[Node]:
+def _normalized_from_centred(found: _Found, base: str, output: str, constants: dict[str, np.ndarray]) -> list[Node]:
     """centred x inverse, then gamma and beta: a per-channel affine map (a depthwise conv)."""
     float32 = {"T": {"type": "float32"}}
-    affine = found.gamma is not None or found.beta is not None  # the last node takes the output's name
-    nodes = [Node(f"{base}/normalized" if affine else base, "Mul", [f"{base}/centred", f"{base}/inverse"], dict(float32))]
+    affine = found.gamma is not None or found.beta is not None  # the last node is `output`
+    nodes = [Node(f"{base}/normalized" if affine else output, "Mul", [f"{base}/centred", f"{base}/inverse"], dict(float32))]
     tail = f"{base}/normalized"
     if found.gamma is not None:
         constants[f"{base}/gamma"] = np.broadcast_to(found.gamma, (found.channels,)).astype(np.float32)
-        name = f"{base}/scaled" if found.beta is not None else base
+        name = f"{base}/scaled" if found.beta is not None else output
         nodes.append(Node(name, "Mul", [tail, f"{base}/gamma"], dict(float32)))
         tail = name
     if found.beta is not None:
         constants[f"{base}/beta"] = np.broadcast_to(found.beta, (found.channels,)).astype(np.float32)
-        nodes.append(Node(base, "AddV2", [tail, f"{base}/beta"], dict(float32)))
+        nodes.append(Node(output, "AddV2", [tail, f"{base}/beta"], dict(float32)))
     return nodes
 
 
-def _normalized_from_parts(found: _Found, base: str, constants: dict[str, np.ndarray]) -> list[Node]:
+def _normalized_from_parts(found: _Found, base: str, output: str, constants: dict[str, np.ndarray]) -> list[Node]:
     """x x w + (-mean(x) x w + beta), w the inverse (times gamma, by a 1x1 conv from one channel to C): the centred values
     are not quantized once more on their way to the output (the variance reads them), as TFLite's converter computes it."""
     float32 = {"T": {"type": "float32"}}
@@ -333,7 +354,7 @@ def _normalized_from_parts(found: _Found, base: str, constants: dict[str, np.nda
         constants[f"{base}/beta"] = np.broadcast_to(found.beta, (found.channels,)).astype(np.float32)
         nodes.append(Node(f"{base}/offset", "AddV2", [offset, f"{base}/beta"], dict(float32)))
         offset = f"{base}/offset"
-    return nodes + [Node(base, "AddV2", [f"{base}/scaled_input", offset], dict(float32))]
+    return nodes + [Node(output, "AddV2", [f"{base}/scaled_input", offset], dict(float32))]
 
 
 STATISTICS_OPS = ("Add", "AddV2", "Sub", "Mul", "RealDiv", "Rsqrt", "Sqrt", "Neg", "Maximum")
