@@ -10,7 +10,7 @@ the same on a batch of one and the reader's graph the same on any batch:
 - a reduction (MEAN, SUM, REDUCE_MAX) over axis 0 of a batch of one, without keepDims: the batch left out of its axes
   and its output [1, ...];
 - a RESHAPE of a batch of one into a shape that does not start with 1: the shape with a leading 1; a FULLY_CONNECTED of
-  [1, L, C] into [L, O]: [1, L, O];
+  [1, L, C] into [L, O], or of [1, ..., L, C] whose rows it flattens into [L, O]: [1, L, O];
 - an operator reading a tensor so given its batch: its output too, where the file wrote it without one;
 - an operator with axes (TRANSPOSE, MEAN, CONCATENATION, SLICE...) reading such a tensor: its axes shifted by one.
 
@@ -84,10 +84,14 @@ class _Restoring:
             and int(np.prod(source_shape)) == int(np.prod(output_shape))
 
     def _rows_without_batch(self, source: int, output: int) -> bool:
-        """A FULLY_CONNECTED of a batch of one [1, L, C] whose output [L, O] has its rows but not the batch."""
+        """A FULLY_CONNECTED of a batch of one [1, L, C] whose output [L, O] has its rows but not the batch; or of
+        [1, ..., C] whose rows it flattens into [R, O] (keepNumDims false: TFLite's converter's Dense of an attention's
+        heads [1, 1, L, C], keras-hub MiT's, added to the tokens [1, L, O] by broadcasting)."""
         source_shape, output_shape = self.shape(source), self.shape(output)
-        return len(source_shape) > 2 and source_shape[0] == 1 and len(output_shape) == len(source_shape) - 1 \
-            and tuple(output_shape[:-1]) == tuple(source_shape[1:-1])
+        if len(source_shape) <= 2 or source_shape[0] != 1:
+            return False
+        flattened = len(output_shape) == 2 and output_shape[0] != 1 and output_shape[0] == int(np.prod(source_shape[1:-1]))
+        return flattened or len(output_shape) == len(source_shape) - 1 and tuple(output_shape[:-1]) == tuple(source_shape[1:-1])
 
     def _reduction(self, operator: TfliteOperator) -> TfliteOperator:
         source = self.shape(operator.inputs[0])

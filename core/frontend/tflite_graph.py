@@ -54,6 +54,8 @@ def _fully_connected(b: TfBuilder, op: TfliteOperator, scope: str):
     if len(x.shape) == 4 and len(output) == 4:  # a Linear on every pixel (keepNumDims): the 1x1 convolution it is
         kernel = b.weight(op.inputs[1], scope, dequantized(weight).T[None, None])
         return _biased(b, op, b.tf.nn.conv2d(x, kernel, 1, "VALID", name=f"{scope}/Conv2D"), scope)
+    if len(output) > 2 and len(x.shape) != len(output):  # rows flattened from more axes (an attention's heads [N, 1, L, C])
+        x = b.tf.reshape(x, [-1, *output[1:-1], weight.shape[1]], name=f"{scope}/tokens")
     if len(x.shape) != 2:
         x = b.tf.reshape(x, [-1, weight.shape[1]], name=f"{scope}/Reshape")
     x = b.tf.matmul(x, b.weight(op.inputs[1], scope, dequantized(weight).T), name=f"{scope}/MatMul")
