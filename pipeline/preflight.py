@@ -18,7 +18,7 @@ from core.data.datasets import DatasetError, check_source, load_image
 from core.frontend.layers import Layer
 from core.ir.ops import OPS
 from core.frontend.tflite import TfliteError, read_tflite
-from core.frontend.tflite_graph import refuse_unread_operators
+from core.frontend.tflite_graph import refuse_mixed_activation_types, refuse_unread_operators
 from core.limits import MemoryBudget
 from core.quantize.schemes.base import scheme_of
 from pipeline.config import OPTIONAL_FILES, Config, ConfigError, FileRef, select, to_plain
@@ -117,13 +117,20 @@ def _check_tflite(key: str, path: Path, cfg: Config) -> None:
     tensor type the toolchain does not take; a file whose activations are wider than the target's kept as trained."""
     try:
         model = refuse_unread_operators(read_tflite(path, MemoryBudget(cfg.limits.memory_mb)))
+        refuse_mixed_activation_types(model)
     except TfliteError as error:
         raise ConfigError(f"{key}.path: {error}") from None
-    if select(cfg, "calib.method").value == "qat" and model.quantized and model.activation_bits > cfg.target.scheme.bits:
+    if select(cfg, "calib.method").value != "qat" or not model.quantized or model.activation_bits == cfg.target.scheme.bits:
+        return
+    if model.activation_bits > cfg.target.scheme.bits:
         raise ConfigError(f"{key}.path: {path} is a {model.activation_bits}-bit file (TFLite's 16x8 mode: int16 activations), and "
                           f"calib.method=qat keeps its scales, which target={cfg.target.name}'s {cfg.target.scheme.bits}-bit activations "
                           "cannot hold: choose target=tflite_int16x8 to keep them, or another calib.method to quantize the model "
                           f"to {cfg.target.scheme.bits} bits")
+    raise ConfigError(f"{key}.path: {path} is an 8-bit file (int8 activations), and calib.method=qat keeps its scales and zero "
+                      f"points, which target={cfg.target.name}'s symmetric int16 activations (zero point 0) do not take: choose "
+                      f"target=tflite_int8 (or accel_tflite) to keep them, or another calib.method to quantize the model to "
+                      f"{cfg.target.scheme.bits} bits")
 
 
 def _check_store(url: str, options: dict) -> None:

@@ -149,6 +149,21 @@ def test_a_16x8_tflite_kept_as_trained_on_an_int8_target_is_refused_before_any_s
                              "data=arrays", f"data.path={arrays}", "calib.method=qat", "target=tflite_int8"), console=QUIET)
 
 
+def test_an_int8_tflite_kept_as_trained_on_the_16x8_target_is_refused_before_any_stage(tmp_path, model_cache):
+    """The mirror case (round 4: calibrate then failed reading back our own file, "tensor 3 ... is INT16 with zero point
+    3"): an int8 file's asymmetric scales are no 16x8 quantization; refused naming the file and both ways out."""
+    path = tmp_path / "vector.tflite"
+    path.write_bytes(one_operator_model("RELU", [Tensor((1, 8), np.int8, 0.02, 3)], Tensor((1, 8), np.int8, 0.02, 3)))
+    samples = np.random.default_rng(0).normal(0, 1, (16, 8)).astype(np.float32)
+    np.savez(arrays := tmp_path / "vectors.npz", calib=samples, eval=samples)
+    store = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", tracking_override(tmp_path)]
+    with pytest.raises(ConfigError, match=r"vector.tflite is an 8-bit file .*calib.method=qat keeps its scales and zero points, which "
+                                          r"target=tflite_int16x8's symmetric int16 activations .*choose target=tflite_int8 .*or another "
+                                          r"calib.method"):
+        run_pipeline(compose(*store, "model=keras_cifar10", "model.name=vector", "model.format=tflite", f"model.file.path={path}",
+                             "data=arrays", f"data.path={arrays}", "calib.method=qat", "target=tflite_int16x8"), console=QUIET)
+
+
 def test_a_16x8_tflite_runs_all_eight_stages_bit_exact_computing_the_files_integers(cnn_16x8, tmp_path, model_cache):
     path, arrays = cnn_16x8
     store = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", tracking_override(tmp_path)]

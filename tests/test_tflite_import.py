@@ -448,6 +448,24 @@ def test_a_transpose_that_repeats_an_axis_is_refused_at_import_naming_its_permut
         tflite_graph_def(read_tflite(path))
 
 
+@pytest.mark.parametrize("operator, operands, kernel", [
+    ("RELU", [(np.int16, 0.001)], "activations.cc"),
+    ("ADD", [(np.int8, 0.01), (np.int16, 0.001)], "add.cc"),
+])
+def test_an_operator_of_int8_and_int16_activations_is_refused_at_import_as_litert_refuses_it(tmp_path, operator, operands, kernel):
+    """An INT8 tensor beside INT16 ones in one operator (round 4: read green, then called INT16): refused naming both."""
+    path = tmp_path / "mixed.tflite"
+    path.write_bytes(one_operator_model(operator, [Tensor((1, 8), dtype, scale, 0) for dtype, scale in operands], Tensor((1, 8), np.int8, 0.01, 0)))
+    with pytest.raises(TfliteError, match=rf"mixed.tflite: operator 0 \({operator}\) computes on the tensors 0 \(tensor_0\) "
+                                          rf"{'INT16' if operands[0][0] == np.int16 else 'INT8'}, .*INT8; LiteRT's {operator} kernel "
+                                          "takes one type throughout"):
+        tflite_graph_def(read_tflite(path))
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    with pytest.raises(RuntimeError, match=rf"{kernel}.*type"):  # LiteRT's own refusal
+        Interpreter(model_path=str(path), experimental_op_resolver_type=OpResolverType.BUILTIN_REF).allocate_tensors()
+
+
 def test_a_gather_by_float_positions_is_refused_at_import_as_litert_refuses_it(tmp_path):
     tensors = [Tensor((1, 3), np.float32), Tensor((5, 4), np.float32, data=np.ones((5, 4), np.float32)), Tensor((1, 3, 4), np.float32)]
     path = tmp_path / "gather.tflite"

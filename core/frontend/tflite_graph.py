@@ -289,12 +289,34 @@ def _short(name: str) -> str:
     return name if len(name) <= NAME_CHARACTERS else f"...{name[-(NAME_CHARACTERS - 3):]}"
 
 
+# the operators whose LiteRT kernels take computed int8 and int16 tensors together: the conversions, SOFTMAX's and
+# FULLY_CONNECTED's int16 output of an int8 input, MEAN's requantization; every other kernel checks one type throughout
+# (add.cc: "input1->type != input2->type"), or, as RESHAPE, copies the bytes of one type into a tensor of the other
+MIXED_WIDTHS = ("QUANTIZE", "DEQUANTIZE", "SOFTMAX", "FULLY_CONNECTED", "MEAN")
+
+
+def refuse_mixed_activation_types(model: TfliteModel) -> None:
+    """A TfliteError naming the first operator computing on int8 and int16 activations that LiteRT's kernel refuses."""
+    path, tensors = model.path, model.tensors
+    for operator in model.operators:
+        if operator.name in MIXED_WIDTHS:
+            continue
+        computed = [tensors[index] for index in (*operator.inputs, *operator.outputs)
+                    if index >= 0 and tensors[index].data is None and tensors[index].dtype in ACTIVATION_BITS]
+        if len({tensor.dtype for tensor in computed}) > 1:
+            listed = ", ".join(f"{tensor.index} ({tensor.name}) {tensor.dtype}" for tensor in computed)
+            raise TfliteError(f"{path}: operator {operator.index} ({operator.name}) computes on the tensors {listed}; LiteRT's "
+                              f"{operator.name} kernel takes one type throughout (INT8, or INT16 in the 16x8 mode): the file is "
+                              "damaged, or converted with its types edited")
+
+
 def tflite_graph_def(model: TfliteModel):
     """(GraphDef, input tensor name, end point names, each FakeQuant's exact parameters) of `model`
     written as TensorFlow ops, each tensor with its batch axis first (tflite_batch.py)."""
     import tensorflow as tf
 
     refuse_unread_operators(model)
+    refuse_mixed_activation_types(model)
     tensors, operators = restored_batch_axes(model.path, model.tensors, model.operators, model.inputs)
     model = replace(model, tensors=tensors, operators=operators)
 
