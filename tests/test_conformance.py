@@ -287,9 +287,10 @@ def _transpose(cell: Cell):
 
 def _gather(cell: Cell):
     table = cell.activation((10, 6))
-    table.data = cell.rng.integers(-128, 128, (10, 6)).astype(np.int8)
+    integers = np.iinfo(INTEGERS[cell.bits])
+    table.data = cell.rng.integers(integers.min, integers.max + 1, (10, 6)).astype(INTEGERS[cell.bits])
     ids = Tensor((1, 5), np.int32)
-    output = Tensor((1, 5, 6), np.int8, table.scale, table.zero_point)
+    output = Tensor((1, 5, 6), INTEGERS[cell.bits], table.scale, table.zero_point)
     data = one_operator_model("GATHER", [table, ids], output, ("GatherOptions", {"axis": 0}))
     return data, cell.rng.integers(0, 10, (8, 5)).astype(np.int32)
 

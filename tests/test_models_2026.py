@@ -635,6 +635,23 @@ def test_a_text_classifier_on_token_ids_runs_all_stages_bit_exact_at_least_the_c
     assert "ids known at run time" in (stage_directory(accelerated, "partition") / "partition_plan.json").read_text()
 
 
+def test_a_text_classifier_runs_all_stages_at_16x8_and_its_own_16x8_file_reads_back(text_classifier_files, workspace):
+    """GATHER of an int16 table on tflite_int16x8 (round 4: the file we wrote of it was refused as damaged, its table
+    written in int8): bit-exact with LiteRT's reference kernels, above the int8 target's SQNR; the file read back
+    (calib.method=qat) runs bit-exact with the same top-1."""
+    model, data, model_path, arrays = text_classifier_files
+    summary = run_arrays(workspace, model_path, arrays, "tflite_int16x8")
+    assert_bit_exact_with_the_reference(summary)
+    eight_bits = run_arrays(workspace, model_path, arrays, "tflite_int8")
+    assert summary.metrics["simulate.sqnr_db_min"] > eight_bits.metrics["simulate.sqnr_db_min"] + 6
+    written = stage_directory(summary, "emit_ir") / "model.tflite"
+    table = next(tensor for tensor in Interpreter(model_path=str(written)).get_tensor_details() if tensor["name"].endswith("/table"))
+    assert table["dtype"] == np.int16
+    read_back = run_arrays(workspace, written, arrays, "tflite_int16x8", "model.format=tflite", "calib.method=qat")
+    assert_bit_exact_with_the_reference(read_back)
+    assert read_back.metrics["simulate.top1"] == summary.metrics["simulate.top1"]
+
+
 def test_a_token_id_outside_the_vocabulary_is_refused_naming_it_before_any_is_fed(text_classifier_files, workspace, tmp_path):
     _, data, model_path, _ = text_classifier_files
     ids, labels = data

@@ -76,7 +76,7 @@ def read_ir(directory: Path) -> Ir:
     return Ir.from_json(layers, params)
 
 
-PARAM_DTYPES = (np.int8, np.int32, np.int64)  # constants: int8 weights and tables, int32 biases (16x8's: int64)
+PARAM_DTYPES = (np.int8, np.int16, np.int32, np.int64)  # constants: int8 weights and tables (a 16x8 gather's: int16), int32 biases (16x8's: int64)
 FLOAT_PARAM_DTYPE = "float32"  # a kind whose `<kind>_dtype` field says so (float_conv's weight and bias)
 
 
@@ -104,7 +104,7 @@ def _read_param(path: Path, layer: dict[str, Any], kind: str) -> np.ndarray:
                           f"({kind}_dtype is {FLOAT_PARAM_DTYPE})")
         return array
     if not isinstance(array, np.ndarray) or array.dtype not in PARAM_DTYPES:
-        raise IrError(f"{where}: dtype {getattr(array, 'dtype', type(array).__name__)}, expected int8, int32 or int64")
+        raise IrError(f"{where}: dtype {getattr(array, 'dtype', type(array).__name__)}, expected int8, int16, int32 or int64")
     return array
 
 

@@ -16,7 +16,7 @@ from core.ir.ops.lut.pattern import NamedFunction
 from core.ir.tflite_dialect import padding as tflite_padding
 from core.ir.tflite_ir import builders
 from core.quantize.runtimes import Runtime, runtimes_taking
-from core.quantize.tflite_math import UNIT_RANGE_OUTPUT, round_half_away
+from core.quantize.tflite_math import UNIT_RANGE_OUTPUT, affine_quantize, round_half_away
 
 Writer = Callable[[TfliteWriter, Layer], None]
 
@@ -162,7 +162,7 @@ def _gather(writer: TfliteWriter, layer: Layer) -> None:
     entry = writer.entry(layer.output)
     table = writer.layer_graph.graph.constants[layer.weight]
     params = writer.add_tensor(f"{layer.name}/table", table.shape, writer.activation_type, entry.scale, entry.zero_point,
-                               data=entry.grid.quantize(table))
+                               data=affine_quantize(table, entry.scale, entry.zero_point, writer.table.bits))
     writer.operator("GATHER", [params, writer.by_graph_tensor[layer.inputs[0]]], [writer.activation(layer.output)],
                     *writer.options("GatherOptions", axis=0, batchDims=0))
 

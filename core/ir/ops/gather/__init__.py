@@ -12,4 +12,5 @@ from core.ir.ops.gather.record import GatherLayer
 from core.ir.ops.gather.tflite import gather_from_tflite
 
 GATHER = register_op(IrOp("gather", GatherLayer, AnnotateRule(inputs=(QKind.INDEX,), output=QKind.ACTIVATION, output_of_weight=True), (PATTERN,),
-                          gather_fields, gather_kernel, gather_params, param_kinds=("table",), builders={"GATHER": gather_from_tflite}))
+                          gather_fields, gather_kernel, gather_params, param_kinds=("table",), builders={"GATHER": gather_from_tflite},
+                          activation_widths=(8, 16)))

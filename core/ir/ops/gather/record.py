@@ -1,6 +1,6 @@
 """The gather IR record, of both dialects: each integer id of the network input (a text model's token ids, read as
-they are, never quantized) replaced by its row of the table (params `table`, int8 [vocabulary, depth]), quantized on
-the output's grid."""
+they are, never quantized) replaced by its row of the table (params `table`, int8 [vocabulary, depth]; int16 in
+TFLite's 16x8 mode), quantized on the output's grid."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ class GatherLayer(AnyDialect, InputOutputShape, IrLayer):
     schema: ClassVar[OpSchema] = OpSchema(
         doc={"tf2ir": "Lookup of the table's rows by int32 ids (an extension; Keras' Embedding): output [.., depth] is the row "
                       "of each id, at output_log2scale; the ids are not quantized.",
-             "tflite_int8": "GATHER on the tflite_int8 scheme: params int8 [vocabulary, depth] quantized as the output, indices "
+             "tflite_int8": "GATHER on the tflite_int8 scheme: params int8 (int16 at 16 bits) [vocabulary, depth] quantized as the output, indices "
                             "int32 (the network's token ids)."},
         since={"tf2ir": "1.4", "tflite_int8": "1.4"},
         fields={"vocabulary": {"type": "integer", "minimum": 1, "description": "The table's rows: every id is in [0, vocabulary)."},

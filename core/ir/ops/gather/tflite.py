@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
+from core.frontend.tflite import TENSOR_TYPES, TfliteError, TfliteModel, TfliteOperator
 from core.ir.tflite_dialect import scale_and_zero_point
 from core.quantize.runtimes import Runtime
 
@@ -22,4 +22,4 @@ def gather_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Ru
         raise TfliteError(f"{model.path}: operator {operator.index} (GATHER): its table and output are quantized differently")
     return ({"vocabulary": int(params.shape[0]), "input_shape": [int(v) for v in ids.shape[1:]],
              "output_shape": [int(v) for v in result.shape[1:]], "output_scale": quantization[0], "output_zero_point": quantization[1]},
-            {"table": np.asarray(params.data, np.int8).reshape(params.shape)})
+            {"table": np.asarray(params.data, TENSOR_TYPES[params.dtype]).reshape(params.shape)})
