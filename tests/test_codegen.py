@@ -12,6 +12,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -454,3 +459,36 @@ def test_a_wrong_layer_fails_the_stage_naming_the_first_layer_that_differs(digit
     monkeypatch.setitem(C_EMITTERS, "dwconv", off_by_one)
     with pytest.raises(StageFailed, match=rf"differs from the integer simulator on \d+ of 101 images; on the IR's test image: layer {first} \(dwconv\)"):
         _run_codegen(cfg, emit_ir, partition, store_url=str(tmp_path / "store"))
+
+
+def _processes_naming(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                found.append(int(entry.name))
+        except OSError:  # a process that ended while listed
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="lists processes through Linux's /proc")
+def test_the_compiler_dies_with_a_codegen_killed_outright(tmp_path):
+    """Round 4: one orphan cc was alive a second after codegen's SIGKILL. A SIGKILL cannot be caught: the compiler is
+    started to die with the process that started it. A compiler that sleeps stands in for a long build."""
+    marker = f"quanttool-compiler-{uuid.uuid4().hex}"
+    (program := tmp_path / "program.c").write_text("int main(void) { return 0; }\n")
+    # the marker reaches the compiler's command line through the environment, so that only the compiler's names it
+    script = ("import os, sys; from pathlib import Path; from core.backends.c.build import compile_program; "
+              f"compile_program(Path({str(program)!r}), compiler=(sys.executable, '-c', 'import time; time.sleep(120)', os.environ['MARKER']))")
+    stage = subprocess.Popen([sys.executable, "-c", script], cwd=Path(__file__).parent.parent, env={**os.environ, "MARKER": marker})
+    deadline = time.monotonic() + 60
+    while not _processes_naming(marker):
+        assert stage.poll() is None and time.monotonic() < deadline, "the stand-in compiler never started"
+        time.sleep(0.05)
+    stage.send_signal(signal.SIGKILL)
+    stage.wait(timeout=30)
+    deadline = time.monotonic() + 5
+    while _processes_naming(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _processes_naming(marker), "the compiler outlived the process that started it"

@@ -3,10 +3,14 @@ raw int8 images, and the first layer whose output differs from the simulator's."
 
 from __future__ import annotations
 
+import ctypes
 import math
+import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +46,30 @@ def cflag_errors(cflags: list[str], key: str = "codegen.cflags") -> list[str]:
             for index, flag in enumerate(cflags) if not isinstance(flag, str) or not CFLAG.fullmatch(flag)]
 
 
+PR_SET_PDEATHSIG = 1  # prctl(2): the signal a child gets when the thread that started it ends
+# resolved here, not in the forked child: the child calls a function already loaded (no dlopen, no import after fork)
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+
+
+def _dies_with_this_process(parent: int):
+    """A preexec function: the compiler or the network dies when this process does, whatever kills it (a SIGKILL of the
+    stage leaves no orphan cc behind); elsewhere than Linux, nothing. Safe here: subprocess.run waits in the thread that
+    started the child, which outlives it."""
+    prctl = _PRCTL
+    if prctl is None:
+        return None
+
+    def arm() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # this process died before the signal was armed
+            os._exit(1)
+    return arm
+
+
+def _run(command: list[str], **options) -> subprocess.CompletedProcess:
+    return subprocess.run(command, capture_output=True, text=True, preexec_fn=_dies_with_this_process(os.getpid()), **options)
+
+
 class CompileError(CodegenError, ValueError):
     """The C compiler refused the program; the message carries its diagnostics (a ValueError: the usual cause
     is a flag of codegen.cflags, which the user can change)."""
@@ -56,7 +84,7 @@ def compile_program(program_c: Path, output: Path | None = None, defines: tuple[
     if shutil.which(compiler[0]) is None:
         raise CodegenError(f"no C compiler: {compiler[0]!r} is not on PATH")
     command = [*compiler, *(f"-D{define}" for define in defines), "-o", str(output.resolve()), program_c.name]
-    result = subprocess.run(command, cwd=program_c.parent, capture_output=True, text=True)
+    result = _run(command, cwd=program_c.parent)
     if result.returncode != 0:
         diagnostics = (result.stderr or result.stdout).strip()
         hint = ("" if tuple(compiler) == CC_COMMAND else
@@ -103,7 +131,7 @@ def run_program(binary: Path, program: CProgram, images, work_dir: Path, dump: b
     paths[0].write_bytes(data)
     command = [str(Path(binary).resolve()), *map(str, paths[: 3 if dump else 2])]
     started = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True)
+    result = _run(command)
     wall = time.perf_counter() - started
     if result.returncode != 0:
         raise CodegenError(f"{' '.join(command)} exited with {result.returncode}: {(result.stderr or result.stdout).strip()}")
