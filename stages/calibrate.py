@@ -25,7 +25,7 @@ import numpy as np
 
 from core.data.datasets import load_split
 from core.frontend.fake_quant import QuantRange, bypass_fake_quant
-from core.frontend.embedding import check_token_ids
+from core.frontend.embedding import check_token_ids, reads_token_ids
 from core.frontend.graph import Graph, check_input_shape
 from core.frontend.layers import LayerGraph
 from core.frontend.tflite import TfliteError
@@ -214,6 +214,11 @@ def _calibration_data(params, float_graph: Graph, tensors: int, ctx):
     )
     check_input_shape(dataset.images, float_graph, "data.calib_split")
     check_token_ids(dataset.images, float_graph, "data.calib_split")
+    if reads_token_ids(float_graph):  # annotate checks the evaluation's ids too; here a wrong one stops the run two stages sooner
+        data = params.data
+        evaluation = load_split(data.kind.value, data.path, data.eval_split, to_plain(params.model.preprocess), limit=data.eval_num_images,
+                                holdout_fraction=data.holdout_fraction, seed=data.split_seed, budget=budget)
+        check_token_ids(evaluation.images, float_graph, "data.eval_split")
     if len(dataset.images) < calib.num_images:
         ctx.log(f"calib.num_images={calib.num_images}, but {dataset.source} holds {len(dataset.images)}: calibrating on all "
                 f"{len(dataset.images)}")

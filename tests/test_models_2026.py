@@ -658,7 +658,8 @@ def test_a_token_id_outside_the_vocabulary_is_refused_naming_it_before_any_is_fe
     ids = ids.copy()
     ids[300, 7] = 64
     np.savez(arrays := tmp_path / "unknown_word.npz", calib=ids[:256], eval=ids[256:], eval_labels=labels[256:])
-    with pytest.raises(StageFailed, match=r"annotate.*data.eval_split.*token id 64 at \[44, 7\].*Embedding has 64 rows"):
+    # calibrate, the first stage reading data, checks both splits (round 4: the evaluation's was refused at annotate)
+    with pytest.raises(StageFailed, match=r"stage calibrate failed: data.eval_split.*token id 64 at \[44, 7\].*Embedding has 64 rows"):
         run_arrays(workspace, model_path, arrays, "tflite_int8")
 
 

@@ -111,14 +111,19 @@ def vocabulary_of(graph: Graph, tensor: str) -> int | None:
     return min(rows) if rows else None
 
 
+def reads_token_ids(graph: Graph) -> bool:
+    """Some input of `graph` is integer token ids (a text model's)."""
+    by_name = graph.by_name()
+    return any(is_ids_input(by_name.get(tensor_node(tensor))) for tensor in graph.input_tensors)
+
+
 def check_token_ids(samples, graph: Graph, key: str) -> None:
     """Token ids fed to a text model must be integers in [0, vocabulary) of its Embedding, and an input of float values is
     fed no integers (an .npz of ids for another model), checked before any is fed: a GraphError naming the data, the
     first wrong id and the vocabulary, not TensorFlow's "indices[..] is not in [0, V)"."""
     by_name = graph.by_name()
     # one sample tells an input's type; only token ids need the whole split read (to find an id outside the vocabulary)
-    reads_ids = any(is_ids_input(by_name.get(tensor_node(tensor))) for tensor in graph.input_tensors)
-    for tensor, values in named_samples(samples[:] if reads_ids else samples[:1], graph, key).items():
+    for tensor, values in named_samples(samples[:] if reads_token_ids(graph) else samples[:1], graph, key).items():
         values = np.asarray(values)
         if not is_ids_input(by_name.get(tensor_node(tensor))):
             if values.dtype.kind in "iu":
