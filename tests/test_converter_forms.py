@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 from ai_edge_litert.interpreter import Interpreter
 
-from core.frontend.graph import GraphError, as_input
+from core.frontend.graph import as_input
 from core.frontend.importer import import_graph, load_graph_def
 from core.frontend.prepare import prepare
 from core.frontend.rewrite import evaluate
@@ -392,13 +392,32 @@ def test_a_keras3_grouped_convolution_of_one_channel_a_group_is_the_depthwise_it
     assert_bit_exact_with_the_reference(summary)
 
 
-def test_a_convolution_of_several_channels_a_group_is_refused_naming_it(tmp_path):
-    model = built(grouped, 4)
-    model.save(model_path := tmp_path / "model.keras")
+def test_a_convolution_of_several_channels_a_group_is_the_conv_of_its_block_diagonal_filter(tmp_path, workspace):
+    """A Conv2D of 4 groups (ResNeXt's, RegNet's; refused before): the Conv2D of its block-diagonal filter, whose sums are
+    the grouped one's. The prepared graph computes what Keras computes; every stage runs bit-exact on tflite_int8, at
+    least the converter's SQNR, and on tf2ir; the converter's float file of it (a CONV_2D of a [32, 3, 3, 4] filter on 16
+    channels) is read as LiteRT computes it."""
+    data = image_classes(128, 12, 4, seed=3)
+    model = trained(built(grouped, 4), data)
+    model_path, arrays = saved(model, data, tmp_path)
     loaded = load_graph_def("keras", model_path)
-    graph = import_graph(loaded.graph_def, loaded.default_input_tensor, loaded.default_end_points, origin=str(model_path), source={})
-    with pytest.raises(GraphError, match=r"a Conv2D of 4 groups \(a filter of \[3, 3, 4, 32\] on 16 channels\).*only as a depthwise one"):
-        prepare(graph)
+    prepared = prepare(import_graph(loaded.graph_def, loaded.default_input_tensor, loaded.default_end_points, origin=str(model_path),
+                                    source={})).graph
+    assert prepared.op_counts().get("Conv2D") == 2 and "DepthwiseConv2dNative" not in prepared.op_counts(), prepared.op_counts()
+    (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(data[0][:16], prepared)})
+    np.testing.assert_allclose(computed, model.predict(data[0][:16], verbose=0), atol=2e-5)
+    summary = run_arrays(workspace, model_path, arrays, "tflite_int8")
+    assert_bit_exact_with_the_reference(summary)
+    assert_at_least_the_converters_sqnr(summary, model, data)
+    assert_eight_stages_bit_exact(run_arrays(workspace, model_path, arrays, "tf2ir"))
+    path = float_file(model, tmp_path / "float.tflite")
+    assert any(list(tensor["shape"]) == [32, 3, 3, 4] for tensor in Interpreter(model_path=str(path)).get_tensor_details())
+    file = read_tflite(str(path))  # the filter read as the block-diagonal one
+    assert any(list(file.tensor(operator.inputs[1]).shape) == [32, 3, 3, 16] for operator in file.operators if operator.name == "CONV_2D")
+    graph_def, input_tensor, end_points, _ = tflite_graph_def(file)
+    from_file = prepare(import_graph(graph_def, input_tensor, end_points, origin=str(path), source={})).graph
+    (computed,) = evaluate(from_file, from_file.end_points, {from_file.input_tensor: as_input(data[0][:16], from_file)})
+    np.testing.assert_allclose(computed, litert_float(path, data[0][:16]), atol=2e-5)
 
 
 def prelu(size: int = 12, classes: int = 4) -> keras.Model:

@@ -5,8 +5,9 @@ original on data) and the names readers and end points use:
 
 Eighteen run before BatchNorm folding (EARLY_REWRITES), the rest after it:
 
-- `grouped_as_depthwise`: a Conv2D of as many groups as input channels (its filter [kh, kw, 1, O] on C > 1 channels:
-  Keras 3's grouped convolution, keras-hub's MobileNetV3's depthwise layers) as the DepthwiseConv2dNative it is;
+- `grouped_as_depthwise` (grouped.py): a Conv2D of as many groups as input channels (its filter [kh, kw, 1, O] on C > 1
+  channels: Keras 3's grouped convolution, keras-hub's MobileNetV3's depthwise layers) as the DepthwiseConv2dNative it
+  is; of fewer groups, as the Conv2D of its block-diagonal filter;
 - `static_reshape`: a Reshape whose shape is computed from the input's dynamic shape (Keras
   Flatten, a Reshape with a dynamic batch: Shape -> StridedSlice -> Pack) reads the constant
   [-1, ...] of its static output shape instead;
@@ -53,7 +54,8 @@ from typing import Callable
 
 import numpy as np
 
-from core.frontend.graph import Graph, GraphError, Node, canonical_tensor, tensor_node
+from core.frontend.graph import Graph, Node, canonical_tensor, tensor_node
+from core.frontend.grouped import grouped_as_depthwise
 from core.frontend.rewrite import const_node, constant_of, copy_node, finish, readers_of, unique_name
 from core.frontend.attention import einsums_as_batch_matmuls, head_bias_before_split
 from core.frontend.embedding import token_lookups
@@ -82,29 +84,6 @@ def static_reshape(graph: Graph, by_name: dict[str, Node]):
         constants[name] = value
         replacements[node.name] = [const_node(name, value), copy_node(node, inputs=[node.inputs[0], name])]
         notes.append(f"{node.name}: shape computed at run time -> {value.tolist()}")
-    return replacements, constants, notes
-
-
-def grouped_as_depthwise(graph: Graph, by_name: dict[str, Node]):
-    """Output channel o of a convolution of C groups reads input channel o // (O / C), as a depthwise one of multiplier
-    O / C does: the filter [kh, kw, 1, O] is the depthwise [kh, kw, C, O / C] in the same order. A convolution of fewer
-    groups (several input channels each) is refused, naming it."""
-    replacements, constants, notes = {}, {}, []
-    for node in graph.nodes:
-        if node.op != "Conv2D" or len(node.inputs) != 2:
-            continue
-        shape, weights = graph.shape(node.inputs[0]), constant_of(graph, by_name, node.inputs[1])
-        if shape is None or weights is None or weights.ndim != 4 or shape[3] in (None, weights.shape[2]):
-            continue
-        channels, outputs = shape[3], weights.shape[3]
-        if weights.shape[2] != 1 or outputs % channels:
-            raise GraphError(f"{node.name}: a Conv2D of {channels // max(weights.shape[2], 1)} groups (a filter of {list(weights.shape)} "
-                             f"on {channels} channels); the toolchain takes a grouped convolution only as a depthwise one (one input "
-                             "channel per group): write it as separate convolutions and a concatenation")
-        constants[name := f"{node.name}/depthwise_filter"] = weights.reshape(*weights.shape[:2], channels, outputs // channels)
-        attrs = {key: value for key, value in node.attrs.items() if key in ("T", "strides", "padding", "dilations", "data_format", "explicit_paddings")}
-        replacements[node.name] = [const_node(name, constants[name]), Node(node.name, "DepthwiseConv2dNative", [node.inputs[0], name], attrs)]
-        notes.append(f"{node.name}: Conv2D of {channels} groups -> DepthwiseConv2dNative of multiplier {outputs // channels}")
     return replacements, constants, notes
 
 

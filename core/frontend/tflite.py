@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from core.frontend.grouped import grouped_filter_as_dense
 from core.limits import MemoryBudget
 
 FILE_IDENTIFIER = b"TFL3"
@@ -340,7 +341,7 @@ def _grouped_convolutions_as_depthwise(path: Path | str, tensors: tuple[TfliteTe
     """Each CONV_2D of as many groups as input channels (its filter [O, kh, kw, 1] on C > 1 channels, as TFLite's
     converter writes keras-hub's depthwise layers) as the DEPTHWISE_CONV_2D it is: output channel o reads input
     channel o // (O / C) in both, and TFLite's kernels compute both alike per channel; its filter made [1, kh, kw, O],
-    quantized along axis 3. A CONV_2D of other groups is refused naming them."""
+    quantized along axis 3. Of fewer groups: its block-diagonal filter [O, kh, kw, C] (grouped.py), the same sums."""
     tensors, converted = list(tensors), []
     readers: dict[int, int] = {}
     for operator in operators:
@@ -355,11 +356,15 @@ def _grouped_convolutions_as_depthwise(path: Path | str, tensors: tuple[TfliteTe
         if channels == filter_channels or weight.data is None:
             converted.append(operator)
             continue
-        outputs = int(weight.shape[0])
-        if filter_channels != 1 or outputs % channels or readers[weight.index] != 1:
+        outputs, groups = int(weight.shape[0]), channels // max(filter_channels, 1)
+        if channels % max(filter_channels, 1) or outputs % groups or readers[weight.index] != 1:
             raise TfliteError(f"{path}: operator {operator.index} (CONV_2D) of {channels} input channels with a filter of "
-                              f"{list(weight.shape)}: a convolution of {channels // max(filter_channels, 1)} groups; the toolchain reads "
-                              "a grouped CONV_2D only as a depthwise one (one input channel per group); convert it as separate convolutions")
+                              f"{list(weight.shape)}: its groups do not divide the input channels or the outputs, or its filter is "
+                              "another operator's too (LiteRT refuses the first two): convert the model again")
+        if filter_channels != 1:  # several input channels a group: the CONV_2D of its block-diagonal filter
+            tensors[weight.index] = replace(weight, shape=(*weight.shape[:3], channels), data=grouped_filter_as_dense(weight.data, groups, 3))
+            converted.append(operator)
+            continue
         quantization = None if weight.quantization is None else replace(weight.quantization, axis=3)
         tensors[weight.index] = replace(weight, shape=(1, *weight.shape[1:3], outputs), quantization=quantization,
                                         data=np.ascontiguousarray(np.moveaxis(weight.data, 0, -1).reshape(1, *weight.shape[1:3], outputs)))
