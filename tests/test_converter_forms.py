@@ -323,6 +323,36 @@ def flattened_heads_file(length: int = 16, channels: int = 8) -> bytes:
     return file.bytes(tokens, file.dense(file.mean(x, [1], [1, channels]), channels, 4, [1, 4]))
 
 
+def onnx2tf_token_file(vocabulary: int = 50, length: int = 12) -> bytes:
+    """nn.Embedding as onnx2tf writes ONNX's Gather: int64 ids, wrapped as ADD(ids, MUL(CAST(LESS(ids, 0)), V)) before the
+    GATHER; then a Linear on every token, a mean over the tokens and a classifier."""
+    file = FileBuilder(3)
+    ids = file.tensor([1, length], np.int64)
+    negative = file.op("LESS", [ids, file.constant(np.array(0, np.int64), np.int64)], [1, length], dtype=np.bool_)
+    shift = file.op("MUL", [file.op("CAST", [negative], [1, length], dtype=np.int64), file.constant(np.array(vocabulary, np.int64), np.int64)],
+                    [1, length], dtype=np.int64)
+    wrapped = file.op("ADD", [ids, shift], [1, length], dtype=np.int64)
+    rows = file.op("GATHER", [file.random([vocabulary, 16], -1, 1), wrapped], [1, length, 16], ("GatherOptions", {"axis": 0}))
+    x = file.op("RELU", [file.dense(rows, 16, 8, [1, length, 8])], [1, length, 8])
+    return file.bytes(ids, file.dense(file.mean(x, [1], [1, 8]), 8, 4, [1, 4]))
+
+
+def test_onnx2tfs_wrap_of_negative_int64_ids_is_taken_away_and_the_file_runs_all_stages_bit_exact(tmp_path, workspace):
+    """The wrap goes at read (refused before, a BOOL tensor), the int64 ids are fed as the int32 the toolchain reads, and
+    every stage runs on tflite_int8 bit-exact with LiteRT's reference kernels."""
+    (path := tmp_path / "tokens.tflite").write_bytes(onnx2tf_token_file())
+    assert [operator.name for operator in read_tflite(str(path)).operators][0] == "GATHER"
+    samples = np.random.default_rng(4).integers(0, 50, (128, 12))
+    graph_def, input_tensor, end_points, _ = tflite_graph_def(read_tflite(str(path)))
+    prepared = prepare(import_graph(graph_def, input_tensor, end_points, origin=str(path), source={})).graph
+    (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(samples[:16].astype(np.int32), prepared)})
+    np.testing.assert_allclose(computed, litert_float(path, samples[:16]), atol=2e-5)  # what LiteRT computes of the file with its wrap
+    np.savez(arrays := tmp_path / "ids.npz", calib=samples[:64], eval=samples[64:])
+    summary = run_arrays(workspace, path, arrays, "tflite_int8", "model.format=tflite", "model.num_classes=0")
+    assert_bit_exact_with_the_reference(summary)
+    assert summary.metrics["simulate.sqnr_db_min"] > 25
+
+
 LITERT_TORCH_FILES = {"image": (litert_torch_image_file, lambda rng: rng.uniform(0, 1, (128, 3, 8, 8)).astype(np.float32)),
                       "flattened_heads": (flattened_heads_file, lambda rng: rng.normal(0, 1, (128, 16, 8)).astype(np.float32)),
                       "audio": (litert_torch_audio_file, lambda rng: rng.normal(0, 1, (128, 1, 256)).astype(np.float32)),
@@ -352,11 +382,11 @@ def test_litert_torchs_batch_of_one_and_channel_first_views_are_read_and_run_all
 
 
 def test_an_int8_file_of_operators_read_in_float_files_only_is_refused_at_once_naming_them(tmp_path):
-    """The converter's full-int8 file of a Conv1d network (EXPAND_DIMS, SQUEEZE... in int8): refused before any stage,
+    """The converter's full-int8 file of a Conv1d network with LayerNorms (SQUARED_DIFFERENCE, SUB in int8): refused before any stage,
     each such operator named, and the float file's route said."""
     model = built(sequence_from_onnx)
     path = converter_file(model, signal_classes(16, 32, 8, 4, seed=3)[0], tmp_path / "int8.tflite")
-    with pytest.raises(TfliteError, match=r"(?s)EXPAND_DIMS: 2 operators.*in a float file also .*EXPAND_DIMS.*convert the model without quantization"):
+    with pytest.raises(TfliteError, match=r"(?s)SQUARED_DIFFERENCE: 1 operator.*SUB: 2 operators.*in a float file also .*SQUARED_DIFFERENCE, SUB.*convert the model without quantization"):
         refuse_unread_operators(read_tflite(str(path)))
 
 

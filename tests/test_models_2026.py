@@ -25,11 +25,13 @@ from ai_edge_litert.interpreter import Interpreter, OpResolverType
 from rich.console import Console
 
 from conftest import compose
+from tflite_builder import Tensor, model_bytes
 from core.frontend.graph import Graph, as_input
 from core.frontend.importer import ModelImportError, import_graph, load_graph_def
 from core.frontend.prepare import prepare
 from core.frontend.recurrent import unrolled
 from core.frontend.rewrite import evaluate
+from core.frontend.tflite import TfliteError, read_tflite
 from core.ir.io import read_ir
 from core.ir.ops.conv.emit import block_diagonal
 from core.quantize.evaluation import sqnr_db
@@ -908,14 +910,25 @@ def test_an_embeddings_rows_the_calibration_never_read_are_not_clipped(text_clas
     assert table[32:].min() > table.min() + 2 * half_step or table[32:].max() < table.max() - 2 * half_step
 
 
-def test_the_converters_file_of_a_text_model_is_refused_before_any_stage_naming_the_model_to_import(text_classifier_files, workspace,
-                                                                                                    tmp_path):
-    """TFLite's converter keeps Keras' wrap of negative ids (LESS, ADD, SELECT_V2 on the int32 ids), which the reader does not
-    take: the refusal names the comparison and the file to import instead."""
-    from pipeline.config import ConfigError
-
+def test_the_converters_file_of_a_text_model_runs_all_eight_stages_its_wrap_of_negative_ids_taken_away(text_classifier_files, workspace,
+                                                                                                      tmp_path):
+    """TFLite's converter keeps Keras' wrap of negative ids (LESS, ADD, SELECT_V2 on the int32 ids; refused before): the
+    reader takes it away, ids being checked against the vocabulary where they enter, and the file runs all eight stages
+    kept as trained (calib.method=qat), bit-exact with LiteRT's reference kernels, its top-1 the Keras model's."""
     model, data, _, arrays = text_classifier_files
     path = converter_file(model, data[0][:256], tmp_path / "text.tflite")
-    with pytest.raises(ConfigError, match=r"text.tflite: tensor \d+ \(.*Less\) is BOOL.*import a Keras model.s .keras or SavedModel instead.*litert-torch"):
-        run_arrays(workspace, path, arrays, "tflite_int8", "model.format=tflite")
-    assert not list(Path(workspace[0].split("=", 1)[1]).glob("*/*/manifest.json"))
+    assert {"LESS", "SELECT_V2", "EXPAND_DIMS"} <= {operator["op_name"] for operator in Interpreter(model_path=str(path))._get_ops_details()}
+    assert not {"LESS", "SELECT_V2"} & {operator.name for operator in read_tflite(str(path)).operators}
+    summary = run_arrays(workspace, path, arrays, "tflite_int8", "model.format=tflite", "calib.method=qat")
+    assert_bit_exact_with_the_reference(summary)
+    assert summary.metrics["simulate.top1"] == summary.metrics["simulate.top1_float"] >= 0.9
+
+
+def test_a_comparison_other_than_a_wrap_of_ids_is_refused_at_read_naming_it(tmp_path):
+    """A LESS whose result is a model output too (the wrap then stays): the BOOL tensor is named."""
+    tensors = [Tensor((1, 6), np.int32), Tensor((), np.int32, data=np.array(0, np.int32)), Tensor((1, 6), np.bool_),
+               Tensor((), np.int32, data=np.array(50, np.int32)), Tensor((1, 6), np.int32), Tensor((1, 6), np.int32)]
+    operators = [("LESS", [0, 1], 2, None), ("ADD", [0, 3], 4, None), ("SELECT_V2", [2, 4, 0], 5, None)]
+    (path := tmp_path / "compare.tflite").write_bytes(model_bytes(tensors, operators, [0], [5, 2]))
+    with pytest.raises(TfliteError, match=r"compare.tflite: tensor 2 \(tensor_2\) is BOOL .*a text model's wrap of negative token ids"):
+        read_tflite(str(path))

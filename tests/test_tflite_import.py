@@ -123,8 +123,10 @@ def test_a_float_file_imports_as_the_graph_tflite_computes(converted):
     # which TFLM cannot run, is read from the converter's GELU model (tests/test_models_2026.py); RSQRT from its own (below);
     # GATHER, which reads int32 token ids, from the text model's file (tests/test_models_2026.py); SLICE and SUM, which no
     # Keras layer converts to, from litert-torch's operators (below), EXP, which TFLM cannot run, from its own (below); those
-    # read in float files only (FLOAT_ONLY), from the files of PyTorch's and ONNX's layers (tests/test_converter_forms.py)
-    assert names == set(CONVERTERS) - {"QUANTIZE", "DEQUANTIZE", "RELU_0_TO_1", "GELU", "RSQRT", "GATHER", "SLICE", "SUM", "EXP"} - FLOAT_ONLY, \
+    # read in float files only (FLOAT_ONLY), and EXPAND_DIMS and SQUEEZE (a Conv1D's), from the files of PyTorch's and
+    # ONNX's layers (tests/test_converter_forms.py)
+    assert names == set(CONVERTERS) - {"QUANTIZE", "DEQUANTIZE", "RELU_0_TO_1", "GELU", "RSQRT", "GATHER", "SLICE", "SUM", "EXP",
+                                       "EXPAND_DIMS", "SQUEEZE"} - FLOAT_ONLY, \
         set(CONVERTERS) - names
     inputs = np.random.default_rng(2).normal(0, 1, (8, *SHAPE)).astype(np.float32)
     interpreter = Interpreter(model_path=str(converted["float"]))

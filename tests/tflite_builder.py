@@ -12,7 +12,7 @@ from tensorflow.lite.python import schema_py_generated as schema
 from tensorflow.lite.tools import flatbuffer_utils
 
 TYPES = {np.dtype(np.int8): schema.TensorType.INT8, np.dtype(np.int16): schema.TensorType.INT16, np.dtype(np.int32): schema.TensorType.INT32,
-         np.dtype(np.int64): schema.TensorType.INT64, np.dtype(np.float32): schema.TensorType.FLOAT32}
+         np.dtype(np.int64): schema.TensorType.INT64, np.dtype(np.float32): schema.TensorType.FLOAT32, np.dtype(np.bool_): schema.TensorType.BOOL}
 
 
 @dataclass

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from core.frontend.grouped import grouped_filter_as_dense
+from core.frontend.tflite_ids import unwrapped_token_ids
 from core.limits import MemoryBudget
 
 FILE_IDENTIFIER = b"TFL3"
@@ -31,7 +32,8 @@ TENSOR_TYPES = {"INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": 
 ACTIVATION_BITS = {"INT8": 8, "INT16": 16}  # a quantized model's activations: int8, or int16 (16x8 mode); their widths
 # float16 weights (the converter's float16 quantization) are constants each DEQUANTIZE'd to float32: read as those
 CONSTANT_TYPES = {"FLOAT16": np.float16}
-NUMPY_TYPES = {**TENSOR_TYPES, **CONSTANT_TYPES}
+COMPARISON_TYPES = {"BOOL": np.bool_}  # read; refused where a wrap of ids did not take them away (tflite_ids.py)
+NUMPY_TYPES = {**TENSOR_TYPES, **CONSTANT_TYPES, **COMPARISON_TYPES}
 
 
 @lru_cache(maxsize=None)
@@ -161,6 +163,7 @@ def parse_tflite(data: bytes, path: Path | str, budget: MemoryBudget | None = No
     if not inputs or not outputs:
         raise TfliteError(f"{path}: {len(inputs)} inputs and {len(outputs)} outputs; the toolchain takes at least one of each")
     tensors, operators = _dequantized_constants(path, tensors, operators)
+    tensors, operators = unwrapped_token_ids(tensors, operators, outputs)
     _check_constant_operands(path, tensors, operators)
     tensors, operators = _folded_shape_arithmetic(tensors, operators, outputs)
     operators = _folded_paddings(tensors, operators, outputs)
@@ -187,6 +190,10 @@ INDEX_TYPES = ("INT32", "INT64")
 
 def _check_constant_operands(path: Path | str, tensors: tuple[TfliteTensor, ...], operators: tuple[TfliteOperator, ...]) -> None:
     for operator in operators:
+        if (bool_tensor := next((tensors[i] for i in (*operator.inputs, *operator.outputs) if i >= 0 and tensors[i].dtype == "BOOL"), None)):
+            raise TfliteError(f"{path}: tensor {bool_tensor.index} ({bool_tensor.name}) is BOOL (a comparison's result); the reader takes "
+                              "one comparison only, a text model's wrap of negative token ids (SELECT_V2(LESS(ids, 0), ADD(ids, V), ids)): "
+                              "cut the model before it, or import the Keras model or SavedModel it was converted from")
         for position in INDEX_OPERANDS.get(operator.name, ()):
             index = operator.inputs[position] if position < len(operator.inputs) else -1
             if index >= 0 and tensors[index].dtype not in INDEX_TYPES:
@@ -338,10 +345,9 @@ def _folded_paddings(tensors: tuple[TfliteTensor, ...], operators: tuple[TfliteO
 
 
 def _grouped_convolutions_as_depthwise(path: Path | str, tensors: tuple[TfliteTensor, ...], operators: tuple[TfliteOperator, ...]):
-    """Each CONV_2D of as many groups as input channels (its filter [O, kh, kw, 1] on C > 1 channels, as TFLite's
-    converter writes keras-hub's depthwise layers) as the DEPTHWISE_CONV_2D it is: output channel o reads input
-    channel o // (O / C) in both, and TFLite's kernels compute both alike per channel; its filter made [1, kh, kw, O],
-    quantized along axis 3. Of fewer groups: its block-diagonal filter [O, kh, kw, C] (grouped.py), the same sums."""
+    """Each CONV_2D of as many groups as input channels (its filter [O, kh, kw, 1] on C > 1 channels: keras-hub's depthwise
+    layers) as the DEPTHWISE_CONV_2D it is (output channel o reads input channel o // (O / C) in both; its filter made
+    [1, kh, kw, O], quantized along axis 3); of fewer groups, its block-diagonal filter [O, kh, kw, C] (grouped.py)."""
     tensors, converted = list(tensors), []
     readers: dict[int, int] = {}
     for operator in operators:
@@ -402,13 +408,7 @@ def _tensor(path: Path, model, index: int, tensor, budget: MemoryBudget | None) 
     type_name = _names("TensorType").get(tensor.type, f"type {tensor.type}")
     constant_type = type_name in CONSTANT_TYPES and tensor.buffer < len(model.buffers or []) and bool(
         len(model.buffers[tensor.buffer].data if model.buffers[tensor.buffer].data is not None else []))
-    if type_name == "BOOL":  # a comparison's result: the converter's file of a text model computes Keras' wrap of negative ids so
-        raise TfliteError(f"{path}: tensor {index} ({name}) is BOOL (a comparison's result, as LESS with SELECT_V2 or CAST give "
-                          "where a text model's file wraps negative token ids: TFLite's converter's, onnx2tf's); the reader takes "
-                          "no comparisons: import a Keras model's .keras or SavedModel instead, whose Embedding is taken "
-                          "(model.format=keras or saved_model), or a PyTorch model's file from LiteRT's converter (litert-torch), "
-                          "whose nn.Embedding is an EMBEDDING_LOOKUP")
-    if type_name not in TENSOR_TYPES and not constant_type:
+    if type_name not in TENSOR_TYPES and not constant_type and type_name not in COMPARISON_TYPES:
         raise TfliteError(f"{path}: tensor {index} ({name}) is {type_name}; the toolchain takes int8 models (int8 activations and "
                           f"weights, int32 biases), 16x8 ones (int16 activations, int8 weights, int64 biases) or float32 ones (float16 weights included): "
                           f"convert with inference_input_type and inference_output_type tf.int8 (tf.int16 in the 16x8 mode), not "

@@ -238,7 +238,7 @@ CONVERTERS: dict[str, Callable[[TfBuilder, TfliteOperator, str], object]] = {
 # SQUARED_DIFFERENCE and SQRT; a DIV by a constant; a Conv1d's EXPAND_DIMS and SQUEEZE), which our PTQ quantizes; the
 # int8 kernels of the file's own quantization (core/ir/tflite_interpreter.py) are not written yet, and LiteRT has none
 # for SQRT and DIV of int8
-FLOAT_ONLY = frozenset({"SUB", "DIV", "SQUARED_DIFFERENCE", "SQRT", "NEG", "EXPAND_DIMS", "SQUEEZE", "EMBEDDING_LOOKUP", "PRELU"})
+FLOAT_ONLY = frozenset({"SUB", "DIV", "SQUARED_DIFFERENCE", "SQRT", "NEG", "EMBEDDING_LOOKUP", "PRELU"})
 FLOAT_ONLY_NOTE = (f"; in a float file also {', '.join(sorted(FLOAT_ONLY))} (convert the model without quantization and let the "
                    "toolchain quantize it)")
 
@@ -326,7 +326,8 @@ def tflite_graph_def(model: TfliteModel):
         names = _input_names(model)
         for index, name in zip(model.inputs, names):
             source = model.tensor(index)
-            dtype = tf.int32 if source.dtype == "INT32" else tf.float32  # token ids, or values (their FakeQuant)
+            # token ids (onnx2tf's int64 ones read as the int32 the toolchain feeds), or values (their FakeQuant)
+            dtype = tf.int32 if source.dtype in ("INT32", "INT64") else tf.float32
             placeholder = tf.compat.v1.placeholder(dtype, [None, *source.shape[1:]], name=name)
             builder.values[index] = builder.activation_quant(placeholder, index, name)
         for operator in model.operators:

@@ -11,4 +11,5 @@ from core.ir.ops.reshape.record import ReshapeLayer
 from core.ir.ops.reshape.tflite import reshape_from_tflite
 
 RESHAPE = register_op(IrOp("reshape", ReshapeLayer, AnnotateRule(inputs=(QKind.IDENTITY,), output=QKind.IDENTITY), (PATTERN,),
-                           reshape_fields, reshape_kernel, builders={"RESHAPE": reshape_from_tflite}, activation_widths=(8, 16)))
+                           reshape_fields, reshape_kernel, builders={"RESHAPE": reshape_from_tflite, "EXPAND_DIMS": reshape_from_tflite,
+                                                                   "SQUEEZE": reshape_from_tflite}, activation_widths=(8, 16)))
