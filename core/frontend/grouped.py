@@ -36,8 +36,7 @@ def grouped_as_depthwise(graph: Graph, by_name: dict[str, Node]):
             notes.append(f"{node.name}: Conv2D of {channels} groups -> DepthwiseConv2dNative of multiplier {outputs // channels}")
             continue
         constants[name := f"{node.name}/block_diagonal_filter"] = grouped_filter_as_dense(weights, groups, axis=2)
-        replacements[node.name] = [const_node(name, constants[name]), Node(node.name, "Conv2D", [node.inputs[0], name],
-                                                                              {**node.attrs, **attrs})]
+        replacements[node.name] = [const_node(name, constants[name]), Node(node.name, "Conv2D", [node.inputs[0], name], dict(node.attrs))]
         notes.append(f"{node.name}: Conv2D of {groups} groups -> Conv2D of the block-diagonal filter {list(constants[name].shape)}")
     return replacements, constants, notes
 

@@ -235,9 +235,9 @@ CONVERTERS: dict[str, Callable[[TfBuilder, TfliteOperator, str], object]] = {
 
 
 # operators read in a float file only: the importer's rewrites make them layers of the IR (a LayerNorm's SUB,
-# SQUARED_DIFFERENCE and SQRT; a DIV by a constant; a Conv1d's EXPAND_DIMS and SQUEEZE), which our PTQ quantizes; the
-# int8 kernels of the file's own quantization (core/ir/tflite_interpreter.py) are not written yet, and LiteRT has none
-# for SQRT and DIV of int8
+# SQUARED_DIFFERENCE and SQRT; a DIV by a constant; nn.Embedding's EMBEDDING_LOOKUP), which our PTQ quantizes; the int8
+# kernels of the file's own quantization (core/ir/tflite_interpreter.py) are not written yet, and LiteRT has none for
+# SQRT and DIV of int8 (a Conv1d's EXPAND_DIMS and SQUEEZE are read in both: the reshapes they are)
 FLOAT_ONLY = frozenset({"SUB", "DIV", "SQUARED_DIFFERENCE", "SQRT", "NEG", "EMBEDDING_LOOKUP", "PRELU"})
 FLOAT_ONLY_NOTE = (f"; in a float file also {', '.join(sorted(FLOAT_ONLY))} (convert the model without quantization and let the "
                    "toolchain quantize it)")

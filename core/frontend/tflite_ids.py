@@ -1,10 +1,10 @@
 """A text model's wrap of negative token ids taken away as a .tflite is read (read_tflite's step).
 
-TFLite's converter writes Keras' Embedding, and onnx2tf ONNX's Gather, with a wrap of negative ids before the lookup:
-SELECT_V2(LESS(ids, 0), ADD(ids, V), ids), or ADD(ids, MUL(CAST(LESS(ids, 0)), V)). The toolchain checks every id against [0, V) where it enters the network
-(a negative one is refused, as TFLite's GATHER refuses one), so the wrap computes the ids themselves: its three
-operators go and what read the wrapped ids reads the ids. Here only the operators' structure is read; the file's other
-checks are read_tflite's."""
+TFLite's converter writes Keras' Embedding, and onnx2tf an ONNX embedding, with a wrap of negative ids before the lookup:
+SELECT_V2(LESS(ids, 0), ADD(ids, V), ids), or ADD(ids, MUL(CAST(LESS(ids, 0)), V)). The toolchain checks every id
+against [0, V) where it enters the network (a negative one is refused, as TFLite's lookup refuses one), so the wrap
+computes the ids themselves: its operators go and what read the wrapped ids reads the ids. Here only the operators'
+structure is read; the file's other checks are read_tflite's."""
 
 from __future__ import annotations
 
@@ -32,8 +32,9 @@ def _negative(tensors: Sequence[Any], producer: dict[int, Any], condition: int) 
     return (ids, less) if tensors[ids].data is None and tensors[ids].dtype in ID_TYPES else None
 
 
-def _sum_with_constant(tensors: Sequence[Any], producer: dict[int, Any], tensor: int, operand: int, name: str = "ADD") -> Any | None:
-    """The `name` operator giving `tensor` from `operand` and a positive integer constant (the vocabulary), unfused."""
+def _with_vocabulary(tensors: Sequence[Any], producer: dict[int, Any], tensor: int, operand: int, name: str = "ADD") -> Any | None:
+    """The `name` operator (ADD, or MUL) giving `tensor` from `operand` and a positive integer constant (the vocabulary),
+    with no fused activation."""
     operator = producer.get(tensor)
     if operator is None or operator.name != name or len(operator.inputs) != 2 or operand not in operator.inputs or operator.activation != "NONE":
         return None
@@ -46,7 +47,7 @@ def _wrap(tensors: Sequence[Any], producer: dict[int, Any], operator: Any) -> tu
     SELECT_V2(LESS(ids, 0), ADD(ids, V), ids), or onnx2tf's ADD(ids, MUL(CAST(LESS(ids, 0)), V))."""
     if operator.name == "SELECT_V2" and len(operator.inputs) == 3:
         condition, wrapped, ids = operator.inputs
-        negative, add = _negative(tensors, producer, condition), _sum_with_constant(tensors, producer, wrapped, ids)
+        negative, add = _negative(tensors, producer, condition), _with_vocabulary(tensors, producer, wrapped, ids)
         return (ids, [negative[1], add, operator]) if negative is not None and negative[0] == ids and add is not None else None
     if operator.name != "ADD" or len(operator.inputs) != 2 or operator.activation != "NONE":
         return None
@@ -54,7 +55,7 @@ def _wrap(tensors: Sequence[Any], producer: dict[int, Any], operator: Any) -> tu
         casts = [producer[index] for index in getattr(producer.get(shift), "inputs", ()) if index in producer and producer[index].name == "CAST"]
         if not casts:
             continue
-        multiply = _sum_with_constant(tensors, producer, shift, casts[0].outputs[0], "MUL")
+        multiply = _with_vocabulary(tensors, producer, shift, casts[0].outputs[0], "MUL")
         negative = _negative(tensors, producer, casts[0].inputs[0])
         if multiply is not None and negative is not None and negative[0] == ids:
             return ids, [negative[1], casts[0], multiply, operator]
