@@ -20,7 +20,7 @@ from pipeline.preflight import preflight
 from pipeline.quality import QualityFailed, findings_of
 from pipeline.runner import RunSummary, Runner, StageResult, flat_metrics
 from pipeline.stages import Stage, stages_until
-from pipeline.store import ArtifactStore, RunLease
+from pipeline.store import Artifact, ArtifactStore, RunLease
 from pipeline.tracking import Sweep, pipeline_run
 
 
@@ -95,7 +95,7 @@ def run_pipeline(cfg: Config, *, sweep: Sweep | None = None, console: Console | 
             with RichDisplay(console, label=f"job {sweep.job} " if sweep is not None and sweep.job is not None else "",
                              quiet=sweep is not None) as display:
                 runner = Runner(cfg, store, display, lease)
-                artifacts = {}
+                artifacts: dict[str, Artifact] = {}
                 for stage in stages:
                     result = runner.run_stage(stage, {name: artifacts[name] for name in stage.inputs})
                     artifacts[stage.name] = result.artifact

@@ -96,7 +96,7 @@ def _end_points(stage: str):
         sqnr = metrics.get("sqnr_db_min")
         if sqnr is not None and sqnr < quality.min_sqnr_db:
             report = _report(directory)
-            worst = min(report.get("end_points", []), key=lambda item: item.get("sqnr_db", float("inf")), default={})
+            worst: dict[str, Any] = min(report.get("end_points", []), key=lambda item: item.get("sqnr_db", float("inf")), default={})
             layers = [pair for pair in report.get("per_layer_sqnr_db", []) if isinstance(pair, list) and len(pair) == 2]
             first_low = next((layer for layer, value in layers if value is not None and value < quality.min_sqnr_db), None)
             departed = _first_departure(report)

@@ -45,7 +45,7 @@ def sweep_of(directory: str, job: int | None = None) -> Sweep:
 def varying(overrides: list[str]) -> tuple[str, ...]:
     """The overrides that make the sweep (`calib.method=minmax,kl`), not those every job shares."""
     parsed = OverridesParser.create().parse_overrides([str(item) for item in overrides])
-    return tuple(override.input_line for override in parsed if override.is_sweep_override())
+    return tuple(override.input_line for override in parsed if override.is_sweep_override() and override.input_line is not None)
 
 
 # launchers that come with an extra: (the Hydra plugin module, the extra's install command)

@@ -131,8 +131,8 @@ def run_gc(store: ArtifactStore, plan: GcPlan) -> None:
         store.fs.rm(f"{store.root}/{stage}/{key}", recursive=True)
     for path in [*plan.old_records, *plan.quarantined]:
         store.fs.rm(path, recursive=True)
-    for path in plan.quarantined_here:
-        shutil.rmtree(path, ignore_errors=True)
+    for local in plan.quarantined_here:
+        shutil.rmtree(local, ignore_errors=True)
     store.collect_orphans()
 
 
