@@ -10,7 +10,6 @@ import json
 import math
 from pathlib import Path
 
-from core.data.datasets import load_split
 from core.frontend.fake_quant import bypass_fake_quant
 from core.frontend.embedding import check_token_ids
 from core.frontend.graph import Graph, check_input_shape
@@ -23,7 +22,8 @@ from core.quantize.table import CalibrationTable
 from core.quantize import sensitivity
 from core.reports.layers import plot_layer_sqnr, plot_sensitivity
 from core.reports.series import series_rows, write_series
-from pipeline.params import StoredPart, Task, to_plain
+from stages.evaluation import evaluation_split
+from pipeline.params import StoredPart, Task
 
 ANNOTATED_FILE = "annotated.pb"
 QAT_GRAPH_FILE = "qat_graph.json"
@@ -43,10 +43,8 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     annotated.save(out_dir)
     export_frozen_graph(annotated, out_dir / ANNOTATED_FILE)
 
-    data = params.data
     budget = MemoryBudget(params.limits.memory_mb)
-    evaluation = load_split(data.kind.value, data.path, data.eval_split, to_plain(params.model.preprocess),
-                            limit=data.eval_num_images, holdout_fraction=data.holdout_fraction, seed=data.split_seed, budget=budget)
+    evaluation = evaluation_split(params, budget)
     check_input_shape(evaluation.images, float_graph, "data.eval_split")
     check_token_ids(evaluation.images, float_graph, "data.eval_split")
     # the float and the annotated graph (and an equalized graph's original) run each batch side by side

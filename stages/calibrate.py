@@ -48,6 +48,7 @@ from core.quantize.table import SCHEME_DECIDED, CalibrationTable
 from core.reports.calibration import plot_clipping, plot_histograms
 from core.reports.series import series_rows, write_series
 from core.reports.warnings import summarize
+from stages.evaluation import evaluation_split
 from pipeline.params import StoredPart, to_plain
 from stages.emit_ir import emitted_ir, refuse_untakeable
 
@@ -215,10 +216,7 @@ def _calibration_data(params, float_graph: Graph, tensors: int, ctx):
     check_input_shape(dataset.images, float_graph, "data.calib_split")
     check_token_ids(dataset.images, float_graph, "data.calib_split")
     if reads_token_ids(float_graph):  # annotate checks the evaluation's ids too; here a wrong one stops the run two stages sooner
-        data = params.data
-        evaluation = load_split(data.kind.value, data.path, data.eval_split, to_plain(params.model.preprocess), limit=data.eval_num_images,
-                                holdout_fraction=data.holdout_fraction, seed=data.split_seed, budget=budget)
-        check_token_ids(evaluation.images, float_graph, "data.eval_split")
+        check_token_ids(evaluation_split(params, budget).images, float_graph, "data.eval_split")
     if len(dataset.images) < calib.num_images:
         ctx.log(f"calib.num_images={calib.num_images}, but {dataset.source} holds {len(dataset.images)}: calibrating on all "
                 f"{len(dataset.images)}")

@@ -42,14 +42,13 @@ from core.backends.c.emitter import CodegenError
 from core.backends.c.program import PROGRAM_FILE
 from core.backends.program import NetworkProgram, generate_program
 from core.data.arrays import NamedSamples
-from core.data.datasets import load_split
 from core.ir.io import param_file, read_ir
 from core.ir.network import Ir
 from core.ir.op import NETWORK_INPUT, operation_of
 from core.ir.simulator import IntegerSimulator
 from core.reports.cycles import cycles_per_layer, plot_cycles
 from core.reports.series import series_rows, write_series
-from pipeline.params import to_plain
+from stages.evaluation import evaluation_split
 from stages.emit_ir import TFLITE_FILE
 from stages.partition import PLAN_FILE
 
@@ -73,9 +72,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
             f"{program.arena_bytes} bytes of tensor arena (the input and end points included), at most {program.scratch_bytes} bytes "
             "of the layers' own scratch")
     accel_metrics = accelerator_metrics(program, plan, out_dir, ctx) if plan.accelerator is not None else {}
-    data = params.data
-    evaluation = load_split(data.kind.value, data.path, data.eval_split, to_plain(params.model.preprocess), limit=EVAL_IMAGES,
-                            holdout_fraction=data.holdout_fraction, seed=data.split_seed)
+    evaluation = evaluation_split(params, limit=EVAL_IMAGES)
     images = program_inputs(ir, ir_dir, evaluation.images)
     eval_inputs = images[1:]
     compiler = compiler_command(params.codegen.cflags)

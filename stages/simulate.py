@@ -20,7 +20,6 @@ from pathlib import Path
 
 import numpy as np
 
-from core.data.datasets import load_split
 from core.frontend.fake_quant import bypass_fake_quant
 from core.frontend.graph import Graph, as_input, canonical_tensor, tensor_node
 from core.frontend.tf_runtime import GraphRunner
@@ -39,7 +38,8 @@ from core.quantize.schemes import runtime_of
 from core.quantize.tflite_reference import runner_of
 from core.reports.layers import plot_layer_sqnr
 from core.reports.series import series_rows, write_series
-from pipeline.params import Task, to_plain
+from stages.evaluation import evaluation_split
+from pipeline.params import Task
 from stages.emit_ir import TFLITE_FILE
 
 BATCH_SIZE = 64
@@ -50,10 +50,8 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     float_graph, _ = bypass_fake_quant(Graph.load(inputs["fold_check"]))  # the model, as the user gave it
     layer_graph = group_layers(Graph.load(inputs["calibrate"]))  # the layers the IR was emitted from
     annotated = Graph.load(inputs["annotate"])
-    data = params.data
     budget = MemoryBudget(params.limits.memory_mb)
-    evaluation = load_split(data.kind.value, data.path, data.eval_split, to_plain(params.model.preprocess),
-                            limit=data.eval_num_images, holdout_fraction=data.holdout_fraction, seed=data.split_seed, budget=budget)
+    evaluation = evaluation_split(params, budget)
     # each batch: the float and annotated graphs, and the simulator keeping every layer's output
     per_image = 3 * check_activations(budget, annotated.activation_bytes(), "simulate")
     labels, why_not = class_labels(float_graph, evaluation.labels if params.model.task is Task.classification else None,

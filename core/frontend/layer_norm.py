@@ -290,16 +290,14 @@ def _centred(found: _Found, base: str, constants: dict[str, np.ndarray]) -> list
 def _rewritten(found: _Found) -> tuple[list[Node], dict[str, np.ndarray]]:
     """The layers computing `found` on the image; a vector's reshaped to the image [N, 1, 1, C] and back."""
     if not found.vector:
-        nodes, constants = _rewritten_image(found, found.output.name)
-        return nodes, constants
+        return _rewritten_image(found, found.output.name)
     base, reshaped = found.output.name, {"T": {"type": "float32"}, "Tshape": {"type": "int32"}}
-    as_image = Node(f"{base}/as_image", "Reshape", [found.source, f"{base}/image_shape"], dict(reshaped))
-    nodes, constants = _rewritten_image(replace(found, source=f"{as_image.name}:0"), f"{base}/image")
-    constants |= {f"{base}/image_shape": np.asarray([-1, 1, 1, found.channels], np.int32),
-                  f"{base}/vector_shape": np.asarray([-1, found.channels], np.int32)}
-    return [const_node(f"{base}/image_shape", constants[f"{base}/image_shape"]), as_image, *nodes,
-            const_node(f"{base}/vector_shape", constants[f"{base}/vector_shape"]),
-            Node(base, "Reshape", [f"{base}/image", f"{base}/vector_shape"], dict(reshaped))], constants
+    shapes = {f"{base}/image_shape": np.asarray([-1, 1, 1, found.channels], np.int32),
+              f"{base}/vector_shape": np.asarray([-1, found.channels], np.int32)}
+    nodes, constants = _rewritten_image(replace(found, source=f"{base}/as_image:0"), f"{base}/image")
+    return [*(const_node(name, value) for name, value in shapes.items()),
+            Node(f"{base}/as_image", "Reshape", [found.source, f"{base}/image_shape"], dict(reshaped)), *nodes,
+            Node(base, "Reshape", [f"{base}/image", f"{base}/vector_shape"], dict(reshaped))], constants | shapes
 
 
 def _rewritten_image(found: _Found, output: str) -> tuple[list[Node], dict[str, np.ndarray]]:

@@ -76,7 +76,7 @@ def read_ir(directory: Path) -> Ir:
     return Ir.from_json(layers, params)
 
 
-PARAM_DTYPES = (np.int8, np.int16, np.int32, np.int64)  # constants: int8 weights and tables (a 16x8 gather's: int16), int32 biases (16x8's: int64)
+PARAM_DTYPES = (np.int8, np.int16, np.int32, np.int64)  # constants: int8 weights and tables (16x8 tables: int16), int32 biases (16x8's: int64)
 FLOAT_PARAM_DTYPE = "float32"  # a kind whose `<kind>_dtype` field says so (float_conv's weight and bias)
 
 

@@ -8,6 +8,7 @@ import dataclasses
 
 import numpy as np
 
+from core.frontend.grouped import grouped_filter_as_dense
 from core.frontend.layers import Layer
 from core.ir.activations import activation_named
 from core.ir.op import IrContext
@@ -81,11 +82,10 @@ def as_hwio(layer: Layer, weight: np.ndarray) -> np.ndarray:
 def block_diagonal(depthwise: np.ndarray) -> np.ndarray:
     """A depthwise weight [H, W, C, M] as the conv weight [H, W, C, C x M] that computes the same sums: output channel
     c x M + m (TensorFlow's order) reads input channel c alone, with the depthwise taps; every other tap is 0, so the
-    integer sums, and so every rounding after them, are the depthwise layer's."""
+    integer sums, and so every rounding after them, are the depthwise layer's: a grouped convolution's of one channel a
+    group."""
     height, width, channels, multiplier = depthwise.shape
-    weight = np.zeros((height, width, channels, channels, multiplier), depthwise.dtype)
-    weight[:, :, np.arange(channels), np.arange(channels), :] = depthwise
-    return weight.reshape(height, width, channels, channels * multiplier)
+    return grouped_filter_as_dense(depthwise.reshape(height, width, 1, channels * multiplier), channels, axis=2)
 
 
 def depthwise_as_conv(layer: Layer, ctx: IrContext) -> Layer:
