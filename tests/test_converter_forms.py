@@ -26,9 +26,10 @@ from core.frontend.tflite_graph import tflite_graph_def
 from tflite_builder import Tensor, model_bytes
 from core.frontend.tflite import TfliteError
 from core.frontend.tflite_graph import refuse_unread_operators
+from core.ir.io import read_ir
 from test_models_2026 import (assert_at_least_the_converters_sqnr, assert_bit_exact_with_the_reference, assert_eight_stages_bit_exact,
-                              built, converter_file, image_classes, layer_norm_patches, run_arrays, saved, signal_classes, trained,
-                              written_operators)
+                              built, converter_file, image_classes, layer_norm_patches, run_arrays, saved, signal_classes, stage_directory,
+                              trained, written_operators)
 
 
 class TorchLayerNorm(keras.layers.Layer):
@@ -532,3 +533,47 @@ def test_pytorchs_prelu_as_a_difference_is_a_depthwise_scale_and_a_leaky_relu_ru
     assert_bit_exact_with_the_reference(summary)
     assert_at_least_the_converters_sqnr(summary, model, samples)
     assert "LEAKY_RELU" in written_operators(summary)
+
+
+def scaled_softmax_file(beta: float, before: str) -> bytes:
+    """A classifier whose SOFTMAX scales its logits by `beta` (SoftmaxOptions), after a FULLY_CONNECTED (what a scalar
+    map after it would fold into) or a TANH (a lookup table a scalar map after it would join)."""
+    file = FileBuilder(5)
+    x = file.tensor([1, 8])
+    logits = file.dense(x, 8, 6, [1, 6]) if before == "dense" else file.op("TANH", [file.dense(x, 8, 6, [1, 6])], [1, 6])
+    return file.bytes(x, file.op("SOFTMAX", [logits], [1, 6], ("SoftmaxOptions", {"beta": beta})))
+
+
+# the end point's least SQNR against the float file: beta 2's 35 dB; 1e30's is an arg-max's one-hot, where two logits on
+# one int8 step are a tie the integers split (0.5 each, as LiteRT's kernel does): a tie in the 64 samples costs 21 dB, a
+# beta folded into the logits' grid left nothing (refused at calibrate, or under 0 dB)
+SCALED_SOFTMAX_SQNR_DB = {2.0: 25.0, 1e30: 12.0}
+
+
+@pytest.mark.parametrize("beta", sorted(SCALED_SOFTMAX_SQNR_DB))
+@pytest.mark.parametrize("before", ["dense", "tanh"])
+def test_a_softmaxs_beta_is_the_softmaxs_own_and_runs_all_stages_bit_exact(tmp_path, workspace, beta, before):
+    """beta stays the SOFTMAX's (an arg-max's 1e30 was a tensor of 1e30 x the logits, refused at calibrate): the written
+    file's SOFTMAX carries it after the layer before, unscaled, and every stage is bit-exact with LiteRT's reference
+    kernels, near the float file's outputs."""
+    (path := tmp_path / "scaled.tflite").write_bytes(scaled_softmax_file(beta, before))
+    samples = np.random.default_rng(6).normal(0, 1, (128, 8)).astype(np.float32)
+    np.savez(arrays := tmp_path / "samples.npz", calib=samples[:64], eval=samples[64:])
+    summary = run_arrays(workspace, path, arrays, "tflite_int8", "model.format=tflite", "model.num_classes=0")
+    assert_bit_exact_with_the_reference(summary)
+    written = read_tflite(str(stage_directory(summary, "emit_ir") / "model.tflite"))
+    assert [operator.name for operator in written.operators] == ["FULLY_CONNECTED", *(["TANH"] if before == "tanh" else []), "SOFTMAX"]
+    assert written.operators[-1].option("beta") == np.float32(beta)
+    assert summary.metrics["simulate.sqnr_db_min"] > SCALED_SOFTMAX_SQNR_DB[beta]
+
+
+def test_a_softmaxs_beta_is_the_power_of_two_softmaxs_too_bit_exact_in_c(tmp_path, workspace):
+    """On tf2ir, beta is the softmax record's (its exp table's, in the annotated graph, the simulator and the C alike)."""
+    (path := tmp_path / "scaled.tflite").write_bytes(scaled_softmax_file(1e30, "dense"))
+    samples = np.random.default_rng(6).normal(0, 1, (128, 8)).astype(np.float32)
+    np.savez(arrays := tmp_path / "samples.npz", calib=samples[:64], eval=samples[64:])
+    summary = run_arrays(workspace, path, arrays, "tf2ir", "model.format=tflite", "model.num_classes=0")
+    assert_eight_stages_bit_exact(summary)
+    (softmax,) = [layer for layer in read_ir(stage_directory(summary, "emit_ir")).layers if layer.operation == "softmax"]
+    assert softmax.beta == np.float32(1e30)
+    assert summary.metrics["simulate.sqnr_db_min"] > SCALED_SOFTMAX_SQNR_DB[1e30]

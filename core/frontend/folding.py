@@ -23,6 +23,7 @@ import numpy as np
 from core.frontend.fake_quant import FAKE_QUANT_OPS
 from core.frontend.graph import Graph, Node, canonical_tensor, input_feed, tensor_index, tensor_node
 from core.frontend.rewrite import const_node, copy_node, evaluate, finish, readers_of, unique_name
+from core.frontend.softmax_beta import softmax_beta
 
 CONV_OPS = frozenset({"Conv2D", "DepthwiseConv2dNative"})
 # what a BatchNorm folds into: a conv, or a Dense layer's MatMul (weights [K, N], output channels last)
@@ -190,6 +191,8 @@ def _match_chain(graph: Graph, by_name: dict[str, Node], readers: dict, conv: No
     ops: list[Node] = []
     tensor = f"{conv.name}:0"
     while (node := _sole_reader(graph, readers, tensor)) is not None:
+        if softmax_beta(graph, node, _sole_reader(graph, readers, f"{node.name}:0")) is not None:
+            break  # the softmax's own (softmax_beta.py)
         step = next((new for rule in _STEPS if (new := rule(graph, node, tensor, affine, channels)) is not None), None)
         if step is None:
             break

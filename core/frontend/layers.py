@@ -59,6 +59,9 @@ class IntegerModelBuilder(Protocol):
     graph: Graph  # the float graph (None where the model is computed on arrays: core/ir/integer_kernel.py)
     activation: str  # the layer's fused activation ("None", "Relu", ...)
     layer: "Layer"
+    # the operation's own attributes the model reads: its pattern's `attrs` on the graph, its IR record on arrays (the
+    # record's fields carry the attributes' names: softmax's beta)
+    attrs: Any
     inputs: list[str]  # the layer's quantized inputs, in its inputs' order
     input_log2scales: list[int]
     output_log2scale: int
@@ -162,6 +165,9 @@ class Pattern:
     tf_ops: tuple[str, ...]
     match: Callable[[Graph, Node, GraphIndex], Layer]
     applies: Callable[[Graph, Node, GraphIndex], bool] = always
+    # it starts at a node that precedes its operation's own (a Pad before its conv, a Mul scaling a softmax's logits):
+    # tried before the patterns that would take that node on its own
+    leads: bool = False
 
 
 @dataclass
@@ -203,7 +209,7 @@ def group_layers(graph: Graph, patterns: Iterable[Pattern], rules: Mapping[str, 
     """Partition a folded, FakeQuant-free graph into layers by `patterns`; every computing
     node must belong to exactly one, or the graph is not expressible. `rules`: each
     operation's annotate rule; `what` describes the patterns' fusions in the refusal."""
-    patterns = list(patterns)
+    patterns = sorted(patterns, key=lambda pattern: not pattern.leads)
     index = GraphIndex(graph)
     owner: dict[str, str] = {}
     layers: list[Layer] = []

@@ -30,9 +30,11 @@ class ArrayModelBuilder:
     graph = None  # an array model has no float graph (a model that reads it, lut's, has its own kernel)
     layer = None
 
-    def __init__(self, inputs: list[np.ndarray], input_log2scales: list[int], output_log2scale: int, activation: str):
+    def __init__(self, inputs: list[np.ndarray], input_log2scales: list[int], output_log2scale: int, activation: str,
+                 attrs: Any = None):
         self.inputs = [np.asarray(tensor, np.int64) for tensor in inputs]
         self.input_log2scales, self.output_log2scale, self.activation = input_log2scales, output_log2scale, activation
+        self.attrs = attrs  # the record (integer_model_kernel's): the attributes by the names the graph's layer gives them
 
     def const(self, label: str, value: Any, dtype: str = "float32") -> np.ndarray:
         return np.asarray(value, np.int64 if np.issubdtype(np.asarray(value).dtype, np.integer) else np.float64)
@@ -87,7 +89,7 @@ def integer_model_kernel(integer_model: Callable) -> Callable[[IrLayer, dict, li
                                  f"[{len(inputs[0])}, {', '.join(map(str, shape))}]")
             aligned.append(np.asarray(batch).reshape(len(batch), *(1,) * (output_rank - len(shape)), *shape))
         builder = ArrayModelBuilder(aligned, [record.log2scale_of_input(position) for position in range(len(inputs))],
-                                    record.log2scale_of_output(), getattr(record, "activation_type", "None"))
+                                    record.log2scale_of_output(), getattr(record, "activation_type", "None"), attrs=record)
         return saturate(integer_model(builder))
     return kernel
 

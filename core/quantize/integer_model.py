@@ -28,7 +28,7 @@ class GraphModelBuilder:
     def __init__(self, edit: Insertions, after: str, scope: str, graph: Graph, layer: Layer, inputs: list[str],
                  input_log2scales: list[int], output_log2scale: int):
         self.edit, self.after, self.scope = edit, after, scope
-        self.graph, self.layer, self.inputs, self.activation = graph, layer, inputs, layer.activation
+        self.graph, self.layer, self.attrs, self.inputs, self.activation = graph, layer, layer.attrs, inputs, layer.activation
         self.input_log2scales, self.output_log2scale = input_log2scales, output_log2scale
         self._dtypes: dict[str, str] = {}  # what this builder made that is not float32
         self._count = 0

@@ -189,7 +189,7 @@ def _pad(writer: TfliteWriter, layer: Layer) -> None:
 
 def _softmax(writer: TfliteWriter, layer: Layer) -> None:
     writer.operator("SOFTMAX", [writer.activation(layer.inputs[0])], [writer.activation(layer.output)],
-                    *writer.options("SoftmaxOptions", beta=1.0))
+                    *writer.options("SoftmaxOptions", beta=layer.attrs.beta))
 
 
 def _mul(writer: TfliteWriter, layer: Layer) -> None:

@@ -16,13 +16,13 @@ def softmax_emit_c(record: SoftmaxLayer, symbol: str) -> str:
 
 
 def _pow2_softmax_c(record: SoftmaxLayer, symbol: str) -> str:
-    """`softmax_model` (core/ir/ops/softmax/kernel.py) for one image, row by row: d = max - x, e = exp_table[d] (baked in, it
-    depends on input_log2scale only), the int64 sum, and (e * 2^(output_log2scale + 1) + sum) /
+    """`softmax_model` (core/ir/ops/softmax/kernel.py) for one image, row by row: d = max - x, e = exp_table[d] (baked in, of
+    input_log2scale and beta), the int64 sum, and (e * 2^(output_log2scale + 1) + sum) /
     (2 sum) -- non-negative, so C's division is the floor --, saturated to 127."""
     classes, rows = record.classes, record.rows()
-    table = ", ".join(str(int(v)) for v in exp_table(record.input_grid.log2scale))
+    table = ", ".join(str(int(v)) for v in exp_table(record.input_grid.log2scale, record.beta))
     numerator_scale = 1 << (record.output_grid.log2scale + 1)
-    return f"""/* softmax over {classes} values, {rows} row(s); exp table at input log2scale {record.input_grid.log2scale} */
+    return f"""/* softmax over {classes} values, {rows} row(s); exp table at input log2scale {record.input_grid.log2scale}, beta {record.beta:g} */
 static const int32_t {symbol}_exp[256] = {{{table}}};
 
 static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)

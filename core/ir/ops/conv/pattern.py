@@ -198,6 +198,6 @@ def absorb_bias(layer: Layer, index: GraphIndex, channels: int) -> None:
 
 PATTERNS = {
     # a Pad or an atrous block's SpaceToBatchND starts the layer (named after its conv) of the IR op whose conv it feeds
-    op: Pattern(op, (tf_op, *LEADING_OPS), match_conv, applies=feeds_conv(tf_op)) for op, tf_op in TF_OPS.items()
+    op: Pattern(op, (tf_op, *LEADING_OPS), match_conv, applies=feeds_conv(tf_op), leads=True) for op, tf_op in TF_OPS.items()
 }
 DENSE = Pattern("conv", ("MatMul",), match_dense)

@@ -8,11 +8,11 @@ from core.frontend.layers import AnnotateRule, QKind
 from core.ir.op import IrOp, register_op
 from core.ir.ops.softmax.emit import softmax_fields
 from core.ir.ops.softmax.kernel import softmax_kernel, softmax_model
-from core.ir.ops.softmax.pattern import PATTERN
+from core.ir.ops.softmax.pattern import PATTERN, SCALED
 from core.ir.ops.softmax.record import SoftmaxLayer
 from core.ir.ops.softmax.tflite import softmax_from_tflite
 
 
 SOFTMAX = register_op(IrOp("softmax", SoftmaxLayer,
                            AnnotateRule(inputs=(QKind.INPUT,), output=QKind.ACTIVATION, integer_model=softmax_model),
-                           (PATTERN,), softmax_fields, softmax_kernel, builders={"SOFTMAX": softmax_from_tflite}, activation_widths=(8, 16)))
+                           (PATTERN, SCALED), softmax_fields, softmax_kernel, builders={"SOFTMAX": softmax_from_tflite}, activation_widths=(8, 16)))

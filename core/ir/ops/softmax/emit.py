@@ -15,4 +15,4 @@ def softmax_fields(layer: Layer, ctx: IrContext) -> dict:
     if shape[-1] > MAX_CLASSES:
         raise IrError(f"layer {layer.ir_name}: softmax over {shape[-1]} values; the integer softmax sums at most {MAX_CLASSES}")
     return {"shape": shape, "input_log2scale": ctx.log2scale(layer.inputs[0]), "output_log2scale": ctx.log2scale(layer.output),
-            "dtype": "int8"}
+            "dtype": "int8", "beta": layer.attrs.beta}

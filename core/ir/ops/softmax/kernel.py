@@ -17,7 +17,7 @@ def softmax_model(model: IntegerModelBuilder):
     """int8 -> int8 over the last axis, in integers:
 
     1. d = max(x) - x, in [0, 255] (max over the last axis);
-    2. e = exp_table(input_log2scale)[d]: exp(-d * 2^-input_log2scale) in Q16, e[0] = 2^16;
+    2. e = exp_table(input_log2scale, beta)[d]: exp(-d * beta * 2^-input_log2scale) in Q16, e[0] = 2^16;
     3. s = sum(e) over the last axis (an int32: at most MAX_CLASSES values);
     4. y = floor((e * 2^(output_log2scale + 1) + s) / (2 s)) -- e / s at the output scale rounded
        half up -- in 64 bits, saturated to [-128, 127] (integer_model_kernel's saturation; only
@@ -27,7 +27,7 @@ def softmax_model(model: IntegerModelBuilder):
     x = model.op("Cast", [model.to_ints(model.inputs[0], model.input_log2scales[0])], cast_to="int64")
     last = model.const("last_axis", -1, "int32")
     d = model.op("Sub", [model.op("Max", [x, last], keep_dims=True), x])
-    e = model.op("GatherV2", [model.const("exp_table", exp_table(model.input_log2scales[0]).astype("int64"), "int64"), d,
+    e = model.op("GatherV2", [model.const("exp_table", exp_table(model.input_log2scales[0], model.attrs.beta).astype("int64"), "int64"), d,
                               model.const("axis", 0, "int32")])
     total = model.op("Sum", [e, last], keep_dims=True)
     numerator = model.op("AddV2", [model.op("Mul", [e, model.const("scale", 2 ** (model.output_log2scale + 1), "int64")]), total])

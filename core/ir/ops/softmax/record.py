@@ -11,7 +11,8 @@ from typing import ClassVar
 import numpy as np
 
 from core.ir.fields import shape_array
-from core.ir.records import INPUT_GRID, OUTPUT_GRID, InputOutputGrids, IrLayer, OpSchema, SameShapeInput, Shift, grid_field, written_in
+from core.ir.records import (INPUT_GRID, OUTPUT_GRID, InputOutputGrids, IrLayer, OpSchema, SameShapeInput, Shift, grid_field, omitted_when,
+                             written_in)
 from core.quantize.grid import AffineGrid, Pow2Grid
 
 EXP_BITS = 16  # exp_table's fractional bits: exp(0) = 2^16
@@ -19,10 +20,11 @@ EXP_TABLE_SIZE = 256  # max - x of two int8 values: 0 .. 255
 MAX_CLASSES = (2**31 - 1) // 2**EXP_BITS  # the sum of the exps stays an int32
 
 
-def exp_table(input_log2scale: int) -> np.ndarray:
-    """int32[256]: e[d] = floor(2^16 * exp(-d * 2^-input_log2scale) + 1/2), d = max - x."""
+def exp_table(input_log2scale: int, beta: float = 1.0) -> np.ndarray:
+    """int32[256]: e[d] = floor(2^16 * exp(-d * beta * 2^-input_log2scale) + 1/2), d = max - x, in double (a beta of
+    1e30 leaves e[0] alone: the arg-max's one-hot, as TFLite's)."""
     d = np.arange(EXP_TABLE_SIZE, dtype=np.float64)
-    return np.floor(np.exp(-d * 2.0**-input_log2scale) * 2.0**EXP_BITS + 0.5).astype(np.int32)
+    return np.floor(np.exp(-d * float(beta) * 2.0**-input_log2scale) * 2.0**EXP_BITS + 0.5).astype(np.int32)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,7 +36,7 @@ class SoftmaxLayer(InputOutputGrids, SameShapeInput, IrLayer):
     operation: ClassVar[str] = "softmax"
     schema: ClassVar[OpSchema] = OpSchema(
         doc={"tf2ir": ('Softmax over the last axis in integers (an extension): d = max(x) - x in [0, 255]; e = floor(2^16 * '
-                       'exp(-d * 2^-input_log2scale) + 1/2) (a 256-entry table of input_log2scale); s = sum(e); y = floor((e * '
+                       'exp(-d * beta * 2^-input_log2scale) + 1/2) in double (a 256-entry table of input_log2scale and beta); s = sum(e); y = floor((e * '
                        '2^(output_log2scale + 1) + s) / (2 s)) in 64 bits (e / s rounded half up at the output scale), '
                        'saturated to 127. At most 32767 values per softmax.'),
              "tflite_int8": ('Softmax over the last axis on the tflite_int8 scheme (TFLite\'s int8 SOFTMAX, reference_ops::Softmax), in gemmlowp '
@@ -47,7 +49,9 @@ class SoftmaxLayer(InputOutputGrids, SameShapeInput, IrLayer):
                           'items': {'type': 'integer', 'minimum': 1},
                           'minItems': 1,
                           'description': "One image's input and output shape; normalized over its last axis."},
-                "beta": {"type": "number", "exclusiveMinimum": 0},
+                "beta": {"type": "number", "exclusiveMinimum": 0,
+                         "description": "The logits' multiplier (TFLite's SoftmaxOptions.beta: a temperature's inverse); absent in "
+                                        "TF2IR's JSON: 1."},
                 "lut_precision": {"enum": ["float"],
                                   "description": "An int16 softmax's lookup tables generated in float (TFLite Micro's gen_lut<float>); "
                                                  "absent: in double (LiteRT's)."}},
@@ -59,7 +63,7 @@ class SoftmaxLayer(InputOutputGrids, SameShapeInput, IrLayer):
     input_grid: Pow2Grid | AffineGrid = grid_field(INPUT_GRID)
     output_grid: Pow2Grid | AffineGrid = grid_field(OUTPUT_GRID)
     dtype: str = written_in("tf2ir", "int8")
-    beta: float | None = written_in("tflite_int8", None)  # TFLite's: the logits' multiplier
+    beta: float = omitted_when(1.0, "tf2ir")  # the logits' multiplier (TFLite's SoftmaxOptions.beta)
     lut_precision: str = written_in("tflite_int8", "double", omit_default=True)  # int16's tables: the runtime's gen_lut type
 
     @property
