@@ -31,7 +31,7 @@ from core.ir.layers import group_layers
 from core.limits import MemoryBudget, check_activations
 from core.ir.op import input_names
 from core.ir.simulator import IntegerSimulator, shared_pool
-from core.ir.tflite_ir import ir_operators
+from core.ir.tflite_ir import ir_layer_sources, source_tensor
 from core.quantize.evaluation import ErrorSums, KeptEndPoints, class_labels, grid_agreement
 from core.quantize.runtimes import Runtime
 from core.quantize.schemes import runtime_of
@@ -186,12 +186,15 @@ class TfliteReferenceProbe:
     def __init__(self, annotated: Graph, layer_graph, ir, ir_dir: Path, runtime: Runtime):
         self.model_path = ir_dir / TFLITE_FILE
         model = read_tflite(self.model_path)
-        operators, input_names = ir_operators(model)
+        sources, input_names, _ = ir_layer_sources(model)
         self.inputs = [input_names[index] for index in model.inputs]  # the IR's names of the file's inputs, in its order
-        if len(operators) != len(ir.layers):
-            raise IrError(f"{self.model_path}: {len(operators)} operators for the IR's {len(ir.layers)} layers; run emit_ir again")
+        if len(sources) != len(ir.layers):
+            raise IrError(f"{self.model_path}: {len(sources)} operators and constant operands for the IR's {len(ir.layers)} layers; run "
+                          "emit_ir again")
         self.layers = [ComparedLayer(layer.name) for layer in ir.layers]
-        self.tensors = [operator.outputs[0] for operator in operators]
+        self.tensors = [source_tensor(source) for source in sources]
+        # a constant layer against the file's values, which no runtime gives as a batch
+        self.constants = {index: model.tensor(index).data for index in self.tensors if model.tensor(index).data is not None}
         self.runtime, self.reference = runtime.name, runtime.reference
         self.runner = runner_of(runtime.name, self.model_path)
 
@@ -199,7 +202,9 @@ class TfliteReferenceProbe:
         reference = self.runner.tensors([integer[name] for name in self.inputs])
         counts = []
         for layer, tensor in zip(self.layers, self.tensors):
-            ours, theirs = integer[layer.ir_name].reshape(-1).astype(np.int16), reference[tensor].reshape(-1).astype(np.int16)
+            computed = integer[layer.ir_name]
+            theirs = reference[tensor] if tensor not in self.constants else np.broadcast_to(self.constants[tensor].reshape(1, -1), (len(computed), self.constants[tensor].size))
+            ours, theirs = computed.reshape(-1).astype(np.int16), theirs.reshape(-1).astype(np.int16)
             difference = np.abs(ours - theirs)
             counts.append((int(np.count_nonzero(difference == 0)), ours.size, int(difference.max(initial=0))))
         return counts

@@ -27,6 +27,7 @@ from tflite_builder import Tensor, model_bytes
 from core.frontend.tflite import TfliteError
 from core.frontend.tflite_graph import refuse_unread_operators
 from core.ir.io import read_ir
+from core.ir.layers import group_layers
 from test_models_2026 import (assert_at_least_the_converters_sqnr, assert_bit_exact_with_the_reference, assert_eight_stages_bit_exact,
                               built, converter_file, image_classes, layer_norm_patches, run_arrays, saved, signal_classes, stage_directory,
                               trained, written_operators)
@@ -577,3 +578,55 @@ def test_a_softmaxs_beta_is_the_power_of_two_softmaxs_too_bit_exact_in_c(tmp_pat
     (softmax,) = [layer for layer in read_ir(stage_directory(summary, "emit_ir")).layers if layer.operation == "softmax"]
     assert softmax.beta == np.float32(1e30)
     assert summary.metrics["simulate.sqnr_db_min"] > SCALED_SOFTMAX_SQNR_DB[1e30]
+
+
+def class_token_file(patches: int = 16, channels: int = 16) -> bytes:
+    """A ViT's embedding and head as TFLite's converter writes keras-hub's (and onnx2tf a timm one's): 2x2 patches by a
+    strided conv, RESHAPEd to tokens [1, 16, C]; the class token, a constant [1, 1, C], CONCATENATED before them; the
+    position embedding, a constant [1, 17, C], ADDed; a Linear on every token with a ReLU; the class token's row picked by a
+    STRIDED_SLICE (shrinking the tokens' axis) into the classifier."""
+    file = FileBuilder(11)
+    images = file.tensor([1, 8, 8, 3])
+    x = file.op("CONV_2D", [images, file.random([channels, 2, 2, 3], -0.5, 0.5), file.random([channels], -0.2, 0.2)], [1, 4, 4, channels],
+                ("Conv2DOptions", {"padding": 1, "strideH": 2, "strideW": 2}))
+    tokens = file.op("CONCATENATION", [file.random([1, 1, channels], -1, 1), file.reshape(x, [1, patches, channels])],
+                     [1, patches + 1, channels], ("ConcatenationOptions", {"axis": 1}))
+    tokens = file.op("ADD", [tokens, file.random([1, patches + 1, channels], -0.5, 0.5)], [1, patches + 1, channels])
+    tokens = file.op("RELU", [file.dense(tokens, channels, channels, [1, patches + 1, channels])], [1, patches + 1, channels])
+    bounds = [file.constant(values, np.int32) for values in ([0, 0, 0], [1, 1, channels], [1, 1, 1])]
+    head = file.op("STRIDED_SLICE", [tokens, *bounds], [1, channels], ("StridedSliceOptions", {"shrinkAxisMask": 2}))
+    return file.bytes(images, file.dense(head, channels, 4, [1, 4]))
+
+
+def test_a_class_token_and_a_position_embedding_are_constant_layers_computed_as_litert_computes_them(tmp_path):
+    """The constant operands are broadcast to the batch (LiteRT's file holds a batch of one): the prepared graph computes on
+    a batch what LiteRT computes image by image, and groups into the IR's layers with a constant layer for each."""
+    (path := tmp_path / "vit.tflite").write_bytes(class_token_file())
+    samples = np.random.default_rng(5).uniform(0, 1, (16, 8, 8, 3)).astype(np.float32)
+    graph_def, input_tensor, end_points, _ = tflite_graph_def(read_tflite(str(path)))
+    prepared = prepare(import_graph(graph_def, input_tensor, end_points, origin=str(path), source={})).graph
+    (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(samples, prepared)})
+    np.testing.assert_allclose(computed, litert_float(path, samples), atol=2e-5)
+    operations = [layer.op for layer in group_layers(prepared).layers]
+    assert operations.count("constant") == 2 and "crop" in operations, operations
+
+
+@pytest.mark.parametrize("target", ["tflite_int8", "tf2ir", "accel_tflite"])
+def test_a_class_token_and_a_position_embedding_run_all_stages_bit_exact(tmp_path, workspace, target):
+    """Every stage on each target, bit-exact (with LiteRT's reference kernels on tflite_int8, which run the file image by
+    image: its constant's batch of one binds CONCATENATION's); the written file's CONCATENATION and ADD read constants."""
+    (path := tmp_path / "vit.tflite").write_bytes(class_token_file())
+    samples = np.random.default_rng(5).uniform(0, 1, (128, 8, 8, 3)).astype(np.float32)
+    np.savez(arrays := tmp_path / "samples.npz", calib=samples[:64], eval=samples[64:])
+    summary = run_arrays(workspace, path, arrays, target, "model.format=tflite", "model.num_classes=0")
+    assert_eight_stages_bit_exact(summary)
+    assert summary.metrics["simulate.sqnr_db_min"] > 25
+    if target == "tflite_int8":
+        assert summary.metrics["simulate.reference_agreement"] == 1.0
+        written = read_tflite(str(stage_directory(summary, "emit_ir") / "model.tflite"))
+        constant_readers = {operator.name for operator in written.operators
+                            if any(written.tensor(index).data is not None and written.tensor(index).dtype == "INT8" for index in operator.inputs)
+                            and operator.name in ("CONCATENATION", "ADD")}
+        assert constant_readers == {"CONCATENATION", "ADD"}
+    if target == "accel_tflite":
+        assert summary.metrics["partition.macs_accel"] > 0

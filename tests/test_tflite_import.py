@@ -58,6 +58,12 @@ def _attention_mix(t):
     return tf.transpose(tf.linalg.matmul(tf.linalg.matmul(heads, heads, adjoint_b=True), heads), [0, 2, 3, 1])
 
 
+def _position_embedding(t):
+    """t plus a constant of its image's shape (a position embedding), which the converter writes as ADD's constant operand."""
+    size = int(np.prod(t.shape[1:]))
+    return t + tf.constant(np.linspace(-0.5, 0.5, size).reshape(1, *t.shape[1:]), tf.float32)
+
+
 def _every_layer_model() -> tf.keras.Model:
     """The Keras layers whose conversion gives each operator the reader takes."""
     tf.keras.utils.set_random_seed(11)
@@ -76,6 +82,7 @@ def _every_layer_model() -> tf.keras.Model:
     up = layers.Lambda(lambda t: tf.image.resize(t, [2 * t.shape[1], 2 * t.shape[2]], method="nearest"))(x)
     x = layers.Add()([layers.UpSampling2D(2, interpolation="bilinear")(x), up])
     x = layers.MaxPooling2D(2)(x)
+    x = layers.Lambda(_position_embedding)(x)  # ADD of a constant of every element: the IR's constant
     x = layers.Lambda(lambda t: tf.maximum(tf.minimum(t, 3.0), -2.0))(x)  # MINIMUM and MAXIMUM, of one quantization in int8
     x = layers.Concatenate()([layers.ReLU()(x), layers.ReLU(6.0)(x), layers.Lambda(lambda t: tf.clip_by_value(t, -1.0, 1.0))(x),
                               layers.Lambda(lambda t: tf.clip_by_value(t, 0.0, 1.0))(x)])  # RELU, RELU6, RELU_N1_TO_1, MINIMUM + RELU
@@ -163,11 +170,14 @@ def _file_quantization(path):
     requantized = {(float(model.tensor(index).quantization.scale[0]), int(model.tensor(index).quantization.zero_point[0]))
                    for operator in model.operators if operator.name == "QUANTIZE" and model.tensor(operator.inputs[0]).dtype == "INT8"
                    for index in (operator.inputs[0], operator.outputs[0])}
+    # a constant ADD adds (a position embedding) is an activation: the IR's constant layer's output
+    operands = {index for operator in model.operators if operator.name in ("ADD", "CONCATENATION") for index in operator.inputs}
     activations = collections.Counter((float(t.quantization.scale[0]), int(t.quantization.zero_point[0]))
-                                      for t in model.tensors if t.data is None and t.dtype == "INT8")
+                                      for t in model.tensors if (t.data is None or t.index in operands) and t.dtype == "INT8")
     # a per-tensor scale (ResNet-8's dense layer) is every output channel's
     weights = sorted(tuple(map(float, np.broadcast_to(t.quantization.scale, t.shape[t.quantization.axis]))) for t in model.tensors
-                     if t.data is not None and t.dtype == "INT8" and t.quantization is not None and t.shape)  # not a MINIMUM's bound
+                     if t.data is not None and t.index not in operands and t.dtype == "INT8" and t.quantization is not None
+                     and t.shape)  # not a MINIMUM's bound
     return activations, weights, requantized
 
 

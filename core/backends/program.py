@@ -29,7 +29,7 @@ import numpy as np
 
 from core.backends.accel.cost import CostModel
 from core.backends.accel.isa import INSTRUCTION_BYTES, Finish, Instruction, encode_all, layout_header, listing
-from core.backends.accel.lowering import Lowering, LoweringError, PackedTensor, in_host_layout, packed, packed_strides
+from core.backends.accel.lowering import Lowering, LoweringError, PackedTensor, as_hwc, in_host_layout, packed, packed_strides
 from core.backends.accel.ops import lowering_of
 from core.backends.accel.partition import ACCEL, ACCEL_LAYOUT, HOST_LAYOUT, PartitionPlan, Region, partition
 from core.backends.accel.schedule import insert_tokens
@@ -344,7 +344,7 @@ class _ProgramBuilder:
         return offsets
 
     def _strides_of(self, tensor: str) -> str:
-        h, w, c = self.shapes[tensor]
+        h, w, c = as_hwc(self.shapes[tensor])
         sh, sw, sc = packed_strides(self.accelerator, h, w, c)
         return f"{h}, {w}, {c}, {sh}, {sw}, {sc}"
 
@@ -380,7 +380,7 @@ class _ProgramBuilder:
     def _conversion(self, step: _Step) -> str:
         (value,), (source,) = step.writes, step.reads
         tensor = value.rsplit("@", 1)[0]
-        if len(self.shapes[tensor]) != 3:
+        if not 1 <= len(self.shapes[tensor]) <= 3:
             raise CodegenError(f"tensor {tensor} of shape {list(self.shapes[tensor])} crosses the accelerator boundary; "
                                f"only H x W x C activations can be packed")
         routine = "qt_pack" if value.endswith("@" + ACCEL_LAYOUT) else "qt_unpack"

@@ -18,7 +18,8 @@ both. Here the centring comes first, so every tensor after it holds the normaliz
 
 Each line is a layer the IR has (conv, add, lut, mul, dwconv); the rewrite keeps the output's name, and fold_check
 verifies the rewritten graph against the original on data. A LayerNormalization of a vector [N, C] (a classifier's
-head after its global pool) is computed so on the image [N, 1, 1, C], Reshaped there and back."""
+head after its global pool) or of tokens [N, L, C] (a ViT's, whose class token keeps them off the image) is computed so
+on the image [N, 1, 1, C] or [N, 1, L, C], Reshaped there and back."""
 
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ from core.frontend.graph import Graph, Node, canonical_tensor, tensor_node
 from core.frontend.rewrite import const_node, copy_node, readers_of
 
 _PASS_THROUGH = ("StopGradient", "Identity")
-# an image [N, H, W, C], or a vector [N, C] (a classifier's head after its global pool: ConvNeXt's), held as [N, 1, 1, C]
-_RANKS = (4, 2)
+# an image [N, H, W, C], tokens [N, L, C] (a ViT's, held as [N, 1, L, C]), or a vector [N, C] (a classifier's head after its
+# global pool: ConvNeXt's), held as [N, 1, 1, C]
+_RANKS = (4, 3, 2)
 _CONV_ATTRS = {"T": {"type": "float32"}, "strides": {"list_i": [1, 1, 1, 1]}, "padding": {"s": "VALID"},
                "data_format": {"s": "NHWC"}, "dilations": {"list_i": [1, 1, 1, 1]}, "use_cudnn_on_gpu": {"b": True}}
 
@@ -62,7 +64,7 @@ class _Found:
     output: Node  # the final AddV2: its name is kept
     nodes: set[str]  # every node it is made of (the rewrite replaces them)
     linear: _Linear | None = None  # what computes x, when the centring folds into it
-    vector: bool = False  # x is [N, C]: the layers below compute on it as the image [N, 1, 1, C]
+    held: tuple[int, ...] = ()  # x's shape but its batch when x is no image ([C] or [L, C]): computed on as [N, 1, 1, C] or [N, 1, L, C]
 
 
 def _through(by_name: dict[str, Node], tensor: str) -> Node | None:
@@ -81,7 +83,7 @@ def _constant(graph: Graph, tensor: str | None) -> np.ndarray | None:
 
 
 def _last_axis_mean(graph: Graph, node: Node | None) -> str | None:
-    """The tensor `node` averages over its last axis (keep_dims), when it is such a Mean of an image or of a vector."""
+    """The tensor `node` averages over its last axis (keep_dims), when it is such a Mean of an image, tokens or a vector."""
     if node is None or node.op != "Mean" or not node.attr("keep_dims", False):
         return None
     axes, shape = _constant(graph, node.inputs[1]), graph.shape(node.inputs[0])
@@ -164,7 +166,11 @@ def _match(graph: Graph, by_name: dict[str, Node], readers, inverse: Node) -> _F
     if any(reader.name not in found.nodes for name in found.nodes - {found.output.name} for reader, _ in readers.get(f"{name}:0", [])):
         return None  # a moment read elsewhere too: the rewrite would take it away
     found.linear = _linear_producer(graph, by_name, readers, found.source, found.nodes)
-    found.vector = len(graph.shape(found.source)) == 2
+    shape = graph.shape(found.source)
+    if len(shape) != 4:
+        if min(shape[1:]) < 1:
+            return None  # tokens of a length known at run time only
+        found.held = tuple(int(v) for v in shape[1:])
     return found
 
 
@@ -288,16 +294,17 @@ def _centred(found: _Found, base: str, constants: dict[str, np.ndarray]) -> list
 
 
 def _rewritten(found: _Found) -> tuple[list[Node], dict[str, np.ndarray]]:
-    """The layers computing `found` on the image; a vector's reshaped to the image [N, 1, 1, C] and back."""
-    if not found.vector:
+    """The layers computing `found` on the image; a vector's or tokens' reshaped to the image [N, 1, 1, C] or [N, 1, L, C]
+    and back."""
+    if not found.held:
         return _rewritten_image(found, found.output.name)
     base, reshaped = found.output.name, {"T": {"type": "float32"}, "Tshape": {"type": "int32"}}
-    shapes = {f"{base}/image_shape": np.asarray([-1, 1, 1, found.channels], np.int32),
-              f"{base}/vector_shape": np.asarray([-1, found.channels], np.int32)}
+    shapes = {f"{base}/image_shape": np.asarray([-1, *[1] * (4 - 1 - len(found.held)), *found.held], np.int32),
+              f"{base}/held_shape": np.asarray([-1, *found.held], np.int32)}
     nodes, constants = _rewritten_image(replace(found, source=f"{base}/as_image:0"), f"{base}/image")
     return [*(const_node(name, value) for name, value in shapes.items()),
             Node(f"{base}/as_image", "Reshape", [found.source, f"{base}/image_shape"], dict(reshaped)), *nodes,
-            Node(base, "Reshape", [f"{base}/image", f"{base}/vector_shape"], dict(reshaped))], constants | shapes
+            Node(base, "Reshape", [f"{base}/image", f"{base}/held_shape"], dict(reshaped))], constants | shapes
 
 
 def _rewritten_image(found: _Found, output: str) -> tuple[list[Node], dict[str, np.ndarray]]:

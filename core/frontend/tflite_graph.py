@@ -81,9 +81,11 @@ def _pool(function: str, name: str):
     return convert
 
 
-def _binary(function: str, name: str):
+def _binary(function: str, name: str, constants: bool = False):
+    """`constants`: a constant operand varying beyond its channels is an activation of its own (TfBuilder.operands)."""
     def convert(b: TfBuilder, op: TfliteOperator, scope: str):
-        return b.finish(op, b.function(function)(b.input(op, 0), b.input(op, 1), name=f"{scope}/{name}"), scope)
+        first, second = b.operands(op, scope) if constants else (b.input(op, 0), b.input(op, 1))
+        return b.finish(op, b.function(function)(first, second, name=f"{scope}/{name}"), scope)
     return convert
 
 
@@ -198,8 +200,8 @@ CONVERTERS: dict[str, Callable[[TfBuilder, TfliteOperator, str], object]] = {
     "CONV_2D": _conv,
     "DEPTHWISE_CONV_2D": _depthwise,
     "FULLY_CONNECTED": _fully_connected,
-    "ADD": _binary("add", "add"),
-    "SUB": _binary("subtract", "sub"),
+    "ADD": _binary("add", "add", constants=True),
+    "SUB": _binary("subtract", "sub", constants=True),
     "MUL": _binary("multiply", "mul"),
     "DIV": _binary("math.divide", "div"),
     "SQUARED_DIFFERENCE": _binary("math.squared_difference", "SquaredDifference"),

@@ -62,11 +62,15 @@ def _transpose(b, op, scope):
 
 
 def _strided_slice(b, op, scope):
-    """STRIDED_SLICE by constant bounds (a Cropping2D), its masks as TensorFlow's."""
+    """STRIDED_SLICE by constant bounds (a Cropping2D, a ViT's class token), its masks as TensorFlow's; a batch sliced from 0
+    to 1, the file's batch of one, is kept whole (the graph runs on batches)."""
     begin, end, strides = (_constant_input(b, op, position).astype(np.int32) for position in (1, 2, 3))
     masks = {name: int(op.option(key, 0)) for name, key in (("begin_mask", "beginMask"), ("end_mask", "endMask"),
                                                            ("ellipsis_mask", "ellipsisMask"), ("new_axis_mask", "newAxisMask"),
                                                            ("shrink_axis_mask", "shrinkAxisMask"))}
+    if begin.size and b.model.tensor(op.inputs[0]).shape[:1] == (1,) and begin[0] == 0 and end[0] == 1 and strides[0] == 1 \
+            and (masks["ellipsis_mask"] | masks["new_axis_mask"] | masks["shrink_axis_mask"]) & 1 == 0:
+        masks["begin_mask"], masks["end_mask"] = masks["begin_mask"] | 1, masks["end_mask"] | 1
     return b.activation_quant(b.tf.strided_slice(b.input(op), begin, end, strides, name=f"{scope}/StridedSlice", **masks),
                               op.outputs[0], scope)
 
@@ -85,7 +89,7 @@ def _pad(b, op, scope):
 
 
 def _concatenation(b, op, scope):
-    x = b.tf.concat([b.input(op, k) for k in range(len(op.inputs))], op.option("axis", 0), name=f"{scope}/concat")
+    x = b.tf.concat(b.operands(op, scope, concatenated=True), op.option("axis", 0), name=f"{scope}/concat")
     return b.finish(op, x, scope)
 
 

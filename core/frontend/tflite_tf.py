@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from core.frontend.batched_constant import broadcast, of_every_element
 from core.frontend.tflite import ACTIVATION_BITS, TfliteError, TfliteModel, TfliteOperator, TfliteTensor
 
 INPUT_NAME = "input"
@@ -119,6 +120,21 @@ class TfBuilder:
             raise TfliteError(f"{self.model.path}: operator {operator.index} ({operator.name}) reads tensor {index} ({tensor.name}), "
                               "which no earlier operator computes")
         return self.const(f"const_{index}", dequantized(tensor))
+
+    def operands(self, operator: TfliteOperator, scope: str, concatenated: bool = False) -> list:
+        """The operator's inputs, a constant among computed ones broadcast to their batch (batched_constant.py) where it
+        holds a value for every element of theirs or is `concatenated`; its FakeQuant, in an int8 file, the file's."""
+        indices = list(operator.inputs)
+        computed = [index for index in indices if self.model.tensor(index).data is None or index in self.values]
+        values = []
+        for position, index in enumerate(indices):
+            value = self.input(operator, position)
+            like = self.model.tensor(computed[0]).shape if computed else ()
+            if computed and index not in computed and (concatenated or of_every_element(dequantized(self.model.tensor(index)), like)):
+                value = broadcast(self.tf, value, self.input(operator, indices.index(computed[0])), f"{scope}/operand_{position}")
+                value = self.activation_quant(value, index, f"{scope}/operand_{position}")
+            values.append(value)
+        return values
 
 
 def constant_input(b: TfBuilder, op: TfliteOperator, position: int) -> np.ndarray:

@@ -136,10 +136,10 @@ class IrContext:
 
     def nhwc(self, layer: Layer, field_name: str, tensor: str, flat: bool = False) -> list[int]:
         """The NHWC shape of `tensor`, every dimension but the batch known, else an IrError.
-        `flat`: an [N, C] tensor is the [N, 1, 1, C] image (the same bytes)."""
+        `flat`: an [N, C] tensor is the [N, 1, 1, C] image, tokens [N, L, C] the [N, 1, L, C] one (the same bytes)."""
         shape = self.graph.shape(tensor)
-        if flat and shape is not None and len(shape) == 2:
-            shape = [shape[0], 1, 1, shape[1]]
+        if flat and shape is not None and len(shape) in (2, 3):
+            shape = [shape[0], *[1] * (4 - len(shape)), *shape[1:]]
         if shape is None or len(shape) != 4 or min(shape[1:]) < 0:
             raise IrError(f"layer {layer.ir_name}: {field_name}: the IR needs an NHWC tensor of known size, got {shape} for {tensor}")
         return [int(v) for v in shape]
@@ -197,7 +197,9 @@ class IrOp:
         operation may have int16 arithmetic for LOGISTIC and not for GELU).
     tf2ir_form: a matched layer as the TF2IR dialect holds it, where this operation's TF2IR record cannot hold every
         layer of it exactly and another operation's can (a depthwise conv of channel multiplier above 1: the conv of its
-        block-diagonal weight); None where its record holds them all."""
+        block-diagonal weight); None where its record holds them all.
+    constant_operands: its TFLite operators read a constant operand as an activation (a ViT's class token, its position
+        embedding): the reader makes each one a layer of the constant operation, which the builder reads as computed."""
 
     name: str
     record: type[IrLayer]
@@ -215,6 +217,7 @@ class IrOp:
     activation_widths: tuple[int, ...] = (8,)
     tf2ir_form: Callable[[Layer, IrContext], Layer] | None = None
     builder_widths: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
+    constant_operands: bool = False
 
     @property
     def simulator_kernel(self) -> Kernel:
@@ -302,7 +305,7 @@ def register_op(op: IrOp) -> IrOp:
         raise ValueError(f"IR operation {op.name!r}: its record is for {op.record.operation!r}")
     if any(pattern.op != op.name for pattern in op.patterns):
         raise ValueError(f"IR operation {op.name!r}: a pattern builds another operation's layers")
-    if bool(op.builders) != ("tflite_int8" in op.record.dialects):
+    if op.builders and "tflite_int8" not in op.record.dialects:
         raise ValueError(f"IR operation {op.name!r}: builders from .tflite operators go with a record of the tflite_int8 dialect")
     OPS[op.name] = op
     for dialect in op.record.dialects:

@@ -190,15 +190,8 @@ class AnyDialect:
         return grid.log2scale
 
 
-class SharedGrid(AnyDialect):
-    """One `grid` for the input and the output: a layer that moves values without arithmetic (reshape, pad,
-    resize_nearest): no multiply-accumulates, no shifts, no accumulator."""
-
-    def grid_of_input(self, position: int) -> Pow2Grid | AffineGrid:
-        return self.grid
-
-    def grid_of_output(self) -> Pow2Grid | AffineGrid:
-        return self.grid
+class Copy:
+    """A layer that copies values without arithmetic: no multiply-accumulates, no shifts, no accumulator."""
 
     def macs(self) -> int:
         return 0
@@ -207,7 +200,18 @@ class SharedGrid(AnyDialect):
         return []
 
     def accumulator_bound(self, params: dict | None = None) -> None:
-        return None  # a copy
+        return None
+
+
+class SharedGrid(Copy, AnyDialect):
+    """One `grid` for the input and the output: a layer that moves values without arithmetic (reshape, pad,
+    resize_nearest)."""
+
+    def grid_of_input(self, position: int) -> Pow2Grid | AffineGrid:
+        return self.grid
+
+    def grid_of_output(self) -> Pow2Grid | AffineGrid:
+        return self.grid
 
 
 class OperandGrids(AnyDialect):
@@ -295,9 +299,6 @@ class IrLayer:
 
     operation: ClassVar[str]
     schema: ClassVar[OpSchema]
-    # the dialect the record belongs to: TF2IR's own, or a scheme's extension (core/ir/op.py: DIALECTS); an
-    # AnyDialect record's is its grid's
-    dialect: ClassVar[str] = "tf2ir"
     dialects: ClassVar[tuple[str, ...]] = ("tf2ir",)
     label_prefix: ClassVar[str] = ""  # a short name for pictures ("conv", "dw", ...)
     # computes the same thing on any data layout (every output element from the input
@@ -308,7 +309,14 @@ class IrLayer:
     previous_layer: tuple[str, ...]
     next_layer: tuple[str, ...]
 
+    @property
+    def dialect(self) -> str:
+        """The dialect the record belongs to: TF2IR's own, or a scheme's extension (core/ir/op.py: DIALECTS); an
+        AnyDialect record's is its grid's."""
+        return self.dialects[0]
+
     # --- JSON ---------------------------------------------------------------------------------
+
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"operation": self.operation}
         if len(self.dialects) > 1 and self.dialect != "tf2ir":

@@ -18,7 +18,7 @@ from core.ir.op import DIALECTS, schema_key
 from core.ir.ops import OPS  # noqa: F401  (every operation registered)
 from core.ir.records import BITS_KEY, DIALECT_KEY, IrError, IrLayer, json_fields, omits_default
 
-VERSION = "1.4"
+VERSION = "1.5"
 # written here from the records (python -m core.ir.schema), never read: a test keeps it their image
 DATA_FILES = ("schemas/tf2ir_ir.schema.json",)
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / DATA_FILES[0]

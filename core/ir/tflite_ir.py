@@ -7,13 +7,18 @@ operation builds is refused naming it and its index."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Callable
 
-from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
+import numpy as np
+
+from core.frontend.tflite import ACTIVATION_BITS, TfliteError, TfliteModel, TfliteOperator
 from core.ir.network import Ir
 from core.ir.op import END_POINT, NETWORK_INPUT, IrOp, network_input_name, operation_of
 from core.ir.ops import OPS  # every operation registered
+from core.ir.ops.constant import CONSTANT
+from core.ir.ops.constant.tflite import constant_from_tflite
 from core.ir.records import BITS_KEY, DEFAULT_BITS, IrLayer
 from core.ir.tflite_dialect import SCHEME, activation_bits
 from core.quantize.runtimes import DEFAULT_TFLITE_RUNTIME, Runtime, runtimes_taking
@@ -48,6 +53,51 @@ def affine_layer(model: TfliteModel, operator: TfliteOperator, name: str, previo
     return record, params
 
 
+@dataclasses.dataclass(frozen=True)
+class ConstantOperand:
+    """A constant tensor an operator reads as an activation (IrOp.constant_operands): a constant layer of its own, its
+    batch `like`'s (a computed operand of the same operator)."""
+
+    index: int
+    like: int
+
+
+def constant_operands(model: TfliteModel) -> dict[int, ConstantOperand]:
+    """Each constant int8 (int16) operand of an operator whose operation reads it as an activation, by tensor index."""
+    found: dict[int, ConstantOperand] = {}
+    for operator in model.operators:
+        for constant in _constants_of(model, operator):
+            found.setdefault(constant.index, constant)
+    return found
+
+
+def _constants_of(model: TfliteModel, operator: TfliteOperator) -> list[ConstantOperand]:
+    op = builders().get(operator.name)
+    computed = [index for index in operator.inputs if index >= 0 and model.tensor(index).data is None]
+    if op is None or not op.constant_operands or not computed:
+        return []
+    return [ConstantOperand(index, computed[0]) for index in operator.inputs
+            if index >= 0 and model.tensor(index).data is not None and model.tensor(index).dtype in ACTIVATION_BITS]
+
+
+def as_computed(model: TfliteModel, constants: dict[int, ConstantOperand]) -> TfliteModel:
+    """The model as the builders read it: each of `constants` a computed tensor (a constant layer's output)."""
+    if not constants:
+        return model
+    return dataclasses.replace(model, tensors=tuple(dataclasses.replace(tensor, data=None) if tensor.index in constants else tensor
+                                                    for tensor in model.tensors))
+
+
+def constant_layer(model: TfliteModel, constant: ConstantOperand, name: str, previous: list[str], following: list[str]):
+    """(record, constants) of a constant operand."""
+    fields, params = constant_from_tflite(model, constant.index, constant.like)
+    bits = ACTIVATION_BITS[model.tensor(constant.index).dtype]
+    record = CONSTANT.record.from_json({"name": name, "operation": CONSTANT.name, "scheme": SCHEME,
+                                        **({BITS_KEY: bits} if bits != DEFAULT_BITS else {}), **fields, "previous_layer": previous,
+                                        "next_layer": following})
+    return record, params
+
+
 def operands(model: TfliteModel, operator: TfliteOperator) -> list[int]:
     """The computed tensors an operator reads, in its order (constants are the layer's fields or params)."""
     return [index for index in operator.inputs if index >= 0 and model.tensor(index).data is None]
@@ -57,22 +107,52 @@ def ir_of_tflite(model: TfliteModel, name_of: Callable[[int], str] | None = None
     """The IR of `model` as `runtime` computes it; `name_of(tensor index)` names the layer producing a tensor (default:
     the tensor's name with every character but letters, digits and _ made _)."""
     name_of = name_of or (lambda index: layer_name(model, index))
-    operators, producers = ir_operators(model)
+    sources, producers, reading = ir_layer_sources(model)
     readers: dict[int, list[str]] = {}
-    for operator in operators:
-        for index in operands(model, operator):
+    for operator in (source for source in sources if isinstance(source, TfliteOperator)):
+        for index in operands(reading, operator):
             readers.setdefault(index, []).append(name_of(operator.outputs[0]))
     ir = Ir(layers=[])
-    for operator in operators:
-        output = operator.outputs[0]
-        previous = [producers[index] for index in operands(model, operator)]
-        following = [END_POINT] if output in model.outputs else readers.get(output, [])
-        record, params = affine_layer(model, operator, name_of(output), previous, following, runtime)
-        producers[output] = record.name
+    for source in sources:
+        if isinstance(source, ConstantOperand):
+            record, params = constant_layer(model, source, name_of(source.index), [producers[source.like]], readers[source.index])
+            producers[source.index] = record.name
+        else:
+            output = source.outputs[0]
+            previous = [producers[index] for index in operands(reading, source)]
+            following = [END_POINT] if output in model.outputs else readers.get(output, [])
+            record, params = affine_layer(reading, source, name_of(output), previous, following, runtime)
+            producers[output] = record.name
         ir.layers.append(record)
         if params:
             ir.params[record.name] = params
     return ir
+
+
+def ir_layer_sources(model: TfliteModel) -> tuple[list[TfliteOperator | ConstantOperand], dict[int, str], TfliteModel]:
+    """(what each of the IR's layers is, in its order: an operator, or a constant operand just before its first reader;
+    the network inputs' IR names, by tensor; the model as the builders read it, as_computed)."""
+    constants = constant_operands(model)
+    reading = as_computed(model, constants)
+    operators, names = ir_operators(reading)
+    return _placed(operators, constants), names, reading
+
+
+def _placed(operators: list[TfliteOperator], constants: dict[int, ConstantOperand]) -> list[TfliteOperator | ConstantOperand]:
+    sources: list[TfliteOperator | ConstantOperand] = []
+    placed: set[int] = set()
+    for operator in operators:
+        for index in operator.inputs:
+            if index in constants and index not in placed:
+                sources.append(constants[index])
+                placed.add(index)
+        sources.append(operator)
+    return sources
+
+
+def source_tensor(source: TfliteOperator | ConstantOperand) -> int:
+    """The tensor a layer's source computes."""
+    return source.index if isinstance(source, ConstantOperand) else source.outputs[0]
 
 
 def ir_operators(model: TfliteModel) -> tuple[list[TfliteOperator], dict[int, str]]:
@@ -101,10 +181,15 @@ def layer_name(model: TfliteModel, index: int) -> str:
 def run_operator(model: TfliteModel, operator: TfliteOperator, values: dict[int, object], runtime: Runtime = DEFAULT_TFLITE_RUNTIME) -> object:
     """One operator run by its IR operation's kernel, as `runtime` computes it, on the computed tensors in `values` (by
     index), in the shape of its output tensor."""
-    record, params = affine_layer(model, operator, f"operator_{operator.index}", [NETWORK_INPUT] * len(operands(model, operator)),
+    constants = {constant.index: constant for constant in _constants_of(model, operator)}
+    reading = as_computed(model, constants)
+    batch = len(np.asarray(values[next(constant.like for constant in constants.values())])) if constants else 0
+    known = {**values, **{index: np.broadcast_to(np.asarray(model.tensor(index).data), (batch, *model.tensor(index).shape[1:]))
+                          for index in constants}}
+    record, params = affine_layer(reading, operator, f"operator_{operator.index}", [NETWORK_INPUT] * len(operands(reading, operator)),
                                   [END_POINT], runtime)
-    result = kernel_of(record)(record, params, [as_read(values[index], record, position)
-                                                for position, index in enumerate(operands(model, operator))])
+    result = kernel_of(record)(record, params, [as_read(known[index], record, position)
+                                                for position, index in enumerate(operands(reading, operator))])
     return result.reshape(len(result), *model.tensor(operator.outputs[0]).shape[1:])
 
 

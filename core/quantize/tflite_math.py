@@ -146,6 +146,13 @@ def requantize(accumulator: np.ndarray, multiplier, shift, zero_point: int, low:
     return np.clip(scaled, low, high).astype(np.int8 if -128 <= low and high <= 127 else np.int16)
 
 
+def requantize_int8(values: np.ndarray, input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int) -> np.ndarray:
+    """int8 -> int8 at another scale and zero point as TFLite's QUANTIZE (requantize): (q - input zero point) by the
+    multiplier of the float32 scales' ratio (in double), plus the output zero point, saturated."""
+    multiplier, shift = quantize_multiplier(float(np.float32(input_scale)) / float(np.float32(output_scale)))
+    return requantize(np.asarray(values, np.int64) - input_zero_point, multiplier, shift, output_zero_point, -128, 127)
+
+
 def affine_quantize(values: np.ndarray, scale: float, zero_point: int, bits: int = 8) -> np.ndarray:
     """float32 -> int8 (int16 with `bits` 16) as TFLite's reference QUANTIZE (AffineQuantize): round(x / scale) half
     away from zero, the quotient in double, plus the zero point, saturated."""

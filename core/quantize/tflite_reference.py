@@ -18,7 +18,7 @@ import numpy as np
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
 from tflite_micro.python.tflite_micro import runtime as tflm
 
-from core.frontend.tflite import TfliteModel, parse_tflite, read_tflite
+from core.frontend.tflite import TfliteModel, TfliteOperator, parse_tflite, read_tflite
 
 # TFLM's arena for an interpreter that preserves every tensor: each computed tensor's bytes, aligned, plus room for
 # the kernels' scratch buffers and the interpreter's own structures (measured: under 64 KiB on the MLPerf Tiny
@@ -26,8 +26,15 @@ from core.frontend.tflite import TfliteModel, parse_tflite, read_tflite
 TFLM_ARENA_ALIGN = 16
 TFLM_ARENA_SLACK = 1 << 20
 # operators whose LiteRT kernel fixes the batch the file was written with (SLICE's constant size: its Prepare refuses an
-# input resized to another batch): a file holding one is run image by image, as a device runs it
+# input resized to another batch), and those that do where they read a constant (CONCATENATION's constant of a batch of one:
+# a ViT's class token): a file holding one is run image by image, as a device runs it
 BATCH_BOUND_OPERATORS = frozenset({"SLICE"})
+BATCH_BOUND_WITH_CONSTANTS = frozenset({"CONCATENATION"})
+
+
+def _binds_batch(model: TfliteModel, operator: TfliteOperator) -> bool:
+    return operator.name in BATCH_BOUND_OPERATORS or operator.name in BATCH_BOUND_WITH_CONSTANTS and any(
+        index >= 0 and model.tensor(index).data is not None for index in operator.inputs)
 
 
 def reference_interpreter(model: Path | bytes, batch: int) -> Interpreter:
@@ -57,7 +64,7 @@ class ReferenceRunner:
         self.interpreter: Interpreter | None = None
         self.batch = 0
         parsed = parse_tflite(self.model, model if isinstance(model, Path) else "the model")
-        self.per_image = any(operator.name in BATCH_BOUND_OPERATORS for operator in parsed.operators)
+        self.per_image = any(_binds_batch(parsed, operator) for operator in parsed.operators)
         self.computed = [index for index, tensor in enumerate(parsed.tensors) if tensor.data is None]
 
     def tensors(self, inputs: np.ndarray | list[np.ndarray]) -> dict[int, np.ndarray]:

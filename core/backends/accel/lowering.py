@@ -284,9 +284,14 @@ class Rescale:
         return table[0].astype(np.int32), table[1:].astype(np.int8)
 
 
+def as_hwc(shape: list[int] | tuple[int, ...]) -> tuple[int, ...]:
+    """One image's shape as H x W x C: tokens [L, C] are 1 x L x C and a vector [C] 1 x 1 x C (the same bytes)."""
+    return (*(1,) * (3 - len(shape)), *(int(d) for d in shape)) if 1 <= len(shape) < 3 else tuple(int(d) for d in shape)
+
+
 def in_host_layout(accelerator: Accelerator, address: int, shape: list[int] | tuple[int, ...]) -> PackedTensor:
     """An H x W x C tensor of C <= B channels where the host keeps it (HWC): a narrow load's source, no pack needed."""
-    height, width, channels = (int(d) for d in shape)
+    height, width, channels = as_hwc(shape)
     if channels > accelerator.channel_block:
         raise LoweringError(f"a tensor of {channels} channels read in the host layout; a narrow load reads at most "
                             f"{accelerator.channel_block}")
@@ -294,9 +299,9 @@ def in_host_layout(accelerator: Accelerator, address: int, shape: list[int] | tu
 
 
 def packed(accelerator: Accelerator, address: int, shape: list[int] | tuple[int, ...]) -> PackedTensor:
-    if len(shape) != 3:
+    if not 1 <= len(shape) <= 3:
         raise LoweringError(f"a tensor of shape {list(shape)} on the accelerator; it takes H x W x C activations")
-    height, width, channels = (int(d) for d in shape)
+    height, width, channels = as_hwc(shape)
     return PackedTensor(address, height, width, channels, packed_strides(accelerator, height, width, channels),
                         accelerator.channel_block)
 

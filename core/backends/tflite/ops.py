@@ -16,7 +16,7 @@ from core.ir.ops.lut.pattern import NamedFunction
 from core.ir.tflite_dialect import padding as tflite_padding
 from core.ir.tflite_ir import builders
 from core.quantize.runtimes import Runtime, runtimes_taking
-from core.quantize.tflite_math import UNIT_RANGE_OUTPUT, affine_quantize, round_half_away
+from core.quantize.tflite_math import UNIT_RANGE_OUTPUT, affine_quantize, requantize_int8, round_half_away
 
 Writer = Callable[[TfliteWriter, Layer], None]
 
@@ -165,6 +165,14 @@ def _gather(writer: TfliteWriter, layer: Layer) -> None:
                                data=affine_quantize(table, entry.scale, entry.zero_point, writer.table.bits))
     writer.operator("GATHER", [params, writer.by_graph_tensor[layer.inputs[0]]], [writer.activation(layer.output)],
                     *writer.options("GatherOptions", axis=0, batchDims=0))
+
+
+def _constant(writer: TfliteWriter, layer: Layer) -> None:
+    """No operator: its values quantized as the output, a constant tensor its readers take as an operand (batch one)."""
+    entry = writer.entry(layer.output)
+    values = writer.layer_graph.graph.constants[layer.weight]
+    writer.by_graph_tensor[layer.output] = writer.add_tensor(layer.output, values.shape, writer.activation_type, entry.scale, entry.zero_point,
+                                                             data=affine_quantize(values, entry.scale, entry.zero_point, writer.table.bits))
 
 
 def _crop(writer: TfliteWriter, layer: Layer) -> None:
@@ -339,6 +347,10 @@ def _requantized(writer: TfliteWriter, tensor: str, output_entry, name: str) -> 
     if (entry.scale, entry.zero_point) == (output_entry.scale, output_entry.zero_point):
         return source
     shape = [1, *writer.layer_graph.graph.shape(tensor)[1:]]
+    constant = writer.constant_values(source)
+    if constant is not None and writer.table.bits == 8:  # a constant layer's: its QUANTIZE's integers, as TFLite's converter folds it
+        return writer.add_tensor(name, writer.tensors[source].shape, writer.activation_type, output_entry.scale, output_entry.zero_point,
+                                 data=requantize_int8(constant, entry.scale, entry.zero_point, output_entry.scale, output_entry.zero_point))
     rescaled = writer.add_tensor(name, shape, writer.activation_type, output_entry.scale, output_entry.zero_point)
     writer.operator("QUANTIZE", [source], [rescaled])
     return rescaled
@@ -348,7 +360,7 @@ def _concat(writer: TfliteWriter, layer: Layer) -> None:
     """TFLite's int8 CONCATENATION joins integers of one scale and zero point: each input at another is requantized."""
     output_entry = writer.entry(layer.output)
     inputs = [_requantized(writer, tensor, output_entry, f"{layer.name}/input{k}") for k, tensor in enumerate(layer.inputs)]
-    axis = {"H": 1, "W": 2, "C": -1}[layer.attrs.dim]  # C: the last axis, of an [N, C] as of an NHWC tensor
+    axis = {"H": -3, "W": -2, "C": -1}[layer.attrs.dim]  # from the last: of an [N, C], a ViT's tokens [N, L, C] or an NHWC tensor
     writer.operator("CONCATENATION", inputs, [writer.activation(layer.output)],
                     *writer.options("ConcatenationOptions", axis=axis, fusedActivationFunction=writer.fused(layer)))
 
@@ -386,6 +398,7 @@ WRITERS: dict[str, OperatorWriter] = {
     "reshape": OperatorWriter(_reshape, written("RESHAPE")),
     "transpose": OperatorWriter(_transpose, written("TRANSPOSE")),
     "gather": OperatorWriter(_gather, written("GATHER")),
+    "constant": OperatorWriter(_constant, written()),
     "batch_matmul": OperatorWriter(_batch_matmul, written("BATCH_MATMUL")),
     "pad": OperatorWriter(_pad, written("PAD")),
     "crop": OperatorWriter(_crop, written("STRIDED_SLICE")),

@@ -88,6 +88,13 @@ class TfliteWriter:
         """The biases' tensor type and its NumPy type: INT32, or INT64 in the 16x8 mode."""
         return (self.schema.TensorType.INT64, np.int64) if self.table.bits == 16 else (self.schema.TensorType.INT32, np.int32)
 
+    def constant_values(self, index: int) -> np.ndarray | None:
+        """The integers of tensor `index` when it is a constant (a constant layer's), else None."""
+        tensor = self.tensors[index]
+        if tensor.buffer == 0:
+            return None
+        return np.frombuffer(self.buffers[tensor.buffer].data.tobytes(), self.integer_type).reshape(tensor.shape)
+
     def activation(self, tensor: str, name: str | None = None) -> int:
         """The int8 (int16) tensor of a graph tensor (its entry's scale and zero point), made once."""
         if tensor not in self.by_graph_tensor:

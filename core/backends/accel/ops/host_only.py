@@ -9,6 +9,8 @@ HOST_ONLY_REASONS = {
     "resize_bilinear": "the accelerator has no interpolation",
     "mul": "the accelerator multiplies only by constant weights",
     "batch_matmul": "the accelerator's GEMM reads its weights from the constant area: a product of two activations is the host's",
+    "constant": "a copy of constant values the host's own reader takes directly (the accelerator would load them from flash to "
+                "store them back)",
     "gather": "a lookup of table rows by ids known at run time: the accelerator's DMA loads addresses fixed when it is compiled",
     "transpose": "a permutation of axes across the blocked layout is a host copy",
     "resize_nearest": "the accelerator has no gather; a host copy",

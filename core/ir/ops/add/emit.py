@@ -9,8 +9,9 @@ from core.ir.records import IrError
 
 
 def same_spatial_shape(ctx: IrContext, layer: Layer, tensors: list[str], field_name: str) -> list[int]:
-    # a vector [N, C] (a recurrent layer's gate) is the image [N, 1, 1, C] of the same bytes
-    shapes = [[shape[0], 1, 1, shape[1]] if shape is not None and len(shape) == 2 else shape for shape in map(ctx.graph.shape, tensors)]
+    # a vector [N, C] (a recurrent layer's gate) is the image [N, 1, 1, C] of the same bytes, tokens [N, L, C] (a ViT's) [N, 1, L, C]
+    shapes = [[shape[0], *[1] * (4 - len(shape)), *shape[1:]] if shape is not None and len(shape) in (2, 3) else shape
+              for shape in map(ctx.graph.shape, tensors)]
     if any(shape is None or len(shape) != 4 or min(shape[1:]) < 0 for shape in shapes):
         raise IrError(f"layer {layer.ir_name}: {field_name}: the IR needs NHWC inputs of known size, got {shapes}")
     if any(shape[1:] != shapes[0][1:] for shape in shapes):

@@ -14,4 +14,4 @@ CONCAT2 = register_op(IrOp("concat2", Concat2Layer, AnnotateRule(inputs=(QKind.I
 # an N-ary rule: every input is quantized where it is read, however many there are
 CONCAT = register_op(IrOp("concat", ConcatLayer, AnnotateRule(inputs=(QKind.INPUT,), output=QKind.ACTIVATION),
                           (PATTERN_N,), concat_n_fields, concat_kernel, builders={"CONCATENATION": concat_from_tflite},
-                          activation_widths=(8, 16)))
+                          activation_widths=(8, 16), constant_operands=True))

@@ -1,5 +1,5 @@
 """concat2 and concat in the graph: a ConcatV2 of two tensors (concat2), or of more (concat),
-along H, W or C (the last axis of flattened [N, C] tensors is C)."""
+along H, W or C (the last axis of flattened [N, C] tensors is C; tokens [N, L, C] are the image [N, 1, L, C])."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ def match_concat(graph: Graph, node: Node, index: GraphIndex) -> Layer:
     rank = len(graph.shape(values[0]) or [])
     if rank == 2 and axis in (1, -1):
         axis = 3  # [N, C] is the [N, 1, 1, C] image
+    elif rank == 3 and axis in (1, 2, -1, -2):
+        axis = axis % 3 + 1  # tokens [N, L, C] are the [N, 1, L, C] image: along L is along W
     elif rank != 4 or axis not in AXIS_NAMES:
         raise GraphError(f"{node.name}: concat along axis {axis} of rank-{rank} tensors; the IR concatenates NHWC tensors "
                          f"along H, W or C")

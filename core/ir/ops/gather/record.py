@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from core.ir.fields import shape_array
-from core.ir.records import OUTPUT_GRID, AnyDialect, InputOutputShape, IrError, IrLayer, OpSchema, Shift, grid_field
+from core.ir.records import OUTPUT_GRID, AnyDialect, Copy, InputOutputShape, IrError, IrLayer, OpSchema, grid_field
 from core.quantize.grid import AffineGrid, IndexGrid, Pow2Grid
 
 
 @dataclass(frozen=True, kw_only=True)
-class GatherLayer(AnyDialect, InputOutputShape, IrLayer):
+class GatherLayer(Copy, AnyDialect, InputOutputShape, IrLayer):
     operation: ClassVar[str] = "gather"
     schema: ClassVar[OpSchema] = OpSchema(
         doc={"tf2ir": "Lookup of the table's rows by int32 ids (an extension; Keras' Embedding): output [.., depth] is the row "
@@ -46,15 +46,6 @@ class GatherLayer(AnyDialect, InputOutputShape, IrLayer):
 
     def grid_of_output(self) -> Pow2Grid | AffineGrid:
         return self.output_grid
-
-    def macs(self) -> int:
-        return 0
-
-    def shifts(self) -> list[Shift]:
-        return []
-
-    def accumulator_bound(self, params: dict | None = None) -> None:
-        return None  # a copy of rows
 
     def fused_operators(self) -> list[str]:
         return ["gather"]

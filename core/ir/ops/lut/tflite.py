@@ -19,7 +19,7 @@ from core.ir.ops.lut.affine import (FIXED_POINT_OUTPUTS, fixed_point_table, hard
 from core.ir.ops.lut.record import TABLE_SIZE
 from core.ir.ops.lut.int16 import CLAMPS, OUTPUT_SCALE, OUTPUT_ZERO_POINT, int16_table
 from core.ir.tflite_dialect import activation_bits, constant, input_output, scale_and_zero_point
-from core.quantize.tflite_math import quantize_multiplier, requantize, round_half_away
+from core.quantize.tflite_math import quantize_multiplier, requantize, requantize_int8, round_half_away
 
 INPUTS = np.arange(-128, 128, dtype=np.int64).astype(np.int8)  # every int8 value, in table order
 
@@ -70,8 +70,7 @@ def _requantize(model, operator, q, runtime: Runtime) -> np.ndarray:
     if model.tensor(operator.inputs[0]).dtype != "INT8":
         raise TfliteError(f"{model.path}: operator {operator.index} (QUANTIZE) of a {model.tensor(operator.inputs[0]).dtype} tensor; "
                           "the tflite_int8 IR takes int8 inputs (an int8 -> int8 QUANTIZE is a requantization)")
-    multiplier, shift = quantize_multiplier(float(np.float32(q["input_scale"])) / float(np.float32(q["output_scale"])))
-    return requantize(INPUTS.astype(np.int64) - q["input_zero_point"], multiplier, shift, q["output_zero_point"], -128, 127)
+    return requantize_int8(INPUTS, q["input_scale"], q["input_zero_point"], q["output_scale"], q["output_zero_point"])
 
 
 # each of TFLite's ReLU operators' bounds: the kernels requantize to the output's scale and clamp there (activations.cc

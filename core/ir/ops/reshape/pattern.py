@@ -1,4 +1,4 @@
-"""reshape in the graph: Reshape and Squeeze."""
+"""reshape in the graph: Reshape, Squeeze and ExpandDims (the same bytes in another shape)."""
 
 from __future__ import annotations
 
@@ -10,4 +10,4 @@ def match_reshape(graph: Graph, node: Node, index: GraphIndex) -> Layer:
     return Layer(name=node.name, op="reshape", inputs=[node.inputs[0]], output=f"{node.name}:0", nodes=[node.name])
 
 
-PATTERN = Pattern("reshape", ("Reshape", "Squeeze"), match_reshape)
+PATTERN = Pattern("reshape", ("Reshape", "Squeeze", "ExpandDims"), match_reshape)
