@@ -48,6 +48,7 @@ from core.data.datasets import load_cifar10  # noqa: E402
 from core.quantize.evaluation import sqnr_db  # noqa: E402
 from pipeline.config import ConfigError  # noqa: E402
 from pipeline.main import run_pipeline  # noqa: E402
+from pipeline.quality import QualityFailed  # noqa: E402
 from pipeline.runner import StageFailed  # noqa: E402
 from ptq_vs_peers import evaluate  # noqa: E402
 from tables import publish  # noqa: E402
@@ -191,7 +192,7 @@ def ours(name: str, route: Route, classes: int, target: str, work: Path):
                  f"store.cache_dir={work / 'cache'}", tracking_override(work)]
     try:
         return run_pipeline(compose(*overrides), console=Console(file=io.StringIO(), width=200)), None
-    except (StageFailed, ConfigError) as failure:  # a stage's refusal, or preflight's before any stage
+    except (StageFailed, ConfigError, QualityFailed) as failure:  # a stage's refusal, preflight's before any stage, or the guard's
         return None, str(failure).splitlines()[0][:200]
 
 

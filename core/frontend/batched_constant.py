@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from core.frontend.graph import Graph, Node, canonical_tensor, tensor_node
+from core.frontend.rewrite import const_node, copy_node
 
 FORM = ("Shape", "StridedSlice", "ConcatV2", "BroadcastTo")  # in the graph's order
 
@@ -57,3 +58,93 @@ def find(graph: Graph, shape: Node, readers: dict[str, list[Node]]) -> BatchedCo
         return None
     return BatchedConstant(canonical_tensor(shape.inputs[0]), tensor_node(node.inputs[0]), f"{node.name}:0",
                            tuple(n.name for n in chain))
+
+
+def form_nodes(name: str, constant: str, values: np.ndarray, like: str, dtype: dict, output: str | None = None) -> tuple[list[Node], dict[str, np.ndarray]]:
+    """FORM's nodes (and their constants) broadcasting the Const `constant` (of `values`) to the batch of `like`, the last
+    one named `output` (default `name`/BroadcastTo): `broadcast`'s, for a graph (a Keras model's, a SavedModel's)."""
+    int32 = {"type": "int32"}
+    constants = {f"{name}/batch/begin": np.zeros(1, np.int32), f"{name}/batch/end": np.ones(1, np.int32),
+                 f"{name}/batch/strides": np.ones(1, np.int32), f"{name}/shape/values": np.asarray(values.shape[1:], np.int32),
+                 f"{name}/shape/axis": np.asarray(0, np.int32)}
+    masks = {key: {"i": 0} for key in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")}
+    nodes = [*(const_node(key, value) for key, value in constants.items()),
+             Node(f"{name}/Shape", "Shape", [like], {"T": dict(dtype), "out_type": dict(int32)}),
+             Node(f"{name}/batch", "StridedSlice", [f"{name}/Shape", f"{name}/batch/begin", f"{name}/batch/end", f"{name}/batch/strides"],
+                  {"T": dict(int32), "Index": dict(int32), **masks}),
+             Node(f"{name}/shape", "ConcatV2", [f"{name}/batch", f"{name}/shape/values", f"{name}/shape/axis"],
+                  {"T": dict(int32), "N": {"i": 2}, "Tidx": dict(int32)}),
+             Node(output or f"{name}/BroadcastTo", "BroadcastTo", [constant, f"{name}/shape"], {"T": dict(dtype), "Tidx": dict(int32)})]
+    return nodes, constants
+
+
+BINARY_OPS = ("Add", "AddV2", "Sub")
+
+
+def constant_operands(graph: Graph, by_name: dict[str, Node]):
+    """A constant operand of an Add or Sub holding a value for every element of the other's image, or of a concatenation,
+    broadcast to the batch of a computed operand (FORM), as the .tflite importer writes it."""
+    replacements: dict[str, list[Node]] = {}
+    constants: dict[str, np.ndarray] = {}
+    notes: list[str] = []
+    for node in graph.nodes:
+        concatenated = node.op == "ConcatV2"
+        if not (concatenated or node.op in BINARY_OPS) or node.attr("T") != "float32":
+            continue  # a shape's concatenation (FORM's own) is no activation's
+        operands = node.inputs[:-1] if concatenated else node.inputs
+        computed = [tensor for tensor in operands if tensor_node(tensor) not in graph.constants]
+        if not computed or (not concatenated and len(operands) != 2):
+            continue
+        like, rewired, added = canonical_tensor(computed[0]), list(node.inputs), []
+        shape = graph.shape(like)
+        for position, tensor in enumerate(operands):
+            found = graph.constants.get(tensor_node(tensor))
+            if found is None or shape is None:
+                continue
+            values = np.asarray(found)
+            values = values.reshape(1, *values.shape) if values.ndim == len(shape) - 1 else values  # Keras' constant without a batch
+            if not (concatenated or of_every_element(values, tuple(shape))):
+                continue
+            name = f"{node.name}/operand_{position}"
+            nodes, values_of = form_nodes(name, tensor_node(tensor), values, like, node.attrs["T"])
+            added.append(position)
+            constants.update(values_of)
+            replacements.setdefault(node.name, []).extend(nodes)
+            rewired[position] = f"{name}/BroadcastTo:0"
+        if added:
+            replacements[node.name].append(copy_node(node, inputs=rewired))
+            notes.append(f"{node.name}: constant operand(s) {added} broadcast to the batch of {like}")
+    return replacements, constants, notes
+
+
+def _batch_of(graph: Graph, by_name: dict[str, Node], multiples: str) -> str | None:
+    """The tensor whose batch a Tile's `multiples` repeat by, when they are Pack(StridedSlice(Shape(it))[0], 1, ..., 1)
+    (Keras' `ops.tile(token, [ops.shape(x)[0], 1, 1])`); None otherwise."""
+    pack = by_name.get(tensor_node(multiples))
+    if pack is None or pack.op != "Pack" or not pack.inputs:
+        return None
+    ones = [graph.constants.get(tensor_node(tensor)) for tensor in pack.inputs[1:]]
+    if any(one is None or np.asarray(one).size != 1 or int(np.asarray(one).reshape(-1)[0]) != 1 for one in ones):
+        return None
+    batch = by_name.get(tensor_node(pack.inputs[0]))
+    shape = by_name.get(tensor_node(batch.inputs[0])) if batch is not None and batch.op == "StridedSlice" else None
+    begin = graph.constants.get(tensor_node(batch.inputs[1])) if batch is not None and batch.op == "StridedSlice" else None
+    if shape is None or shape.op != "Shape" or begin is None or int(np.asarray(begin).reshape(-1)[0]) != 0:
+        return None
+    return canonical_tensor(shape.inputs[0])
+
+
+def tiled_constants(graph: Graph, by_name: dict[str, Node]):
+    """A constant of a batch of one tiled to the batch of a tensor (Keras' class token) as FORM, as the .tflite importer
+    writes it."""
+    replacements, constants, notes = {}, {}, []
+    for node in graph.nodes:
+        values = graph.constants.get(tensor_node(node.inputs[0])) if node.op == "Tile" else None
+        like = _batch_of(graph, by_name, node.inputs[1]) if values is not None and np.asarray(values).shape[:1] == (1,) else None
+        if like is None:
+            continue
+        nodes, values_of = form_nodes(node.name, tensor_node(node.inputs[0]), np.asarray(values), like, node.attrs["T"], output=node.name)
+        replacements[node.name] = nodes
+        constants.update(values_of)
+        notes.append(f"{node.name}: a constant tiled to the batch of {like} -> broadcast to it")
+    return replacements, constants, notes

@@ -47,7 +47,11 @@ Eighteen run before BatchNorm folding (EARLY_REWRITES), the rest after it:
 - `vector_scales`, `one_minus_sigmoid` (recurrent.py): a vector [N, C] times a constant per unit as the Dense of their
   diagonal; 1 - sigmoid(g) of a Dense g as sigmoid(-g) of the Dense negated;
 - `token_slices_as_crops` (token_slices.py): a StridedSlice of tokens [N, L, C] along L (a ViT's class token) as the crop
-  along W of the image [N, 1, L, C].
+  along W of the image [N, 1, L, C];
+- `tiled_constants`, `constant_operands` (batched_constant.py): a constant tiled to the batch of a tensor (Keras' class
+  token), and a constant operand of an Add or Sub of a value for every element (a position
+  embedding), or of a concatenation (a class token), broadcast to the batch of the other operand, as the .tflite importer
+  writes it: the IR's constant layer.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ from core.frontend.graph import Graph, Node, canonical_tensor, tensor_node
 from core.frontend.grouped import grouped_as_depthwise
 from core.frontend.rewrite import const_node, constant_of, copy_node, finish, readers_of, unique_name
 from core.frontend.attention import einsums_as_batch_matmuls, head_bias_before_split
+from core.frontend.batched_constant import constant_operands, tiled_constants
 from core.frontend.embedding import token_lookups
 from core.frontend.layer_norm import kept_statistics, layer_normalization
 from core.frontend.recurrent import (one_minus_sigmoid, sliced_gates, split_gates, stacked_steps, time_steps, vector_scales,
@@ -458,7 +463,7 @@ EARLY_REWRITES: tuple[Rewrite, ...] = (grouped_as_depthwise, static_reshape, lay
                                        token_lookups, einsums_as_batch_matmuls, head_bias_before_split, dense_on_signals, kept_statistics, signals_as_images,
                                        layer_normalization, prelu_differences, leaky_relu_sums)
 REWRITES: tuple[Rewrite, ...] = (keepdims_mean, global_max_as_pool, repeat_as_resize, merged_nearest_resizes, vector_scales,
-                                 one_minus_sigmoid, token_slices_as_crops)
+                                 one_minus_sigmoid, token_slices_as_crops, tiled_constants, constant_operands)
 
 
 def canonicalize(graph: Graph, rewrites: tuple[Rewrite, ...] = REWRITES) -> tuple[Graph, list[str]]:

@@ -16,11 +16,16 @@ def _bounds(graph: Graph, by_name: dict[str, Node], node: Node) -> tuple[int, in
     """(first, end, L, C) of the tokens a StridedSlice of [N, L, C] keeps, when it slices L alone by stride 1; None
     otherwise."""
     shape = graph.shape(node.inputs[0])
-    values = [constant_of(graph, by_name, tensor) for tensor in node.inputs[1:4]]
-    if shape is None or len(shape) != 3 or min(shape[1:]) < 1 or any(value is None or value.size != 3 for value in values):
+    found = [constant_of(graph, by_name, tensor) for tensor in node.inputs[1:4]]
+    values = [value for value in found if value is not None and 1 <= value.size <= 3]
+    if shape is None or len(shape) != 3 or min(shape[1:]) < 1 or len(values) != 3:
         return None
-    begin, end, strides = (np.asarray(value, np.int64).reshape(-1) for value in values)
+    given = values[0].size  # the axes past those given are taken whole (TensorFlow's `x[:, 0]`)
+    begin, end, strides = (np.concatenate([np.asarray(value, np.int64).reshape(-1), np.full(3 - given, fill, np.int64)])
+                           for value, fill in zip(values, (0, 0, 1)))
     masks = {key: int(node.attr(key, 0)) for key in ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")}
+    whole = sum(1 << axis for axis in range(given, 3))
+    masks["begin_mask"], masks["end_mask"] = masks["begin_mask"] | whole, masks["end_mask"] | whole
     if np.any(strides != 1) or masks["ellipsis_mask"] or masks["new_axis_mask"] or masks["shrink_axis_mask"] & ~(1 << TOKENS):
         return None
     for axis in (0, 2):  # the batch and the channels kept whole
