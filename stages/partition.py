@@ -45,4 +45,4 @@ def target_accelerator(target) -> tuple[str, Accelerator | None]:
     `name`, `scheme` and `accelerator` keys) or a plain mapping of a conf/target file."""
     plain = to_plain(target) if isinstance(target, Mapping) else {
         key: to_plain(getattr(target, key, None)) for key in ("name", "scheme", "accelerator")}
-    return plain.get("name"), accelerator_of(plain, origin=f"target {plain.get('name')}")
+    return str(plain.get("name") or ""), accelerator_of(plain, origin=f"target {plain.get('name')}")

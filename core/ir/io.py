@@ -118,7 +118,7 @@ def validate_ir(layers: list[dict[str, Any]], origin: str = "IR") -> None:
     for position, layer in enumerate(layers):
         name = layer.get("name", f"#{position}") if isinstance(layer, dict) else f"#{position}"
         operation = layer.get("operation") if isinstance(layer, dict) else None
-        key = schema_key(operation, dialect_of(layer))
+        key = schema_key(str(operation), dialect_of(layer))
         if key not in branches:
             raise IrError(f"{origin}: layer {name}: operation {operation!r} ({DIALECT_KEY} {dialect_of(layer)!r}) is not one of "
                           f"{', '.join(branches)}")

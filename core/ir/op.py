@@ -134,6 +134,12 @@ class IrContext:
             raise IrError(f"tensor {tensor} has no power-of-two scale (target {self.table.target}); the IR needs target=tf2ir")
         return entry.log2scale
 
+    def weight(self, layer: Layer) -> np.ndarray:
+        """The float values of the layer's weight Const (a conv's filter, a table, a constant's values)."""
+        if layer.weight is None:
+            raise IrError(f"layer {layer.ir_name} ({layer.op}): no Const holds its weight")
+        return np.asarray(self.graph.constants[layer.weight])
+
     def nhwc(self, layer: Layer, field_name: str, tensor: str, flat: bool = False) -> list[int]:
         """The NHWC shape of `tensor`, every dimension but the batch known, else an IrError.
         `flat`: an [N, C] tensor is the [N, 1, 1, C] image, tokens [N, L, C] the [N, 1, L, C] one (the same bytes)."""

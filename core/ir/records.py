@@ -47,7 +47,10 @@ class Padding:
         return any((self.top, self.bottom, self.left, self.right))
 
     def as_list(self) -> list[int]:
-        return [self.top, self.bottom, self.left, self.right]
+        return list(self.as_tuple())
+
+    def as_tuple(self) -> tuple[int, int, int, int]:
+        return self.top, self.bottom, self.left, self.right
 
 
 @dataclass(frozen=True)

@@ -178,12 +178,12 @@ def layer_name(model: TfliteModel, index: int) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", model.tensor(index).name) or f"tensor_{index}"
 
 
-def run_operator(model: TfliteModel, operator: TfliteOperator, values: dict[int, object], runtime: Runtime = DEFAULT_TFLITE_RUNTIME) -> object:
+def run_operator(model: TfliteModel, operator: TfliteOperator, values: dict[int, np.ndarray], runtime: Runtime = DEFAULT_TFLITE_RUNTIME) -> np.ndarray:
     """One operator run by its IR operation's kernel, as `runtime` computes it, on the computed tensors in `values` (by
     index), in the shape of its output tensor."""
     constants = {constant.index: constant for constant in _constants_of(model, operator)}
     reading = as_computed(model, constants)
-    batch = len(np.asarray(values[next(constant.like for constant in constants.values())])) if constants else 0
+    batch = len(values[next(constant.like for constant in constants.values())]) if constants else 0
     known = {**values, **{index: np.broadcast_to(np.asarray(model.tensor(index).data), (batch, *model.tensor(index).shape[1:]))
                           for index in constants}}
     record, params = affine_layer(reading, operator, f"operator_{operator.index}", [NETWORK_INPUT] * len(operands(reading, operator)),
@@ -197,6 +197,6 @@ def kernel_of(record: IrLayer):
     return operation_of(record).kernel
 
 
-def as_read(value, record: IrLayer, position: int):
+def as_read(value: np.ndarray, record: IrLayer, position: int) -> np.ndarray:
     shape = tuple(record.shape_of_input(position))
     return value if tuple(value.shape[1:]) == shape else value.reshape(len(value), *shape)

@@ -50,6 +50,8 @@ class GraphModelBuilder:
         dtype = self._dtype(inputs[0])
         attrs: dict[str, dict] = {"T": {"type": dtype}}
         if op == "Cast":
+            if cast_to is None:
+                raise ValueError(f"{self.scope}: a Cast of {inputs[0]} names no type to cast to (cast_to)")
             attrs = {"SrcT": {"type": dtype}, "DstT": {"type": cast_to}, "Truncate": {"b": False}}
             dtype = cast_to
         elif op == "GatherV2":

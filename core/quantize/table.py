@@ -58,7 +58,7 @@ class TensorEntry:
         """What the entry's integers mean, typed (core/quantize/grid.py)."""
         if self.log2scale is not None:
             return Pow2Grid(self.log2scale)
-        if self.zero_point is not None:
+        if self.zero_point is not None and self.scale is not None:
             return AffineGrid(self.scale, self.zero_point)
         if self.channel_scales is not None:
             return ChannelGrid(tuple(self.channel_scales))

@@ -239,8 +239,8 @@ class TensorStatistics:
             return self
         magnitudes = np.abs(values, dtype=np.float64)
         batch_absmax = float(magnitudes.max())
-        if not math.isfinite(batch_absmax):  # NaN and Inf both surface in the max
-            raise find_non_finite(values)
+        if not math.isfinite(batch_absmax) and (error := find_non_finite(values)) is not None:  # NaN and Inf surface in the max
+            raise error
         if batch_absmax > self.absmax:
             self.counts = rebin(self.counts, self.absmax, batch_absmax)
             self.absmax = batch_absmax

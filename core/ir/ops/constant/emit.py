@@ -6,7 +6,6 @@ import numpy as np
 
 from core.frontend.layers import Layer
 from core.ir.op import IrContext
-from core.ir.records import IrError
 from core.quantize.grid import Pow2Grid
 
 
@@ -19,7 +18,5 @@ def constant_fields(layer: Layer, ctx: IrContext) -> dict:
 def constant_params(layer: Layer, ctx: IrContext) -> dict:
     """{"values": int8 [output_shape]}: the float values (batch 1) on the output's grid, rounded as the annotated graph's
     FakeQuant rounds them."""
-    if layer.weight is None:
-        raise IrError(f"layer {layer.ir_name} (constant): no Const holds its values")
-    values = np.asarray(ctx.graph.constants[layer.weight], np.float32)
+    values = ctx.weight(layer).astype(np.float32)
     return {"values": Pow2Grid(ctx.log2scale(layer.output)).quantize(values.reshape(values.shape[1:]))}

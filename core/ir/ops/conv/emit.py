@@ -91,13 +91,13 @@ def block_diagonal(depthwise: np.ndarray) -> np.ndarray:
 def depthwise_as_conv(layer: Layer, ctx: IrContext) -> Layer:
     """A dwconv layer as TF2IR holds it: itself at channel multiplier 1 (its record's HWC weight), else the conv of its
     block-diagonal weight (the same integers; the weight C times larger, its log2scale the same)."""
-    if np.shape(ctx.graph.constants[layer.weight])[3] == 1:
+    if ctx.weight(layer).shape[3] == 1:
         return layer
     return dataclasses.replace(layer, op="conv", attrs=dataclasses.replace(layer.attrs, block_diagonal=True))
 
 
 def checked_weight(layer: Layer, ctx: IrContext) -> np.ndarray:
-    weight = as_hwio(layer, np.asarray(ctx.graph.constants[layer.weight]))
+    weight = as_hwio(layer, ctx.weight(layer))
     if weight.ndim != 4:
         raise IrError(f"layer {layer.ir_name}: weight {layer.weight} of shape {list(weight.shape)}; expected [H, W, Cin, Cout/multiplier]")
     if layer.op == "dwconv" and weight.shape[3] != 1:

@@ -26,7 +26,7 @@ def deconv_fields(layer: Layer, ctx: IrContext) -> dict:
     activation_named(layer.activation, f"layer {layer.ir_name}: ")
     attrs = layer.attrs
     in_shape, out_shape = ctx.nhwc(layer, "input_size", layer.inputs[0]), ctx.nhwc(layer, "output_size", layer.output)
-    filter_shape = np.asarray(ctx.graph.constants[layer.weight]).shape
+    filter_shape = ctx.weight(layer).shape
     if filter_shape[2] != out_shape[3] or filter_shape[3] != in_shape[3]:
         raise IrError(f"layer {layer.ir_name}: filter of shape {list(filter_shape)} does not fit {in_shape[3]} input and {out_shape[3]} "
                       "output channels ([height, width, output, input])")

@@ -26,7 +26,7 @@ def float_conv_fields(layer: Layer, ctx: IrContext) -> dict:
 
 def float_conv_params(layer: Layer, ctx: IrContext) -> dict:
     """{"weight": float32, "bias": float32} in the conv's IR layouts (HWCiCo; dwconv HWC; bias C)."""
-    weight = as_hwio(layer, np.asarray(ctx.graph.constants[layer.weight], np.float32))
+    weight = as_hwio(layer, ctx.weight(layer).astype(np.float32))
     if layer.op == "dwconv":
         weight = weight[:, :, :, 0]
     params = {"weight": np.ascontiguousarray(weight)}

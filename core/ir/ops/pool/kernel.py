@@ -75,7 +75,7 @@ def max_pool_kernel(record: MaxPoolLayer, params: dict, inputs: list) -> np.ndar
     x = np.asarray(inputs[0])
     _check_input(record, x)
     (out_height, out_width), int16_min = record.output_size.pair(), np.iinfo(np.int16).min
-    patches = windows(x.astype(np.int16), record.kernel_size.pair(), record.stride.pair(), (1, 1), record.padding.as_list(), int16_min)
+    patches = windows(x.astype(np.int16), record.kernel_size.pair(), record.stride.pair(), (1, 1), record.padding.as_tuple(), int16_min)
     best = patches[:, :out_height, :out_width].max(axis=(4, 5))
     moved = round_shift(best, record.rescale) if record.rescale else best
     return np.clip(moved, record.output_min, record.output_max).astype(record.integer_dtype)

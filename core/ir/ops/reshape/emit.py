@@ -19,7 +19,7 @@ def reshape_fields(layer: Layer, ctx: IrContext) -> dict:
     batch dimension. log2scale: the scale the reshape shares with its input."""
     input_shape = ctx.known_shape(layer, "input_shape", layer.inputs[0])
     output_shape = ctx.known_shape(layer, "output_shape", layer.output)
-    in_full, out_full = ctx.graph.shape(layer.inputs[0]), ctx.graph.shape(layer.output)
+    in_full, out_full = ctx.graph.shape(layer.inputs[0]) or [], ctx.graph.shape(layer.output) or []  # known_shape: both known
     if out_full[0] != in_full[0] or math.prod(input_shape) != math.prod(output_shape):
         raise IrError(f"layer {layer.ir_name}: output_shape {out_full} from input_shape {in_full}: the IR reshapes "
                       f"each image and keeps the batch dimension")
