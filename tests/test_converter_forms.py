@@ -643,8 +643,10 @@ class ClassToken(keras.layers.Layer):
 
 
 class PositionEmbedding(keras.layers.Layer):
+    """A position embedding of [L, C] (no batch axis: the sum broadcasts it)."""
+
     def build(self, shape):
-        self.position = self.add_weight(shape=(1, shape[1], shape[2]), initializer="random_normal")
+        self.position = self.add_weight(shape=(shape[1], shape[2]), initializer="random_normal")
 
     def call(self, x):
         return x + self.position

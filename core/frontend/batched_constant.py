@@ -6,8 +6,9 @@ the op's other operand, `like`:
     BroadcastTo(constant, ConcatV2([StridedSlice(Shape(like), [0], [1], [1]), constant's shape[1:]], 0))
 
 The IR's constant operation takes those four nodes as one layer (core/ir/ops/constant), its output an activation on a
-grid of its own, read by the op as any other. `broadcast` writes the form, `find` reads it back: one definition of it.
-A constant of one value per channel (a bias) or one in all (a lookup table's) is no such operand: it stays a Const."""
+grid of its own, read by the op as any other. `broadcast` writes the form in TensorFlow (the .tflite importer),
+`form_nodes` as a graph's nodes (the rewrites below, of a Keras model's or a SavedModel's constants), `find` reads it
+back. A constant of one value per channel (a bias) or one in all (a lookup table's) is no such operand: it stays a Const."""
 
 from __future__ import annotations
 
@@ -78,18 +79,18 @@ def form_nodes(name: str, constant: str, values: np.ndarray, like: str, dtype: d
     return nodes, constants
 
 
-BINARY_OPS = ("Add", "AddV2", "Sub")
+SUMS = ("Add", "AddV2")
 
 
 def constant_operands(graph: Graph, by_name: dict[str, Node]):
-    """A constant operand of an Add or Sub holding a value for every element of the other's image, or of a concatenation,
+    """A constant operand of an Add holding a value for every element of the other's image, or of a concatenation,
     broadcast to the batch of a computed operand (FORM), as the .tflite importer writes it."""
     replacements: dict[str, list[Node]] = {}
     constants: dict[str, np.ndarray] = {}
     notes: list[str] = []
     for node in graph.nodes:
         concatenated = node.op == "ConcatV2"
-        if not (concatenated or node.op in BINARY_OPS) or node.attr("T") != "float32":
+        if not (concatenated or node.op in SUMS) or node.attr("T") != "float32":
             continue  # a shape's concatenation (FORM's own) is no activation's
         operands = node.inputs[:-1] if concatenated else node.inputs
         computed = [tensor for tensor in operands if tensor_node(tensor) not in graph.constants]

@@ -49,7 +49,7 @@ Eighteen run before BatchNorm folding (EARLY_REWRITES), the rest after it:
 - `token_slices_as_crops` (token_slices.py): a StridedSlice of tokens [N, L, C] along L (a ViT's class token) as the crop
   along W of the image [N, 1, L, C];
 - `tiled_constants`, `constant_operands` (batched_constant.py): a constant tiled to the batch of a tensor (Keras' class
-  token), and a constant operand of an Add or Sub of a value for every element (a position
+  token), and a constant operand of an Add of a value for every element (a position
   embedding), or of a concatenation (a class token), broadcast to the batch of the other operand, as the .tflite importer
   writes it: the IR's constant layer.
 """

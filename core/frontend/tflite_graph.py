@@ -82,7 +82,7 @@ def _pool(function: str, name: str):
 
 
 def _binary(function: str, name: str, constants: bool = False):
-    """`constants`: a constant operand varying beyond its channels is an activation of its own (TfBuilder.operands)."""
+    """`constants`: a constant operand of a value for every element is an activation of its own (TfBuilder.operands)."""
     def convert(b: TfBuilder, op: TfliteOperator, scope: str):
         first, second = b.operands(op, scope) if constants else (b.input(op, 0), b.input(op, 1))
         return b.finish(op, b.function(function)(first, second, name=f"{scope}/{name}"), scope)
@@ -201,7 +201,7 @@ CONVERTERS: dict[str, Callable[[TfBuilder, TfliteOperator, str], object]] = {
     "DEPTHWISE_CONV_2D": _depthwise,
     "FULLY_CONNECTED": _fully_connected,
     "ADD": _binary("add", "add", constants=True),
-    "SUB": _binary("subtract", "sub", constants=True),
+    "SUB": _binary("subtract", "sub"),
     "MUL": _binary("multiply", "mul"),
     "DIV": _binary("math.divide", "div"),
     "SQUARED_DIFFERENCE": _binary("math.squared_difference", "SquaredDifference"),

@@ -169,9 +169,9 @@ def _gather(writer: TfliteWriter, layer: Layer) -> None:
 
 def _constant(writer: TfliteWriter, layer: Layer) -> None:
     """No operator: its values quantized as the output, a constant tensor its readers take as an operand (batch one)."""
-    entry = writer.entry(layer.output)
-    values = writer.layer_graph.graph.constants[layer.weight]
-    writer.by_graph_tensor[layer.output] = writer.add_tensor(layer.output, values.shape, writer.activation_type, entry.scale, entry.zero_point,
+    entry, shape = writer.entry(layer.output), [1, *writer.layer_graph.graph.shape(layer.output)[1:]]
+    values = np.reshape(writer.layer_graph.graph.constants[layer.weight], shape)  # of a batch of one, or none (Keras')
+    writer.by_graph_tensor[layer.output] = writer.add_tensor(layer.output, shape, writer.activation_type, entry.scale, entry.zero_point,
                                                              data=affine_quantize(values, entry.scale, entry.zero_point, writer.table.bits))
 
 

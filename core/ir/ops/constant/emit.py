@@ -16,7 +16,7 @@ def constant_fields(layer: Layer, ctx: IrContext) -> dict:
 
 
 def constant_params(layer: Layer, ctx: IrContext) -> dict:
-    """{"values": int8 [output_shape]}: the float values (batch 1) on the output's grid, rounded as the annotated graph's
-    FakeQuant rounds them."""
-    values = ctx.weight(layer).astype(np.float32)
-    return {"values": Pow2Grid(ctx.log2scale(layer.output)).quantize(values.reshape(values.shape[1:]))}
+    """{"values": int8 [output_shape]}: the float values (of a batch of one, or none) on the output's grid, rounded as the
+    annotated graph's FakeQuant rounds them."""
+    values = ctx.weight(layer).astype(np.float32).reshape(ctx.known_shape(layer, "output_shape", layer.output))
+    return {"values": Pow2Grid(ctx.log2scale(layer.output)).quantize(values)}
