@@ -516,17 +516,24 @@ def torch_prelu(size: int = 12, classes: int = 4) -> keras.Model:
     return keras.Model(images, layers.Dense(classes, activation="softmax")(x))
 
 
+def trained_saved_model(build, directory):
+    """(the model `build` gives, trained on seeded images; the images; their .npz; its SavedModel, as a model of layers of
+    its own is saved (no .keras); the graph imported and prepared from it)."""
+    samples = image_classes(256, 12, 4, seed=3)
+    model = trained(built(build), samples)
+    _, arrays = saved(model, samples, directory)
+    model.export(str(model_path := directory / "saved_model"), format="tf_saved_model", verbose=False)
+    loaded = load_graph_def("saved_model", model_path)
+    prepared = prepare(import_graph(loaded.graph_def, loaded.default_input_tensor, loaded.default_end_points, origin=str(model_path),
+                                    source={})).graph
+    return model, samples, arrays, model_path, prepared
+
+
 def test_pytorchs_prelu_as_a_difference_is_a_depthwise_scale_and_a_leaky_relu_running_all_stages_bit_exact(tmp_path, workspace):
     """The SUB of two activations becomes a sum (the IR subtracts none); one slope in all, the LeakyRelu it is (TFLite's
     LEAKY_RELU in the written file): the prepared graph computes what Keras computes, every stage bit-exact with LiteRT,
     at least the converter's SQNR."""
-    samples = image_classes(256, 12, 4, seed=3)
-    model = trained(built(torch_prelu), samples)
-    _, arrays = saved(model, samples, tmp_path)
-    model.export(str(model_path := tmp_path / "saved_model"), format="tf_saved_model", verbose=False)  # its own layer: no .keras
-    loaded = load_graph_def("saved_model", model_path)
-    prepared = prepare(import_graph(loaded.graph_def, loaded.default_input_tensor, loaded.default_end_points, origin=str(model_path),
-                                    source={})).graph
+    model, samples, arrays, model_path, prepared = trained_saved_model(torch_prelu, tmp_path)
     assert "Sub" not in prepared.op_counts() and prepared.op_counts().get("LeakyRelu") == 1, prepared.op_counts()
     (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(samples[0][:16], prepared)})
     np.testing.assert_allclose(computed, model.predict(samples[0][:16], verbose=0), atol=2e-5)
@@ -669,13 +676,7 @@ def test_a_keras_class_token_and_position_embedding_run_all_stages_bit_exact(tmp
     class token's row picked: the prepared graph computes what Keras computes, every stage is bit-exact on each target,
     within a dB of the converter's SQNR on tflite_int8 (43.7 dB against 44.5: the LayerNorm's scaling loses 8 dB of its
     input's 38, an open item; a lost layer, under 20)."""
-    samples = image_classes(256, 12, 4, seed=3)
-    model = trained(built(vit_like), samples)
-    _, arrays = saved(model, samples, tmp_path)
-    model.export(str(model_path := tmp_path / "saved_model"), format="tf_saved_model", verbose=False)  # its own layers: no .keras
-    loaded = load_graph_def("saved_model", model_path)
-    prepared = prepare(import_graph(loaded.graph_def, loaded.default_input_tensor, loaded.default_end_points, origin=str(model_path),
-                                    source={})).graph
+    model, samples, arrays, model_path, prepared = trained_saved_model(vit_like, tmp_path)
     assert [layer.op for layer in group_layers(prepared).layers].count("constant") == 2
     (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(samples[0][:16], prepared)})
     np.testing.assert_allclose(computed, model.predict(samples[0][:16], verbose=0), atol=2e-5)
