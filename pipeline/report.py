@@ -28,8 +28,8 @@ def runs_table(tracking_uri: str, experiment: str, metrics: list[str], sweep: st
         names = sorted(item.name for item in client.search_experiments() if item.name != "Default")
         raise SystemExit(f"no experiment {experiment!r} in {tracking_uri}; it holds {', '.join(names) or 'none'}")
     # a failed run has partial metrics: it has nothing to compare
-    runs = client.search_runs([found.experiment_id], filter_string="attributes.status = 'FINISHED'",
-                              order_by=["attributes.start_time DESC"])
+    runs = list(client.search_runs([found.experiment_id], filter_string="attributes.status = 'FINISHED'",
+                                   order_by=["attributes.start_time DESC"]))
     if sweep is None and runs:
         sweep = runs[0].data.tags.get("sweep_id")
     runs = [run for run in runs if (sweep is None or run.data.tags.get("sweep_id") == sweep)

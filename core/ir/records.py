@@ -15,7 +15,7 @@ import functools
 import types
 import typing
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from core.quantize.grid import INTEGER_TYPES, AffineGrid, Pow2Grid
 
@@ -335,7 +335,7 @@ class IrLayer:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "IrLayer":
+    def from_json(cls, data: dict[str, Any]) -> Self:
         name = data.get("name", "?")
         if data.get("operation") != cls.operation:
             raise IrError(f"layer {name}: operation {data.get('operation')!r}, expected {cls.operation!r}")

@@ -59,7 +59,7 @@ class MemoryBudget:
 def check_activations(budget: MemoryBudget, sizes: dict[str, int], origin: str) -> int:
     """One image's activations (`sizes`: tensor -> bytes) must fit; their sum, for sizing batches."""
     total = sum(sizes.values())
-    largest = max(sizes, key=sizes.get) if sizes else "none"
+    largest = max(sizes, key=sizes.__getitem__) if sizes else "none"
     budget.check(f"{origin}: one image through the graph (largest tensor {largest}, {human_bytes(sizes.get(largest, 0))})",
                  total, lower="the model's input size")
     return total

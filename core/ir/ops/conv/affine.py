@@ -112,4 +112,5 @@ def _requantized(accumulator, bias, multipliers, shifts, output_zero_point, acti
     total = np.rint(accumulator).astype(np.int64)
     if bias is not None:
         total = total + bias.astype(np.int64)
-    return requantize(total, multipliers, shifts, output_zero_point, *activation_range, rounding=rounding)
+    low, high = activation_range
+    return requantize(total, multipliers, shifts, output_zero_point, low, high, rounding=rounding)

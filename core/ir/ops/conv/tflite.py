@@ -39,7 +39,7 @@ def conv_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runt
               "rounding": rounding, "load_bias": len(operator.inputs) > 2 and operator.inputs[2] >= 0}
     multipliers, shifts = requantization(fields["input_scale"], weight.quantization.scale, fields["output_scale"])
     channels = output_shape[3]
-    params = {"weight": np.ascontiguousarray(weights, np.int8),
+    params: dict[str, np.ndarray] = {"weight": np.ascontiguousarray(weights, np.int8),
               "multiplier": np.broadcast_to(multipliers, (channels,)).astype(np.int32),
               "shift": np.broadcast_to(shifts, (channels,)).astype(np.int32)}
     if fields["load_bias"]:
