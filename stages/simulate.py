@@ -203,7 +203,8 @@ class TfliteReferenceProbe:
         counts = []
         for layer, tensor in zip(self.layers, self.tensors):
             computed = integer[layer.ir_name]
-            theirs = reference[tensor] if tensor not in self.constants else np.broadcast_to(self.constants[tensor].reshape(1, -1), (len(computed), self.constants[tensor].size))
+            constant = self.constants.get(tensor)
+            theirs = reference[tensor] if constant is None else np.broadcast_to(constant.reshape(1, -1), (len(computed), constant.size))
             ours, theirs = computed.reshape(-1).astype(np.int16), theirs.reshape(-1).astype(np.int16)
             difference = np.abs(ours - theirs)
             counts.append((int(np.count_nonzero(difference == 0)), ours.size, int(difference.max(initial=0))))

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from core.frontend.graph import Graph, Node, tensor_node
+from core.frontend.layers import GraphIndex
 
 
 def softmax_beta(graph: Graph, node: Node, reader: Node | None) -> tuple[str, float] | None:
@@ -24,3 +25,8 @@ def softmax_beta(graph: Graph, node: Node, reader: Node | None) -> tuple[str, fl
     values = np.asarray(graph.constants[tensor_node(node.inputs[constant[0]])])
     beta = float(np.float32(values.reshape(-1)[0])) if values.size == 1 else math.nan
     return (node.inputs[1 - constant[0]], beta) if 0.0 < beta < math.inf else None
+
+
+def scales_softmax(graph: Graph, node: Node, index: GraphIndex) -> bool:
+    """Whether `node` is a softmax's beta (the pattern's `applies`, and what a lookup table leaves alone)."""
+    return softmax_beta(graph, node, index.sole_reader(f"{node.name}:0")) is not None

@@ -126,10 +126,9 @@ class TfBuilder:
         holds a value for every element of theirs or is `concatenated`; its FakeQuant, in an int8 file, the file's."""
         indices = list(operator.inputs)
         computed = [index for index in indices if self.model.tensor(index).data is None or index in self.values]
-        values = []
+        values, like = [], self.model.tensor(computed[0]).shape if computed else ()
         for position, index in enumerate(indices):
             value = self.input(operator, position)
-            like = self.model.tensor(computed[0]).shape if computed else ()
             if computed and index not in computed and (concatenated or of_every_element(dequantized(self.model.tensor(index)), like)):
                 value = broadcast(self.tf, value, self.input(operator, indices.index(computed[0])), f"{scope}/operand_{position}")
                 value = self.activation_quant(value, index, f"{scope}/operand_{position}")

@@ -48,9 +48,13 @@ def affine_layer(model: TfliteModel, operator: TfliteOperator, name: str, previo
                           f"IR's {op.name} computes int8 only, its int{bits} arithmetic is not built yet; the 16x8 IR covers "
                           f"{', '.join(built)}")
     fields, params = op.builders[operator.name](model, operator, runtime)
-    record = op.record.from_json({"name": name, "operation": op.name, "scheme": SCHEME, **({BITS_KEY: bits} if bits != DEFAULT_BITS else {}),
-                                  **fields, "previous_layer": previous, "next_layer": following})
-    return record, params
+    return _record(op, name, bits, fields, previous, following), params
+
+
+def _record(op: IrOp, name: str, bits: int, fields: dict, previous: list[str], following: list[str]) -> IrLayer:
+    """The tflite_int8 dialect's record of `op` from a builder's fields."""
+    return op.record.from_json({"name": name, "operation": op.name, "scheme": SCHEME, **({BITS_KEY: bits} if bits != DEFAULT_BITS else {}),
+                                **fields, "previous_layer": previous, "next_layer": following})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,11 +95,7 @@ def as_computed(model: TfliteModel, constants: dict[int, ConstantOperand]) -> Tf
 def constant_layer(model: TfliteModel, constant: ConstantOperand, name: str, previous: list[str], following: list[str]):
     """(record, constants) of a constant operand."""
     fields, params = constant_from_tflite(model, constant.index, constant.like)
-    bits = ACTIVATION_BITS[model.tensor(constant.index).dtype]
-    record = CONSTANT.record.from_json({"name": name, "operation": CONSTANT.name, "scheme": SCHEME,
-                                        **({BITS_KEY: bits} if bits != DEFAULT_BITS else {}), **fields, "previous_layer": previous,
-                                        "next_layer": following})
-    return record, params
+    return _record(CONSTANT, name, ACTIVATION_BITS[model.tensor(constant.index).dtype], fields, previous, following), params
 
 
 def operands(model: TfliteModel, operator: TfliteOperator) -> list[int]:

@@ -99,10 +99,8 @@ class _Layout:
 
 @lowers("softmax", softmax_tile_needs, softmax_refusals, shifts=softmax_shifts)
 def softmax_lower(record: SoftmaxLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
-    (x,), grid = inputs, record.input_grid
-    if not isinstance(grid, AffineGrid):  # softmax_refusals keeps TF2IR's on the host
-        raise LoweringError(f"layer {record.name}: TF2IR's softmax divides in 64 bits: the host's")
-    table = np.maximum(softmax_exp_table(grid.scale, record.beta), 0)  # the kernel's skipped differences: exp 0
+    (x,) = inputs
+    table = np.maximum(softmax_exp_table(record.input_grid.step, record.beta), 0)  # TFLite's grid (softmax_refusals)  # the kernel's skipped differences: exp 0
     table_address = low.constant(np.resize(table, lut_vectors(low.block) * low.block).astype(np.int32))
     per_row = output.width * (2 * output.blocks + len(SCALARS))
     rows = (low.acc_units - lut_vectors(low.block)) // per_row

@@ -12,7 +12,7 @@ import numpy as np
 
 from core.frontend.graph import Graph, GraphError, Node, canonical_tensor
 from core.frontend.layers import GraphIndex, Layer, OutputRule, Pattern
-from core.frontend.softmax_beta import softmax_beta
+from core.frontend.softmax_beta import scales_softmax  # a softmax's beta is the softmax's, no table's
 
 # ops computing each output element from the elements at the same position of their inputs
 UNARY_OPS = ("Relu", "Relu6", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh", "Softplus", "Softsign", "Neg", "Abs",
@@ -119,13 +119,8 @@ def _operands(node: Node, index: GraphIndex) -> list[str] | None:
     return tensors
 
 
-def _scales_softmax(node: Node, index: GraphIndex) -> bool:
-    """A softmax's beta: the softmax's own (core/frontend/softmax_beta.py), no table's."""
-    return softmax_beta(index.graph, node, index.sole_reader(f"{node.name}:0")) is not None
-
-
 def _elementwise_of(node: Node, index: GraphIndex, allowed: set[str]) -> bool:
-    if node.op not in UNARY_OPS + BINARY_OPS or _scales_softmax(node, index):
+    if node.op not in UNARY_OPS + BINARY_OPS or scales_softmax(index.graph, node, index):
         return False
     operands = _operands(node, index)
     return bool(operands) and all(tensor in allowed for tensor in operands)
@@ -133,7 +128,7 @@ def _elementwise_of(node: Node, index: GraphIndex, allowed: set[str]) -> bool:
 
 def starts_lut(graph: Graph, node: Node, index: GraphIndex) -> bool:
     """An element-wise op whose only non-constant input is one tensor (x, x * x, x + 3)."""
-    operands = _operands(node, index) if node.op in UNARY_OPS + BINARY_OPS and not _scales_softmax(node, index) else None
+    operands = _operands(node, index) if node.op in UNARY_OPS + BINARY_OPS and not scales_softmax(index.graph, node, index) else None
     return bool(operands) and len(set(operands)) == 1
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from core.frontend.graph import Graph, GraphError, Node
 from core.frontend.layers import GraphIndex, Layer, OutputRule, Pattern
-from core.frontend.softmax_beta import softmax_beta
+from core.frontend.softmax_beta import scales_softmax, softmax_beta
 
 
 @dataclass(frozen=True)
@@ -25,10 +25,6 @@ def match_softmax(graph: Graph, node: Node, index: GraphIndex) -> Layer:
     return _softmax_layer(node, node.inputs[0], [node.name], 1.0)
 
 
-def scales_logits(graph: Graph, node: Node, index: GraphIndex) -> bool:
-    return softmax_beta(graph, node, index.sole_reader(f"{node.name}:0")) is not None
-
-
 def match_scaled_softmax(graph: Graph, node: Node, index: GraphIndex) -> Layer:
     softmax = index.sole_reader(f"{node.name}:0")
     found = softmax_beta(graph, node, softmax)
@@ -39,4 +35,4 @@ def match_scaled_softmax(graph: Graph, node: Node, index: GraphIndex) -> Layer:
 
 
 PATTERN = Pattern("softmax", ("Softmax",), match_softmax)
-SCALED = Pattern("softmax", ("Mul",), match_scaled_softmax, applies=scales_logits, leads=True)
+SCALED = Pattern("softmax", ("Mul",), match_scaled_softmax, applies=scales_softmax, leads=True)
