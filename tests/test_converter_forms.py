@@ -687,3 +687,137 @@ def test_a_keras_class_token_and_position_embedding_run_all_stages_bit_exact(tmp
         half = len(samples[0]) // 2
         assert summary.metrics["simulate.sqnr_db_min"] >= converter_sqnr_db(model, samples[0][:half], samples[0][half:]) - 1.0
     assert summary.metrics["simulate.top1"] >= summary.metrics["simulate.top1_float"] - 0.05
+
+
+def _heads(file: FileBuilder, x: int, length: int, heads: int) -> int:
+    """[1, L, 1, C] or [L, 1, C] (PyTorch's sequence-first view of a batch of one) -> [h, L, d]: RESHAPE, TRANSPOSE."""
+    return file.transpose(file.reshape(x, [length, heads, file.specs[x].shape[-1] // heads]), [1, 0, 2])
+
+
+def _merged_heads(file: FileBuilder, context: int, length: int, channels: int) -> int:
+    """[1, h, L, d] -> [L, C]: the batch of one TRANSPOSEd among the axes ([L, 1, h, d]), RESHAPEd."""
+    return file.reshape(file.transpose(context, [2, 0, 1, 3]), [length, channels])
+
+
+def litert_torch_attention_file(length: int = 12, channels: int = 16, heads: int = 2) -> bytes:
+    """nn.MultiheadAttention (batch_first) as litert-torch writes it: one packed projection [1, L, 3C], RESHAPEd to
+    PyTorch's sequence-first [L, 1, 3, C], TRANSPOSEd to [3, L, 1, C], q, k and v SLICEd out of it; q and k each scaled by
+    d^-1/4 (scaled_dot_product_attention's math); the heads [h, L, d] through BATCH_MATMULs with a SOFTMAX between (its
+    [1, h, L, L] view); the heads merged by a TRANSPOSE that moves the batch of one; the output projection [L, C] added to
+    the tokens; a mean over the tokens and a classifier."""
+    file, depth = FileBuilder(12), channels // heads
+    tokens = file.tensor([1, length, channels])
+    packed = file.transpose(file.reshape(file.dense(tokens, channels, 3 * channels, [1, length, 3 * channels]), [length, 1, 3, channels]),
+                            [2, 0, 1, 3])
+    q, k, v = (file.op("SLICE", [packed, file.constant([part, 0, 0, 0], np.int32), file.constant([1, length, 1, channels], np.int32)],
+                       [1, length, 1, channels]) for part in range(3))
+    q, k = (file.op("MUL", [x, file.constant(depth ** -0.25)], [1, length, 1, channels]) for x in (q, k))
+    keys = file.reshape(file.transpose(file.reshape(_heads(file, k, length, heads), [1, heads, length, depth]), [0, 1, 3, 2]),
+                        [heads, depth, length])
+    scores = file.op("BATCH_MATMUL", [_heads(file, q, length, heads), keys], [heads, length, length],
+                     ("BatchMatMulOptions", {"adjX": False, "adjY": False}))
+    weights = file.reshape(file.op("SOFTMAX", [file.reshape(scores, [1, heads, length, length])], [1, heads, length, length],
+                                   ("SoftmaxOptions", {"beta": 1.0})), [heads, length, length])
+    context = file.op("BATCH_MATMUL", [weights, _heads(file, v, length, heads)], [heads, length, depth],
+                      ("BatchMatMulOptions", {"adjX": False, "adjY": False}))
+    merged = _merged_heads(file, file.reshape(context, [1, heads, length, depth]), length, channels)
+    x = file.op("ADD", [tokens, file.dense(merged, channels, channels, [length, channels])], [1, length, channels])
+    return file.bytes(tokens, file.dense(file.mean(x, [1], [1, channels]), channels, 4, [1, 4]))
+
+
+def onnx2tf_attention_file(length: int = 12, channels: int = 16, heads: int = 2) -> bytes:
+    """The same attention as onnx2tf writes PyTorch's ONNX export of it: the tokens RESHAPEd to [L, 1, C], the packed
+    projection [L, 1, 3C] RESHAPEd to [1, L, 1, 3, C], TRANSPOSEd to [3, L, 1, 1, C] and RESHAPEd to [3, L, 1, C]; q, k
+    and v GATHERed by a scalar index of axis 0; q and k scaled by a [1, 1, 1, 1] constant into [1, h, L, d]; the scores
+    by BATCH_MATMUL with adjY; the heads merged by a TRANSPOSE that moves the batch of one."""
+    file, depth = FileBuilder(13), channels // heads
+    tokens = file.tensor([1, length, channels])
+    projected = file.dense(file.reshape(tokens, [length, 1, channels]), channels, 3 * channels, [length, 1, 3 * channels])
+    packed = file.reshape(file.transpose(file.reshape(projected, [1, length, 1, 3, channels]), [3, 1, 2, 0, 4]), [3, length, 1, channels])
+    q, k, v = (file.op("GATHER", [packed, file.constant(np.array(part, np.int32), np.int32)], [length, 1, channels],
+                       ("GatherOptions", {"axis": 0})) for part in range(3))
+    q, k = (file.op("MUL", [_heads(file, x, length, heads), file.constant(np.full([1, 1, 1, 1], depth ** -0.25))], [1, heads, length, depth])
+            for x in (q, k))
+    scores = file.op("BATCH_MATMUL", [q, k], [1, heads, length, length], ("BatchMatMulOptions", {"adjX": False, "adjY": True}))
+    weights = file.op("SOFTMAX", [scores], [1, heads, length, length], ("SoftmaxOptions", {"beta": 1.0}))
+    context = file.op("BATCH_MATMUL", [weights, file.reshape(_heads(file, v, length, heads), [1, heads, length, depth])],
+                      [1, heads, length, depth], ("BatchMatMulOptions", {"adjX": False, "adjY": False}))
+    x = file.op("ADD", [tokens, file.dense(_merged_heads(file, context, length, channels), channels, channels, [length, channels])],
+                [1, length, channels])
+    return file.bytes(tokens, file.dense(file.mean(x, [1], [1, channels]), channels, 4, [1, 4]))
+
+
+PACKED_ATTENTION_FILES = {"litert-torch": litert_torch_attention_file, "onnx2tf": onnx2tf_attention_file}
+
+
+@pytest.mark.parametrize("tool, target", [("litert-torch", "tflite_int8"), ("litert-torch", "accel_tflite"), ("onnx2tf", "tflite_int8"),
+                                          ("onnx2tf", "tf2ir")])
+def test_pytorchs_packed_attention_is_read_as_the_file_computes_it_and_runs_all_stages_bit_exact(tmp_path, workspace, tool, target):
+    """PyTorch's attention in its sequence-first layout (q, k and v SLICEd or GATHERed out of one packed projection, the
+    heads merged by a TRANSPOSE moving the batch of one; refused at import before): the prepared graph computes on a batch
+    what LiteRT computes sample by sample, the heads' products are the IR's batch_matmul, q, k and v crops of the
+    projection, and every stage runs bit-exact (on tflite_int8 with LiteRT's reference kernels)."""
+    (path := tmp_path / "attention.tflite").write_bytes(PACKED_ATTENTION_FILES[tool]())
+    samples = np.random.default_rng(6).normal(0, 1, (128, 12, 16)).astype(np.float32)
+    graph_def, input_tensor, end_points, _ = tflite_graph_def(read_tflite(str(path)))
+    prepared = prepare(import_graph(graph_def, input_tensor, end_points, origin=str(path), source={})).graph
+    (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(samples[:16], prepared)})
+    np.testing.assert_allclose(computed, litert_float(path, samples[:16]), atol=2e-5)
+    operations = [layer.op for layer in group_layers(prepared).layers]
+    assert operations.count("batch_matmul") == 2 and operations.count("crop") == 3 and "softmax" in operations, operations
+    np.savez(arrays := tmp_path / "samples.npz", calib=samples[:64], eval=samples[64:])
+    summary = run_arrays(workspace, path, arrays, target, "model.format=tflite", "model.num_classes=0")
+    assert_eight_stages_bit_exact(summary)
+    assert summary.metrics["simulate.sqnr_db_min"] > 20  # these random models' end points: 28-30 dB, 25 on tf2ir's grid
+    if target == "tflite_int8":
+        assert summary.metrics["simulate.reference_agreement"] == 1.0
+    if target == "accel_tflite":
+        assert summary.metrics["partition.macs_accel"] > 0
+
+
+def litert_torch_lstm_file(steps: int = 4, features: int = 8, hidden: int = 8) -> bytes:
+    """nn.LSTM (batch_first) as litert-torch writes it, unrolled: the inputs' projection [1, T, 4H] RESHAPEd to PyTorch's
+    sequence-first [T, 1, 4H], each step SLICEd out [1, 1, 4H] and its state's projection added (a constant at the first
+    step, whose state is zero; after it a FULLY_CONNECTED [1, 4H] of the [1, 1, H] state, ranks the file lets broadcast);
+    the gates SLICEd out of it, LOGISTIC and TANH, the cell c = f c + i g and the state h = o tanh(c); the last state
+    classified."""
+    file = FileBuilder(14)
+    sequence = file.tensor([1, steps, features])
+    projected = file.reshape(file.dense(sequence, features, 4 * hidden, [1, steps, 4 * hidden]), [steps, 1, 4 * hidden])
+    recurrent, bias = file.random([4 * hidden, hidden], -0.5, 0.5), file.random([4 * hidden], -0.1, 0.1)
+    state = cell = None
+    for step in range(steps):
+        sliced = file.op("SLICE", [projected, file.constant([step, 0, 0], np.int32), file.constant([1, 1, 4 * hidden], np.int32)],
+                         [1, 1, 4 * hidden])
+        carried = file.random([1, 4 * hidden], -0.1, 0.1) if state is None else \
+            file.op("FULLY_CONNECTED", [state, recurrent, bias], [1, 4 * hidden], ("FullyConnectedOptions", {"keepNumDims": False}))
+        summed = file.op("ADD", [carried, sliced], [1, 1, 4 * hidden])
+        i, f, g, o = (file.op("SLICE", [summed, file.constant([0, 0, gate * hidden], np.int32), file.constant([1, 1, hidden], np.int32)],
+                              [1, 1, hidden]) for gate in range(4))
+        i, f, o = (file.op("LOGISTIC", [gate], [1, 1, hidden]) for gate in (i, f, o))
+        new = file.op("MUL", [i, file.op("TANH", [g], [1, 1, hidden])], [1, 1, hidden])
+        cell = new if cell is None else file.op("ADD", [file.op("MUL", [f, cell], [1, 1, hidden]), new], [1, 1, hidden])
+        state = file.op("MUL", [o, file.op("TANH", [cell], [1, 1, hidden])], [1, 1, hidden])
+    return file.bytes(sequence, file.dense(file.reshape(state, [1, hidden]), hidden, 4, [1, 4]))
+
+
+@pytest.mark.parametrize("target", ["tflite_int8", "accel_tflite"])
+def test_litert_torchs_unrolled_lstm_is_read_as_the_file_computes_it_and_runs_all_stages_bit_exact(tmp_path, workspace, target):
+    """nn.LSTM as litert-torch unrolls it (its steps and gates SLICEs of [T, 1, 4H] and [1, 1, 4H], refused before; a
+    state's projection [1, 4H] added to a step [1, 1, 4H]): the prepared graph computes on a batch what LiteRT computes
+    sample by sample, the slices are the IR's crops, and every stage runs bit-exact (with LiteRT's reference kernels on
+    tflite_int8)."""
+    (path := tmp_path / "lstm.tflite").write_bytes(litert_torch_lstm_file())
+    samples = np.random.default_rng(7).normal(0, 1, (128, 4, 8)).astype(np.float32)
+    graph_def, input_tensor, end_points, _ = tflite_graph_def(read_tflite(str(path)))
+    prepared = prepare(import_graph(graph_def, input_tensor, end_points, origin=str(path), source={})).graph
+    (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(samples[:16], prepared)})
+    np.testing.assert_allclose(computed, litert_float(path, samples[:16]), atol=2e-5)
+    # a crop per step and per gate, but the first step's forget gate (of a zero cell: read by nothing)
+    assert [layer.op for layer in group_layers(prepared).layers].count("crop") == 4 + 4 * 4 - 1
+    np.savez(arrays := tmp_path / "samples.npz", calib=samples[:64], eval=samples[64:])
+    summary = run_arrays(workspace, path, arrays, target, "model.format=tflite", "model.num_classes=0")
+    assert_eight_stages_bit_exact(summary)
+    assert summary.metrics["simulate.sqnr_db_min"] > 20
+    if target == "tflite_int8":
+        assert summary.metrics["simulate.reference_agreement"] == 1.0

@@ -46,8 +46,9 @@ Eighteen run before BatchNorm folding (EARLY_REWRITES), the rest after it:
   and an axis kept at its size maps every index to itself, so the result is the same;
 - `vector_scales`, `one_minus_sigmoid` (recurrent.py): a vector [N, C] times a constant per unit as the Dense of their
   diagonal; 1 - sigmoid(g) of a Dense g as sigmoid(-g) of the Dense negated;
-- `token_slices_as_crops` (token_slices.py): a StridedSlice of tokens [N, L, C] along L (a ViT's class token) as the crop
-  along W of the image [N, 1, L, C];
+- `axis_slices_as_crops` (axis_slices.py): a StridedSlice of one axis L of [N, *before, L, *after] (a ViT's class
+  token; PyTorch's q, k and v out of one packed projection) as the crop along W of the image
+  [N, prod(before), L, prod(after)];
 - `tiled_constants`, `constant_operands` (batched_constant.py): a constant tiled to the batch of a tensor (Keras' class
   token), and a constant operand of an Add of a value for every element (a position
   embedding), or of a concatenation (a class token), broadcast to the batch of the other operand, as the .tflite importer
@@ -70,7 +71,7 @@ from core.frontend.layer_norm import kept_statistics, layer_normalization
 from core.frontend.recurrent import (one_minus_sigmoid, sliced_gates, split_gates, stacked_steps, time_steps, vector_scales,
                                      zero_states)
 from core.frontend.signals import dense_on_signals, signals_as_images
-from core.frontend.token_slices import token_slices_as_crops
+from core.frontend.axis_slices import axis_slices_as_crops
 
 # a leaky ReLU's slope below zero, at most: past it LiteRT's requantization of the slope overflows int32
 MAX_LEAKY_SLOPE = 2.0**15
@@ -463,7 +464,7 @@ EARLY_REWRITES: tuple[Rewrite, ...] = (grouped_as_depthwise, static_reshape, lay
                                        token_lookups, einsums_as_batch_matmuls, head_bias_before_split, dense_on_signals, kept_statistics, signals_as_images,
                                        layer_normalization, prelu_differences, leaky_relu_sums)
 REWRITES: tuple[Rewrite, ...] = (keepdims_mean, global_max_as_pool, repeat_as_resize, merged_nearest_resizes, vector_scales,
-                                 one_minus_sigmoid, token_slices_as_crops, tiled_constants, constant_operands)
+                                 one_minus_sigmoid, axis_slices_as_crops, tiled_constants, constant_operands)
 
 
 def canonicalize(graph: Graph, rewrites: tuple[Rewrite, ...] = REWRITES) -> tuple[Graph, list[str]]:

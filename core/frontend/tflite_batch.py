@@ -12,7 +12,11 @@ the same on a batch of one and the reader's graph the same on any batch:
 - a RESHAPE of a batch of one into a shape that does not start with 1: the shape with a leading 1; a FULLY_CONNECTED of
   [1, L, C] into [L, O], or of [1, ..., L, C] whose rows it flattens into [L, O]: [1, L, O];
 - an operator reading a tensor so given its batch: its output too, where the file wrote it without one;
-- an operator with axes (TRANSPOSE, MEAN, CONCATENATION, SLICE...) reading such a tensor: its axes shifted by one.
+- an operator with axes (TRANSPOSE, MEAN, CONCATENATION, SLICE, GATHER of a computed tensor...) reading such a tensor:
+  its axes shifted by one;
+- a TRANSPOSE moving a batch of one among the other axes (PyTorch's heads merged back in its sequence-first layout:
+  [1, h, L, d] -> [L, 1, h, d], then RESHAPEd to [L, h x d]) whose output only RESHAPEs read: the batch kept first
+  ([1, L, h, d], the same bytes in the same order, as an axis of one moves none).
 
 A file of another batch, or of no tensor written so, is left as it is."""
 
@@ -34,9 +38,13 @@ RANK_FREE = (*ELEMENTWISE, "RESHAPE", "FULLY_CONNECTED", "BATCH_MATMUL", *LOOKUP
 
 
 class _Restoring:
-    def __init__(self, path: Path | str, tensors: tuple[TfliteTensor, ...]):
+    def __init__(self, path: Path | str, tensors: tuple[TfliteTensor, ...], operators: tuple[TfliteOperator, ...]):
         self.path, self.tensors = path, list(tensors)
         self.given: set[int] = set()  # tensors given a batch axis the file left out
+        self.readers: dict[int, list[str]] = {}
+        for operator in operators:
+            for index in operator.inputs:
+                self.readers.setdefault(index, []).append(operator.name)
 
     def shape(self, index: int) -> tuple[int, ...]:
         return self.tensors[index].shape
@@ -66,10 +74,13 @@ class _Restoring:
         if len(operator.outputs) != 1:
             return operator
         output = operator.outputs[0]
+        if operator.name == "TRANSPOSE" and computed and not shifted:
+            return self._batch_kept_first(operator)
         if operator.name in REDUCTIONS and computed and computed[0] not in self.given:
             return self._reduction(operator)
-        if operator.name == "RESHAPE" and computed and self._drops_batch(computed[0], output):
-            self.give_batch(output)
+        if operator.name == "RESHAPE":
+            if computed and self._drops_batch(computed[0], output):
+                self.give_batch(output)  # else its output starts with the batch of one, wherever its input had it
         elif operator.name == "FULLY_CONNECTED" and computed and self._rows_without_batch(computed[0], output):
             self.give_batch(output)
         elif shifted and (len(self.shape(output)) < max(len(self.shape(index)) for index in shifted)
@@ -93,6 +104,17 @@ class _Restoring:
         flattened = len(output_shape) == 2 and output_shape[0] != 1 and output_shape[0] == int(np.prod(source_shape[1:-1]))
         return flattened or len(output_shape) == len(source_shape) - 1 and tuple(output_shape[:-1]) == tuple(source_shape[1:-1])
 
+    def _batch_kept_first(self, operator: TfliteOperator) -> TfliteOperator:
+        """A TRANSPOSE moving a batch of one whose output only RESHAPEs read, permuting the other axes alone."""
+        source, output = self.shape(operator.inputs[0]), operator.outputs[0]
+        permutation = self.axes(operator, 1)
+        if not source or source[0] != 1 or permutation[0] % len(source) == 0 or \
+                set(self.readers.get(output, [])) != {"RESHAPE"}:
+            return operator
+        kept_first = [0, *(axis % len(source) for axis in permutation if axis % len(source) != 0)]
+        self.tensors[output] = replace(self.tensors[output], shape=tuple(source[axis] for axis in kept_first))
+        return replace(operator, inputs=(operator.inputs[0], self.constant(self.tensors[operator.inputs[1]], kept_first)))
+
     def _reduction(self, operator: TfliteOperator) -> TfliteOperator:
         source = self.shape(operator.inputs[0])
         axes = sorted({axis % len(source) for axis in self.axes(operator, 1)}) if source else []
@@ -106,6 +128,8 @@ class _Restoring:
     def _shift_axes(self, operator: TfliteOperator, shape: tuple[int, ...]) -> TfliteOperator:
         """`operator` reading a tensor given its batch: its axes one further."""
         rank = len(shape) - 1  # the rank the file wrote it with
+        if operator.name == "GATHER" and operator.inputs[0] in self.given:  # indices of an axis of a computed tensor
+            return replace(operator, options={**operator.options, "axis": int(operator.option("axis", 0)) % rank + 1})
         if operator.name in RANK_FREE:
             return operator
         if operator.name in REDUCTIONS:
@@ -130,6 +154,6 @@ def restored_batch_axes(path: Path | str, tensors: tuple[TfliteTensor, ...], ope
     """(tensors, operators) with each tensor the file wrote without its batch of one given it back (see the module)."""
     if not inputs or any(not tensors[index].shape or tensors[index].shape[0] != 1 for index in inputs):
         return tensors, operators
-    restoring = _Restoring(path, tensors)
+    restoring = _Restoring(path, tensors, operators)
     restored = tuple(restoring.restore(operator) for operator in operators)
     return tuple(restoring.tensors), restored

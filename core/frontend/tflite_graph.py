@@ -84,7 +84,7 @@ def _pool(function: str, name: str):
 def _binary(function: str, name: str, constants: bool = False):
     """`constants`: a constant operand of a value for every element is an activation of its own (TfBuilder.operands)."""
     def convert(b: TfBuilder, op: TfliteOperator, scope: str):
-        first, second = b.operands(op, scope) if constants else (b.input(op, 0), b.input(op, 1))
+        first, second = b.ranks_aligned(op, b.operands(op, scope) if constants else [b.input(op, 0), b.input(op, 1)], scope)
         return b.finish(op, b.function(function)(first, second, name=f"{scope}/{name}"), scope)
     return convert
 

@@ -31,10 +31,34 @@ def _squeeze(b, op, scope):
 
 
 def _gather(b, op, scope):
-    """GATHER of a constant table's rows (axis 0) by int32 ids: the table's real values, the output its FakeQuant."""
+    """GATHER of a constant table's rows (axis 0) by int32 ids: the table's real values, the output its FakeQuant; of a
+    computed tensor by constant indices, one or a run of consecutive ones along an axis past the batch (onnx2tf's q, k
+    and v out of PyTorch's packed attention projection): the StridedSlice it is."""
+    if b.model.tensor(op.inputs[0]).data is None and b.model.tensor(op.inputs[1]).data is not None:
+        return _constant_indices(b, op, scope)
     if int(op.option("axis", 0)) != 0 or int(op.option("batchDims", 0)) != 0:
-        raise TfliteError(f"{b.model.path}: operator {op.index} (GATHER): the reader takes rows (axis 0) of a constant table")
+        raise TfliteError(f"{b.model.path}: operator {op.index} (GATHER): the reader takes rows (axis 0) of a constant table, or "
+                          "consecutive constant indices of a computed tensor's axis past the batch")
     return _rows(b, op, scope, table_position=0, ids_position=1)
+
+
+def _constant_indices(b, op, scope):
+    source = b.model.tensor(op.inputs[0])
+    indices = np.asarray(b.model.tensor(op.inputs[1]).data).astype(np.int64)
+    axis = int(op.option("axis", 0)) % max(len(source.shape), 1)
+    size = source.shape[axis] if source.shape else 0
+    run = indices.reshape(-1) % max(size, 1)
+    if axis == 0 or int(op.option("batchDims", 0)) != 0 or indices.ndim > 1 or not run.size or np.any(np.diff(run) != 1) \
+            or np.any(np.abs(indices) > size):
+        raise TfliteError(f"{b.model.path}: operator {op.index} (GATHER) of the computed tensor {source.index} ({source.name}) by "
+                          f"indices {indices.tolist()} along axis {axis}: the reader takes one index, or a run of consecutive ones, "
+                          "along an axis past the batch")
+    begin, end = np.zeros(len(source.shape), np.int32), np.zeros(len(source.shape), np.int32)
+    begin[axis], end[axis] = run[0], run[-1] + 1
+    others = sum(1 << other for other in range(len(source.shape)) if other != axis)
+    sliced = b.tf.strided_slice(b.input(op), begin, end, np.ones_like(begin), begin_mask=others, end_mask=others,
+                                shrink_axis_mask=(1 << axis) if indices.ndim == 0 else 0, name=f"{scope}/StridedSlice")
+    return b.activation_quant(sliced, op.outputs[0], scope)
 
 
 def _embedding_lookup(b, op, scope):
@@ -61,27 +85,37 @@ def _transpose(b, op, scope):
     return b.activation_quant(b.tf.transpose(b.input(op), permutation, name=f"{scope}/Transpose"), op.outputs[0], scope)
 
 
-def _strided_slice(b, op, scope):
-    """STRIDED_SLICE by constant bounds (a Cropping2D, a ViT's class token), its masks as TensorFlow's; a batch sliced from 0
-    to 1, the file's batch of one, is kept whole (the graph runs on batches)."""
-    begin, end, strides = (_constant_input(b, op, position).astype(np.int32) for position in (1, 2, 3))
-    masks = {name: int(op.option(key, 0)) for name, key in (("begin_mask", "beginMask"), ("end_mask", "endMask"),
-                                                           ("ellipsis_mask", "ellipsisMask"), ("new_axis_mask", "newAxisMask"),
-                                                           ("shrink_axis_mask", "shrinkAxisMask"))}
+def _batch_kept_whole(b, op, begin: np.ndarray, end: np.ndarray, strides: np.ndarray, masks: dict[str, int]) -> dict[str, int]:
+    """A slice's masks with a batch sliced from 0 to 1, the file's batch of one, kept whole (the graph runs on
+    batches)."""
     if begin.size and b.model.tensor(op.inputs[0]).shape[:1] == (1,) and begin[0] == 0 and end[0] == 1 and strides[0] == 1 \
             and (masks["ellipsis_mask"] | masks["new_axis_mask"] | masks["shrink_axis_mask"]) & 1 == 0:
-        masks["begin_mask"], masks["end_mask"] = masks["begin_mask"] | 1, masks["end_mask"] | 1
+        return {**masks, "begin_mask": masks["begin_mask"] | 1, "end_mask": masks["end_mask"] | 1}
+    return masks
+
+
+def _strided_slice(b, op, scope):
+    """STRIDED_SLICE by constant bounds (a Cropping2D, a ViT's class token), its masks as TensorFlow's, the batch of one
+    kept whole."""
+    begin, end, strides = (_constant_input(b, op, position).astype(np.int32) for position in (1, 2, 3))
+    masks = _batch_kept_whole(b, op, begin, end, strides, {
+        name: int(op.option(key, 0)) for name, key in (("begin_mask", "beginMask"), ("end_mask", "endMask"), ("ellipsis_mask", "ellipsisMask"),
+                                                       ("new_axis_mask", "newAxisMask"), ("shrink_axis_mask", "shrinkAxisMask"))})
     return b.activation_quant(b.tf.strided_slice(b.input(op), begin, end, strides, name=f"{scope}/StridedSlice", **masks),
                               op.outputs[0], scope)
 
 
 def _slice(b, op, scope):
-    """SLICE by a constant begin and size, written as the StridedSlice it is (end = begin + size; a size of -1: to the end, an end mask)."""
+    """SLICE by a constant begin and size, written as the StridedSlice it is (end = begin + size; a size of -1: to the
+    end, an end mask), the batch of one kept whole."""
     begin, size = (_constant_input(b, op, position).astype(np.int64).reshape(-1) for position in (1, 2))
-    end_mask = sum(1 << axis for axis, extent in enumerate(size) if extent == -1)
-    end = np.where(size == -1, 0, begin + size).astype(np.int32)
-    return b.activation_quant(b.tf.strided_slice(b.input(op), begin.astype(np.int32), end, np.ones_like(end), end_mask=end_mask,
-                                                 name=f"{scope}/StridedSlice"), op.outputs[0], scope)
+    begin, end = begin.astype(np.int32), np.where(size == -1, 0, begin + size).astype(np.int32)
+    strides = np.ones_like(end)
+    masks = _batch_kept_whole(b, op, begin, end, strides, {
+        "begin_mask": 0, "end_mask": sum(1 << axis for axis, extent in enumerate(size) if extent == -1), "ellipsis_mask": 0,
+        "new_axis_mask": 0, "shrink_axis_mask": 0})
+    return b.activation_quant(b.tf.strided_slice(b.input(op), begin, end, strides, name=f"{scope}/StridedSlice", **masks),
+                              op.outputs[0], scope)
 
 
 def _pad(b, op, scope):

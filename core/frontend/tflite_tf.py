@@ -135,6 +135,20 @@ class TfBuilder:
             values.append(value)
         return values
 
+    def ranks_aligned(self, operator: TfliteOperator, values: list, scope: str) -> list:
+        """An elementwise operator's computed operands of a lower rank than another's Reshaped to it by axes of one after
+        the batch: the file's broadcasting pads a shape on the left, before its batch of one, which the reader has
+        given back as axis 0 (tflite_batch.py: a litert-torch LSTM step's state projection [1, 4H] added to the step
+        [1, 1, 4H]); left as they are, the batch of one operand would meet an axis of the other on a batch."""
+        ranks = {position: len(self.model.tensor(index).shape) for position, index in enumerate(operator.inputs)
+                 if self.model.tensor(index).data is None or index in self.values}
+        if len(set(ranks.values())) < 2:
+            return values
+        rank = max(ranks.values())
+        return [self.tf.reshape(value, [-1, *[1] * (rank - ranks[position]), *self.model.tensor(operator.inputs[position]).shape[1:]],
+                                name=f"{scope}/operand_{position}_ranked") if ranks.get(position, rank) < rank else value
+                for position, value in enumerate(values)]
+
 
 def constant_input(b: TfBuilder, op: TfliteOperator, position: int) -> np.ndarray:
     tensor = b.model.tensor(op.inputs[position])
