@@ -11,6 +11,9 @@ it to quantize), each calibrated on the 256 samples ours is.
 Needs `make setup-torch` (the converters: .venv/torch, .venv/onnx2tf), `make setup-keras-hub` and `make setup-peers`:
 
     .venv/bin/python bench/models_from_tools.py [--torch-models m5,...] [--keras-hub-models vit,...] [--tools onnx2tf,...] [--out FILE]
+        [OVERRIDE ...]
+
+OVERRIDEs are ours, as `run.py` takes them (`calib.method=auto`), on every file and target.
 
 Per file: the stages reached on each target (8 = every stage; else the refusal's first line), end-point SQNR against
 the float file on its evaluation inputs (ours: emit_ir's model.tflite; the peers' files; each run by LiteRT's reference
@@ -92,11 +95,11 @@ def converted(work: Path, models: argparse.Namespace, tools: list[str]) -> list[
 def onnx2tf(onnx: Path, work: Path) -> Path:
     """onnx2tf's float32 .tflite of the ONNX file (beside it, its SavedModel), written as its README shows: channel-last,
     of the file onnxsim simplified first (onnx2tf fails on the exporter's unfolded constants: GELU's sqrt(2), an LSTM's
-    zero state, LayerNorm's scale)."""
+    zero state, LayerNorm's scale), its RNNs unrolled (`-eru`: else a WHILE loop, which the reader refuses)."""
     simplified = work / f"{onnx.stem}_simplified.onnx"
     folder = work / f"onnx2tf_{onnx.stem}"
     for tool, command in (("onnxsim", [str(ONNXSIM), str(onnx), str(simplified)]),
-                          ("onnx2tf", [str(ONNX2TF), "-i", str(simplified), "-o", str(folder), "-n"])):
+                          ("onnx2tf", [str(ONNX2TF), "-i", str(simplified), "-o", str(folder), "-n", "-eru"])):
         done = subprocess.run(command, cwd=work, capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"{tool}: {(done.stderr or done.stdout).strip().splitlines()[-1][:160]}")
@@ -185,9 +188,10 @@ def peer_file(path: Path, calibration: np.ndarray, work: Path) -> bytes:
     return out.read_bytes()
 
 
-def ours(name: str, route: Route, classes: int, target: str, work: Path):
-    """The pipeline on the tool's model: (its summary, None) or (None, the refusal's first line)."""
-    overrides = ["model=keras_cifar10", f"model.name={name}", f"model.file.path={route.model}", f"model.format={route.format}",
+def ours(name: str, route: Route, classes: int, target: str, work: Path, settings: tuple[str, ...] = ()):
+    """The pipeline on the tool's model, with the user's `settings` (Hydra overrides, as `run.py` takes them): (its
+    summary, None) or (None, the refusal's first line)."""
+    overrides = [*settings, "model=keras_cifar10", f"model.name={name}", f"model.file.path={route.model}", f"model.format={route.format}",
                  "data=arrays", f"data.path={route.arrays}", f"model.num_classes={classes}", f"target={target}", f"store.url={work / 'store'}",
                  f"store.cache_dir={work / 'cache'}", tracking_override(work)]
     try:
@@ -210,7 +214,7 @@ def peer(reference: np.ndarray, quantize: partial, evaluation: np.ndarray) -> st
         return f"fails: {type(error).__name__}"
 
 
-def measure(tool: str, entry: dict, work: Path) -> list[str]:
+def measure(tool: str, entry: dict, work: Path, settings: tuple[str, ...] = ()) -> list[str]:
     print(f"{tool} {entry['name']}: our PTQ on {', '.join(TARGETS)}, then the peers'", file=sys.stderr, flush=True)
     row = [tool, entry["family"]]
     if entry["files"][tool].startswith("refused"):
@@ -222,7 +226,7 @@ def measure(tool: str, entry: dict, work: Path) -> list[str]:
     with np.load(route.arrays) as stored:
         calibration, evaluation, labels = stored["calib"], stored["eval"][:200], stored["eval_labels"][:200]
     reference = float_outputs(route.float_file, evaluation)
-    runs = {target: ours(f"{entry['name']}_{tool.replace('-', '_')}", route, entry["classes"], target, work) for target in TARGETS}
+    runs = {target: ours(f"{entry['name']}_{tool.replace('-', '_')}", route, entry["classes"], target, work, settings) for target in TARGETS}
     reached = " / ".join("8" if summary is not None else "refused" for summary, _ in runs.values())
     refusal = next((reason for _, reason in runs.values() if reason), "")
     summary = runs["tflite_int8"][0]
@@ -251,11 +255,12 @@ def main() -> None:
                         help="bench/keras_hub_models.py's")
     parser.add_argument("--tools", default=",".join(ROUTES), help=f"of {', '.join(ROUTES)}")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "models_from_tools.md")
+    parser.add_argument("settings", nargs="*", help="overrides of ours, as run.py takes them (calib.method=auto)")
     arguments = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="models_from_tools_") as scratch:
         work = Path(scratch)
         tools = arguments.tools.split(",")
-        rows = [measure(tool, entry, work) for entry in converted(work, arguments, tools) for tool in tools if tool in entry["files"]]
+        rows = [measure(tool, entry, work, tuple(arguments.settings)) for entry in converted(work, arguments, tools) for tool in tools if tool in entry["files"]]
     publish(COLUMNS, rows, arguments.out)
 
 

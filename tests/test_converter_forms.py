@@ -229,6 +229,12 @@ class FileBuilder:
         self.operators.append((name, inputs, output, options))
         return output
 
+    def ops(self, name: str, inputs: list[int], shapes: list, options=None) -> list[int]:
+        """An operator of several outputs (SPLIT, UNPACK), one of each shape."""
+        outputs = [self.tensor(shape) for shape in shapes]
+        self.operators.append((name, inputs, outputs, options))
+        return outputs
+
     def reshape(self, source: int, shape) -> int:
         return self.op("RESHAPE", [source, self.constant(shape, np.int32)], shape, dtype=self.specs[source].dtype)
 
@@ -689,6 +695,27 @@ def test_a_keras_class_token_and_position_embedding_run_all_stages_bit_exact(tmp
     assert summary.metrics["simulate.top1"] >= summary.metrics["simulate.top1_float"] - 0.05
 
 
+def prepared_as_litert_computes(path, samples: np.ndarray):
+    """The file read and prepared, checked to compute on a batch what LiteRT computes of it sample by sample."""
+    graph_def, input_tensor, end_points, _ = tflite_graph_def(read_tflite(str(path)))
+    prepared = prepare(import_graph(graph_def, input_tensor, end_points, origin=str(path), source={})).graph
+    (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(samples[:16], prepared)})
+    np.testing.assert_allclose(computed, litert_float(path, samples[:16]), atol=2e-5)
+    return prepared
+
+
+def all_stages_bit_exact(tmp_path, workspace, path, samples: np.ndarray, target: str, sqnr_floor_db: float):
+    """Every stage on `target` calibrated on half the samples, bit-exact (with LiteRT's reference kernels on tflite_int8),
+    the end points above `sqnr_floor_db` on the other half: the run's summary."""
+    np.savez(arrays := tmp_path / "samples.npz", calib=samples[:64], eval=samples[64:])
+    summary = run_arrays(workspace, path, arrays, target, "model.format=tflite", "model.num_classes=0")
+    assert_eight_stages_bit_exact(summary)
+    assert summary.metrics["simulate.sqnr_db_min"] > sqnr_floor_db
+    if target == "tflite_int8":
+        assert summary.metrics["simulate.reference_agreement"] == 1.0
+    return summary
+
+
 def _heads(file: FileBuilder, x: int, length: int, heads: int) -> int:
     """[1, L, 1, C] or [L, 1, C] (PyTorch's sequence-first view of a batch of one) -> [h, L, d]: RESHAPE, TRANSPOSE."""
     return file.transpose(file.reshape(x, [length, heads, file.specs[x].shape[-1] // heads]), [1, 0, 2])
@@ -759,18 +786,10 @@ def test_pytorchs_packed_attention_is_read_as_the_file_computes_it_and_runs_all_
     projection, and every stage runs bit-exact (on tflite_int8 with LiteRT's reference kernels)."""
     (path := tmp_path / "attention.tflite").write_bytes(PACKED_ATTENTION_FILES[tool]())
     samples = np.random.default_rng(6).normal(0, 1, (128, 12, 16)).astype(np.float32)
-    graph_def, input_tensor, end_points, _ = tflite_graph_def(read_tflite(str(path)))
-    prepared = prepare(import_graph(graph_def, input_tensor, end_points, origin=str(path), source={})).graph
-    (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(samples[:16], prepared)})
-    np.testing.assert_allclose(computed, litert_float(path, samples[:16]), atol=2e-5)
-    operations = [layer.op for layer in group_layers(prepared).layers]
+    operations = [layer.op for layer in group_layers(prepared_as_litert_computes(path, samples)).layers]
     assert operations.count("batch_matmul") == 2 and operations.count("crop") == 3 and "softmax" in operations, operations
-    np.savez(arrays := tmp_path / "samples.npz", calib=samples[:64], eval=samples[64:])
-    summary = run_arrays(workspace, path, arrays, target, "model.format=tflite", "model.num_classes=0")
-    assert_eight_stages_bit_exact(summary)
-    assert summary.metrics["simulate.sqnr_db_min"] > 20  # these random models' end points: 28-30 dB, 25 on tf2ir's grid
-    if target == "tflite_int8":
-        assert summary.metrics["simulate.reference_agreement"] == 1.0
+    # these random models' end points: 28-30 dB, 25 on tf2ir's grid
+    summary = all_stages_bit_exact(tmp_path, workspace, path, samples, target, sqnr_floor_db=20)
     if target == "accel_tflite":
         assert summary.metrics["partition.macs_accel"] > 0
 
@@ -809,15 +828,45 @@ def test_litert_torchs_unrolled_lstm_is_read_as_the_file_computes_it_and_runs_al
     tflite_int8)."""
     (path := tmp_path / "lstm.tflite").write_bytes(litert_torch_lstm_file())
     samples = np.random.default_rng(7).normal(0, 1, (128, 4, 8)).astype(np.float32)
-    graph_def, input_tensor, end_points, _ = tflite_graph_def(read_tflite(str(path)))
-    prepared = prepare(import_graph(graph_def, input_tensor, end_points, origin=str(path), source={})).graph
-    (computed,) = evaluate(prepared, prepared.end_points, {prepared.input_tensor: as_input(samples[:16], prepared)})
-    np.testing.assert_allclose(computed, litert_float(path, samples[:16]), atol=2e-5)
     # a crop per step and per gate, but the first step's forget gate (of a zero cell: read by nothing)
-    assert [layer.op for layer in group_layers(prepared).layers].count("crop") == 4 + 4 * 4 - 1
-    np.savez(arrays := tmp_path / "samples.npz", calib=samples[:64], eval=samples[64:])
-    summary = run_arrays(workspace, path, arrays, target, "model.format=tflite", "model.num_classes=0")
-    assert_eight_stages_bit_exact(summary)
-    assert summary.metrics["simulate.sqnr_db_min"] > 20
-    if target == "tflite_int8":
-        assert summary.metrics["simulate.reference_agreement"] == 1.0
+    assert [layer.op for layer in group_layers(prepared_as_litert_computes(path, samples)).layers].count("crop") == 4 + 4 * 4 - 1
+    all_stages_bit_exact(tmp_path, workspace, path, samples, target, sqnr_floor_db=20)  # 23 dB measured
+
+
+def onnx2tf_unrolled_lstm_file(steps: int = 4, features: int = 8, hidden: int = 8) -> bytes:
+    """nn.LSTM (batch_first) as onnx2tf writes PyTorch's ONNX export of it with its loop unrolled (`-eru`): the sequence
+    [1, F, T] TRANSPOSEd to [T, 1, F] (the batch of one moved), UNPACKed into its steps [1, F]; each step's and the state's
+    projections ADDed, SPLIT into the gates, each gate's bias ADDed; the states PACKed back into [T, 1, H], RESHAPEd to
+    [1, T, H], the last GATHERed and classified."""
+    file = FileBuilder(15)
+    sequence = file.tensor([1, features, steps])
+    inputs_weights, state_weights = file.random([4 * hidden, features], -0.5, 0.5), file.random([4 * hidden, hidden], -0.5, 0.5)
+    biases = [file.random([1, hidden], -0.1, 0.1) for _ in range(4)]
+    axis = file.constant(np.array(1, np.int32), np.int32)
+    states: list[int] = []
+    state = cell = None  # zero at the first step, whose state projection and forget gate the file leaves out
+    for step in file.ops("UNPACK", [file.transpose(sequence, [2, 0, 1])], [[1, features]] * steps, ("UnpackOptions", {"num": steps, "axis": 0})):
+        gates = file.op("FULLY_CONNECTED", [step, inputs_weights, -1], [1, 4 * hidden])
+        if state is not None:
+            gates = file.op("ADD", [gates, file.op("FULLY_CONNECTED", [state, state_weights, -1], [1, 4 * hidden])], [1, 4 * hidden])
+        i, f, g, o = (file.op("ADD", [gate, bias], [1, hidden])
+                      for gate, bias in zip(file.ops("SPLIT", [axis, gates], [[1, hidden]] * 4, ("SplitOptions", {"numSplits": 4})), biases))
+        i, f, o = (file.op("LOGISTIC", [gate], [1, hidden]) for gate in (i, f, o))
+        new = file.op("MUL", [i, file.op("TANH", [g], [1, hidden])], [1, hidden])
+        cell = new if cell is None else file.op("ADD", [file.op("MUL", [f, cell], [1, hidden]), new], [1, hidden])
+        state = file.op("MUL", [o, file.op("TANH", [cell], [1, hidden])], [1, hidden])
+        states.append(state)
+    stacked = file.reshape(file.op("PACK", states, [steps, 1, hidden], ("PackOptions", {"valuesCount": steps, "axis": 0})), [1, steps, hidden])
+    last = file.op("GATHER", [stacked, file.constant(np.array(steps - 1, np.int32), np.int32)], [1, hidden], ("GatherOptions", {"axis": 1}))
+    return file.bytes(sequence, file.dense(last, hidden, 4, [1, 4]))
+
+
+@pytest.mark.parametrize("target", ["tflite_int8", "tf2ir"])
+def test_onnx2tfs_unrolled_lstm_is_read_as_the_file_computes_it_and_runs_all_stages_bit_exact(tmp_path, workspace, target):
+    """nn.LSTM as onnx2tf unrolls it (UNPACK of a sequence TRANSPOSEd time-first, SPLIT gates, PACKed states: operators
+    refused before): the prepared graph computes on a batch what LiteRT computes sample by sample, and every stage runs
+    bit-exact (with LiteRT's reference kernels on tflite_int8)."""
+    (path := tmp_path / "lstm.tflite").write_bytes(onnx2tf_unrolled_lstm_file())
+    samples = np.random.default_rng(8).normal(0, 1, (128, 8, 4)).astype(np.float32)
+    prepared_as_litert_computes(path, samples)
+    all_stages_bit_exact(tmp_path, workspace, path, samples, target, sqnr_floor_db=20)  # 25 dB measured, 28 on tf2ir

@@ -36,10 +36,10 @@ def one_operator_model(operator: str, inputs: list[Tensor], output: Tensor, opti
                        [index for index, spec in enumerate(inputs) if spec.data is None], [len(inputs)])
 
 
-def model_bytes(specs: list[Tensor], operators: list[tuple[str, list[int], int, tuple[str, dict] | None]], inputs: list[int],
+def model_bytes(specs: list[Tensor], operators: list[tuple[str, list[int], int | list[int], tuple[str, dict] | None]], inputs: list[int],
                 outputs: list[int]) -> bytes:
-    """A model of the tensors `specs` and the operators (builtin name, input tensor indices, output tensor index, options), in
-    order; `inputs` and `outputs` are tensor indices."""
+    """A model of the tensors `specs` and the operators (builtin name, input tensor indices, output tensor index or indices
+    (a SPLIT's), options), in order; `inputs` and `outputs` are tensor indices."""
     buffers, tensors = [schema.BufferT()], []
     for position, spec in enumerate(specs):
         tensor = schema.TensorT()
@@ -61,7 +61,8 @@ def model_bytes(specs: list[Tensor], operators: list[tuple[str, list[int], int, 
     built = []
     for name, operator_inputs, operator_output, options in operators:
         op = schema.OperatorT()
-        op.opcodeIndex, op.inputs, op.outputs = codes.setdefault(name, len(codes)), list(operator_inputs), [operator_output]
+        op.opcodeIndex, op.inputs = codes.setdefault(name, len(codes)), list(operator_inputs)
+        op.outputs = list(operator_output) if isinstance(operator_output, list) else [operator_output]
         if options is not None:
             kind, values = options
             option_object = getattr(schema, f"{kind}T")()

@@ -42,8 +42,8 @@ def _axis_bounds(size: int, begin: int, end: int, masks: dict[str, int], axis: i
 
 def axis_slice(graph: Graph, by_name: dict[str, Node], node: Node) -> AxisSlice | None:
     """What a StridedSlice keeps where it slices one axis past the batch by stride 1 and keeps the batch whole; None
-    otherwise (a slice of a shape vector, of several axes, by a stride or bounds computed at run time, or an image's
-    height or width, which is a crop already)."""
+    otherwise (a slice of a shape vector, of several axes, by a stride or bounds computed at run time, or of an image's
+    height or width keeping the axis, which is a crop already)."""
     shape = graph.shape(node.inputs[0])
     bounds_given = [constant_of(graph, by_name, tensor) for tensor in node.inputs[1:4]]
     found = [value for value in bounds_given if value is not None]
@@ -66,7 +66,7 @@ def axis_slice(graph: Graph, by_name: dict[str, Node], node: Node) -> AxisSlice 
     if kept is None:
         return None
     first, last = kept
-    if rank == 4 and sliced[0] in (1, 2):
+    if rank == 4 and sliced[0] in (1, 2) and not masks["shrink_axis_mask"]:
         return None  # a crop of an image's height or width: the IR's crop takes it as it is
     return AxisSlice(tuple(int(size) for size in shape[1:]), sliced[0] - 1, first, last)
 
@@ -80,7 +80,7 @@ def axis_slices_as_crops(graph: Graph, by_name: dict[str, Node]):
         if found is None or output is None:
             continue
         base, (height, width, channels) = node.name, found.image()
-        values = {f"{base}/image_shape": np.asarray([-1, height, width, channels], np.int32),
+        values = {f"{base}/as_image/shape": np.asarray([-1, height, width, channels], np.int32),
                   f"{base}/crop_begin": np.asarray([0, 0, found.first, 0], np.int32),
                   f"{base}/crop_end": np.asarray([0, 0, found.end, 0], np.int32),
                   f"{base}/crop_strides": np.ones(4, np.int32), f"{base}/sliced_shape": np.asarray([-1, *output[1:]], np.int32)}
@@ -90,7 +90,7 @@ def axis_slices_as_crops(graph: Graph, by_name: dict[str, Node]):
                   "ellipsis_mask": {"i": 0}, "new_axis_mask": {"i": 0}, "shrink_axis_mask": {"i": 0}}
         replacements[node.name] = [
             *(const_node(name, value) for name, value in values.items()),
-            Node(f"{base}/as_image", "Reshape", [node.inputs[0], f"{base}/image_shape"], dict(reshaped)),
+            Node(f"{base}/as_image", "Reshape", [node.inputs[0], f"{base}/as_image/shape"], dict(reshaped)),
             Node(f"{base}/crop", "StridedSlice", [f"{base}/as_image", f"{base}/crop_begin", f"{base}/crop_end", f"{base}/crop_strides"], sliced),
             Node(base, "Reshape", [f"{base}/crop", f"{base}/sliced_shape"], dict(reshaped))]
         notes.append(f"{node.name}: {found.first}..{found.end - 1} of axis {found.axis + 1} of {list(found.shape)} -> a crop along W "

@@ -3,7 +3,7 @@
 Each rewrite keeps every value of the graph (fold_check verifies the rewritten graph against the
 original on data) and the names readers and end points use:
 
-Eighteen run before BatchNorm folding (EARLY_REWRITES), the rest after it:
+Nineteen run before BatchNorm folding (EARLY_REWRITES), the rest after it:
 
 - `grouped_as_depthwise` (grouped.py): a Conv2D of as many groups as input channels (its filter [kh, kw, 1, O] on C > 1
   channels: Keras 3's grouped convolution, keras-hub's MobileNetV3's depthwise layers) as the DepthwiseConv2dNative it
@@ -23,6 +23,11 @@ Eighteen run before BatchNorm folding (EARLY_REWRITES), the rest after it:
   as the image [N, 1, L], the Keras wrap of negative ids dropped (ids are checked against the vocabulary);
 - `einsums_as_batch_matmuls`, `head_bias_before_split` (attention.py): a multi-head attention's Einsums of two
   activations as Transposes and a BatchMatMulV2, its projections' biases added before the heads are split;
+- `axis_slices_as_crops` (axis_slices.py): a StridedSlice of one axis L of [N, *before, L, *after] (a ViT's class
+  token; PyTorch's q, k and v out of one packed projection) as the crop along W of the image
+  [N, prod(before), L, prod(after)], before the signals are lifted (a step or gate sliced is
+  one), and again after BatchNorm folding for a slice whose shape is known only then (of a concatenation with Keras'
+  tiled class token);
 - `dense_on_signals` (signals.py): a Dense on every time step of a signal (Keras 3's Tensordot) as the 1x1
   Conv1D it is;
 - `signals_as_images` (signals.py): a network on 1-D signals [N, L, C] held as images [N, 1, L, C],
@@ -46,9 +51,6 @@ Eighteen run before BatchNorm folding (EARLY_REWRITES), the rest after it:
   and an axis kept at its size maps every index to itself, so the result is the same;
 - `vector_scales`, `one_minus_sigmoid` (recurrent.py): a vector [N, C] times a constant per unit as the Dense of their
   diagonal; 1 - sigmoid(g) of a Dense g as sigmoid(-g) of the Dense negated;
-- `axis_slices_as_crops` (axis_slices.py): a StridedSlice of one axis L of [N, *before, L, *after] (a ViT's class
-  token; PyTorch's q, k and v out of one packed projection) as the crop along W of the image
-  [N, prod(before), L, prod(after)];
 - `tiled_constants`, `constant_operands` (batched_constant.py): a constant tiled to the batch of a tensor (Keras' class
   token), and a constant operand of an Add of a value for every element (a position
   embedding), or of a concatenation (a class token), broadcast to the batch of the other operand, as the .tflite importer
@@ -461,7 +463,7 @@ def merged_nearest_resizes(graph: Graph, by_name: dict[str, Node]):
 
 # before BatchNorm folding, which looks for the conv before a BatchNorm: a Conv1D's Squeeze would hide it
 EARLY_REWRITES: tuple[Rewrite, ...] = (grouped_as_depthwise, static_reshape, layout_round_trips, reductions_through_layouts, zero_states, time_steps, stacked_steps, split_gates, sliced_gates,
-                                       token_lookups, einsums_as_batch_matmuls, head_bias_before_split, dense_on_signals, kept_statistics, signals_as_images,
+                                       token_lookups, einsums_as_batch_matmuls, head_bias_before_split, axis_slices_as_crops, dense_on_signals, kept_statistics, signals_as_images,
                                        layer_normalization, prelu_differences, leaky_relu_sums)
 REWRITES: tuple[Rewrite, ...] = (keepdims_mean, global_max_as_pool, repeat_as_resize, merged_nearest_resizes, vector_scales,
                                  one_minus_sigmoid, axis_slices_as_crops, tiled_constants, constant_operands)

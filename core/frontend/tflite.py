@@ -155,7 +155,9 @@ def parse_tflite(data: bytes, path: Path | str, budget: MemoryBudget | None = No
                           "convert the model again") from None
     subgraphs = model.subgraphs or []
     if len(subgraphs) != 1:
-        raise TfliteError(f"{path}: {len(subgraphs)} subgraphs; the toolchain reads models of one (no control flow)")
+        raise TfliteError(f"{path}: {len(subgraphs)} subgraphs; the toolchain reads models of one (no control flow, such as an RNN's "
+                          "WHILE loop): convert the model with its loops unrolled (onnx2tf: -eru, --enable_rnn_unroll; Keras: "
+                          "unroll=True; litert-torch unrolls them)")
     graph = subgraphs[0]
     tensors = tuple(_tensor(path, model, index, tensor, budget) for index, tensor in enumerate(graph.tensors or []))
     operators = tuple(_operator(path, model, index, operator, len(tensors)) for index, operator in enumerate(graph.operators or []))
@@ -184,7 +186,7 @@ BIAS_REQUIRED_QUANTIZED = ("CONV_2D", "DEPTHWISE_CONV_2D")
 # operands that are indices (axes, shapes, paddings, bounds, permutations, sizes, positions): integers, as LiteRT's kernels
 # require of them (slice.cc: "begin->type == kTfLiteInt32 || begin->type == kTfLiteInt64")
 INDEX_OPERANDS = {"EXPAND_DIMS": (1,), "SLICE": (1, 2), "STRIDED_SLICE": (1, 2, 3), "PAD": (1,), "PADV2": (1,), "MEAN": (1,), "SUM": (1,), "REDUCE_MAX": (1,),
-                  "TRANSPOSE": (1,), "RESHAPE": (1,), "GATHER": (1,), "EMBEDDING_LOOKUP": (0,), "RESIZE_BILINEAR": (1,), "RESIZE_NEAREST_NEIGHBOR": (1,)}
+                  "TRANSPOSE": (1,), "RESHAPE": (1,), "SPLIT": (0,), "SPLIT_V": (1, 2), "GATHER": (1,), "EMBEDDING_LOOKUP": (0,), "RESIZE_BILINEAR": (1,), "RESIZE_NEAREST_NEIGHBOR": (1,)}
 INDEX_TYPES = ("INT32", "INT64")
 
 

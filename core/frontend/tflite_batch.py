@@ -14,9 +14,12 @@ the same on a batch of one and the reader's graph the same on any batch:
 - an operator reading a tensor so given its batch: its output too, where the file wrote it without one;
 - an operator with axes (TRANSPOSE, MEAN, CONCATENATION, SLICE, GATHER of a computed tensor...) reading such a tensor:
   its axes shifted by one;
-- a TRANSPOSE moving a batch of one among the other axes (PyTorch's heads merged back in its sequence-first layout:
-  [1, h, L, d] -> [L, 1, h, d], then RESHAPEd to [L, h x d]) whose output only RESHAPEs read: the batch kept first
-  ([1, L, h, d], the same bytes in the same order, as an axis of one moves none).
+- a TRANSPOSE moving a batch of one among the other axes (PyTorch's sequence-first layout: the heads merged back,
+  [1, h, L, d] -> [L, 1, h, d]; a sequence [1, F, T] -> [T, 1, F]): the other axes permuted, the batch kept first, and
+  its output given a batch ([1, L, 1, h, d]: the same bytes in the same order, as an axis of one moves none; the
+  converter reshapes the permuted [N, L, h, d] to it);
+- SPLIT, SPLIT_V, UNPACK and PACK reading such a tensor: their axis shifted, their outputs given a batch (PACK's: of
+  one axis more than its inputs).
 
 A file of another batch, or of no tensor written so, is left as it is."""
 
@@ -33,18 +36,15 @@ REDUCTIONS = ("MEAN", "SUM", "REDUCE_MAX")
 ELEMENTWISE = ("ADD", "SUB", "MUL", "DIV", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM", "RSQRT", "SQRT", "NEG", "EXP", "LOGISTIC", "TANH",
                "RELU", "RELU6", "GELU", "HARD_SWISH", "LEAKY_RELU", "QUANTIZE", "DEQUANTIZE", "SOFTMAX")
 LOOKUPS = {"EMBEDDING_LOOKUP": 0, "GATHER": 1}  # the operator -> the position of its ids
+SPLITS = {"SPLIT": 0, "SPLIT_V": 2}  # the operator -> the position of its axis
 # the operators that read a tensor of any rank without axes of their own: a shifted input needs nothing else
 RANK_FREE = (*ELEMENTWISE, "RESHAPE", "FULLY_CONNECTED", "BATCH_MATMUL", *LOOKUPS)
 
 
 class _Restoring:
-    def __init__(self, path: Path | str, tensors: tuple[TfliteTensor, ...], operators: tuple[TfliteOperator, ...]):
+    def __init__(self, path: Path | str, tensors: tuple[TfliteTensor, ...]):
         self.path, self.tensors = path, list(tensors)
         self.given: set[int] = set()  # tensors given a batch axis the file left out
-        self.readers: dict[int, list[str]] = {}
-        for operator in operators:
-            for index in operator.inputs:
-                self.readers.setdefault(index, []).append(operator.name)
 
     def shape(self, index: int) -> tuple[int, ...]:
         return self.tensors[index].shape
@@ -72,6 +72,9 @@ class _Restoring:
         if shifted:
             operator = self._shift_axes(operator, self.shape(shifted[0]))
         if len(operator.outputs) != 1:
+            if shifted:  # SPLIT, UNPACK: outputs of the rank the file wrote their input with, or one less, have no batch
+                for output in operator.outputs:
+                    self.give_batch(output)
             return operator
         output = operator.outputs[0]
         if operator.name == "TRANSPOSE" and computed and not shifted:
@@ -84,6 +87,7 @@ class _Restoring:
         elif operator.name == "FULLY_CONNECTED" and computed and self._rows_without_batch(computed[0], output):
             self.give_batch(output)
         elif shifted and (len(self.shape(output)) < max(len(self.shape(index)) for index in shifted)
+                          or operator.name == "PACK" and len(self.shape(output)) <= max(len(self.shape(index)) for index in shifted)
                           or operator.name in LOOKUPS and operator.inputs[LOOKUPS[operator.name]] in shifted):
             self.give_batch(output)  # an output of the rank the file wrote its input with (a lookup's: one more) has no batch
         return operator
@@ -105,14 +109,13 @@ class _Restoring:
         return flattened or len(output_shape) == len(source_shape) - 1 and tuple(output_shape[:-1]) == tuple(source_shape[1:-1])
 
     def _batch_kept_first(self, operator: TfliteOperator) -> TfliteOperator:
-        """A TRANSPOSE moving a batch of one whose output only RESHAPEs read, permuting the other axes alone."""
+        """A TRANSPOSE moving a batch of one: the other axes permuted, the output given a batch (the module)."""
         source, output = self.shape(operator.inputs[0]), operator.outputs[0]
         permutation = self.axes(operator, 1)
-        if not source or source[0] != 1 or permutation[0] % len(source) == 0 or \
-                set(self.readers.get(output, [])) != {"RESHAPE"}:
+        if not source or source[0] != 1 or permutation[0] % len(source) == 0:
             return operator
+        self.give_batch(output)
         kept_first = [0, *(axis % len(source) for axis in permutation if axis % len(source) != 0)]
-        self.tensors[output] = replace(self.tensors[output], shape=tuple(source[axis] for axis in kept_first))
         return replace(operator, inputs=(operator.inputs[0], self.constant(self.tensors[operator.inputs[1]], kept_first)))
 
     def _reduction(self, operator: TfliteOperator) -> TfliteOperator:
@@ -130,6 +133,14 @@ class _Restoring:
         rank = len(shape) - 1  # the rank the file wrote it with
         if operator.name == "GATHER" and operator.inputs[0] in self.given:  # indices of an axis of a computed tensor
             return replace(operator, options={**operator.options, "axis": int(operator.option("axis", 0)) % rank + 1})
+        if operator.name in ("UNPACK", "PACK"):  # PACK's axis is one of its output's, of one axis more
+            return replace(operator, options={**operator.options, "axis": int(operator.option("axis", 0)) % (rank + (operator.name == "PACK")) + 1})
+        if operator.name in SPLITS:
+            position = SPLITS[operator.name]
+            (axis,) = self.axes(operator, position)
+            inputs = list(operator.inputs)
+            inputs[position] = self.constant(self.tensors[inputs[position]], [axis % rank + 1])
+            return replace(operator, inputs=tuple(inputs))
         if operator.name in RANK_FREE:
             return operator
         if operator.name in REDUCTIONS:
@@ -146,7 +157,7 @@ class _Restoring:
                                                                    for k, values in ((1, begin), (2, size)))))
         raise TfliteError(f"{self.path}: operator {operator.index} ({operator.name}) reads a tensor the file computes without its batch "
                           f"axis (a batch of one written away, as litert-torch writes a file): the reader restores it through "
-                          f"{', '.join(sorted({*RANK_FREE, *REDUCTIONS, 'TRANSPOSE', 'CONCATENATION', 'SLICE'}))}, not {operator.name}")
+                          f"{', '.join(sorted({*RANK_FREE, *REDUCTIONS, *SPLITS, 'TRANSPOSE', 'CONCATENATION', 'SLICE', 'PACK', 'UNPACK'}))}, not {operator.name}")
 
 
 def restored_batch_axes(path: Path | str, tensors: tuple[TfliteTensor, ...], operators: tuple[TfliteOperator, ...],
@@ -154,6 +165,6 @@ def restored_batch_axes(path: Path | str, tensors: tuple[TfliteTensor, ...], ope
     """(tensors, operators) with each tensor the file wrote without its batch of one given it back (see the module)."""
     if not inputs or any(not tensors[index].shape or tensors[index].shape[0] != 1 for index in inputs):
         return tensors, operators
-    restoring = _Restoring(path, tensors, operators)
+    restoring = _Restoring(path, tensors)
     restored = tuple(restoring.restore(operator) for operator in operators)
     return tuple(restoring.tensors), restored

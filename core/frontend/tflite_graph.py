@@ -239,8 +239,9 @@ CONVERTERS: dict[str, Callable[[TfBuilder, TfliteOperator, str], object]] = {
 # operators read in a float file only: the importer's rewrites make them layers of the IR (a LayerNorm's SUB,
 # SQUARED_DIFFERENCE and SQRT; a DIV by a constant; nn.Embedding's EMBEDDING_LOOKUP), which our PTQ quantizes; the int8
 # kernels of the file's own quantization (core/ir/tflite_interpreter.py) are not written yet, and LiteRT has none for
-# SQRT and DIV of int8 (a Conv1d's EXPAND_DIMS and SQUEEZE are read in both: the reshapes they are)
-FLOAT_ONLY = frozenset({"SUB", "DIV", "SQUARED_DIFFERENCE", "SQRT", "NEG", "EMBEDDING_LOOKUP", "PRELU"})
+# SQRT and DIV of int8 (a Conv1d's EXPAND_DIMS and SQUEEZE are read in both: the reshapes they are); an unrolled RNN's
+# SPLIT, SPLIT_V, UNPACK and PACK (onnx2tf's -eru), one operator of several IR layers, have no int8 IR record yet
+FLOAT_ONLY = frozenset({"SUB", "DIV", "SQUARED_DIFFERENCE", "SQRT", "NEG", "EMBEDDING_LOOKUP", "PRELU", "SPLIT", "SPLIT_V", "UNPACK", "PACK"})
 FLOAT_ONLY_NOTE = (f"; in a float file also {', '.join(sorted(FLOAT_ONLY))} (convert the model without quantization and let the "
                    "toolchain quantize it)")
 
@@ -342,9 +343,10 @@ def tflite_graph_def(model: TfliteModel):
                 raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}): its tensors do not make the operation "
                                   f"({str(error).splitlines()[0][:300]}); the file is damaged, or was written by a tool that does "
                                   "not check it") from None
-            _refuse_stale_output(model, operator, value)
             _refuse_other_fixed_output(model, operator)
-            builder.values[operator.outputs[0]] = value
+            for output, computed in zip(operator.outputs, value if isinstance(value, list) else [value]):  # a SPLIT's: one each
+                _refuse_stale_output(model, operator, computed, output)
+                builder.values[output] = computed
         outputs = [tf.identity(builder.values[index], name=f"output_{k}") for k, index in enumerate(model.outputs)]
     inputs = [f"{name}:0" for name in names]
     return graph.as_graph_def(), inputs[0] if len(inputs) == 1 else inputs, [tensor.name for tensor in outputs], builder.parameters
@@ -371,10 +373,10 @@ def _refuse_other_fixed_output(model: TfliteModel, operator: TfliteOperator) -> 
                           f"point {zero_point} (and refuses the file otherwise): the file is damaged")
 
 
-def _refuse_stale_output(model: TfliteModel, operator: TfliteOperator, value) -> None:
+def _refuse_stale_output(model: TfliteModel, operator: TfliteOperator, value, output: int) -> None:
     """The output tensor's declared shape holds what the operator computes of its inputs. LiteRT recomputes a shape it
     declares wrong (a stale one) and runs; the IR keeps the declared shapes, so the file is refused here, naming both."""
-    declared = model.tensor(operator.outputs[0])
+    declared = model.tensor(output)
     computed = value.shape.as_list()[1:] if value.shape.rank is not None else None
     if computed is None or any(dim is None for dim in computed):
         return

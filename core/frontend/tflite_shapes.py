@@ -1,6 +1,5 @@
 """The converters (tflite_graph.py: CONVERTERS) of the operators that move a `.tflite`'s values without arithmetic: reshapes,
-slices, transposes, gathers of a constant table's rows, padding and
-concatenation."""
+slices, splits, transposes, gathers of a constant table's rows, padding, concatenation and stacking."""
 
 from __future__ import annotations
 
@@ -82,7 +81,11 @@ def _transpose(b, op, scope):
         # LiteRT's kernel checks only each axis' range: [0, 0, 0, 0] runs there, each output axis a copy of the first
         raise TfliteError(f"{b.model.path}: operator {op.index} (TRANSPOSE) by {permutation}, not a permutation of the {rank} axes "
                           f"of its input (each of 0..{rank - 1} once): the file is damaged or was written by a tool that does not check it")
-    return b.activation_quant(b.tf.transpose(b.input(op), permutation, name=f"{scope}/Transpose"), op.outputs[0], scope)
+    x = b.tf.transpose(b.input(op), permutation, name=f"{scope}/Transpose")
+    declared = b.model.tensor(op.outputs[0]).shape
+    if list(declared[1:]) != x.shape.as_list()[1:]:  # a batch of one moved among the axes, given back first (tflite_batch.py)
+        x = b.tf.reshape(x, [-1, *declared[1:]], name=f"{scope}/batch_first")
+    return b.activation_quant(x, op.outputs[0], scope)
 
 
 def _batch_kept_whole(b, op, begin: np.ndarray, end: np.ndarray, strides: np.ndarray, masks: dict[str, int]) -> dict[str, int]:
@@ -118,6 +121,60 @@ def _slice(b, op, scope):
                               op.outputs[0], scope)
 
 
+def _parts(b, op, scope, source: int, axis: int, sizes: list[int], shrink: bool) -> list:
+    """Consecutive parts of `sizes` along `axis` of input `source`, each a StridedSlice (its axis shrunk away where
+    `shrink`: UNPACK's), each output's FakeQuant."""
+    x, rank = b.input(op, source), len(b.model.tensor(op.inputs[source]).shape)
+    axis %= rank
+    if axis == 0 or sum(sizes) != b.model.tensor(op.inputs[source]).shape[axis] or min(sizes, default=0) < 1:
+        raise TfliteError(f"{b.model.path}: operator {op.index} ({op.name}) into parts {sizes} along axis {axis} of "
+                          f"{list(b.model.tensor(op.inputs[source]).shape)}: the reader takes parts that cover an axis past the batch")
+    others, parts, first = sum(1 << other for other in range(rank) if other != axis), [], 0
+    for position, (size, output) in enumerate(zip(sizes, op.outputs)):
+        begin, end = np.zeros(rank, np.int32), np.zeros(rank, np.int32)
+        begin[axis], end[axis] = first, first + size
+        part = b.tf.strided_slice(x, begin, end, np.ones(rank, np.int32), begin_mask=others, end_mask=others,
+                                  shrink_axis_mask=(1 << axis) if shrink else 0, name=f"{scope}/part_{position}")
+        parts.append(b.activation_quant(part, output, f"{scope}/part_{position}"))
+        first += size
+    return parts
+
+
+def _split(b, op, scope):
+    """SPLIT into equal parts along a constant axis (an LSTM cell's gates, as onnx2tf unrolls it)."""
+    (axis,) = np.atleast_1d(_constant_input(b, op, 0)).astype(int)
+    extent, count = b.model.tensor(op.inputs[1]).shape[int(axis)], int(op.option("numSplits", len(op.outputs)))
+    return _parts(b, op, scope, 1, int(axis), [extent // count] * count if extent % count == 0 else [], shrink=False)
+
+
+def _split_v(b, op, scope):
+    """SPLIT_V into parts of constant sizes (a -1: what the others leave) along a constant axis."""
+    sizes = [int(size) for size in np.atleast_1d(_constant_input(b, op, 1))]
+    (axis,) = np.atleast_1d(_constant_input(b, op, 2)).astype(int)
+    if sizes.count(-1) == 1:
+        sizes[sizes.index(-1)] = b.model.tensor(op.inputs[0]).shape[int(axis)] - sum(size for size in sizes if size != -1)
+    return _parts(b, op, scope, 0, int(axis), sizes, shrink=False)
+
+
+def _unpack(b, op, scope):
+    """UNPACK along a constant axis (a sequence into its time steps, as onnx2tf unrolls an RNN)."""
+    axis = int(op.option("axis", 0))
+    return _parts(b, op, scope, 0, axis, [1] * b.model.tensor(op.inputs[0]).shape[axis], shrink=True)
+
+
+def _pack(b, op, scope):
+    """PACK (a stack along a new axis) as the IR's concat: each input [N, *before, *after] Reshaped to the image
+    [N, prod(before), 1, prod(after)], concatenated along W, Reshaped to the output [N, *before, K, *after]."""
+    shape = b.model.tensor(op.inputs[0]).shape
+    axis = int(op.option("axis", 0)) % (len(shape) + 1)
+    if axis == 0:
+        raise TfliteError(f"{b.model.path}: operator {op.index} (PACK) along axis 0, the batch: the reader stacks along an axis past it")
+    image = [-1, int(np.prod(shape[1:axis], dtype=np.int64)), 1, int(np.prod(shape[axis:], dtype=np.int64))]
+    columns = [b.tf.reshape(value, image, name=f"{scope}/column_{position}") for position, value in enumerate(b.operands(op, scope, concatenated=True))]
+    stacked = b.tf.concat(columns, 2, name=f"{scope}/concat")
+    return b.activation_quant(b.tf.reshape(stacked, [-1, *b.model.tensor(op.outputs[0]).shape[1:]], name=f"{scope}/Reshape"), op.outputs[0], scope)
+
+
 def _pad(b, op, scope):
     return b.activation_quant(b.tf.pad(b.input(op), _constant_input(b, op, 1).astype(np.int32), name=f"{scope}/Pad"), op.outputs[0], scope)
 
@@ -138,6 +195,10 @@ SHAPE_CONVERTERS = {
     "EMBEDDING_LOOKUP": _embedding_lookup,
     "STRIDED_SLICE": _strided_slice,
     "SLICE": _slice,
+    "SPLIT": _split,
+    "SPLIT_V": _split_v,
+    "UNPACK": _unpack,
+    "PACK": _pack,
     "PAD": _pad,
     "CONCATENATION": _concatenation,
 }
