@@ -1,6 +1,6 @@
 """The files users bring from other tools, through the pipeline: PyTorch models of 2026's families (bench/torch_models.py:
 raw-audio M5, MobileNetV3-like, ResNet-like, ConvNeXt-like, MLP-Mixer-like, a CNN classifying the NCHW flatten, a CNN of
-nn.PReLU, an nn.TransformerEncoderLayer on nn.Embedding, an nn.LSTM), each converted to a float .tflite two ways: by LiteRT's
+nn.PReLU, a ViT as timm writes it, an nn.TransformerEncoderLayer on nn.Embedding, an nn.LSTM), each converted to a float .tflite two ways: by LiteRT's
 converter (litert-torch), and by PyTorch's ONNX export, onnxsim and onnx2tf (channel-last); and keras-hub's
 (bench/keras_hub_models.py: MobileNetV3, EfficientNet, ViT, MiT) both as its SavedModel (keras-hub-savedmodel) and
 through TFLite's converter (keras-hub). Each is briefly trained on CIFAR-10 (../shared) or seeded sequences. Each
@@ -249,7 +249,7 @@ def measure(tool: str, entry: dict, work: Path, settings: tuple[str, ...] = ()) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--torch-models", dest="torch", default="m5,mobile,resnet,convnext,mixer,flattened,prelu,encoder,lstm",
+    parser.add_argument("--torch-models", dest="torch", default="m5,mobile,resnet,convnext,mixer,flattened,prelu,vit,encoder,lstm",
                         help="bench/torch_models.py's, for litert-torch and onnx2tf")
     parser.add_argument("--keras-hub-models", dest="keras_hub", default="mobilenet_v3,efficientnet,vit,mit",
                         help="bench/keras_hub_models.py's")

@@ -137,6 +137,42 @@ class Mixer(nn.Module):
         return self.head(tokens.mean(1))
 
 
+class Attention(nn.Module):
+    """timm's ViT attention: one packed projection reshaped to [B, N, 3, heads, d], permuted to [3, B, heads, N, d] and
+    unbound into q, k and v, F.scaled_dot_product_attention, the heads merged back and projected."""
+
+    def __init__(self, channels: int, heads: int):
+        super().__init__()
+        self.heads, self.qkv, self.proj = heads, nn.Linear(channels, 3 * channels), nn.Linear(channels, channels)
+
+    def forward(self, x):
+        batch, length, channels = x.shape
+        q, k, v = self.qkv(x).reshape(batch, length, 3, self.heads, channels // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        return self.proj(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(batch, length, channels))
+
+
+class ViT(nn.Module):
+    """A ViT as timm writes one: 4x4 patches by a strided conv, a class token and a position embedding, two pre-norm
+    blocks of attention and a GELU MLP, the class token's row classified."""
+
+    def __init__(self, classes: int = 10, channels: int = 32, heads: int = 4):
+        super().__init__()
+        self.patches = nn.Conv2d(3, channels, 4, 4)
+        self.class_token, self.position = nn.Parameter(torch.zeros(1, 1, channels)), nn.Parameter(0.02 * torch.randn(1, 65, channels))
+        self.norms = nn.ModuleList([nn.LayerNorm(channels) for _ in range(4)])
+        self.attentions = nn.ModuleList([Attention(channels, heads) for _ in range(2)])
+        self.mlps = nn.ModuleList([nn.Sequential(nn.Linear(channels, 2 * channels), nn.GELU(), nn.Linear(2 * channels, channels)) for _ in range(2)])
+        self.norm, self.head = nn.LayerNorm(channels), nn.Linear(channels, classes)
+
+    def forward(self, x):
+        tokens = self.patches(x).flatten(2).transpose(1, 2)
+        tokens = torch.cat([self.class_token.expand(len(tokens), -1, -1), tokens], 1) + self.position
+        for block in range(2):
+            tokens = tokens + self.attentions[block](self.norms[2 * block](tokens))
+            tokens = tokens + self.mlps[block](self.norms[2 * block + 1](tokens))
+        return self.head(self.norm(tokens)[:, 0])
+
+
 class PReLUNet(nn.Module):
     """A CNN of PReLU activations: one slope per channel (nn.PReLU(C)) after each conv, one in all after the pool."""
 
@@ -221,6 +257,7 @@ MODELS = {
     "mixer": ("MLP-Mixer-like (tokens, LayerNorm, GELU)", Mixer, lambda n, images: cifar(images, n)),
     "flattened": ("CNN, classifier on the NCHW flatten", Flattened, lambda n, images: cifar(images, n)),
     "prelu": ("CNN of nn.PReLU (per channel, one in all)", PReLUNet, lambda n, images: cifar(images, n)),
+    "vit": ("ViT as timm writes it (class token, packed q, k, v)", ViT, lambda n, images: cifar(images, n)),
     "encoder": ("nn.Embedding + nn.TransformerEncoderLayer", Encoder, lambda n, images: tokens(n)),
     "lstm": ("nn.LSTM", Recurrent, lambda n, images: sequences(n, 10, 8)),
 }

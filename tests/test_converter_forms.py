@@ -11,6 +11,8 @@ TensorFlow's converter on the same model."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import keras
 import numpy as np
 import pytest
@@ -774,11 +776,42 @@ def onnx2tf_attention_file(length: int = 12, channels: int = 16, heads: int = 2)
     return file.bytes(tokens, file.dense(file.mean(x, [1], [1, channels]), channels, 4, [1, 4]))
 
 
-PACKED_ATTENTION_FILES = {"litert-torch": litert_torch_attention_file, "onnx2tf": onnx2tf_attention_file}
+def _part(file: FileBuilder, packed: int, part: int, shape: list[int], strided: bool) -> int:
+    """q, k or v of [3, ...]: a SLICE (litert-torch's), or a STRIDED_SLICE masking every axis but the first (onnx2tf's)."""
+    if not strided:
+        return file.op("SLICE", [packed, file.constant([part, 0, 0, 0, 0], np.int32), file.constant(shape, np.int32)], shape)
+    bounds = [file.constant(values, np.int32) for values in ([part, 0, 0, 0, 0], [part + 1, 0, 0, 0, 0], [1] * 5)]
+    return file.op("STRIDED_SLICE", [packed, *bounds], shape, ("StridedSliceOptions", {"beginMask": 0b11110, "endMask": 0b11110}))
+
+
+def timm_attention_file(length: int = 12, channels: int = 16, heads: int = 2, strided: bool = False) -> bytes:
+    """timm's ViT attention as litert-torch writes it: the packed projection [1, L, 3C] RESHAPEd to [1, L, 3, h, d],
+    TRANSPOSEd to [3, 1, h, L, d] (the batch of one moved), q, k and v SLICEd out as [1, 1, h, L, d] (`strided`: onnx2tf's
+    STRIDED_SLICEs); q and k RESHAPEd to [1, h, L, d] and scaled; the scores and context by BATCH_MATMULs of [h, ...]
+    views; the heads merged by a TRANSPOSE to [1, L, h, d] and a RESHAPE to [L, C]; the projection added to the tokens."""
+    file, depth = FileBuilder(16), channels // heads
+    tokens = file.tensor([1, length, channels])
+    packed = file.transpose(file.reshape(file.dense(tokens, channels, 3 * channels, [1, length, 3 * channels]), [1, length, 3, heads, depth]),
+                            [2, 0, 3, 1, 4])
+    q, k, v = (_part(file, packed, part, [1, 1, heads, length, depth], strided) for part in range(3))
+    q, k = (file.op("MUL", [file.reshape(x, [1, heads, length, depth]), file.constant(depth ** -0.25)], [1, heads, length, depth]) for x in (q, k))
+    scores = file.op("BATCH_MATMUL", [file.reshape(q, [heads, length, depth]), file.reshape(file.transpose(k, [0, 1, 3, 2]), [heads, depth, length])],
+                     [heads, length, length], ("BatchMatMulOptions", {"adjX": False, "adjY": False}))
+    weights = file.reshape(file.op("SOFTMAX", [file.reshape(scores, [1, heads, length, length])], [1, heads, length, length],
+                                   ("SoftmaxOptions", {"beta": 1.0})), [heads, length, length])
+    context = file.op("BATCH_MATMUL", [weights, file.reshape(v, [heads, length, depth])], [heads, length, depth],
+                      ("BatchMatMulOptions", {"adjX": False, "adjY": False}))
+    merged = file.reshape(file.transpose(file.reshape(context, [1, heads, length, depth]), [0, 2, 1, 3]), [length, channels])
+    x = file.op("ADD", [tokens, file.dense(merged, channels, channels, [length, channels])], [1, length, channels])
+    return file.bytes(tokens, file.dense(file.mean(x, [1], [1, channels]), channels, 4, [1, 4]))
+
+
+PACKED_ATTENTION_FILES = {"litert-torch": litert_torch_attention_file, "onnx2tf": onnx2tf_attention_file, "timm": timm_attention_file,
+                          "timm through onnx2tf": partial(timm_attention_file, strided=True)}
 
 
 @pytest.mark.parametrize("tool, target", [("litert-torch", "tflite_int8"), ("litert-torch", "accel_tflite"), ("onnx2tf", "tflite_int8"),
-                                          ("onnx2tf", "tf2ir")])
+                                          ("onnx2tf", "tf2ir"), ("timm", "tflite_int8"), ("timm through onnx2tf", "tflite_int8")])
 def test_pytorchs_packed_attention_is_read_as_the_file_computes_it_and_runs_all_stages_bit_exact(tmp_path, workspace, tool, target):
     """PyTorch's attention in its sequence-first layout (q, k and v SLICEd or GATHERed out of one packed projection, the
     heads merged by a TRANSPOSE moving the batch of one; refused at import before): the prepared graph computes on a batch

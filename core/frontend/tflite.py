@@ -13,7 +13,6 @@ converter writes for a dynamic batch (a Flatten's target shape), is folded into 
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
@@ -155,9 +154,8 @@ def parse_tflite(data: bytes, path: Path | str, budget: MemoryBudget | None = No
                           "convert the model again") from None
     subgraphs = model.subgraphs or []
     if len(subgraphs) != 1:
-        raise TfliteError(f"{path}: {len(subgraphs)} subgraphs; the toolchain reads models of one (no control flow, such as an RNN's "
-                          "WHILE loop): convert the model with its loops unrolled (onnx2tf: -eru, --enable_rnn_unroll; Keras: "
-                          "unroll=True; litert-torch unrolls them)")
+        raise TfliteError(f"{path}: {len(subgraphs)} subgraphs; the toolchain reads models of one (no control flow, an RNN's WHILE "
+                          "loop): convert it unrolled (onnx2tf -eru; Keras' unroll=True; litert-torch unrolls)")
     graph = subgraphs[0]
     tensors = tuple(_tensor(path, model, index, tensor, budget) for index, tensor in enumerate(graph.tensors or []))
     operators = tuple(_operator(path, model, index, operator, len(tensors)) for index, operator in enumerate(graph.operators or []))

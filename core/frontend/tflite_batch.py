@@ -12,8 +12,8 @@ the same on a batch of one and the reader's graph the same on any batch:
 - a RESHAPE of a batch of one into a shape that does not start with 1: the shape with a leading 1; a FULLY_CONNECTED of
   [1, L, C] into [L, O], or of [1, ..., L, C] whose rows it flattens into [L, O]: [1, L, O];
 - an operator reading a tensor so given its batch: its output too, where the file wrote it without one;
-- an operator with axes (TRANSPOSE, MEAN, CONCATENATION, SLICE, GATHER of a computed tensor...) reading such a tensor:
-  its axes shifted by one;
+- an operator with axes (TRANSPOSE, MEAN, CONCATENATION, SLICE, STRIDED_SLICE, GATHER of a computed tensor...) reading
+  such a tensor: its axes shifted by one;
 - a TRANSPOSE moving a batch of one among the other axes (PyTorch's sequence-first layout: the heads merged back,
   [1, h, L, d] -> [L, 1, h, d]; a sequence [1, F, T] -> [T, 1, F]): the other axes permuted, the batch kept first, and
   its output given a batch ([1, L, 1, h, d]: the same bytes in the same order, as an axis of one moves none; the
@@ -151,13 +151,18 @@ class _Restoring:
             return replace(operator, inputs=(operator.inputs[0], self.constant(self.tensors[operator.inputs[1]], permutation)))
         if operator.name == "CONCATENATION":
             return replace(operator, options={**operator.options, "axis": int(operator.option("axis", 0)) % rank + 1})
+        if operator.name == "STRIDED_SLICE":  # the batch whole: begin 0 and both masks' bit 0, the file's bits one further
+            bounds = [self.constant(self.tensors[operator.inputs[k]], [first, *self.axes(operator, k)]) for k, first in ((1, 0), (2, 0), (3, 1))]
+            masks = {key: int(operator.option(key, 0)) << 1 | (1 if key in ("beginMask", "endMask") else 0)
+                     for key in ("beginMask", "endMask", "ellipsisMask", "newAxisMask", "shrinkAxisMask")}
+            return replace(operator, inputs=(operator.inputs[0], *bounds), options={**operator.options, **masks})
         if operator.name == "SLICE":
             begin, size = ([first, *self.axes(operator, position)] for position, first in ((1, 0), (2, 1)))
             return replace(operator, inputs=(operator.inputs[0], *(self.constant(self.tensors[operator.inputs[k]], values)
                                                                    for k, values in ((1, begin), (2, size)))))
         raise TfliteError(f"{self.path}: operator {operator.index} ({operator.name}) reads a tensor the file computes without its batch "
                           f"axis (a batch of one written away, as litert-torch writes a file): the reader restores it through "
-                          f"{', '.join(sorted({*RANK_FREE, *REDUCTIONS, *SPLITS, 'TRANSPOSE', 'CONCATENATION', 'SLICE', 'PACK', 'UNPACK'}))}, not {operator.name}")
+                          f"{', '.join(sorted({*RANK_FREE, *REDUCTIONS, *SPLITS, 'TRANSPOSE', 'CONCATENATION', 'SLICE', 'STRIDED_SLICE', 'PACK', 'UNPACK'}))}, not {operator.name}")
 
 
 def restored_batch_axes(path: Path | str, tensors: tuple[TfliteTensor, ...], operators: tuple[TfliteOperator, ...],

@@ -33,6 +33,14 @@
 #define QT_SIMD
 #endif
 
+/* GCC 12.2 at -O2 computed wrong bytes in a ViT's transpose of its keys ([4, 65, 8] -> [4, 8, 65]: its output read
+ * stale), where -O1, -O2 -fno-ipa-cp, or the same function without `restrict` give the simulator's: the interprocedural
+ * constant propagation that clones a function for its constant pointer arguments (every layer is called once, with
+ * qt_arena + constant offsets). The clones buy nothing here, so the pass is off for the program. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-ipa-cp")
+#endif
+
 /* a constant that one build reads and another does not (the IR's weights beside their SIMD packing) */
 #if defined(__GNUC__)
 #define QT_MAYBE_UNUSED __attribute__((unused))
