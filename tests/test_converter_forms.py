@@ -810,8 +810,10 @@ PACKED_ATTENTION_FILES = {"litert-torch": litert_torch_attention_file, "onnx2tf"
                           "timm through onnx2tf": partial(timm_attention_file, strided=True)}
 
 
-@pytest.mark.parametrize("tool, target", [("litert-torch", "tflite_int8"), ("litert-torch", "accel_tflite"), ("onnx2tf", "tflite_int8"),
-                                          ("onnx2tf", "tf2ir"), ("timm", "tflite_int8"), ("timm through onnx2tf", "tflite_int8")])
+# each form read on every run; each target once by default (the others: --slow)
+@pytest.mark.parametrize("tool, target", [("litert-torch", "tflite_int8"), pytest.param("litert-torch", "accel_tflite", marks=pytest.mark.slow),
+                                          pytest.param("onnx2tf", "tflite_int8", marks=pytest.mark.slow), ("onnx2tf", "tf2ir"),
+                                          ("timm", "accel_tflite"), ("timm through onnx2tf", "tflite_int8")])
 def test_pytorchs_packed_attention_is_read_as_the_file_computes_it_and_runs_all_stages_bit_exact(tmp_path, workspace, tool, target):
     """PyTorch's attention in its sequence-first layout (q, k and v SLICEd or GATHERed out of one packed projection, the
     heads merged by a TRANSPOSE moving the batch of one; refused at import before): the prepared graph computes on a batch
@@ -853,7 +855,7 @@ def litert_torch_lstm_file(steps: int = 4, features: int = 8, hidden: int = 8) -
     return file.bytes(sequence, file.dense(file.reshape(state, [1, hidden]), hidden, 4, [1, 4]))
 
 
-@pytest.mark.parametrize("target", ["tflite_int8", "accel_tflite"])
+@pytest.mark.parametrize("target", ["tflite_int8", pytest.param("accel_tflite", marks=pytest.mark.slow)])
 def test_litert_torchs_unrolled_lstm_is_read_as_the_file_computes_it_and_runs_all_stages_bit_exact(tmp_path, workspace, target):
     """nn.LSTM as litert-torch unrolls it (its steps and gates SLICEs of [T, 1, 4H] and [1, 1, 4H], refused before; a
     state's projection [1, 4H] added to a step [1, 1, 4H]): the prepared graph computes on a batch what LiteRT computes
@@ -894,7 +896,7 @@ def onnx2tf_unrolled_lstm_file(steps: int = 4, features: int = 8, hidden: int = 
     return file.bytes(sequence, file.dense(last, hidden, 4, [1, 4]))
 
 
-@pytest.mark.parametrize("target", ["tflite_int8", "tf2ir"])
+@pytest.mark.parametrize("target", ["tflite_int8", pytest.param("tf2ir", marks=pytest.mark.slow)])
 def test_onnx2tfs_unrolled_lstm_is_read_as_the_file_computes_it_and_runs_all_stages_bit_exact(tmp_path, workspace, target):
     """nn.LSTM as onnx2tf unrolls it (UNPACK of a sequence TRANSPOSEd time-first, SPLIT gates, PACKed states: operators
     refused before): the prepared graph computes on a batch what LiteRT computes sample by sample, and every stage runs
