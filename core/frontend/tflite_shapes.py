@@ -52,12 +52,18 @@ def _constant_indices(b, op, scope):
         raise TfliteError(f"{b.model.path}: operator {op.index} (GATHER) of the computed tensor {source.index} ({source.name}) by "
                           f"indices {indices.tolist()} along axis {axis}: the reader takes one index, or a run of consecutive ones, "
                           "along an axis past the batch")
-    begin, end = np.zeros(len(source.shape), np.int32), np.zeros(len(source.shape), np.int32)
-    begin[axis], end[axis] = run[0], run[-1] + 1
-    others = sum(1 << other for other in range(len(source.shape)) if other != axis)
-    sliced = b.tf.strided_slice(b.input(op), begin, end, np.ones_like(begin), begin_mask=others, end_mask=others,
-                                shrink_axis_mask=(1 << axis) if indices.ndim == 0 else 0, name=f"{scope}/StridedSlice")
+    sliced = _along_axis(b, b.input(op), len(source.shape), axis, int(run[0]), len(run), indices.ndim == 0, f"{scope}/StridedSlice")
     return b.activation_quant(sliced, op.outputs[0], scope)
+
+
+def _along_axis(b, x, rank: int, axis: int, first: int, size: int, shrink: bool, name: str):
+    """Elements first..first+size-1 of `axis` of x, the other axes whole, as a StridedSlice (the axis shrunk away where
+    `shrink`)."""
+    begin, end = np.zeros(rank, np.int32), np.zeros(rank, np.int32)
+    begin[axis], end[axis] = first, first + size
+    others = sum(1 << other for other in range(rank) if other != axis)
+    return b.tf.strided_slice(x, begin, end, np.ones(rank, np.int32), begin_mask=others, end_mask=others,
+                              shrink_axis_mask=(1 << axis) if shrink else 0, name=name)
 
 
 def _embedding_lookup(b, op, scope):
@@ -129,15 +135,9 @@ def _parts(b, op, scope, source: int, axis: int, sizes: list[int], shrink: bool)
     if axis == 0 or sum(sizes) != b.model.tensor(op.inputs[source]).shape[axis] or min(sizes, default=0) < 1:
         raise TfliteError(f"{b.model.path}: operator {op.index} ({op.name}) into parts {sizes} along axis {axis} of "
                           f"{list(b.model.tensor(op.inputs[source]).shape)}: the reader takes parts that cover an axis past the batch")
-    others, parts, first = sum(1 << other for other in range(rank) if other != axis), [], 0
-    for position, (size, output) in enumerate(zip(sizes, op.outputs)):
-        begin, end = np.zeros(rank, np.int32), np.zeros(rank, np.int32)
-        begin[axis], end[axis] = first, first + size
-        part = b.tf.strided_slice(x, begin, end, np.ones(rank, np.int32), begin_mask=others, end_mask=others,
-                                  shrink_axis_mask=(1 << axis) if shrink else 0, name=f"{scope}/part_{position}")
-        parts.append(b.activation_quant(part, output, f"{scope}/part_{position}"))
-        first += size
-    return parts
+    firsts = np.cumsum([0, *sizes[:-1]])
+    return [b.activation_quant(_along_axis(b, x, rank, axis, int(first), size, shrink, f"{scope}/part_{position}"), output, f"{scope}/part_{position}")
+            for position, (first, size, output) in enumerate(zip(firsts, sizes, op.outputs))]
 
 
 def _split(b, op, scope):
