@@ -125,6 +125,9 @@ class AutoConfig:
     methods: list[CalibMethod] = field(default_factory=lambda: [CalibMethod[name] for name in auto_candidates()])
     budget_s: float = _positive(600.0)
     num_images: int = _positive(256)
+    # a candidate clipping more of an activation's calibration values is not tried (its method's choice weighing
+    # clipping, mse's, excepted): quality.max_clipped_fraction's default, so auto makes no table the guard refuses
+    max_clipped_fraction: float = _fraction(0.01)
 
 
 # calib.method's choices: every registered threshold method (core/quantize/calibration/methods/, one file each) and

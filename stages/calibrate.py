@@ -325,7 +325,8 @@ def _search_setup(setup: TableSetup, observation: Observation, means, mean_squar
         return None
 
     return SearchSetup(layer_graph, target, settings, stats, make_table,
-                       lambda table: correct_biases(table, layer_graph, target, means), emit_error)
+                       lambda table: correct_biases(table, layer_graph, target, means), emit_error,
+                       params.calib.auto.max_clipped_fraction)
 
 
 def _searched(setup: SearchSetup, auto, images, batch: int, ctx):

@@ -17,7 +17,7 @@ from core.frontend.graph import Graph
 from core.frontend.tf_runtime import GraphRunner
 from core.ir.layers import group_layers
 from core.quantize.annotate import annotate_graph
-from core.quantize.auto import distinct_candidates
+from core.quantize.auto import clips_too_much, distinct_candidates, searched_candidates
 from core.quantize.calibration.histogram import TensorStatistics
 from core.quantize.calibration.methods import CalibrationSettings, get_method
 from core.quantize.calibration.scales import ROUNDINGS, log2scale
@@ -75,6 +75,23 @@ def test_activation_candidates_are_the_methods_and_roundings_scales_named_by_the
     assert set(candidates) == expected and len(candidates) >= 2
     assert candidates[4] == "minmax/ceil"  # 6 -> [-8, 8): minmax is listed first
     assert all(label in METHODS or label.split("/")[0] in METHODS for label in candidates.values())
+
+
+@pytest.mark.parametrize("scheme", [Pow2Symmetric(), TfliteInt8()], ids=["tf2ir", "tflite_int8"])
+def test_auto_tries_no_candidate_clipping_what_its_method_did_not_weigh(scheme):
+    """A LayerNorm's inverse (keras-hub's ViT): every value far from zero. KL's threshold falls below all of them (on a
+    power of two rounded to the nearest, and as an affine range), and the search kept that on tf2ir, since it scored
+    better on the search images; the quality guard then refused the run. Such a candidate is not tried; mse's, which
+    chose its clipping by its cost, is."""
+    values = np.random.default_rng(0).uniform(40.0, 60.0, 50_000)
+    entries = scheme.activation_candidates("inverse:0", statistics_of(values), list(METHODS), CalibrationSettings())
+    assert max(entry.clipped_fraction for entry in entries if entry.method.startswith("kl")) > 0.9  # the hazard is real
+    searched = searched_candidates(entries, 0.01)
+    assert searched and any(entry.method.startswith("minmax") for entry in searched)
+    for entry in searched:  # the fraction measured here, on the values, not the entry's own figure
+        clipped = float(np.mean(values > -entry.range[0] if entry.range[0] < 0 else values > entry.range[1]))
+        assert clipped <= 0.01 or entry.method == "mse", (entry.method, clipped)
+    assert not any(clips_too_much(entry, 0.01) for entry in searched)
 
 
 def _search_images(cfg, count: int) -> np.ndarray:

@@ -14,6 +14,11 @@ as Intel Neural Compressor's accuracy-aware tuning chooses per op.
    layer's input and weight scales (and their correction) after every move.
 4. A candidate the target cannot take (`feasible` says why: a shift out of range) is skipped;
    the search stops at `budget_s` seconds, keeping the best table so far.
+5. A candidate that clips more than `max_clipped_fraction` of a tensor's calibration values is not
+   tried, unless its method weighs clipping against rounding (mse): a gain it shows on the search
+   images is a gain on those images only (KL's threshold on values far from zero, a LayerNorm's
+   inverse, lies below all of them), and the quality guard refuses such a table. A whole table with
+   such an entry is the start only when every method's has one.
 
 The table's method is "auto"; each entry's `method` names the candidate that won ("kl/ceil",
 "mse", "absmax"). What is measured: the annotated graph with integer models (the IR's integers),
@@ -35,7 +40,7 @@ from core.frontend.tf_runtime import GraphRunner
 from core.quantize.annotate import annotate_graph
 from core.quantize.calibration.build import TargetSpec, output_channels, scheme_output_entries
 from core.quantize.calibration.histogram import TensorStatistics
-from core.quantize.calibration.methods import CalibrationSettings
+from core.quantize.calibration.methods import CalibrationSettings, clipping_is_deliberate
 from core.quantize.evaluation import ErrorSums
 from core.quantize.sensitivity import analyze, ranked
 from core.quantize.table import CalibrationTable, TensorEntry
@@ -59,6 +64,7 @@ class SearchSetup:
     make_table: Callable[[str], CalibrationTable]
     refresh_biases: Callable[[CalibrationTable], None]
     feasible: Callable[[CalibrationTable], str | None]
+    max_clipped_fraction: float = 0.01  # calib.auto.max_clipped_fraction
 
 
 @dataclass
@@ -106,16 +112,18 @@ def search(setup: SearchSetup, methods: list[str], images: np.ndarray, batch_siz
            progress: Callable[[int, int], None] = lambda done, total: None) -> SearchResult:
     started = time.perf_counter()
     score = _Scorer(setup.layer_graph, setup.layer_graph.graph, images, batch_size)
-    method_sqnr, best_table, best, start = {}, None, -np.inf, methods[0]
+    method_sqnr, best_table, best, start = {}, None, (False, -np.inf), methods[0]
     for name in methods:
         table = setup.make_table(name)
         method_sqnr[name] = None if setup.feasible(table) else score(table)
-        if method_sqnr[name] is not None and method_sqnr[name] > best:
-            best_table, best, start = table, method_sqnr[name], name
+        # a table that clips no tensor beyond the limit before any that does, then by SQNR
+        rank = (not any(clips_too_much(entry, setup.max_clipped_fraction) for entry in table.tensors.values()), method_sqnr[name])
+        if method_sqnr[name] is not None and rank > best:
+            best_table, best, start = table, rank, name
     if best_table is None:
         raise ValueError(f"calib.method=auto: no method's table fits the target ({setup.feasible(setup.make_table(methods[0]))})")
     best_table = CalibrationTable(AUTO, best_table.target, best_table.bits, dict(best_table.tensors), best_table.float_layers)
-    result = SearchResult(best_table, start, method_sqnr, best, 0)
+    result = SearchResult(best_table, start, method_sqnr, best[1], 0)
     trials = _trials(setup, best_table, methods, images, batch_size)
     for done, (tensor, candidate) in enumerate(trials):
         if time.perf_counter() - started > budget_s:
@@ -135,6 +143,17 @@ def search(setup: SearchSetup, methods: list[str], images: np.ndarray, batch_siz
             result.table, result.sqnr_db = trial, sqnr
     result.evaluations, result.seconds = score.evaluations, time.perf_counter() - started
     return result
+
+
+def clips_too_much(entry: TensorEntry, limit: float) -> bool:
+    """Whether an activation's entry clips more than `limit` of its calibration values where its method did not weigh
+    that clipping against rounding (the quality guard's test, pipeline/quality.py)."""
+    return entry.kind == "activation" and (entry.clipped_fraction or 0.0) > limit and not clipping_is_deliberate(entry.method)
+
+
+def searched_candidates(entries: list[TensorEntry], max_clipped_fraction: float) -> list[TensorEntry]:
+    """The candidates the search tries: one per grid (distinct_candidates), none that clips too much (clips_too_much)."""
+    return [entry for entry in distinct_candidates(entries) if not clips_too_much(entry, max_clipped_fraction)]
 
 
 def distinct_candidates(entries: list[TensorEntry]) -> list[TensorEntry]:
@@ -175,7 +194,7 @@ def _trials(setup: SearchSetup, start: CalibrationTable, methods: list[str], ima
                 candidates = scheme.weight_candidates(layer.name, weight, lambda weight=weight, layer=layer: output_channels(weight, layer))
             else:
                 continue
-            trials += [(tensor, candidate) for candidate in distinct_candidates(candidates)]
+            trials += [(tensor, candidate) for candidate in searched_candidates(candidates, setup.max_clipped_fraction)]
     return trials
 
 
