@@ -101,12 +101,12 @@ C_EMITTER = '''"""sub as C99: its dialect's model rendered per element, TF2IR's 
 import math
 
 from core.backends.c.emitter import emits
-from core.backends.c.integer_model import affine_expression, element_expression
+from core.backends.c.integer_model import record_expression, element_expression
 from core.ir.ops.sub import SubLayer, sub_model, tflite_sub_model
 from core.quantize.grid import AffineGrid, Pow2Grid
 
 EXPRESSIONS = {Pow2Grid: lambda record, inputs: element_expression(sub_model, record, inputs),
-               AffineGrid: lambda record, inputs: affine_expression(tflite_sub_model, record, inputs)}
+               AffineGrid: lambda record, inputs: record_expression(tflite_sub_model, record, inputs)}
 
 
 @emits("sub")

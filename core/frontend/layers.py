@@ -51,10 +51,11 @@ class QKind(Enum):
 
 
 class IntegerModelBuilder(Protocol):
-    """What an operation's integer model builds graph ops with (core/quantize/annotate.py makes
-    one per layer, on a power-of-two table). Tensors are names; a float32 tensor holding
-    integers holds them exactly (every value an int8 model reaches is far below 2^24), and
-    int32/int64 tensors (via Cast) compute what needs more."""
+    """What an operation's integer model builds its steps with. Each rendering has its own tensors: the annotated
+    graph's (core/quantize/annotate.py makes one per layer, on a power-of-two table) are graph tensors' names, a float32
+    tensor holding integers exactly (every value an int8 model reaches is far below 2^24) and int32/int64 tensors (via
+    Cast) computing what needs more; the simulator's integer arrays, C's expressions, the accelerator's boxes of
+    accumulator vectors."""
 
     graph: Graph  # the float graph (None where the model is computed on arrays: core/ir/integer_kernel.py)
     activation: str  # the layer's fused activation ("None", "Relu", ...)
@@ -62,18 +63,19 @@ class IntegerModelBuilder(Protocol):
     # the operation's own attributes the model reads: its pattern's `attrs` on the graph, its IR record on arrays (the
     # record's fields carry the attributes' names: softmax's beta)
     attrs: Any
-    inputs: list[str]  # the layer's quantized inputs, in its inputs' order
+    inputs: list[Any]  # the layer's quantized inputs, in its inputs' order
     input_log2scales: list[int]
     output_log2scale: int
 
-    def const(self, label: str, value: Any, dtype: str = "float32") -> str: ...
-    def op(self, op: str, inputs: list[str], *, cast_to: str | None = None, keep_dims: bool | None = None) -> str: ...
-    def to_ints(self, tensor: str, log2scale: int) -> str: ...  # FakeQuant's integers of a float32 tensor
-    def round_shift(self, tensor: str, shift: int) -> str: ...  # * 2^-shift, rounded half up (right) or exact (left)
-    def clamp(self, tensor: str, low: int, high: int) -> str: ...
-    def from_ints(self, tensor: str, log2scale: int) -> str: ...  # float32 integers -> values at 2^-log2scale
-    # TFLite's MultiplyByQuantizedMultiplier (rounding twice): an affine model's rescale, rendered on arrays and in C only
-    def rescale(self, tensor: str, multiplier: int, shift: int) -> str: ...
+    def const(self, label: str, value: Any, dtype: str = "float32") -> Any: ...
+    def op(self, op: str, inputs: list[Any], *, cast_to: str | None = None, keep_dims: bool | None = None) -> Any: ...
+    def to_ints(self, tensor: Any, log2scale: int) -> Any: ...  # FakeQuant's integers of a float32 tensor
+    def round_shift(self, tensor: Any, shift: int) -> Any: ...  # * 2^-shift, rounded half up (right) or exact (left)
+    def clamp(self, tensor: Any, low: int, high: int) -> Any: ...
+    def from_ints(self, tensor: Any, log2scale: int) -> Any: ...  # float32 integers -> values at 2^-log2scale
+    # TFLite's MultiplyByQuantizedMultiplier (rounding twice): a rescale of a quantized multiplier (core/ir/rescale.py),
+    # rendered on arrays, in C and on the accelerator
+    def rescale(self, tensor: Any, multiplier: int, shift: int) -> Any: ...
 
 
 @dataclass(frozen=True)

@@ -63,10 +63,10 @@ def element_expression(integer_model: Callable, record: IrLayer, inputs: list[st
                             record.log2scale_of_output(), getattr(record, "activation_type", "None"))
 
 
-def affine_expression(affine_model: Callable, record: IrLayer, inputs: list[str]) -> str:
-    """The int8 (int16) output element of `record`'s affine model (the tflite_int8 dialect's arithmetic, which reads the
-    record's zero points, multipliers and shifts) whose inputs' elements are the C expressions `inputs`."""
-    return f"{C_VALUES[record.activation_bits].saturate}({affine_model(CModelBuilder(inputs, [], 0, 'None'), record)})"
+def record_expression(record_model: Callable, record: IrLayer, inputs: list[str]) -> str:
+    """The int8 (int16) output element of a model that reads the record's own numbers (zero points, multipliers and
+    shifts; its requantization) whose inputs' elements are the C expressions `inputs`, saturated to the record's width."""
+    return f"{C_VALUES[record.activation_bits].saturate}({record_model(CModelBuilder(inputs, [], 0, 'None'), record)})"
 
 
 def model_expression(integer_model: Callable, inputs: list[str], input_log2scales: list[int], output_log2scale: int,

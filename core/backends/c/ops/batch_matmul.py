@@ -5,7 +5,7 @@ operand's layout, then the dialect's requantization (core/ir/ops/batch_matmul/ke
 from __future__ import annotations
 
 from core.backends.c.emitter import c_function, emits
-from core.backends.c.integer_model import affine_expression
+from core.backends.c.integer_model import record_expression
 from core.backends.c.ops.transpose import nested_loops, row_major_strides
 from core.ir.ops.batch_matmul.kernel import requantization_model
 from core.ir.ops.batch_matmul.record import BatchMatMulLayer
@@ -36,7 +36,7 @@ def dot_products_c(record: BatchMatMulLayer, symbol: str) -> tuple[str, str]:
     body = ("{{ const int8_t *x = in0 + {0}, *y = in1 + {1}; int64_t sum = 0; long k; "
             f"for (k = 0; k < {record.depth}; k++) sum += (int64_t)(x[k * {first_k}] - ({zero_points[0]})) * "
             f"(y[k * {second_k}] - ({zero_points[1]})); "
-            f"out[{{2}}] = {affine_expression(requantization_model, record, ['sum'])}; }}}}")
+            f"out[{{2}}] = {record_expression(requantization_model, record, ['sum'])}; }}}}")
     return "", nested_loops(tuple(record.output_shape), [first, second, row_major_strides(tuple(record.output_shape))], body)
 
 
@@ -58,7 +58,7 @@ def rows_of_sums_c(record: BatchMatMulLayer, symbol: str) -> tuple[str, str]:
            f"const int8_t *yk = y + k * {second_k}; "
            f"for (j = 0; j < {columns}; j++) {sums}[j] += xk * (yk[j * {second[-1]}] - ({zero_points[1]})); }} "
            f"for (j = 0; j < {columns}; j++) row[j * {output_strides[-1]}] = "
-           f"{affine_expression(requantization_model, record, [f'{sums}[j]'])}; }}")
+           f"{record_expression(requantization_model, record, [f'{sums}[j]'])}; }}")
     loops = nested_loops(tuple(record.output_shape[:-1]), [first[:-1], second[:-1], output_strides[:-1]],
                          head + row.replace("{", "{{").replace("}", "}}"))
     return f"static {kind} {sums}[{columns}];\n", loops

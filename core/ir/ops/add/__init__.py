@@ -3,7 +3,7 @@
 once as its integer model: the annotated graph computes its two roundings (the finer operand aligned, then the sum
 moved to the output scale) as graph ops, the simulator as its kernel, so the two agree bit for bit whatever the scales.
 One record of both dialects: the tflite_int8 dialect's (a .tflite's ADD, tflite.py, its requantization affine.py's)
-computes TFLite's arithmetic, its affine model (kernel.py: tflite_add_model)."""
+computes TFLite's arithmetic: one definition of both, kernel.py's add_arithmetic, with each record's requantization."""
 
 from core.frontend.layers import AnnotateRule, QKind
 from core.ir.op import IrOp, register_op

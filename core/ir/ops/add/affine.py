@@ -1,5 +1,5 @@
 """add's requantization on the tflite_int8 scheme, as add.cc's int8 Prepare derives it (the arithmetic: kernel.py's
-tflite_add_model): each input, less its zero point, shifted left 20 bits (int16's: 15) and rescaled by its own multiplier to twice
+add_arithmetic): each input, less its zero point, shifted left 20 bits (int16's: 15) and rescaled by its own multiplier to twice
 the larger input scale; the sum rescaled to the output scale."""
 
 from __future__ import annotations

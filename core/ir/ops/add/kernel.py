@@ -1,70 +1,59 @@
-"""The add layer's integer arithmetic, each dialect's defined once as integer steps: TF2IR's integer model, which the
-annotated graph computes as graph ops, the simulator as its kernel (core/ir/integer_kernel.py) and the C per element;
-the tflite_int8 dialect's affine model (TFLite's ADD), which the simulator computes as a table of every pair of inputs
-and the C per element. The record's grids say which (KERNELS)."""
+"""The add layer's integer arithmetic, defined once for both dialects (`add_arithmetic`): each input less its zero
+point, shifted left for headroom, rescaled to a common scale; the sum rescaled to the output scale, plus the output's
+zero point, clamped. The record's requantization (record.py: AddRequantization) says with which numbers and which
+rounding: TF2IR's is the special case of zero points 0, no headroom and power-of-two shifts. The annotated graph
+computes it as graph ops (TF2IR's, `add_model`), the simulator on arrays (`add_kernel`: for int8 a table of every
+pair), the C per element and the accelerator on its ALU, each rendering the same steps."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from core.frontend.layers import IntegerModelBuilder
-from core.ir.activations import activation_named
-from core.ir.integer_kernel import ArrayModelBuilder, integer_model_kernel, pair_lookup, pair_table
-from core.ir.ops.add.record import AddLayer
-from core.quantize.grid import AffineGrid, Pow2Grid
+from core.ir.integer_kernel import ArrayModelBuilder, pair_lookup, pair_table
+from core.ir.ops.add.record import AddLayer, AddRequantization, shift_requantization
+
+
+def add_arithmetic(model: IntegerModelBuilder, inputs: list, requantization: AddRequantization):
+    """The add of two inputs' integers (before the saturation to the output's width):
+
+    1. Each input less its zero point, times 2^left_shift (TFLite's headroom: 20 bits for int8, 15 for int16), rescaled
+       by its own step to the common scale: TF2IR's the finer operand shifted right to the coarser's, half up; TFLite's
+       MultiplyByQuantizedMultiplier to twice the larger input scale.
+    2. The sum, rescaled to the output scale (TF2IR: a shift, left exact, right half up).
+    3. Plus the output zero point, clamped to the fused activation's range.
+
+    Against TF's float add + FakeQuant on TF2IR (round-half-up of (pl * 2^-pl_log2scale + add * 2^-add_log2scale) *
+    2^output_log2scale): bit-identical with equal input scales (one rounding, step 2) and with the output at the coarser
+    scale (one rounding, step 1). Otherwise both steps round: within 1 LSB when the output's log2scale is below the
+    coarser one or one above it (12.5-25% of all int8 pairs differ, by +1 mostly), and within 2^(output - coarser - 1)
+    LSB beyond (step 1's error magnified by the left shift)."""
+    scaled = []
+    for tensor, zero_point, rescale in zip(inputs, requantization.input_zero_points, requantization.input_rescales):
+        centred = model.op("Sub", [tensor, model.const("zero_point", zero_point)]) if zero_point else tensor
+        widened = model.op("Mul", [centred, model.const("left_shift", 1 << requantization.left_shift)]) if requantization.left_shift else centred
+        scaled.append(rescale.applied(model, widened))
+    total = requantization.output_rescale.applied(model, model.op("AddV2", scaled))
+    if requantization.output_zero_point:
+        total = model.op("AddV2", [total, model.const("zero_point", requantization.output_zero_point)])
+    return model.clamp(total, *requantization.clamp)
 
 
 def add_model(model: IntegerModelBuilder):
-    """int8 pl + int8 add -> int8, element-wise:
-
-    1. Align: m = min(pl_log2scale, add_log2scale) (the coarser scale). The operand with the finer
-       scale (log2scale s > m) is shifted right by s - m with round-half-up,
-       (x + 2^(s-m-1)) >> (s-m); the other is used as is.
-    2. Sum (|sum| <= 256).
-    3. Shift by output_shift_bit = output_log2scale - m: >= 0 a left shift, < 0 a right shift by
-       -output_shift_bit with round-half-up. A left shift saturates, it never wraps: the result is
-       the exact sum * 2^output_shift_bit before step 5.
-    4. The activation's clamp (Relu6: [0, floor(6 * 2^output_log2scale + 1/2)], the round-half-up
-       of 6 at the output scale). Clamping after rounding equals TF's activation before its
-       FakeQuant (rounding is monotone).
-    5. Saturate to [-128, 127] (the kernel's, integer_model_kernel).
-
-    Against TF's float add + FakeQuant (round-half-up of (pl * 2^-pl_log2scale + add *
-    2^-add_log2scale) * 2^output_log2scale): bit-identical with equal input scales (one rounding,
-    step 3) and with output_log2scale = m (one rounding, step 1: the other operand is an integer
-    at that scale). Otherwise both steps round: within 1 LSB when output_log2scale < m or
-    = m + 1 (over all int8 pairs: 12.5-25% of results differ, by +1 mostly, as both roundings
-    go half up), and within 2^(output_log2scale - m - 1) LSB when output_log2scale > m + 1
-    (step 1's error is magnified by the left shift)."""
-    scales, output = model.input_log2scales, model.output_log2scale
-    coarse = min(scales)
-    aligned = [model.round_shift(model.to_ints(tensor, scale), scale - coarse) for tensor, scale in zip(model.inputs, scales)]
-    total = model.round_shift(model.op("AddV2", aligned), coarse - output)
-    low, high = activation_named(model.activation).clamp(output)
-    return model.from_ints(model.clamp(total, low, high), output)
+    """The annotate rule's integer model (TF2IR's tables): the arithmetic on the inputs' integers at their log2scales."""
+    ints = [model.to_ints(tensor, scale) for tensor, scale in zip(model.inputs, model.input_log2scales)]
+    requantization = shift_requantization(model.input_log2scales, model.output_log2scale, model.activation)
+    return model.from_ints(add_arithmetic(model, ints, requantization), model.output_log2scale)
 
 
-def tflite_add_model(model: IntegerModelBuilder, record: AddLayer):
-    """TFLite's ADD (add.cc's int8 Prepare, reference_integer_ops::Add): each input less its zero point, shifted left by
-    left_shift and rescaled by its multiplier and shift (to twice the larger input scale); the sum rescaled by the
-    output's, plus the output zero point, clamped to the fused activation's range."""
-    scaled = [model.rescale(model.op("Mul", [model.op("Sub", [tensor, model.const("zero_point", grid.zero_point)]),
-                                             model.const("left_shift", 1 << record.left_shift)]), multiplier, shift)
-              for tensor, grid, multiplier, shift in zip(model.inputs, record.input_grids, record.input_multipliers, record.input_shifts)]
-    total = model.rescale(model.op("AddV2", scaled), record.output_multiplier, record.output_shift)
-    return model.clamp(model.op("AddV2", [total, model.const("zero_point", record.output_grid.zero_point)]), record.output_min,
-                       record.output_max)
-
-
-def _tflite_add(record: AddLayer, params: dict, inputs: list) -> np.ndarray:
-    """int8: the table of every pair; int16 (16x8), whose pairs are too many to tabulate: the model on the arrays."""
-    if record.activation_bits == 8:
-        return pair_lookup(pair_table(tflite_add_model, record), *inputs)
-    return tflite_add_model(ArrayModelBuilder(list(inputs), [], 0, "None"), record).astype(record.output_grid.dtype)
-
-
-KERNELS = {Pow2Grid: integer_model_kernel(add_model), AffineGrid: _tflite_add}  # by the output's grid
+def record_add(model: IntegerModelBuilder, record: AddLayer):
+    """The arithmetic of `record` on the builder's inputs: what the simulator's table, the C and the accelerator render."""
+    return add_arithmetic(model, model.inputs, record.requantization())
 
 
 def add_kernel(record: AddLayer, params: dict, inputs: list) -> np.ndarray:
-    return KERNELS[type(record.output_grid)](record, params, inputs)
+    """int8: the table of every pair (the arithmetic once per pair, not per element); int16 (16x8), whose pairs are too
+    many to tabulate: the arithmetic on the arrays."""
+    if record.activation_bits == 8:
+        return pair_lookup(pair_table(record_add, record), *inputs)
+    return record_add(ArrayModelBuilder(list(inputs), [], 0, "None"), record).astype(record.output_grid.dtype)

@@ -1,7 +1,8 @@
 """mul (a TF2IR extension): the element-wise product of two activations with broadcasting
 (squeeze-excitation), one rounding shift, an optional fused activation, defined once as its integer model (kernel.py): the annotated graph
 computes it as graph ops, the simulator as its kernel. One record of both dialects: the tflite_int8 dialect's (a .tflite's
-MUL, tflite.py) computes TFLite's arithmetic (kernel.py: tflite_mul_model)."""
+MUL, tflite.py) computes TFLite's arithmetic: one definition of both, kernel.py's mul_arithmetic, with each record's
+requantization."""
 
 from core.frontend.layers import AnnotateRule, QKind
 from core.ir.op import IrOp, register_op

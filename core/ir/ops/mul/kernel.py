@@ -1,50 +1,49 @@
-"""The mul layer's integer arithmetic, each dialect's defined once as integer steps: TF2IR's integer model, which the
-annotated graph computes as graph ops, the simulator as its kernel (core/ir/integer_kernel.py) and the C per element;
-the tflite_int8 dialect's affine model (TFLite's MUL), which the simulator computes as a table of every pair of inputs
-and the C per element. The record's grids say which (KERNELS)."""
+"""The mul layer's integer arithmetic, defined once for both dialects (`mul_arithmetic`): each factor less its zero
+point, the product rescaled to the output scale, plus the output's zero point, clamped. The record's requantization
+(record.py: MulRequantization) says with which numbers and which rounding: TF2IR's is the special case of zero points
+0 and one power-of-two shift. The annotated graph computes it as graph ops (TF2IR's, `mul_model`), the simulator on
+arrays (`mul_kernel`: for int8 a table of every pair) and the C per element, each rendering the same steps."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from core.frontend.layers import IntegerModelBuilder
-from core.ir.activations import activation_named
-from core.ir.integer_kernel import ArrayModelBuilder, integer_model_kernel, pair_lookup, pair_table
-from core.ir.ops.mul.record import MulLayer
-from core.quantize.grid import AffineGrid, Pow2Grid
+from core.ir.integer_kernel import ArrayModelBuilder, pair_lookup, pair_table
+from core.ir.ops.mul.record import MulLayer, MulRequantization, shift_requantization
+
+
+def mul_arithmetic(model: IntegerModelBuilder, inputs: list, requantization: MulRequantization):
+    """The product of two factors' integers (before the saturation to the output's width): (q0 - z0) x (q1 - z1)
+    (|p| <= 2^14 for int8 factors), rescaled to the output scale (TF2IR: a shift, right half up or left exact; TFLite's
+    reference_integer_ops::Mul: MultiplyByQuantizedMultiplier of input scale 0 x input scale 1 / output scale), plus the
+    output zero point, clamped to the fused activation's range. On TF2IR one rounding: bit-identical to TF's float Mul
+    followed by FakeQuant."""
+    centred = [model.op("Sub", [tensor, model.const("zero_point", zero_point)]) if zero_point else tensor
+               for tensor, zero_point in zip(inputs, requantization.input_zero_points)]
+    product = requantization.rescale.applied(model, model.op("Mul", centred))
+    if requantization.output_zero_point:
+        product = model.op("AddV2", [product, model.const("zero_point", requantization.output_zero_point)])
+    return model.clamp(product, *requantization.clamp)
 
 
 def mul_model(model: IntegerModelBuilder):
-    """int8 x int8 -> int8: the product (|p| <= 2^14) of the broadcast inputs, shifted by output_shift (right with
-    round-half-up, or left), the activation's clamp, saturated. One rounding: bit-identical to TF's float Mul followed
-    by FakeQuant."""
+    """The annotate rule's integer model (TF2IR's tables): the arithmetic on the factors' integers at their log2scales."""
     ints = [model.to_ints(tensor, scale) for tensor, scale in zip(model.inputs, model.input_log2scales)]
-    shift = sum(model.input_log2scales) - model.output_log2scale
-    product = model.round_shift(model.op("Mul", ints), shift)
-    low, high = activation_named(model.activation).clamp(model.output_log2scale)
-    return model.from_ints(model.clamp(product, low, high), model.output_log2scale)
+    requantization = shift_requantization(model.input_log2scales, model.output_log2scale, model.activation)
+    return model.from_ints(mul_arithmetic(model, ints, requantization), model.output_log2scale)
 
 
-def tflite_mul_model(model: IntegerModelBuilder, record: MulLayer):
-    """TFLite's MUL (reference_integer_ops::Mul): (q0 - z0) x (q1 - z1) rescaled by the multiplier and shift (input
-    scale 0 x input scale 1 / output scale), plus the output zero point, clamped to the fused activation's range."""
-    first, second = (model.op("Sub", [tensor, model.const("zero_point", grid.zero_point)]) for tensor, grid in zip(model.inputs, record.input_grids))
-    product = model.rescale(model.op("Mul", [first, second]), record.multiplier, record.shift)
-    return model.clamp(model.op("AddV2", [product, model.const("zero_point", record.output_grid.zero_point)]), record.output_min,
-                       record.output_max)
-
-
-def _tflite_mul(record: MulLayer, params: dict, inputs: list) -> np.ndarray:
-    """Broadcasting as numpy does; a constant second factor is the layer's `constant`. int8: the table of every pair;
-    int16 (16x8), whose pairs are too many to tabulate: the model on the arrays."""
-    factors = [*inputs, params["constant"][np.newaxis]] if record.load_constant else inputs
-    if record.activation_bits == 8:
-        return pair_lookup(pair_table(tflite_mul_model, record), *factors)
-    return tflite_mul_model(ArrayModelBuilder(list(factors), [], 0, "None"), record).astype(record.output_grid.dtype)
-
-
-KERNELS = {Pow2Grid: integer_model_kernel(mul_model), AffineGrid: _tflite_mul}  # by the output's grid
+def record_mul(model: IntegerModelBuilder, record: MulLayer):
+    """The arithmetic of `record` on the builder's inputs: what the simulator's table and the C render."""
+    return mul_arithmetic(model, model.inputs, record.requantization())
 
 
 def mul_kernel(record: MulLayer, params: dict, inputs: list) -> np.ndarray:
-    return KERNELS[type(record.output_grid)](record, params, inputs)
+    """Each factor broadcast to [N, *output shape] (a constant second factor is the layer's `constant`, one image's).
+    int8: the table of every pair; int16 (16x8), whose pairs are too many to tabulate: the arithmetic on the arrays."""
+    batches = [*inputs, params["constant"][np.newaxis]] if record.load_constant else inputs
+    factors = [record.broadcast(position, batch) for position, batch in enumerate(batches)]
+    if record.activation_bits == 8:
+        return pair_lookup(pair_table(record_mul, record), *factors)
+    return record_mul(ArrayModelBuilder(factors, [], 0, "None"), record).astype(record.output_grid.dtype)

@@ -10,13 +10,32 @@ from typing import ClassVar
 
 import numpy as np
 
-from core.ir.activations import Activated
+from core.ir.activations import Activated, activation_named
 from core.ir.fixedpoint import INT8_PRODUCT_MAX, rounding_constant
 from core.ir.fields import shape_array
 from core.ir.records import OUTPUT_GRID, GridsKeys, IrLayer, OpSchema, OperandGrids, Shift, grid_field, written_in
+from core.ir.rescale import MultiplierRescale, Rescale, ShiftRescale
 from core.quantize.grid import AffineGrid, Pow2Grid
 
 _PAIR = {"type": "array", "minItems": 2, "maxItems": 2}
+
+
+@dataclass(frozen=True)
+class MulRequantization:
+    """The numbers of a mul's arithmetic (kernel.py: mul_arithmetic): each factor's zero point, the product's rescale to
+    the output, the output zero point and the clamp of the fused activation."""
+
+    input_zero_points: tuple[int, ...]
+    rescale: Rescale
+    output_zero_point: int
+    clamp: tuple[int, int]
+
+
+def shift_requantization(input_log2scales, output_log2scale: int, activation: str) -> MulRequantization:
+    """TF2IR's: the product (at the sum of the factors' log2scales) shifted to the output's, zero points 0, the
+    activation's clamp."""
+    return MulRequantization((0,) * len(input_log2scales), ShiftRescale(sum(input_log2scales) - output_log2scale), 0,
+                             activation_named(activation).clamp(output_log2scale))
 
 
 def broadcast_strides(shape: tuple[int, ...], output_shape: tuple[int, ...]) -> list[int]:
@@ -89,6 +108,13 @@ class MulLayer(OperandGrids, Activated, IrLayer):
 
     def macs(self) -> int:
         return math.prod(self.shape_of_output())
+
+    def requantization(self) -> MulRequantization:
+        if self.on_pow2_grids:
+            return shift_requantization([self.log2scale_of_input(position) for position in range(2)], self.log2scale_of_output(),
+                                        self.activation_type)
+        return MulRequantization(tuple(grid.zero_point for grid in self.input_grids), MultiplierRescale(self.multiplier, self.shift),
+                                 self.output_grid.zero_point, (self.output_min, self.output_max))
 
     def shifts(self) -> list[Shift]:
         return [Shift("output_shift", self.output_shift, signed=True)] if self.on_pow2_grids else []
