@@ -12,6 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from types import SimpleNamespace
+
+from core.backends.accel.integer_model import alu_plan
+from core.backends.accel.lowering import LoweringError
 from core.backends.c.emitter import CodegenError
 from core.backends.c.integer_model import CModelBuilder, model_expression
 from core.ir.activations import activation_named
@@ -99,3 +103,24 @@ int main(void)
 def test_a_graph_op_without_a_c_form_is_refused_naming_it():
     with pytest.raises(CodegenError, match="graph op FloorDiv has no C form"):
         CModelBuilder(["a"], [7], 7, "None").op("FloorDiv", ["a", "b"])
+
+
+def test_an_element_wise_model_the_alu_cannot_compute_is_refused_naming_the_step():
+    """The accelerator renders an element-wise model as ALU steps; a step it lacks (a product of two tensors) is a
+    refusal partition reads, not a wrong program."""
+    layer = SimpleNamespace(name="product")
+    with pytest.raises(LoweringError, match="layer product: Mul: the ALU multiplies by a power of two only"):
+        alu_plan(lambda model, record: model.op("Mul", model.inputs), layer, 2)
+    steps, result = alu_plan(lambda model, record: model.op("Mul", [model.inputs[0], model.const("four", 4)]), layer, 1)
+    assert [(step.op, step.imm) for step in steps] == [("LSL", 2)] and result == 0
+
+
+def test_an_element_wise_model_reading_a_value_its_box_no_longer_holds_is_refused():
+    """Each ALU step overwrites its first operand's accumulators: a model that reads an input after shifting it in place
+    would read the shifted values; the plan refuses it."""
+    def reads_twice(model, record):
+        shifted = model.round_shift(model.inputs[0], 1)
+        return model.op("AddV2", [shifted, model.inputs[0]])
+
+    with pytest.raises(LoweringError, match="reads a value its box no longer holds"):
+        alu_plan(reads_twice, SimpleNamespace(name="twice"), 1)

@@ -76,6 +76,17 @@ ARRAY_OPS = {
 }
 
 
+def on_log2scales(arithmetic: Callable, requantization_of: Callable) -> Callable:
+    """The annotate rule's integer model (TF2IR's tables) of an arithmetic defined on a requantization (add's, mul's):
+    the arithmetic on the inputs' integers, its requantization `requantization_of(input_log2scales, output_log2scale,
+    activation)`, the result at the output's log2scale."""
+    def integer_model(model):
+        ints = [model.to_ints(tensor, scale) for tensor, scale in zip(model.inputs, model.input_log2scales)]
+        requantization = requantization_of(model.input_log2scales, model.output_log2scale, model.activation)
+        return model.from_ints(arithmetic(model, ints, requantization), model.output_log2scale)
+    return integer_model
+
+
 def integer_model_kernel(integer_model: Callable) -> Callable[[IrLayer, dict, list], np.ndarray]:
     """The kernel (record, params, inputs) -> int8 of an operation whose integer model is its arithmetic: the model on
     the inputs' integers, each input aligned to the output's rank (NumPy broadcasting, as TensorFlow's), saturated."""

@@ -20,7 +20,7 @@ import numpy as np
 
 from core.frontend.graph import Graph, canonical_tensor, tensor_node
 from core.frontend.layers import AnnotateRule, Layer, LayerGraph, Pattern
-from core.ir.records import DIALECT_KEY, IrError, IrLayer
+from core.ir.records import BASE_DIALECT, DIALECT_KEY, IrError, IrLayer
 from core.quantize.grid import Pow2Grid
 
 NETWORK_INPUT = "input"  # previous_layer's name for the network input (seed 000, 4.1)
@@ -205,7 +205,11 @@ class IrOp:
         layer of it exactly and another operation's can (a depthwise conv of channel multiplier above 1: the conv of its
         block-diagonal weight); None where its record holds them all.
     constant_operands: its TFLite operators read a constant operand as an activation (a ViT's class token, its position
-        embedding): the reader makes each one a layer of the constant operation, which the builder reads as computed."""
+        embedding): the reader makes each one a layer of the constant operation, which the builder reads as computed.
+    elementwise: where each output element is a function of the inputs' elements at its index (broadcast), that
+        function as integer steps, `(builder, record) -> output` on a builder's inputs (core/frontend/layers.py:
+        IntegerModelBuilder; add's `record_add`): the C backend renders it per element and the accelerator on its ALU
+        wherever the operation has no emitter or lowering of its own, so such an operation needs no backend file."""
 
     name: str
     record: type[IrLayer]
@@ -224,6 +228,7 @@ class IrOp:
     tf2ir_form: Callable[[Layer, IrContext], Layer] | None = None
     builder_widths: dict[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)
     constant_operands: bool = False
+    elementwise: Callable[..., Any] | None = None  # (builder, its own record) -> output
 
     @property
     def simulator_kernel(self) -> Kernel:
@@ -265,18 +270,18 @@ OPS: dict[str, IrOp] = {}
 
 
 # each dialect's operations: those whose record is of it (register_op fills it)
-DIALECTS: dict[str, dict[str, IrOp]] = {"tf2ir": {}, "tflite_int8": {}}
+DIALECTS: dict[str, dict[str, IrOp]] = {BASE_DIALECT: {}, "tflite_int8": {}}
 
 
 def dialect_of(data: dict) -> str:
     """The dialect of a JSON layer."""
-    return data.get(DIALECT_KEY, "tf2ir") if isinstance(data, dict) else "tf2ir"
+    return data.get(DIALECT_KEY, BASE_DIALECT) if isinstance(data, dict) else BASE_DIALECT
 
 
 def schema_key(operation: str, dialect: str) -> str:
-    """The name of an operation's branch of the IR's JSON Schema: TF2IR's by its name, another dialect's as
-    `operation@dialect` (one record of both dialects has a branch in each)."""
-    return operation if dialect == "tf2ir" else f"{operation}@{dialect}"
+    """The name of an operation's branch of the IR's JSON Schema: the base dialect's (TF2IR's) by its name, another
+    dialect's as `operation@dialect` (one record of both dialects has a branch in each)."""
+    return operation if dialect == BASE_DIALECT else f"{operation}@{dialect}"
 
 
 def operation_of(record: IrLayer) -> IrOp:

@@ -105,11 +105,25 @@ class SameShapeInput:
         return self.output_log2scale
 
 
-DIALECT_KEY = "scheme"  # the JSON key naming a layer's dialect; absent: TF2IR's own
+DIALECT_KEY = "scheme"  # the JSON key naming a layer's dialect; absent: the base dialect's
+# the IR's own dialect (TF2IR's JSON, seed 000): its layers name no dialect (DIALECT_KEY) and no width (BITS_KEY), every
+# other dialect is an extension whose layers do; its values lie on power-of-two grids
+BASE_DIALECT = Pow2Grid.dialect
 BITS_KEY = "activation_bits"  # the tflite_int8 dialect's key of a layer's activation width; absent: 8 (int8)
 DEFAULT_BITS = 8
 # the kind of grid a layer's values are on, by the dialect the layer is of (each grid kind names its dialect)
 GRID_OF_DIALECT: dict[str, type[Pow2Grid] | type[AffineGrid]] = {kind.dialect: kind for kind in (Pow2Grid, AffineGrid)}
+
+
+def broadcast_strides(shape: tuple[int, ...], output_shape: tuple[int, ...]) -> list[int]:
+    """Per output axis, the step in `shape`'s row-major data (0 along a broadcast axis); `shape`
+    is aligned to the output's last axes, as NumPy and TensorFlow broadcast."""
+    padded = (1,) * (len(output_shape) - len(shape)) + tuple(shape)
+    strides, step = [], 1
+    for size, out in reversed(list(zip(padded, output_shape))):
+        strides.append(0 if size == 1 and out != 1 else step)
+        step *= size
+    return strides[::-1]
 
 
 @dataclass(frozen=True)
@@ -148,6 +162,15 @@ class GridsKeys:
 
     def read(self, data: dict[str, Any], dialect: str) -> tuple[Pow2Grid | AffineGrid, ...]:
         return GRID_OF_DIALECT[dialect].operands_from_json(data, self, int(data.get(BITS_KEY, DEFAULT_BITS)))
+
+
+def by_arithmetic(attribute: str, implementations: dict):
+    """What computes a record (a kernel, a C emitter, a lowering...) as `implementations` says for the type of its typed
+    arithmetic `attribute` (conv's requantization, softmax's normalization): where an operation has two algorithms, the
+    choice is the arithmetic's, declared once by the record, not each backend's reading of its grids."""
+    def dispatch(record, *arguments):
+        return implementations[type(getattr(record, attribute))](record, *arguments)
+    return dispatch
 
 
 def grid_field(keys: GridKeys | GridsKeys = GridKeys()):
@@ -302,7 +325,7 @@ class IrLayer:
 
     operation: ClassVar[str]
     schema: ClassVar[OpSchema]
-    dialects: ClassVar[tuple[str, ...]] = ("tf2ir",)
+    dialects: ClassVar[tuple[str, ...]] = (BASE_DIALECT,)
     label_prefix: ClassVar[str] = ""  # a short name for pictures ("conv", "dw", ...)
     # computes the same thing on any data layout (every output element from the input
     # elements at its position): may run on packed data (seed 004 [0048])
@@ -322,7 +345,7 @@ class IrLayer:
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"operation": self.operation}
-        if len(self.dialects) > 1 and self.dialect != "tf2ir":
+        if len(self.dialects) > 1 and self.dialect != BASE_DIALECT:
             data[DIALECT_KEY] = self.dialect
             if self.activation_bits != DEFAULT_BITS:
                 data[BITS_KEY] = self.activation_bits
@@ -339,11 +362,11 @@ class IrLayer:
         name = data.get("name", "?")
         if data.get("operation") != cls.operation:
             raise IrError(f"layer {name}: operation {data.get('operation')!r}, expected {cls.operation!r}")
-        dialect = data.get(DIALECT_KEY, "tf2ir") if len(cls.dialects) > 1 else cls.dialects[0]
+        dialect = data.get(DIALECT_KEY, BASE_DIALECT) if len(cls.dialects) > 1 else cls.dialects[0]
         if dialect not in cls.dialects:
             raise IrError(f"layer {name}: {DIALECT_KEY} {dialect!r}; {cls.operation} is of {', '.join(cls.dialects)}")
         values, known = {}, {"operation", *([DIALECT_KEY] if len(cls.dialects) > 1 else [])}
-        if dialect != "tf2ir":
+        if dialect != BASE_DIALECT:
             known.add(BITS_KEY)
             if data.get(BITS_KEY, DEFAULT_BITS) not in INTEGER_TYPES:
                 raise IrError(f"layer {name} ({cls.operation}): {BITS_KEY} {data.get(BITS_KEY)!r}; the tflite_int8 dialect's "

@@ -19,9 +19,6 @@ class ShiftRescale:
     def applied(self, model: Any, tensor: Any) -> Any:
         return model.round_shift(tensor, self.shift)
 
-    def shift_amounts(self) -> tuple[int, ...]:
-        return (self.shift,)
-
 
 @dataclass(frozen=True)
 class MultiplierRescale:
@@ -34,8 +31,17 @@ class MultiplierRescale:
     def applied(self, model: Any, tensor: Any) -> Any:
         return model.rescale(tensor, self.multiplier, self.shift)
 
-    def shift_amounts(self) -> tuple[int, ...]:
-        return (self.shift,)
-
 
 Rescale = ShiftRescale | MultiplierRescale
+
+
+def less_zero_point(model: Any, tensor: Any, zero_point: int) -> Any:
+    """q - z, the integer step an affine grid's values start from (nothing on a grid of zero point 0)."""
+    return model.op("Sub", [tensor, model.const("zero_point", zero_point)]) if zero_point else tensor
+
+
+def onto_output(model: Any, tensor: Any, zero_point: int, clamp: tuple[int, int]) -> Any:
+    """The output's zero point added (none on TF2IR's grids), clamped to the fused activation's range."""
+    if zero_point:
+        tensor = model.op("AddV2", [tensor, model.const("zero_point", zero_point)])
+    return model.clamp(tensor, *clamp)

@@ -16,7 +16,7 @@ from pathlib import Path
 from core.ir.fields import FIELDS
 from core.ir.op import DIALECTS, schema_key
 from core.ir.ops import OPS  # noqa: F401  (every operation registered)
-from core.ir.records import BITS_KEY, DIALECT_KEY, IrError, IrLayer, json_fields, omits_default
+from core.ir.records import BASE_DIALECT, BITS_KEY, DIALECT_KEY, IrError, IrLayer, json_fields, omits_default
 
 VERSION = "1.5"
 # written here from the records (python -m core.ir.schema), never read: a test keeps it their image
@@ -49,7 +49,7 @@ def layer_schema(record: type[IrLayer], dialect: str) -> dict:
     op_schema = record.schema
     properties: dict[str, dict] = {"operation": {"const": record.operation}}
     required = ["operation"]
-    if len(record.dialects) > 1 and dialect != "tf2ir":
+    if len(record.dialects) > 1 and dialect != BASE_DIALECT:
         properties[DIALECT_KEY], required = {**FIELDS[DIALECT_KEY], "const": dialect}, [*required, DIALECT_KEY]
         properties[BITS_KEY] = FIELDS[BITS_KEY]
     for spec in json_fields(record, dialect):

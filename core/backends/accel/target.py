@@ -26,6 +26,7 @@ from core.backends.accel.constraints import CONSTRAINTS, PatternSpec
 from core.backends.accel.isa import ALU_OPS, OPCODES, UNITS
 from core.ir.schema import branches as schema_branches
 from core.ir.op import DIALECTS
+from core.ir.records import BASE_DIALECT
 from core.ir.ops import OPS
 from core.quantize.schemes import SCHEMES
 
@@ -109,9 +110,11 @@ class AcceleratorError(ValueError):
     """An accelerator description that partition or code generation could not honour."""
 
 
-def ir_operations(dialect: str = "tf2ir") -> tuple[str, ...]:
-    """The operations of an IR dialect, TF2IR's in the order its JSON Schema lists them."""
-    return tuple(operation for operation in schema_branches() if operation in OPS) if dialect == "tf2ir" else tuple(DIALECTS[dialect])
+def ir_operations(dialect: str = BASE_DIALECT) -> tuple[str, ...]:
+    """The operations of an IR dialect, the base dialect's (TF2IR's) in the order its JSON Schema lists them."""
+    if dialect == BASE_DIALECT:
+        return tuple(operation for operation in schema_branches() if operation in OPS)
+    return tuple(DIALECTS[dialect])
 
 
 def constraint_operations(constraint: str, dialect: str = "tf2ir") -> tuple[str, ...]:

@@ -1,14 +1,20 @@
 """The accelerator lowering of every IR operation, or its declaration as host-only, one module
-each; importing this package registers them all (core.backends.accel.lowering: LOWERINGS,
-HOST_ONLY). Every IR operation is in exactly one of the two (tests/test_structure.py)."""
+each, or, for an element-wise operation without either, its definition rendered on the ALU
+(core/backends/accel/elementwise.py); importing this package registers them all (core.backends.accel.lowering:
+LOWERINGS, HOST_ONLY). Every IR operation is in exactly one of the two (tests/test_structure.py)."""
 
 import importlib
 import pkgutil
 
+from core.backends.accel.elementwise import register_elementwise
 from core.backends.accel.lowering import HOST_ONLY, LOWERINGS, LoweringError, OpLowering
+from core.ir.ops import OPS
 
 for _module in sorted(module.name for module in pkgutil.iter_modules(__path__)):
     importlib.import_module(f"{__name__}.{_module}")
+for _operation in OPS.values():
+    if _operation.elementwise is not None and _operation.name not in LOWERINGS and _operation.name not in HOST_ONLY:
+        register_elementwise(_operation.name, _operation.elementwise)
 
 
 def host_only_errors(accelerator) -> list[str]:

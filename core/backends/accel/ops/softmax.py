@@ -25,14 +25,14 @@ from core.backends.accel.isa import DOUBLING_HIGH_MUL, Alu, Index, Load, Loop, l
 from core.backends.accel.lowering import ACCUMULATOR_BYTES, Lowering, LoweringError, PackedTensor, lowers, spans
 from core.backends.accel.target import Accelerator
 from core.ir.ops.softmax.affine import ACCUMULATION_INTEGER_BITS, OUTPUT_ZERO_POINT, softmax_exp_table
-from core.ir.ops.softmax.record import SoftmaxLayer
+from core.ir.ops.softmax.record import FixedPointSoftmax, SoftmaxLayer
 from core.ir.records import Shift
-from core.quantize.grid import AffineGrid
 
 MAX_CLASSES = 511  # the sum of the exps stays below 2^28: the output's rounding shift 35 - h at most 31
 NEWTON_STEPS = 3
 CONSTANT_48_OVER_17, CONSTANT_NEG_32_OVER_17 = 1515870810, -1010580540  # gemmlowp's, Q2 and Q0
 ONE_Q2 = 1 << 29  # FixedPoint<int32, 2>::One()
+HOST_DIVISION = "TF2IR's softmax divides in 64 bits: the host's"
 SCALARS = ("max", "sum", "clz", "half", "x", "product", "step", "reciprocal", "shift")  # per pixel, one vector each
 
 
@@ -51,8 +51,8 @@ def softmax_tile_needs(record: SoftmaxLayer, accelerator: Accelerator) -> dict[s
 
 def softmax_refusals(record: SoftmaxLayer, params: dict) -> list[str]:
     problems = []
-    if not isinstance(record.output_grid, AffineGrid):
-        problems.append("TF2IR's softmax divides in 64 bits: the host's")
+    if not isinstance(record.normalization, FixedPointSoftmax):  # the arithmetic this lowering computes
+        problems.append(HOST_DIVISION)
     if len(record.shape) == 2:
         problems.append(f"a softmax of shape {list(record.shape)}: the accelerator's layout holds H x W x C images")
     if record.classes > MAX_CLASSES:
@@ -68,7 +68,7 @@ def softmax_shifts(record: SoftmaxLayer, params: dict) -> list[Shift]:
     """The shifts the kernel's steps take: the immediates, and the two by h, the sum's leading zeros, which the ALU
     shifts by at run time: the sum lies in [2^19, classes x 2^19] (the largest exp is 1), so h in
     [12 - floor(log2 classes), 12]: LSL by h, RSHRA by 35 - h."""
-    if not isinstance(record.output_grid, AffineGrid):
+    if not isinstance(record.normalization, FixedPointSoftmax):
         return []
     fewest = 31 - SUM_FRACTION_BITS - (record.classes.bit_length() - 1)
     most = 31 - SUM_FRACTION_BITS
@@ -100,7 +100,10 @@ class _Layout:
 @lowers("softmax", softmax_tile_needs, softmax_refusals, shifts=softmax_shifts)
 def softmax_lower(record: SoftmaxLayer, params: dict, inputs: list[PackedTensor], output: PackedTensor, low: Lowering) -> None:
     (x,) = inputs
-    table = np.maximum(softmax_exp_table(record.input_grid.step, record.beta), 0)  # TFLite's grid (softmax_refusals)  # the kernel's skipped differences: exp 0
+    normalization = record.normalization
+    if not isinstance(normalization, FixedPointSoftmax):  # softmax_refusals keeps it on the host
+        raise LoweringError(f"layer {record.name}: {HOST_DIVISION}")
+    table = np.maximum(softmax_exp_table(normalization.input_scale, normalization.beta), 0)  # the kernel's skipped differences: exp 0
     table_address = low.constant(np.resize(table, lut_vectors(low.block) * low.block).astype(np.int32))
     per_row = output.width * (2 * output.blocks + len(SCALARS))
     rows = (low.acc_units - lut_vectors(low.block)) // per_row

@@ -1,16 +1,23 @@
-"""The C emitter of every IR operation, one module each; importing this package registers them
-all in core.backends.c.emitter.C_EMITTERS."""
+"""The C emitter of every IR operation, one module each, or, for an element-wise operation without one, its definition
+rendered per element (core/backends/c/elementwise.py); importing this package registers them all in
+core.backends.c.emitter.C_EMITTERS."""
 
 import importlib
 import pkgutil
 
 import numpy as np
 
+from core.backends.c.elementwise import elementwise_emitter
 from core.backends.c.emitter import C_EMITTERS, C_PACKERS, CodegenError, PackedConstant
+from core.ir.ops import OPS
 from core.ir.records import IrLayer
 
 for _module in sorted(module.name for module in pkgutil.iter_modules(__path__)):
     importlib.import_module(f"{__name__}.{_module}")
+# an element-wise operation without an emitter of its own: its one definition rendered per element
+for _operation in OPS.values():
+    if _operation.elementwise is not None and _operation.name not in C_EMITTERS:
+        C_EMITTERS[_operation.name] = elementwise_emitter(_operation.elementwise)
 
 
 def emit_c(record: IrLayer, symbol: str) -> str:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from core.backends.c.emitter import c_function, emits
 from core.ir.ops.softmax.affine import ACCUMULATION_INTEGER_BITS, LUT_STEPS, int16_luts, int16_scaling, softmax_exp_table
-from core.ir.ops.softmax.record import SoftmaxLayer, exp_table
-from core.quantize.grid import AffineGrid, Pow2Grid
+from core.ir.ops.softmax.record import ExpTableDivision, FixedPointSoftmax, SoftmaxLayer, exp_table
+from core.ir.records import by_arithmetic
 
 
 @emits("softmax")
 def softmax_emit_c(record: SoftmaxLayer, symbol: str) -> str:
-    """The record's softmax, as its input's grid says (C_SOFTMAX)."""
-    return C_SOFTMAX[type(record.input_grid)](record, symbol)
+    """The record's softmax, by its normalization (C_SOFTMAX)."""
+    return C_SOFTMAX(record, symbol)
 
 
 def _pow2_softmax_c(record: SoftmaxLayer, symbol: str) -> str:
@@ -20,9 +20,10 @@ def _pow2_softmax_c(record: SoftmaxLayer, symbol: str) -> str:
     input_log2scale and beta), the int64 sum, and (e * 2^(output_log2scale + 1) + sum) /
     (2 sum) -- non-negative, so C's division is the floor --, saturated to 127."""
     classes, rows = record.classes, record.rows()
-    table = ", ".join(str(int(v)) for v in exp_table(record.input_grid.log2scale, record.beta))
-    numerator_scale = 1 << (record.output_grid.log2scale + 1)
-    return f"""/* softmax over {classes} values, {rows} row(s); exp table at input log2scale {record.input_grid.log2scale}, beta {record.beta:g} */
+    normalization = record.normalization
+    table = ", ".join(str(int(v)) for v in exp_table(normalization.input_log2scale, normalization.beta))
+    numerator_scale = 1 << (normalization.output_log2scale + 1)
+    return f"""/* softmax over {classes} values, {rows} row(s); exp table at input log2scale {normalization.input_log2scale}, beta {normalization.beta:g} */
 static const int32_t {symbol}_exp[256] = {{{table}}};
 
 static void {symbol}(const int8_t *restrict in0, int8_t *restrict out)
@@ -53,7 +54,7 @@ def _tflite_softmax_c(record: SoftmaxLayer, symbol: str) -> str:
     difference from the row's maximum from the layer's table (-1: below diff_min, not counted), the sum of the
     exps / 2^12 rounded (int32, wrapping as the reference's FixedPoint adds), its reciprocal (qt_reciprocal), each
     output the reciprocal times its exp, rounded by 2^-(bits over one + 23), less 128, saturated."""
-    table = ", ".join(str(int(v)) for v in softmax_exp_table(record.input_grid.scale, record.beta))
+    table = ", ".join(str(int(v)) for v in softmax_exp_table(record.normalization.input_scale, record.normalization.beta))
     classes, rows = record.classes, record.rows()
     return f"""/* softmax over {classes} values, {rows} row(s) (tflite_int8, fixed point) */
 static const int32_t {symbol}_exp[256] = {{{table}}};
@@ -90,7 +91,7 @@ def _tflite_softmax_int16_c(record: SoftmaxLayer, symbol: str) -> str:
     `out` until the sum is known); the sum normalized by its leading zeros, its reciprocal by the 1 / (1 + x) table;
     each output the exp x the reciprocal, rounded, in [0, 32767]."""
     exp_lut, reciprocal_lut = (", ".join(str(int(v)) for v in table) for table in int16_luts(record.lut_precision))
-    multiplier, shift = int16_scaling(record.input_grid.scale, record.beta)
+    multiplier, shift = int16_scaling(record.normalization.input_scale, record.normalization.beta)
     classes, rows, s = record.classes, record.rows(), symbol
     return f"""/* softmax over {classes} values, {rows} row(s) (tflite_int8, int16: lookup tables) */
 static const int16_t {s}_exp_lut[{LUT_STEPS + 1}] = {{{exp_lut}}};
@@ -134,7 +135,7 @@ static int64_t {s}_lookup(int64_t value, const int16_t *lut)
 
 
 def _tflite_softmax_by_width(record: SoftmaxLayer, symbol: str) -> str:
-    return {8: _tflite_softmax_c, 16: _tflite_softmax_int16_c}[record.activation_bits](record, symbol)
+    return {8: _tflite_softmax_c, 16: _tflite_softmax_int16_c}[record.normalization.bits](record, symbol)
 
 
-C_SOFTMAX = {Pow2Grid: _pow2_softmax_c, AffineGrid: _tflite_softmax_by_width}  # by the input's grid, then its width
+C_SOFTMAX = by_arithmetic("normalization", {ExpTableDivision: _pow2_softmax_c, FixedPointSoftmax: _tflite_softmax_by_width})  # then its width

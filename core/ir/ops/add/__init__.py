@@ -8,7 +8,7 @@ computes TFLite's arithmetic: one definition of both, kernel.py's add_arithmetic
 from core.frontend.layers import AnnotateRule, QKind
 from core.ir.op import IrOp, register_op
 from core.ir.ops.add.emit import add_fields
-from core.ir.ops.add.kernel import add_kernel, add_model
+from core.ir.ops.add.kernel import add_kernel, add_model, record_add
 from core.ir.ops.add.pattern import PATTERN
 from core.ir.ops.add.record import AddLayer
 from core.ir.ops.add.tflite import add_from_tflite
@@ -17,4 +17,4 @@ from core.ir.ops.add.tflite import add_from_tflite
 ADD = register_op(IrOp("add", AddLayer,
                        AnnotateRule(inputs=(QKind.INPUT, QKind.INPUT), output=QKind.ACTIVATION, integer_model=add_model),
                        (PATTERN,), add_fields, add_kernel, input_kinds=("pl", "add"), builders={"ADD": add_from_tflite}, activation_widths=(8, 16),
-                       constant_operands=True))
+                       constant_operands=True, elementwise=record_add))

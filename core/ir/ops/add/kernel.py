@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from core.frontend.layers import IntegerModelBuilder
-from core.ir.integer_kernel import ArrayModelBuilder, pair_lookup, pair_table
+from core.ir.integer_kernel import ArrayModelBuilder, on_log2scales, pair_lookup, pair_table
 from core.ir.ops.add.record import AddLayer, AddRequantization, shift_requantization
+from core.ir.rescale import less_zero_point, onto_output
 
 
 def add_arithmetic(model: IntegerModelBuilder, inputs: list, requantization: AddRequantization):
@@ -30,25 +31,19 @@ def add_arithmetic(model: IntegerModelBuilder, inputs: list, requantization: Add
     LSB beyond (step 1's error magnified by the left shift)."""
     scaled = []
     for tensor, zero_point, rescale in zip(inputs, requantization.input_zero_points, requantization.input_rescales):
-        centred = model.op("Sub", [tensor, model.const("zero_point", zero_point)]) if zero_point else tensor
+        centred = less_zero_point(model, tensor, zero_point)
         widened = model.op("Mul", [centred, model.const("left_shift", 1 << requantization.left_shift)]) if requantization.left_shift else centred
         scaled.append(rescale.applied(model, widened))
     total = requantization.output_rescale.applied(model, model.op("AddV2", scaled))
-    if requantization.output_zero_point:
-        total = model.op("AddV2", [total, model.const("zero_point", requantization.output_zero_point)])
-    return model.clamp(total, *requantization.clamp)
+    return onto_output(model, total, requantization.output_zero_point, requantization.clamp)
 
 
-def add_model(model: IntegerModelBuilder):
-    """The annotate rule's integer model (TF2IR's tables): the arithmetic on the inputs' integers at their log2scales."""
-    ints = [model.to_ints(tensor, scale) for tensor, scale in zip(model.inputs, model.input_log2scales)]
-    requantization = shift_requantization(model.input_log2scales, model.output_log2scale, model.activation)
-    return model.from_ints(add_arithmetic(model, ints, requantization), model.output_log2scale)
+add_model = on_log2scales(add_arithmetic, shift_requantization)  # the annotate rule's (TF2IR's tables)
 
 
 def record_add(model: IntegerModelBuilder, record: AddLayer):
     """The arithmetic of `record` on the builder's inputs: what the simulator's table, the C and the accelerator render."""
-    return add_arithmetic(model, model.inputs, record.requantization())
+    return add_arithmetic(model, model.inputs, record.requantization)
 
 
 def add_kernel(record: AddLayer, params: dict, inputs: list) -> np.ndarray:

@@ -135,6 +135,7 @@ class AddLayer(AnyDialect, Activated, IrLayer):
         """The coarser operand scale, which the sum is taken at."""
         return min(self.pl_log2scale, self.add_log2scale)
 
+    @property
     def requantization(self) -> AddRequantization:
         if self.on_pow2_grids:
             return shift_requantization((self.pl_log2scale, self.add_log2scale), self.log2scale_of_output(), self.activation_type)

@@ -14,7 +14,7 @@ import numpy as np
 from core.ir.activations import Activated
 from core.ir.fixedpoint import accumulator_bound
 from core.ir.ops.conv.affine import sum_bounds
-from core.ir.records import (INPUT_GRID, OUTPUT_GRID, InputOutputGrids, IrLayer, OneInputOneOutput, OpSchema, Padding, Shift, Size,
+from core.ir.records import (INPUT_GRID, by_arithmetic, OUTPUT_GRID, InputOutputGrids, IrLayer, OneInputOneOutput, OpSchema, Padding, Shift, Size,
                              grid_field, written_in)
 from core.ir.window import Window
 from core.quantize.grid import AffineGrid, Pow2Grid
@@ -70,9 +70,7 @@ class ChannelRequantization:
 def by_requantization(implementations: dict):
     """What computes a record (a kernel, a C emitter, a lowering...) as `implementations` says for the kind of its
     requantization."""
-    def dispatch(record, *arguments):
-        return implementations[type(record.requantization)](record, *arguments)
-    return dispatch
+    return by_arithmetic("requantization", implementations)
 
 
 @dataclass(frozen=True, kw_only=True)

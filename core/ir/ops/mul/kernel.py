@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from core.frontend.layers import IntegerModelBuilder
-from core.ir.integer_kernel import ArrayModelBuilder, pair_lookup, pair_table
+from core.ir.integer_kernel import ArrayModelBuilder, on_log2scales, pair_lookup, pair_table
 from core.ir.ops.mul.record import MulLayer, MulRequantization, shift_requantization
+from core.ir.rescale import less_zero_point, onto_output
 
 
 def mul_arithmetic(model: IntegerModelBuilder, inputs: list, requantization: MulRequantization):
@@ -19,24 +20,17 @@ def mul_arithmetic(model: IntegerModelBuilder, inputs: list, requantization: Mul
     reference_integer_ops::Mul: MultiplyByQuantizedMultiplier of input scale 0 x input scale 1 / output scale), plus the
     output zero point, clamped to the fused activation's range. On TF2IR one rounding: bit-identical to TF's float Mul
     followed by FakeQuant."""
-    centred = [model.op("Sub", [tensor, model.const("zero_point", zero_point)]) if zero_point else tensor
-               for tensor, zero_point in zip(inputs, requantization.input_zero_points)]
+    centred = [less_zero_point(model, tensor, zero_point) for tensor, zero_point in zip(inputs, requantization.input_zero_points)]
     product = requantization.rescale.applied(model, model.op("Mul", centred))
-    if requantization.output_zero_point:
-        product = model.op("AddV2", [product, model.const("zero_point", requantization.output_zero_point)])
-    return model.clamp(product, *requantization.clamp)
+    return onto_output(model, product, requantization.output_zero_point, requantization.clamp)
 
 
-def mul_model(model: IntegerModelBuilder):
-    """The annotate rule's integer model (TF2IR's tables): the arithmetic on the factors' integers at their log2scales."""
-    ints = [model.to_ints(tensor, scale) for tensor, scale in zip(model.inputs, model.input_log2scales)]
-    requantization = shift_requantization(model.input_log2scales, model.output_log2scale, model.activation)
-    return model.from_ints(mul_arithmetic(model, ints, requantization), model.output_log2scale)
+mul_model = on_log2scales(mul_arithmetic, shift_requantization)  # the annotate rule's (TF2IR's tables)
 
 
 def record_mul(model: IntegerModelBuilder, record: MulLayer):
     """The arithmetic of `record` on the builder's inputs: what the simulator's table and the C render."""
-    return mul_arithmetic(model, model.inputs, record.requantization())
+    return mul_arithmetic(model, model.inputs, record.requantization)
 
 
 def mul_kernel(record: MulLayer, params: dict, inputs: list) -> np.ndarray:

@@ -13,7 +13,7 @@ import numpy as np
 from core.ir.activations import Activated, activation_named
 from core.ir.fixedpoint import INT8_PRODUCT_MAX, rounding_constant
 from core.ir.fields import shape_array
-from core.ir.records import OUTPUT_GRID, GridsKeys, IrLayer, OpSchema, OperandGrids, Shift, grid_field, written_in
+from core.ir.records import OUTPUT_GRID, GridsKeys, broadcast_strides, IrLayer, OpSchema, OperandGrids, Shift, grid_field, written_in
 from core.ir.rescale import MultiplierRescale, Rescale, ShiftRescale
 from core.quantize.grid import AffineGrid, Pow2Grid
 
@@ -36,17 +36,6 @@ def shift_requantization(input_log2scales, output_log2scale: int, activation: st
     activation's clamp."""
     return MulRequantization((0,) * len(input_log2scales), ShiftRescale(sum(input_log2scales) - output_log2scale), 0,
                              activation_named(activation).clamp(output_log2scale))
-
-
-def broadcast_strides(shape: tuple[int, ...], output_shape: tuple[int, ...]) -> list[int]:
-    """Per output axis, the step in `shape`'s row-major data (0 along a broadcast axis); `shape`
-    is aligned to the output's last axes, as NumPy and TensorFlow broadcast."""
-    padded = (1,) * (len(output_shape) - len(shape)) + tuple(shape)
-    strides, step = [], 1
-    for size, out in reversed(list(zip(padded, output_shape))):
-        strides.append(0 if size == 1 and out != 1 else step)
-        step *= size
-    return strides[::-1]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,6 +98,7 @@ class MulLayer(OperandGrids, Activated, IrLayer):
     def macs(self) -> int:
         return math.prod(self.shape_of_output())
 
+    @property
     def requantization(self) -> MulRequantization:
         if self.on_pow2_grids:
             return shift_requantization([self.log2scale_of_input(position) for position in range(2)], self.log2scale_of_output(),

@@ -1,6 +1,6 @@
 """The softmax layer's integer arithmetic. TF2IR's, defined once: its integer model, in int64 (TensorFlow's integer ops
 are exact), which the annotated graph computes as graph ops and the simulator as its kernel (core/ir/integer_kernel.py).
-The tflite_int8 dialect's: TFLite's fixed point (affine.py). The record's grids say which (KERNELS)."""
+The tflite_int8 dialect's: TFLite's fixed point (affine.py). The record's normalization says which (KERNELS)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 from core.frontend.layers import IntegerModelBuilder
 from core.ir.integer_kernel import integer_model_kernel
 from core.ir.ops.softmax.affine import softmax_affine, softmax_exp_table, softmax_int16
-from core.ir.ops.softmax.record import SoftmaxLayer, exp_table
-from core.quantize.grid import AffineGrid, Pow2Grid
+from core.ir.ops.softmax.record import ExpTableDivision, FixedPointSoftmax, SoftmaxLayer, exp_table
+from core.ir.records import by_arithmetic
 
 
 def softmax_model(model: IntegerModelBuilder):
@@ -37,13 +37,10 @@ def softmax_model(model: IntegerModelBuilder):
 
 
 def _tflite_softmax(record: SoftmaxLayer, params: dict, inputs: list) -> np.ndarray:
-    if record.activation_bits == 16:
-        return softmax_int16(inputs[0], record.input_grid.scale, record.beta, record.lut_precision)
-    return softmax_affine(inputs[0], softmax_exp_table(record.input_grid.scale, record.beta))
+    normalization = record.normalization
+    if normalization.bits == 16:
+        return softmax_int16(inputs[0], normalization.input_scale, normalization.beta, normalization.lut_precision)
+    return softmax_affine(inputs[0], softmax_exp_table(normalization.input_scale, normalization.beta))
 
 
-KERNELS = {Pow2Grid: integer_model_kernel(softmax_model), AffineGrid: _tflite_softmax}  # by the input's grid
-
-
-def softmax_kernel(record: SoftmaxLayer, params: dict, inputs: list) -> np.ndarray:
-    return KERNELS[type(record.input_grid)](record, params, inputs)
+softmax_kernel = by_arithmetic("normalization", {ExpTableDivision: integer_model_kernel(softmax_model), FixedPointSoftmax: _tflite_softmax})

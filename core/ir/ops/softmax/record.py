@@ -1,6 +1,7 @@
-"""The softmax IR record, of both dialects: int8 in, int8 out over the last axis, in integer arithmetic only. TF2IR's
-(an extension): an exp table, a sum and one rounded division, so every backend computes the same bits; the table
-depends on input_log2scale only: every consumer derives it here. The tflite_int8 dialect's: TFLite's (affine.py)."""
+"""The softmax IR record, of both dialects: int8 in, int8 out over the last axis, in integer arithmetic only, by one of
+two algorithms the record declares (`normalization`): TF2IR's (an extension) `ExpTableDivision`, an exp table, a sum and
+one rounded division, so every backend computes the same bits (the table depends on input_log2scale and beta only:
+every consumer derives it here); the tflite_int8 dialect's `FixedPointSoftmax`, TFLite's (affine.py)."""
 
 from __future__ import annotations
 
@@ -27,9 +28,45 @@ def exp_table(input_log2scale: int, beta: float = 1.0) -> np.ndarray:
     return np.floor(np.exp(-d * float(beta) * 2.0**-input_log2scale) * 2.0**EXP_BITS + 0.5).astype(np.int32)
 
 
+@dataclass(frozen=True)
+class ExpTableDivision:
+    """TF2IR's softmax: e = exp_table(input_log2scale, beta)[max - x], their sum s in int32, each output
+    floor((e * 2^(output_log2scale + 1) + s) / (2 s)) in 64 bits (kernel.py: softmax_model)."""
+
+    input_log2scale: int
+    output_log2scale: int
+    beta: float
+
+    def shifts(self) -> list[Shift]:
+        # the numerator e * 2^(output_log2scale + 1) of the rounded division
+        return [Shift("output_log2scale + 1", self.output_log2scale + 1)]
+
+    def accumulator_bound(self, classes: int) -> int:
+        """The sum of the exps (the numerator, e * 2^(output_log2scale + 1) + sum, is taken in 64 bits)."""
+        return classes * 2**EXP_BITS
+
+
+@dataclass(frozen=True)
+class FixedPointSoftmax:
+    """TFLite's softmax (reference_ops::Softmax, int8; its int16 kernel's lookup tables at 16 bits, generated in
+    `lut_precision`), in gemmlowp fixed point (affine.py): no shift of the IR's, no integer accumulator of its own."""
+
+    input_scale: float
+    beta: float
+    bits: int
+    lut_precision: str
+
+    def shifts(self) -> list[Shift]:
+        return []
+
+    def accumulator_bound(self, classes: int) -> None:
+        return None
+
+
 @dataclass(frozen=True, kw_only=True)
 class SoftmaxLayer(InputOutputGrids, SameShapeInput, IrLayer):
-    """Of both dialects, each with its own arithmetic (the kernel and the C emitter ask the grid): TF2IR's
+    """Of both dialects, each with its own arithmetic (`normalization`; the kernel, the C emitter and the lowering ask
+    it): TF2IR's
     (an extension) an exp table of the input's log2scale, a sum and one rounded division; the tflite_int8
     dialect's TFLite's gemmlowp fixed point (affine.py), its output at scale 1/256, zero point -128."""
 
@@ -73,14 +110,17 @@ class SoftmaxLayer(InputOutputGrids, SameShapeInput, IrLayer):
     def macs(self) -> int:
         return 0
 
+    @property
+    def normalization(self) -> ExpTableDivision | FixedPointSoftmax:
+        if self.on_pow2_grids:
+            return ExpTableDivision(self.log2scale_of_input(0), self.log2scale_of_output(), self.beta)
+        return FixedPointSoftmax(self.input_grid.step, self.beta, self.activation_bits, self.lut_precision)
+
     def shifts(self) -> list[Shift]:
-        # TF2IR: the numerator e * 2^(output_log2scale + 1) of the rounded division
-        return [Shift("output_log2scale + 1", self.output_grid.log2scale + 1)] if isinstance(self.output_grid, Pow2Grid) else []
+        return self.normalization.shifts()
 
     def accumulator_bound(self, params: dict | None = None) -> int | None:
-        """TF2IR: the sum of the exps (the numerator, e * 2^(output_log2scale + 1) + sum, is taken in 64 bits); TFLite's
-        fixed point has no integer accumulator of its own."""
-        return self.classes * 2**EXP_BITS if isinstance(self.output_grid, Pow2Grid) else None
+        return self.normalization.accumulator_bound(self.classes)
 
     def fused_operators(self) -> list[str]:
         return ["softmax", "requantize"]
