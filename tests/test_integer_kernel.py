@@ -109,7 +109,7 @@ def test_an_element_wise_model_the_alu_cannot_compute_is_refused_naming_the_step
     """The accelerator renders an element-wise model as ALU steps; a step it lacks (a product of two tensors) is a
     refusal partition reads, not a wrong program."""
     layer = SimpleNamespace(name="product")
-    with pytest.raises(LoweringError, match="layer product: Mul: the ALU multiplies by a power of two only"):
+    with pytest.raises(LoweringError, match="layer product: Mul: the ALU multiplies by a power of two .LSL. or -1 only"):
         alu_plan(lambda model, record: model.op("Mul", model.inputs), layer, 2)
     steps, result = alu_plan(lambda model, record: model.op("Mul", [model.inputs[0], model.const("four", 4)]), layer, 1)
     assert [(step.op, step.imm) for step in steps] == [("LSL", 2)] and result == 0

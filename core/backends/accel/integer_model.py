@@ -41,6 +41,7 @@ class Step:
     imm: int | None = None
     source: int | None = None
     rescale: Rescale | None = None
+    round: int = 0  # RMUL's rounding shift
 
     def shifts(self) -> list[Shift]:
         """The shift amounts it encodes: a shift's immediate, a rescale's LSL and RSHRA."""
@@ -64,8 +65,10 @@ def _subtract(builder: "AluPlanBuilder", first: Any, second: Any, note: str) -> 
 
 
 def _multiply(builder: "AluPlanBuilder", first: Any, second: Any, note: str) -> Box:
+    if isinstance(second, Constant) and second.value == -1:  # (x * -2 + 1) >> 1 = -x exactly
+        return builder.immediate("RMUL", first, -2, note, round=1)
     if not isinstance(second, Constant) or second.value <= 0 or second.value & (second.value - 1):
-        raise LoweringError(f"{note}: the ALU multiplies by a power of two only (LSL), not by a tensor")
+        raise LoweringError(f"{note}: the ALU multiplies by a power of two (LSL) or -1 only, not by a tensor")
     return builder.immediate("LSL", first, second.value.bit_length() - 1, note)
 
 
@@ -106,9 +109,9 @@ class AluPlanBuilder:
         self._versions[box.operand] += 1
         return Box(box.operand, self._versions[box.operand])
 
-    def immediate(self, op: str, tensor: Any, value: int, note: str) -> Box:
+    def immediate(self, op: str, tensor: Any, value: int, note: str, round: int = 0) -> Box:
         box = self.taken(tensor)
-        self.steps.append(Step(op, box.operand, note, imm=value))
+        self.steps.append(Step(op, box.operand, note, imm=value, round=round))
         return self.written(box)
 
     def const(self, label: str, value: Any, dtype: str = "float32") -> Constant:
@@ -162,5 +165,7 @@ def emit_plan(low: Lowering, steps: list[Step], bases: list[int], vectors: int, 
             low.rescale(bases[step.box], shape, step.rescale, note)
         elif step.source is not None:
             low.emit(Alu(step.op, Loop(vectors), Index(bases[step.box], 1), Index(bases[step.source], 1), note=note))
+        elif step.round:
+            low.emit(Alu(step.op, Loop(1, vectors, 1), Index(bases[step.box], vectors, 1, 1), None, int(step.imm or 0), note, round=step.round))
         else:
             low.alu_over(step.op, bases[step.box], shape, int(step.imm or 0), note)
