@@ -131,11 +131,6 @@ class AddLayer(AnyDialect, Activated, IrLayer):
         return self.shape_of_output()
 
     @property
-    def coarse_log2scale(self) -> int:
-        """The coarser operand scale, which the sum is taken at."""
-        return min(self.pl_log2scale, self.add_log2scale)
-
-    @property
     def requantization(self) -> AddRequantization:
         if self.on_pow2_grids:
             return shift_requantization((self.pl_log2scale, self.add_log2scale), self.log2scale_of_output(), self.activation_type)

@@ -13,7 +13,7 @@ import numpy as np
 from core.ir.activations import Activated, activation_named
 from core.ir.fixedpoint import INT8_PRODUCT_MAX, rounding_constant
 from core.ir.fields import shape_array
-from core.ir.records import OUTPUT_GRID, GridsKeys, broadcast_strides, IrLayer, OpSchema, OperandGrids, Shift, grid_field, written_in
+from core.ir.records import OUTPUT_GRID, GridsKeys, IrLayer, OpSchema, OperandGrids, Shift, grid_field, written_in
 from core.ir.rescale import MultiplierRescale, Rescale, ShiftRescale
 from core.quantize.grid import AffineGrid, Pow2Grid
 
@@ -116,9 +116,6 @@ class MulLayer(OperandGrids, Activated, IrLayer):
 
     def fused_operators(self) -> list[str]:
         return ["mul", "requantize", *(self.activation_operators() if self.on_pow2_grids else ["clamp"])]
-
-    def strides(self, position: int) -> list[int]:
-        return broadcast_strides(self.shape_of_input(position), self.shape_of_output())
 
     def broadcast(self, position: int, batch: np.ndarray) -> np.ndarray:
         """A batch of input `position` broadcast to [N, *output_shape]."""
