@@ -3,10 +3,10 @@ operation, sub (a Keras Subtract of two activations), is declared in its own fol
 the .tflite operator it is read from, and its arithmetic, one definition of both dialects that the annotated graph, the
 simulator, the C and the accelerator render: `elementwise=`), with its .tflite writer in core/backends/tflite/ops.py, its
 float reader's converter in core/frontend/tflite_graph.py and the accelerator pattern that names it; the files touched
-outside its folder are counted from the copy's diff. It runs through all eight stages on tf2ir, tflite_int8 and
-accel_tflite (there on the accelerator), bit-exact: the simulator with the annotated graph on tf2ir, with TFLite's
-reference kernels on tflite_int8, the generated C with the simulator on all three; and the .tflite that tflite_int8
-wrote is read back as a model. Not yet: a record of its own (it is add's, whose TF2IR fields it shares) and 16x8."""
+outside its folder are counted from the copy's diff. It runs through all eight stages on tf2ir, tflite_int8,
+tflite_int16x8 and accel_tflite (there on the accelerator), bit-exact: the simulator with the annotated graph on tf2ir,
+with TFLite's reference kernels on the TFLite schemes, the generated C with the simulator on all four; and the .tflite
+that tflite_int8 wrote is read back as a model. Not yet: a record of its own (it is add's, whose fields it shares)."""
 
 from __future__ import annotations
 
@@ -84,14 +84,17 @@ SUB = register_op(IrOp("sub", SubLayer,
                        AnnotateRule(inputs=(QKind.INPUT, QKind.INPUT), output=QKind.ACTIVATION,
                                     integer_model=on_log2scales(sub_arithmetic, shift_requantization)),
                        (Pattern("sub", ("Sub",), match_sub, applies=is_activation_sum),), add_fields, sub_kernel,
-                       input_kinds=("pl", "add"), builders={"SUB": add_from_tflite}, elementwise=record_sub))
+                       input_kinds=("pl", "add"), builders={"SUB": add_from_tflite}, activation_widths=(8, 16),
+                       elementwise=record_sub))
 '''}
 
 WRITER = '''
 
 def _sub(writer: TfliteWriter, layer: Layer) -> None:
     inputs = [writer.activation(tensor) for tensor in layer.inputs]
-    writer.operator("SUB", inputs, [writer.activation(layer.output)], *writer.options("SubOptions", fusedActivationFunction=writer.fused(layer)))
+    general_scales = {"potScaleInt16": False} if writer.table.bits == 16 else {}  # the 16x8 SUB the converter writes
+    writer.operator("SUB", inputs, [writer.activation(layer.output)], *writer.options(
+        "SubOptions", fusedActivationFunction=writer.fused(layer), **general_scales))
 
 
 WRITERS["sub"] = OperatorWriter(_sub, written("SUB"))
@@ -175,7 +178,7 @@ def _run_to_codegen(project: Path, cache: Path, target: str, model: Path, fmt: s
     return metrics
 
 
-@pytest.mark.parametrize("target", ["tf2ir", "tflite_int8", "accel_tflite"])
+@pytest.mark.parametrize("target", ["tf2ir", "tflite_int8", "tflite_int16x8", "accel_tflite"])
 def test_the_new_operation_runs_all_stages_bit_exact(project_with_a_new_operation, model_cache, target):
     project = project_with_a_new_operation
     model = subtracting_model(project / "subtracting.keras")
