@@ -165,7 +165,5 @@ def emit_plan(low: Lowering, steps: list[Step], bases: list[int], vectors: int, 
             low.rescale(bases[step.box], shape, step.rescale, note)
         elif step.source is not None:
             low.emit(Alu(step.op, Loop(vectors), Index(bases[step.box], 1), Index(bases[step.source], 1), note=note))
-        elif step.round:
-            low.emit(Alu(step.op, Loop(1, vectors, 1), Index(bases[step.box], vectors, 1, 1), None, int(step.imm or 0), note, round=step.round))
         else:
-            low.alu_over(step.op, bases[step.box], shape, int(step.imm or 0), note)
+            low.alu_over(step.op, bases[step.box], shape, int(step.imm or 0), note, round=step.round)

@@ -168,10 +168,11 @@ class Lowering:
 
     # --- element-wise finishing: requantize, clamp, store -------------------------------------
 
-    def alu_over(self, op: str, base: int, shape: tuple[int, int, int], imm: int, note: str = "") -> None:
-        """One ALU op with an immediate over the [a][b][c] box of ACC vectors at base."""
+    def alu_over(self, op: str, base: int, shape: tuple[int, int, int], imm: int, note: str = "", round: int = 0) -> None:
+        """One ALU op with an immediate over the [a][b][c] box of ACC vectors at base (`round`: the ALU's rounding
+        attribute, as RMUL's)."""
         a, b, c = shape
-        self.emit(Alu(op, Loop(a, b, c), Index(base, b * c, c, 1), None, imm, note))
+        self.emit(Alu(op, Loop(a, b, c), Index(base, b * c, c, 1), None, imm, note, round=round))
 
     def requantize(self, base: int, shape: tuple[int, int, int], shift: int, low: int, high: int, note: str) -> None:
         """>> shift rounded half up (RSHR; none for 0; a negative shift is an exact saturating

@@ -26,7 +26,7 @@ def elementwise_c(record: IrLayer, symbol: str, model: Callable[..., Any], opera
         offsets = [f"{offset} + i{axis} * {stride[axis]}" for offset, stride in zip(offsets, strides)]
         closing.append(f"{depth}}}")
     element = record_expression(model, record, [f"{array}[{offset}]" for array, offset in zip(operands, offsets)])
-    computed = sum(1 for array in operands if array.startswith("in"))
+    computed = len(record.operands())
     return f"""/* {record.operation} {" x ".join(str(list(record.shape_of_input(k))) for k in range(len(operands)))} -> {list(shape)} ({record.dialect}, {record.activation_bits}-bit) */
 {c_function(record, symbol, computed)}    long {", ".join(f"i{axis}" for axis in range(len(shape)))};
 {chr(10).join(loops)}
