@@ -26,7 +26,7 @@ from core.backends.program import generate_program
 from core.ir.io import validate_ir
 from core.ir.network import Ir
 from core.ir.op import END_POINT, NETWORK_INPUT
-from core.ir.ops.add.affine import add_requantization
+from core.ir.common_scale import common_scale_multipliers
 from core.ir.simulator import IntegerSimulator
 from core.quantize.tflite_math import multiply_by_quantized_multiplier, rounding_divide_by_pot
 
@@ -237,7 +237,7 @@ def test_the_add_lowering_gives_the_host_kernels_bytes(tmp_path_factory, placeme
             "output_scale": scales[0], "output_zero_point": conv_zero, "output_min": -128, "output_max": 127, "rounding": "double",
             "load_bias": False, "input_channel_num": channels, "output_channel_num": channels, **whole,
             "previous_layer": [NETWORK_INPUT], "next_layer": ["add"]}
-    requantization = add_requantization(scales[0], scales[1], scales[2])
+    requantization = common_scale_multipliers(scales[0], scales[1], scales[2])
     add = {"name": "add", "operation": "add", "scheme": SCHEME, "shape": [height, width, channels], "input_scales": scales[:2],
            "input_zero_points": [conv_zero, input_zero], "input_multipliers": [m for m, _ in requantization[:2]],
            "input_shifts": [s for _, s in requantization[:2]], "left_shift": 20, "output_multiplier": requantization[2][0],

@@ -6,7 +6,8 @@ float reader's converter in core/frontend/tflite_graph.py and the accelerator pa
 outside its folder are counted from the copy's diff. It runs through all eight stages on tf2ir, tflite_int8,
 tflite_int16x8 and accel_tflite (there on the accelerator), bit-exact: the simulator with the annotated graph on tf2ir,
 with TFLite's reference kernels on the TFLite schemes, the generated C with the simulator on all four; and the .tflite
-that tflite_int8 wrote is read back as a model (under --slow). Not yet: a record of its own (it is add's, whose fields it shares)."""
+that tflite_int8 wrote is read back as a model (under --slow). Nothing of add's is reused: the steps it shares with it are
+core/ir/common_scale.py's."""
 
 from __future__ import annotations
 
@@ -20,12 +21,13 @@ import pytest
 
 from conftest import PROJECT_ROOT, copy_of_the_project
 
-OPERATION_FOLDER = {"core/ir/ops/sub/__init__.py": '''"""sub (a test's operation): the element-wise difference of two activations of one shape. Its record and fields
-are add's (the same operands, grids and requantization: TFLite's SUB derives its numbers as ADD does); its arithmetic is
-its own, one definition of both dialects (sub_arithmetic): each input rescaled to the common scale, the second negated,
-the two summed, rescaled to the output. The annotated graph, the simulator, the C and the accelerator render it."""
+OPERATION_FOLDER = {"core/ir/ops/sub/__init__.py": '''"""sub (a test's operation): the element-wise difference of two activations of one shape, with its own record (both
+dialects: TF2IR's operands by producer and the activation; the tflite_int8 dialect's sub.cc requantization), fields,
+.tflite builder and arithmetic (sub_arithmetic, one definition of both dialects): each input rescaled to the common
+scale as core/ir/common_scale.py's operations rescale theirs, the second subtracted from the first, the difference
+rescaled to the output, plus its zero point, clamped. The annotated graph, the simulator, the C and the accelerator
+render it."""
 
-import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -33,23 +35,90 @@ import numpy as np
 
 from core.frontend.graph import Graph, Node
 from core.frontend.layers import AnnotateRule, GraphIndex, IntegerModelBuilder, Layer, Pattern, QKind
-from core.ir.activations import absorb_activation
+from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
+from core.ir.activations import Activated, absorb_activation, activation_named
+from core.ir.common_scale import LEFT_SHIFTS, CommonScaleRequantization, common_scale_multipliers, rescaled_operands, shift_requantization
+from core.ir.fields import shape_array
 from core.ir.integer_kernel import ArrayModelBuilder, on_log2scales, pair_lookup, pair_table
-from core.ir.op import IrOp, register_op
-from core.ir.ops.add.emit import add_fields
-from core.ir.ops.add.pattern import is_activation_sum
-from core.ir.ops.add.record import AddLayer, AddRequantization, shift_requantization
-from core.ir.ops.add.tflite import add_from_tflite
-from core.ir.rescale import less_zero_point, onto_output
+from core.ir.op import IrContext, IrOp, register_op
+from core.ir.records import OUTPUT_GRID, GridsKeys, IrError, IrLayer, OpSchema, OperandGrids, Shift, grid_field, written_in
+from core.ir.rescale import MultiplierRescale, onto_output
+from core.ir.tflite_dialect import activation_bits, clamp_fields, scale_and_zero_point
+from core.quantize.grid import AffineGrid, Pow2Grid
+from core.quantize.runtimes import Runtime
+
+_PAIR = {"type": "array", "minItems": 2, "maxItems": 2}
 
 
 @dataclass(frozen=True, kw_only=True)
-class SubLayer(AddLayer):
+class SubLayer(OperandGrids, Activated, IrLayer):
     operation: ClassVar[str] = "sub"
-    schema: ClassVar = dataclasses.replace(AddLayer.schema, doc={
-        "tf2ir": "Element-wise difference pl - add of two int8 tensors of one shape, aligned and shifted as add's.",
-        "tflite_int8": "Element-wise difference on the tflite_int8 scheme (sub.cc): each input rescaled as add's, subtracted."})
+    schema: ClassVar[OpSchema] = OpSchema(
+        doc={"tf2ir": ("Element-wise difference input0 - input1 of two int8 tensors of one shape: the finer operand shifted right "
+                       "to the coarser's scale (half up), the difference shifted to the output scale, the activation's clamp."),
+             "tflite_int8": ("Element-wise difference on the tflite_int8 scheme (sub.cc): each input less its zero point, shifted "
+                             "left by left_shift, rescaled by its multiplier and shift; the difference rescaled by output_multiplier "
+                             "and output_shift, plus output_zero_point, clamped. The operands are previous_layer in order.")},
+        since={"tf2ir": "1.2", "tflite_int8": "1.2"},
+        fields={"shape": shape_array("One image's shape of both inputs and the output."),
+                "input0_name": {"type": "string", "minLength": 1}, "input1_name": {"type": "string", "minLength": 1},
+                "input_scales": {**_PAIR, "items": {"type": "number", "exclusiveMinimum": 0}},
+                "input_zero_points": {**_PAIR, "items": {"type": "integer"}},
+                "input_multipliers": {**_PAIR, "items": {"type": "integer"}},
+                "input_shifts": {**_PAIR, "items": {"type": "integer"}},
+                "left_shift": {"enum": sorted(set(LEFT_SHIFTS.values()))},
+                "output_multiplier": {"type": "integer"},
+                "output_shift": {"type": "integer", "description": "TFLite's convention: positive shifts left."}})
     label_prefix: ClassVar[str] = "sub"
+
+    input_grids: tuple[Pow2Grid | AffineGrid, ...] = grid_field(GridsKeys(("input0_log2scale", "input1_log2scale")))
+    output_grid: Pow2Grid | AffineGrid = grid_field(OUTPUT_GRID)
+    shape: tuple[int, ...] = ()
+    input0_name: str | None = written_in("tf2ir", None)  # TF2IR's: the operands by producer, the fused activation
+    input1_name: str | None = written_in("tf2ir", None)
+    activation_type: str = written_in("tf2ir", "None")
+    input_multipliers: tuple[int, ...] = written_in("tflite_int8", ())  # the tflite_int8 dialect's: sub.cc's numbers
+    input_shifts: tuple[int, ...] = written_in("tflite_int8", ())
+    left_shift: int = written_in("tflite_int8", LEFT_SHIFTS[8])
+    output_multiplier: int | None = written_in("tflite_int8", None)
+    output_shift: int | None = written_in("tflite_int8", None)
+    output_min: int = written_in("tflite_int8", -128)
+    output_max: int = written_in("tflite_int8", 127)
+
+    def shape_of_output(self) -> tuple[int, ...]:
+        return tuple(self.shape)
+
+    def shape_of_input(self, position: int) -> tuple[int, ...]:
+        return tuple(self.shape)
+
+    @property
+    def requantization(self) -> CommonScaleRequantization:
+        if self.on_pow2_grids:
+            return shift_requantization([self.log2scale_of_input(k) for k in range(2)], self.log2scale_of_output(), self.activation_type)
+        return CommonScaleRequantization(tuple(grid.zero_point for grid in self.input_grids), self.left_shift,
+                                         tuple(MultiplierRescale(m, s) for m, s in zip(self.input_multipliers, self.input_shifts)),
+                                         MultiplierRescale(self.output_multiplier, self.output_shift), self.output_grid.zero_point,
+                                         (self.output_min, self.output_max))
+
+    def shifts(self) -> list[Shift]:
+        if not self.on_pow2_grids:
+            return []
+        first, second = (self.log2scale_of_input(k) for k in range(2))
+        return [Shift("input0_log2scale - input1_log2scale", first - second, signed=True),
+                Shift("output_log2scale - the coarser input's", self.log2scale_of_output() - min(first, second), signed=True)]
+
+    def fused_operators(self) -> list[str]:
+        return ["sub", "requantize", *(self.activation_operators() if self.on_pow2_grids else ["clamp"])]
+
+    def macs(self) -> int:
+        return 0
+
+    def accumulator_bound(self, params: dict | None = None) -> int | None:
+        return None if self.on_pow2_grids else 2 * (2**self.activation_bits - 1) << self.left_shift
+
+
+def is_difference_of_activations(graph: Graph, node: Node, index: GraphIndex) -> bool:
+    return len(node.inputs) == 2 and not any(index.is_const(tensor) for tensor in node.inputs)
 
 
 def match_sub(graph: Graph, node: Node, index: GraphIndex) -> Layer:
@@ -58,13 +127,43 @@ def match_sub(graph: Graph, node: Node, index: GraphIndex) -> Layer:
     return layer
 
 
-def sub_arithmetic(model: IntegerModelBuilder, inputs: list, requantization: AddRequantization):
-    """Each input less its zero point, widened and rescaled to the common scale (TF2IR: the finer one aligned to the
-    coarser, half up; TFLite's SUB: twice the larger input scale); the second negated after its rounding, as TFLite
-    subtracts it; the sum rescaled to the output, plus its zero point, clamped."""
-    first, second = (rescale.applied(model, model.op("Mul", [less_zero_point(model, tensor, zero_point),
-                                                              model.const("left_shift", 1 << requantization.left_shift)]))
-                     for tensor, zero_point, rescale in zip(inputs, requantization.input_zero_points, requantization.input_rescales))
+def sub_fields(layer: Layer, ctx: IrContext) -> dict:
+    activation_named(layer.activation, f"layer {layer.ir_name}: ")
+    shapes = [ctx.graph.shape(tensor) for tensor in (*layer.inputs, layer.output)]
+    if any(shape is None or list(shape[1:]) != list(shapes[-1][1:]) for shape in shapes):
+        raise IrError(f"layer {layer.ir_name}: sub takes two inputs of its output's shape, got {shapes}")
+    first, second = layer.inputs
+    return {"shape": [int(v) for v in shapes[-1][1:]], "activation_type": layer.activation,
+            "input0_log2scale": ctx.log2scale(first), "input1_log2scale": ctx.log2scale(second),
+            "output_log2scale": ctx.log2scale(layer.output),
+            "input0_name": ctx.producer_name(first), "input1_name": ctx.producer_name(second)}
+
+
+def sub_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
+    """sub.cc's Prepare: the requantization of ADD's (twice the larger input scale), of general scales at 16 bits."""
+    shapes = [tuple(model.tensor(index).shape[1:]) for index in (*operator.inputs, operator.outputs[0])]
+    if len(set(shapes)) != 1 or any(model.tensor(index).data is not None for index in operator.inputs):
+        raise TfliteError(f"{model.path}: operator {operator.index} (SUB) of shapes {[list(shape) for shape in shapes]}; the IR's sub "
+                          "takes two computed tensors of one shape")
+    if model.tensor(operator.outputs[0]).dtype == "INT16" and operator.option("potScaleInt16", True):
+        raise TfliteError(f"{model.path}: operator {operator.index} (SUB) with pot_scale_int16: the IR computes the 16x8 SUB of "
+                          "general scales (pot_scale_int16 false)")
+    (first_scale, first_zero), (second_scale, second_zero), (output_scale, output_zero) = (
+        scale_and_zero_point(model, index) for index in (*operator.inputs, operator.outputs[0]))
+    left_shift = LEFT_SHIFTS[activation_bits(model, operator)]
+    (first_multiplier, first_shift), (second_multiplier, second_shift), (multiplier, shift) = common_scale_multipliers(
+        first_scale, second_scale, output_scale, left_shift)
+    return {"shape": [int(v) for v in shapes[0]], "input_scales": [first_scale, second_scale],
+            "input_zero_points": [first_zero, second_zero], "input_multipliers": [first_multiplier, second_multiplier],
+            "input_shifts": [first_shift, second_shift], "left_shift": left_shift, "output_multiplier": multiplier,
+            "output_shift": shift, "output_scale": output_scale, "output_zero_point": output_zero, **clamp_fields(model, operator)}, {}
+
+
+def sub_arithmetic(model: IntegerModelBuilder, inputs: list, requantization: CommonScaleRequantization):
+    """Each input rescaled to the common scale (core/ir/common_scale.py: TF2IR's the finer aligned to the coarser, half
+    up; TFLite's twice the larger input scale); the second negated after its rounding, as TFLite subtracts it; the
+    difference rescaled to the output, plus its zero point, clamped."""
+    first, second = rescaled_operands(model, inputs, requantization)
     difference = model.op("AddV2", [first, model.op("Mul", [second, model.const("minus_one", -1)])])
     return onto_output(model, requantization.output_rescale.applied(model, difference), requantization.output_zero_point,
                        requantization.clamp)
@@ -83,8 +182,8 @@ def sub_kernel(record: SubLayer, params: dict, inputs: list) -> np.ndarray:
 SUB = register_op(IrOp("sub", SubLayer,
                        AnnotateRule(inputs=(QKind.INPUT, QKind.INPUT), output=QKind.ACTIVATION,
                                     integer_model=on_log2scales(sub_arithmetic, shift_requantization)),
-                       (Pattern("sub", ("Sub",), match_sub, applies=is_activation_sum),), add_fields, sub_kernel,
-                       input_kinds=("pl", "add"), builders={"SUB": add_from_tflite}, activation_widths=(8, 16),
+                       (Pattern("sub", ("Sub",), match_sub, applies=is_difference_of_activations),), sub_fields, sub_kernel,
+                       input_kinds=("input0", "input1"), builders={"SUB": sub_from_tflite}, activation_widths=(8, 16),
                        elementwise=record_sub))
 '''}
 

@@ -13,7 +13,7 @@ import pytest
 from core.backends.c.build import compile_program
 from core.backends.c.program import RUNTIME_HEADERS
 from core.ir.op import operation_of
-from core.ir.ops.add.affine import add_requantization
+from core.ir.common_scale import common_scale_multipliers
 from core.ir.ops.lut.affine import lookup_table
 from core.quantize.tflite_math import multiply_by_quantized_multiplier, multiply_by_quantized_multiplier_single_rounding, quantize_multiplier
 from harness import c_output, one_layer_ir, run_on_simd_paths, skip_unless_the_cpu_runs_a_simd_path
@@ -95,7 +95,7 @@ def _elementwise_cases(rng) -> dict:
     shape = [4, 5, 3]
     images = lambda shape: rng.integers(-128, 128, (5, *shape)).astype(np.int8)  # noqa: E731
     for zero_points in ((-128, 127), (127, -128)):
-        (m0, s0), (m1, s1), (mo, so) = add_requantization(0.02, 0.5, 0.3)
+        (m0, s0), (m1, s1), (mo, so) = common_scale_multipliers(0.02, 0.5, 0.3)
         cases[f"add zero points {zero_points}"] = (
             {"operation": "add", **SCHEME, "shape": shape, "input_scales": [0.02, 0.5], "input_zero_points": list(zero_points),
              "input_multipliers": [m0, m1], "input_shifts": [s0, s1], "left_shift": 20, "output_multiplier": mo, "output_shift": so,

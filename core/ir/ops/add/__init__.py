@@ -2,7 +2,7 @@
 (pattern.py), its typed record (record.py), its fields (emit.py) and its integer arithmetic (kernel.py), defined
 once as its integer model: the annotated graph computes its two roundings (the finer operand aligned, then the sum
 moved to the output scale) as graph ops, the simulator as its kernel, so the two agree bit for bit whatever the scales.
-One record of both dialects: the tflite_int8 dialect's (a .tflite's ADD, tflite.py, its requantization affine.py's)
+One record of both dialects: the tflite_int8 dialect's (a .tflite's ADD, tflite.py, its requantization core/ir/common_scale.py's)
 computes TFLite's arithmetic: one definition of both, kernel.py's add_arithmetic, with each record's requantization."""
 
 from core.frontend.layers import AnnotateRule, QKind

@@ -1,6 +1,6 @@
 """The add layer's integer arithmetic, defined once for both dialects (`add_arithmetic`): each input less its zero
 point, shifted left for headroom, rescaled to a common scale; the sum rescaled to the output scale, plus the output's
-zero point, clamped. The record's requantization (record.py: AddRequantization) says with which numbers and which
+zero point, clamped. The record's requantization (core/ir/common_scale.py: CommonScaleRequantization) says with which numbers and which
 rounding: TF2IR's is the special case of zero points 0, no headroom and power-of-two shifts. The annotated graph
 computes it as graph ops (TF2IR's, `add_model`), the simulator on arrays (`add_kernel`: for int8 a table of every
 pair), the C per element and the accelerator on its ALU, each rendering the same steps."""
@@ -11,11 +11,12 @@ import numpy as np
 
 from core.frontend.layers import IntegerModelBuilder
 from core.ir.integer_kernel import ArrayModelBuilder, on_log2scales, pair_lookup, pair_table
-from core.ir.ops.add.record import AddLayer, AddRequantization, shift_requantization
-from core.ir.rescale import less_zero_point, onto_output
+from core.ir.common_scale import CommonScaleRequantization, rescaled_operands, shift_requantization
+from core.ir.ops.add.record import AddLayer
+from core.ir.rescale import onto_output
 
 
-def add_arithmetic(model: IntegerModelBuilder, inputs: list, requantization: AddRequantization):
+def add_arithmetic(model: IntegerModelBuilder, inputs: list, requantization: CommonScaleRequantization):
     """The add of two inputs' integers (before the saturation to the output's width):
 
     1. Each input less its zero point, times 2^left_shift (TFLite's headroom: 20 bits for int8, 15 for int16), rescaled
@@ -29,12 +30,7 @@ def add_arithmetic(model: IntegerModelBuilder, inputs: list, requantization: Add
     scale (one rounding, step 1). Otherwise both steps round: within 1 LSB when the output's log2scale is below the
     coarser one or one above it (12.5-25% of all int8 pairs differ, by +1 mostly), and within 2^(output - coarser - 1)
     LSB beyond (step 1's error magnified by the left shift)."""
-    scaled = []
-    for tensor, zero_point, rescale in zip(inputs, requantization.input_zero_points, requantization.input_rescales):
-        centred = less_zero_point(model, tensor, zero_point)
-        widened = model.op("Mul", [centred, model.const("left_shift", 1 << requantization.left_shift)]) if requantization.left_shift else centred
-        scaled.append(rescale.applied(model, widened))
-    total = requantization.output_rescale.applied(model, model.op("AddV2", scaled))
+    total = requantization.output_rescale.applied(model, model.op("AddV2", rescaled_operands(model, inputs, requantization)))
     return onto_output(model, total, requantization.output_zero_point, requantization.clamp)
 
 

@@ -10,36 +10,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-from core.ir.activations import Activated, activation_named
-from core.ir.ops.add.affine import LEFT_SHIFT, LEFT_SHIFTS
+from core.ir.activations import Activated
+from core.ir.common_scale import LEFT_SHIFT, LEFT_SHIFTS, CommonScaleRequantization, shift_requantization
 from core.ir.fields import shape_array
 from core.ir.records import OUTPUT_GRID, AnyDialect, GridsKeys, IrLayer, OpSchema, Shift, Size, grid_field, written_in
-from core.ir.rescale import MultiplierRescale, Rescale, ShiftRescale
+from core.ir.rescale import MultiplierRescale
 from core.quantize.grid import AffineGrid, Pow2Grid
 
 _PAIR = {"type": "array", "minItems": 2, "maxItems": 2}
-
-
-@dataclass(frozen=True)
-class AddRequantization:
-    """The numbers of an add's arithmetic (kernel.py: add_arithmetic): each input's zero point, the left shift of the
-    inputs (headroom), each input's rescale to the common scale, the sum's to the output, the output zero point and the
-    clamp of the fused activation."""
-
-    input_zero_points: tuple[int, ...]
-    left_shift: int
-    input_rescales: tuple[Rescale, ...]
-    output_rescale: Rescale
-    output_zero_point: int
-    clamp: tuple[int, int]
-
-
-def shift_requantization(input_log2scales, output_log2scale: int, activation: str) -> AddRequantization:
-    """TF2IR's (seed 000, 4.2 ADD): the sum taken at the coarser operand's scale, the finer operand shifted right to it,
-    the sum shifted by output_log2scale - the coarser; zero points 0, no headroom, the activation's clamp."""
-    coarse = min(input_log2scales)
-    return AddRequantization((0,) * len(input_log2scales), 0, tuple(ShiftRescale(scale - coarse) for scale in input_log2scales),
-                             ShiftRescale(coarse - output_log2scale), 0, activation_named(activation).clamp(output_log2scale))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,10 +109,10 @@ class AddLayer(AnyDialect, Activated, IrLayer):
         return self.shape_of_output()
 
     @property
-    def requantization(self) -> AddRequantization:
+    def requantization(self) -> CommonScaleRequantization:
         if self.on_pow2_grids:
             return shift_requantization((self.pl_log2scale, self.add_log2scale), self.log2scale_of_output(), self.activation_type)
-        return AddRequantization(tuple(grid.zero_point for grid in self.input_grids), self.left_shift,
+        return CommonScaleRequantization(tuple(grid.zero_point for grid in self.input_grids), self.left_shift,
                                  tuple(MultiplierRescale(multiplier, shift) for multiplier, shift in zip(self.input_multipliers, self.input_shifts)),
                                  MultiplierRescale(self.output_multiplier, self.output_shift), self.output_grid.zero_point,
                                  (self.output_min, self.output_max))

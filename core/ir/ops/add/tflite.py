@@ -1,11 +1,11 @@
 """A .tflite's ADD of two int8 tensors of one shape as an add layer of the tflite_int8 dialect (TF2IR 1.2), its
-requantization derived as add.cc's Prepare does (affine.py)."""
+requantization derived as add.cc's Prepare does (core/ir/common_scale.py)."""
 
 from __future__ import annotations
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
 from core.quantize.runtimes import Runtime
-from core.ir.ops.add.affine import LEFT_SHIFTS, add_requantization
+from core.ir.common_scale import LEFT_SHIFTS, common_scale_multipliers
 from core.ir.tflite_dialect import activation_bits, clamp_fields, scale_and_zero_point
 
 
@@ -20,7 +20,7 @@ def add_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runti
         raise TfliteError(f"{model.path}: operator {operator.index} (ADD) with pot_scale_int16: the IR computes the 16x8 ADD of "
                           "general scales (pot_scale_int16 false), as TensorFlow's converter writes it")
     left_shift = LEFT_SHIFTS[activation_bits(model, operator)]
-    (first_multiplier, first_shift), (second_multiplier, second_shift), (multiplier, shift) = add_requantization(
+    (first_multiplier, first_shift), (second_multiplier, second_shift), (multiplier, shift) = common_scale_multipliers(
         first_scale, second_scale, output_scale, left_shift)
     return {"shape": [int(v) for v in shapes[0]], "input_scales": [first_scale, second_scale], "input_zero_points": [first_zero, second_zero],
             "input_multipliers": [first_multiplier, second_multiplier], "input_shifts": [first_shift, second_shift],
