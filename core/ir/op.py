@@ -21,7 +21,7 @@ import numpy as np
 from core.frontend.graph import Graph, canonical_tensor, tensor_node
 from core.frontend.layers import AnnotateRule, Layer, LayerGraph, Pattern
 from core.ir.records import BASE_DIALECT, DIALECT_KEY, IrError, IrLayer
-from core.quantize.grid import Pow2Grid
+from core.quantize.grid import power_of_two_log2scale
 
 NETWORK_INPUT = "input"  # previous_layer's name for the network input (seed 000, 4.1)
 
@@ -130,9 +130,10 @@ class IrContext:
     def log2scale(self, tensor: str) -> int:
         """The log2scale of an activation tensor, or of a constant ('const:0')."""
         entry = self.table.entry(self.scale_source(tensor))
-        if not isinstance(entry.grid, Pow2Grid):
+        log2scale = power_of_two_log2scale(entry.grid)
+        if log2scale is None:
             raise IrError(f"tensor {tensor} has no power-of-two scale (target {self.table.target}); the IR needs target=tf2ir")
-        return entry.log2scale
+        return log2scale
 
     def weight(self, layer: Layer) -> np.ndarray:
         """The float values of the layer's weight Const (a conv's filter, a table, a constant's values)."""

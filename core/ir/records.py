@@ -17,7 +17,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
-from core.quantize.grid import INTEGER_TYPES, AffineGrid, Pow2Grid
+from core.quantize.grid import INTEGER_TYPES, AffineGrid, Pow2Grid, power_of_two_log2scale
 
 
 class IrError(ValueError):
@@ -201,7 +201,7 @@ class AnyDialect:
     @property
     def on_pow2_grids(self) -> bool:
         """TF2IR's: the grids are powers of two, moved between by shifts (the tflite_int8 dialect's by multipliers)."""
-        return isinstance(self.grid_of_output(), Pow2Grid)
+        return power_of_two_log2scale(self.grid_of_output()) is not None
 
     def log2scale_of_input(self, position: int) -> int:
         return self._log2scale(self.grid_of_input(position))
@@ -210,10 +210,11 @@ class AnyDialect:
         return self._log2scale(self.grid_of_output())
 
     def _log2scale(self, grid: Pow2Grid | AffineGrid) -> int:
-        if not isinstance(grid, Pow2Grid):
+        log2scale = power_of_two_log2scale(grid)
+        if log2scale is None:
             raise IrError(f"layer {self.name}: a {self.dialect} layer has a scale and a zero point, no log2scale (grid_of_input, "
                           "grid_of_output)")
-        return grid.log2scale
+        return log2scale
 
 
 class Copy:

@@ -38,7 +38,7 @@ from core.frontend.graph import Graph, GraphError, Node, canonical_tensor, tenso
 from core.frontend.fake_quant import FAKE_QUANT, FAKE_QUANT_PER_CHANNEL
 from core.frontend.layers import Layer, LayerGraph
 from core.frontend.rewrite import remove_dead_nodes
-from core.quantize.grid import ChannelGrid, Pow2Grid
+from core.quantize.grid import ChannelGrid, power_of_two_log2scale
 from core.quantize.integer_model import GraphModelBuilder
 
 BIAS_BITS = 32  # the hardware accumulates and adds biases in int32
@@ -130,19 +130,23 @@ def _annotate_activation(edit: _Insertions, tensor: str, entry: TensorEntry, is_
 def _integer_model(edit: _Insertions, layer: Layer | None, layer_graph: LayerGraph, table: CalibrationTable) -> str | None:
     """The output of the layer's integer model, added to the graph, when its rule has one and
     the table is power-of-two (the integers are the IR's); None otherwise."""
-    if layer is None or layer.rule.integer_model is None or not isinstance(table.tensors[layer.output].grid, Pow2Grid):
+    if layer is None or layer.rule.integer_model is None:
+        return None
+    output_log2scale = power_of_two_log2scale(table.tensors[layer.output].grid)
+    if output_log2scale is None:
         return None
     inputs, log2scales = [], []
     for tensor in layer.inputs:
         entry = table.tensors.get(layer_graph.scale_source(tensor))
-        if entry is None or not isinstance(entry.grid, Pow2Grid):
+        log2scale = None if entry is None else power_of_two_log2scale(entry.grid)
+        if log2scale is None:
             raise AnnotateError(f"layer {layer.name} ({layer.op}): its input {tensor} has no power-of-two scale in the "
                                 f"calibration table ({table.method}); its integer model needs one")
         inputs.append(edit.everywhere.get(tensor, tensor))  # its FakeQuant, or an identity op's output
-        log2scales.append(entry.log2scale)
+        log2scales.append(log2scale)
     scope = edit.scope(f"{layer.name}/integer_model")
     builder = GraphModelBuilder(edit, tensor_node(layer.output), scope, layer_graph.graph, layer, inputs, log2scales,
-                                table.tensors[layer.output].log2scale)
+                                output_log2scale)
     return layer.rule.integer_model(builder)
 
 

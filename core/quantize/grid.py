@@ -53,6 +53,8 @@ class Pow2Grid:
     bits: ClassVar[int] = 8  # TF2IR's integers are int8
     dtype: ClassVar[type] = np.int8
     dialect: ClassVar[str] = "tf2ir"  # the IR dialect whose layers' values are on such grids
+    # why calibration's range on such a grid can differ from the QAT FakeQuant's it came from (its report says so)
+    range_change: ClassVar[str] = "not a power-of-two range"
 
     @staticmethod
     def json_keys(names: GridNames) -> tuple[str, ...]:
@@ -117,6 +119,7 @@ class AffineGrid:
     zero_point: int
     bits: int = 8  # the integers' width: 8, or 16 (TFLite's 16x8 mode's activations)
     dialect: ClassVar[str] = "tflite_int8"  # the IR dialect whose layers' values are on such grids (at 8 or 16 bits)
+    range_change: ClassVar[str] = "a symmetric range"
 
     @staticmethod
     def json_keys(names: GridNames) -> tuple[str, ...]:
@@ -180,6 +183,7 @@ class IndexGrid:
     bits: ClassVar[int] = 32
     dtype: ClassVar[type] = np.int32
     zero_point: ClassVar[int] = 0
+    dialect: ClassVar[None] = None  # not quantized: no dialect's grid
 
     def quantize(self, values: np.ndarray) -> np.ndarray:
         """token ids -> int32, as they are; a ValueError naming the first id that is not a whole number in [0,
@@ -203,6 +207,8 @@ class IndexGrid:
 @dataclass(frozen=True)
 class ChannelGrid:
     scales: tuple[float, ...]  # per output channel, along the weight's last (merged) channel axis; one: per tensor
+    dialect: ClassVar[None] = None  # weights' and biases': a layer's values are on its activations' grids
+    range_change: ClassVar[str] = "a symmetric range"
 
     def fake_quantized(self, values: np.ndarray, bits: int) -> np.ndarray:
         """`values` rounded to the nearest step of their channel's scale and saturated at `bits`, in float64."""
@@ -220,3 +226,9 @@ class ChannelGrid:
 
 
 Grid = Pow2Grid | AffineGrid | ChannelGrid
+
+
+def power_of_two_log2scale(grid: Grid | IndexGrid) -> int | None:
+    """The grid's log2scale where it is a power-of-two grid (TF2IR's: its integers are moved between scales by shifts);
+    None for any other, which has no log2scale."""
+    return grid.log2scale if isinstance(grid, Pow2Grid) else None

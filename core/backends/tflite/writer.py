@@ -50,7 +50,7 @@ class TfliteWriter:
 
     def entry(self, tensor: str) -> TensorEntry:
         entry = self.table.entry(self.layer_graph.scale_source(tensor))
-        if not isinstance(entry.grid, AffineGrid):
+        if entry.grid.dialect != AffineGrid.dialect:
             raise ExportError(f"tensor {tensor}: its entry has no zero point (target {self.table.target}); the .tflite writer "
                               "takes a tflite_int8 table")
         return entry

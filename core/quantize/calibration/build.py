@@ -19,7 +19,6 @@ import numpy as np
 from core.quantize.table import CalibrationError, CalibrationTable, TensorEntry
 from core.quantize.calibration.bias_correction import bias_correction, channel_response
 from core.quantize.calibration.histogram import TensorStatistics
-from core.quantize.grid import Pow2Grid
 from core.quantize.calibration.methods import CalibrationSettings, get_method, method_for, methods_from_data, takes_model_ranges
 from core.quantize.schemes import ActivationChoice, Pow2Symmetric, QuantScheme, clip_limit, clipped_fraction
 from core.frontend.fake_quant import QuantRange
@@ -324,6 +323,6 @@ def qat_range_changes(table: CalibrationTable, layer_graph: LayerGraph, ranges: 
             continue
         qat = [quant_range.min, quant_range.max]
         if not np.allclose(entry.range, qat, rtol=2.0**-20, atol=0.0):
-            why = "narrow range" if quant_range.narrow_range else "not a power-of-two range" if isinstance(entry.grid, Pow2Grid) else "a symmetric range"
+            why = "narrow range" if quant_range.narrow_range else entry.grid.range_change
             changes.append({"tensor": tensor, "kind": entry.kind, "qat_range": qat, "range": entry.range, "why": why})
     return changes

@@ -65,7 +65,8 @@ class LutLayer(InputOutputGrids, SameShapeInput, IrLayer):
         return None  # no arithmetic: a table read
 
     def fused_operators(self) -> list[str]:
-        return ["lookup_table"] if self.dialect == "tf2ir" else [self.function.lower()]
+        # a table of a TFLite operator is that operator; TF2IR's, of the graph's ops (`function`'s text), a lookup
+        return [self.function.lower()] if self.function in TFLITE_FUNCTIONS else ["lookup_table"]
 
     def with_lanes(self, channels: int) -> "LutLayer":
         return dataclasses.replace(self, shape=(*self.shape[:-1], channels))
