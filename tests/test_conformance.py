@@ -126,10 +126,13 @@ def _relu6(cell: Cell):
 
 
 def _rsqrt(cell: Cell):
-    source = cell.activation((1, 256), zero_point=-128)  # the values from 0: the reciprocal root is defined
-    output = cell.activation((1, 256), scale=float(np.float32(cell.rng.uniform(0.05, 0.5))))
+    """Every value at or above the zero point (the reals from 0: the reciprocal root is defined), real 0 included."""
+    count = 256 if cell.bits == 8 else 32768
+    source = cell.activation((1, count), zero_point=-128 if cell.bits == 8 else 0)
+    output = cell.activation((1, count), scale=float(np.float32(cell.rng.uniform(0.05, 0.5) / (256 if cell.bits == 16 else 1))))
     data = one_operator_model("RSQRT", [source], output)
-    return data, np.arange(-127, 129, dtype=np.int16).clip(-128, 127).astype(np.int8).reshape(1, 256)
+    values = np.arange(-127, 129).clip(-128, 127) if cell.bits == 8 else np.arange(count)
+    return data, values.astype(INTEGERS[cell.bits]).reshape(1, count)
 
 
 def _with_constant(operator: str) -> Case:
@@ -365,6 +368,14 @@ def test_every_operator_the_catalogue_reads_at_every_width_is_each_runtimes_byte
                     with pytest.raises(RuntimeError):
                         runner_of(name, path).tensors(inputs)
                 with pytest.raises(TfliteError, match="has no kernel for it"):
+                    ir_of_tflite(model, runtime=RUNTIMES[name])
+                continue
+            if not RUNTIMES[name].models(operator, bits):  # declared: its arithmetic differs from the one the IR has of it
+                ours = run_int8(model, inputs, RUNTIMES[WIDTH_RUNTIMES[bits][0]])[output]
+                theirs = runner_of(name, path).tensors(inputs)[output].reshape(ours.shape)
+                assert not np.array_equal(ours, theirs), (f"{name}'s {operator} at int{bits} is declared unmodelled and computes "
+                                                          "the arithmetic the IR has: drop the declaration")
+                with pytest.raises(TfliteError, match="does not have"):
                     ir_of_tflite(model, runtime=RUNTIMES[name])
                 continue
             ours = run_int8(model, inputs, RUNTIMES[name])[output]

@@ -239,7 +239,7 @@ def test_every_layer_a_target_cannot_take_is_refused_at_once_before_calibration(
     the targets that take it; no calibration statistics are gathered."""
     inputs = tf.keras.Input((6, 6, 2))
     x = tf.keras.layers.Conv2D(4, 3, padding="same")(inputs)
-    gated = tf.keras.layers.Activation("gelu")(tf.keras.layers.Conv2D(4, 1)(x))
+    gated = tf.keras.layers.Activation("hard_swish")(tf.keras.layers.Conv2D(4, 1)(x))
     model = tf.keras.Model(inputs, tf.keras.layers.Add()([tf.keras.layers.Activation("softplus")(x), gated]))
     overrides = [*_saved(model, tmp_path, "two_refusals"), "target=tflite_int16x8", "until=calibrate"]
     output = io.StringIO()
@@ -247,10 +247,10 @@ def test_every_layer_a_target_cannot_take_is_refused_at_once_before_calibration(
         run_pipeline(compose(*workspace, *overrides), console=Console(file=output))
     message = str(failure.value)
     assert "target=tflite_int16x8 cannot take 2 layers of this model (nothing was calibrated)" in message, message
-    softplus, gelu = (line for line in message.splitlines() if line.startswith("  - layer "))
+    softplus, hard_swish = (line for line in message.splitlines() if line.startswith("  - layer "))
     assert "Softplus" in softplus and softplus.endswith("targets that take it: accel, accel_small, tf2ir"), softplus
-    assert "(lut: gelu)" in gelu and "GELU (lut) on int8 only, its int16 arithmetic is not built yet" in gelu, gelu
-    assert gelu.endswith("targets that take it: accel, accel_small, accel_tflite, tf2ir, tflite_int8"), gelu
+    assert "HARD_SWISH (lut) on int8 only, its int16 arithmetic is not built yet" in hard_swish, hard_swish
+    assert hard_swish.endswith("targets that take it: accel, accel_small, accel_tflite, tf2ir, tflite_int8"), hard_swish
     assert message.endswith("choose target=accel or target=accel_small or target=tf2ir, or change the model"), message
 
 

@@ -12,6 +12,7 @@ import ctypes
 import ctypes.util
 import math
 from functools import lru_cache
+from typing import Any, Callable
 
 import numpy as np
 
@@ -164,3 +165,57 @@ def affine_quantize(values: np.ndarray, scale: float, zero_point: int, bits: int
 def dequantize(values: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
     """int8 -> float32 as TFLite's reference DEQUANTIZE: scale x (q - zero point) in double, then float."""
     return (float(np.float32(scale)) * (np.asarray(values, np.int64) - zero_point)).astype(np.float32)
+
+
+# --- int16 lookup tables (common.h: LUTPopulateInt16, LUTLookup): what 16x8 kernels read a function from ------------------
+
+LUT_STEPS = 512  # a 16x8 table's intervals: the input's high 9 bits index it, the low 7 interpolate
+LUT_TYPES: dict[str, Callable[[Any], Any]] = {"double": np.float64, "float": np.float32}  # the arithmetic a table is generated in (FloatT)
+
+
+def lut_populate_int16(transform, input_min: float, input_max: float, output_min: float, output_max: float,
+                       precision: str = "float") -> np.ndarray:
+    """int16 [513] (held in int64): LUTPopulateInt16<FloatT> of `transform` (called with FloatT values, returning them, as
+    the C function computes) over [input_min, input_max] onto the 65536 steps of [output_min, output_max]: 512 samples,
+    each less half its interpolation's error at the interval's midpoint, and the end point for the last slope; every
+    step in `precision`'s type (LUT_TYPES), rounded half away from zero (TfLiteRound), clamped to int16."""
+    real = LUT_TYPES[precision]
+    step = (real(input_max) - real(input_min)) / real(LUT_STEPS)
+    half_step = step / real(2)
+    scaling = real(65536) / (real(output_max) - real(output_min))
+
+    def rounded(value):
+        return real(np.sign(value) * np.floor(np.abs(value) + real(0.5)))
+
+    def clamped(value) -> int:
+        return int(min(max(value, real(-32768)), real(32767)))
+
+    table = np.empty(LUT_STEPS + 1, np.int64)
+    for i in range(LUT_STEPS):
+        start = real(input_min) + real(i) * step
+        value, midpoint, following = transform(start), transform(start + half_step), transform(real(input_min) + real(i + 1) * step)
+        interpolated = rounded((following * scaling + rounded(value * scaling)) / real(2))
+        bias = rounded((interpolated - rounded(midpoint * scaling)) / real(2))
+        table[i] = clamped(rounded(value * scaling) - bias)
+    table[LUT_STEPS] = clamped(rounded(transform(real(input_max)) * scaling))
+    return table
+
+
+def lut_populate_int16_at(transform, input_scale: float, output_scale: float, precision: str = "float") -> np.ndarray:
+    """The table LUTPopulate<int16_t> fills for an operator of symmetric int16 input and output (zero points 0, as the
+    16x8 mode has them): the input's and the output's ranges in `precision`'s type, from their scales."""
+    real = LUT_TYPES[precision]
+    input_scale, output_scale = real(input_scale), real(output_scale)
+    return lut_populate_int16(transform, input_scale * real(-32768), input_scale * real(32767), output_scale * real(-32768),
+                              output_scale * real(32767), precision)
+
+
+def lut_lookup_int16(values: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """LUTLookup of int16 `values` (int64 out): the entry at 256 + (value >> 7), plus its slope (an int16, as the kernel
+    holds it) times the low 7 bits, rounded; the sum an int16."""
+    values = np.asarray(values, np.int64)
+    index = 256 + (values >> 7)
+    table = np.asarray(table, np.int64)
+    base = table[index]
+    slope = (table[index + 1] - base).astype(np.int16).astype(np.int64)
+    return (base + ((slope * (values & 0x7F) + 64) >> 7)).astype(np.int16).astype(np.int64)

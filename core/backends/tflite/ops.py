@@ -252,7 +252,9 @@ def _lut(writer: TfliteWriter, layer: Layer) -> None:
     named, affine_clamp = layer.attrs.named, layer.attrs.affine_clamp
     if named is not None and named.name in _LUT_OPERATORS:
         operator = _LUT_OPERATORS[named.name]
-        if operator.from_zero and writer.entry(layer.inputs[0]).zero_point != -(1 << (writer.table.bits - 1)):
+        # an int8 range from 0 holds no integer below real 0; an int16 grid is symmetric whatever the range, and the kernel
+        # refuses a negative value when it runs (the LayerNorm rewrite's variance, a mean of squares plus epsilon, is none)
+        if operator.from_zero and writer.table.bits == 8 and writer.entry(layer.inputs[0]).zero_point != -128:
             raise ExportError(f"layer {layer.ir_name} (lut): {named.name} of {layer.inputs[0]}, whose range reaches below 0 (zero "
                               f"point {writer.entry(layer.inputs[0]).zero_point}); TFLite's {operator.name} takes inputs from 0 up: "
                               "calibrate that tensor from 0 (its values are never negative)")
@@ -444,4 +446,9 @@ def refusal(layer: Layer, bits: int, runtime: Runtime | None = None) -> str | No
         having = runtimes_taking(runtime.dialect, lacking, bits)
         return (f"it is written as {', '.join(operators)}; target.scheme.runtime={runtime.name}'s interpreter has no "
                 f"int{bits} kernel for {', '.join(lacking)} (target.scheme.runtime={' or '.join(having) or 'none has'})")
+    unmodelled = [name for name in operators if runtime is not None and not runtime.models(name, bits)]
+    if runtime is not None and unmodelled:
+        having = runtimes_taking(runtime.dialect, unmodelled, bits)
+        return (f"it is written as {', '.join(operators)}; the IR does not have target.scheme.runtime={runtime.name}'s int{bits} "
+                f"arithmetic of {', '.join(unmodelled)} yet (target.scheme.runtime={' or '.join(having) or 'none has'})")
     return None

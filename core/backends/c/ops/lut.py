@@ -1,12 +1,13 @@
 """lut as C99 (the contract: core/backends/c/emitter.py): int8 a table read; int16 (TFLite's 16x8 mode) the function's
-arithmetic (core/ir/ops/lut/int16.py), the layer's constants (`<symbol>_table`) its sigmoid table or its scalar."""
+arithmetic (core/ir/ops/lut/int16.py), the layer's constants (`<symbol>_table`) its sigmoid table, its scalar or its
+generated table."""
 
 from __future__ import annotations
 
 import math
 
 from core.backends.c.emitter import c_function, emits
-from core.ir.ops.lut.int16 import CLAMPS, INTERPOLATION_BITS, input_scaling
+from core.ir.ops.lut.int16 import CLAMPS, GENERATED, INTERPOLATION_BITS, input_scaling
 from core.ir.ops.lut.record import TABLE_SIZE, LutLayer
 
 # per int16 function: the saturated value beyond the table, and the two ends of the mirror (int16.py: logistic_or_tanh)
@@ -54,9 +55,27 @@ def _int16_interpolated(record: LutLayer, symbol: str, count: int) -> str:
 """
 
 
+def _int16_generated(record: LutLayer, symbol: str, count: int) -> str:
+    """LUTLookup (tflite_math.lut_lookup_int16): the entry at 256 + (x >> 7), plus its slope (an int16) x the low 7 bits,
+    rounded."""
+    return f"""/* lut over {count} elements: {record.function} (int16: its generated table, interpolated) */
+{c_function(record, symbol, 1)}    long i;
+    for (i = 0; i < {count}; i++) {{
+        int64_t high = qt_floor_shift64(in0[i], 7), base = {symbol}_table[256 + high];
+        int16_t slope = (int16_t)({symbol}_table[257 + high] - base);
+        out[i] = (int16_t)(base + qt_floor_shift64((int64_t)slope * (in0[i] - high * 128) + 64, 7));
+    }}
+}}
+"""
+
+
+INT16_EMITTERS = {**dict.fromkeys(CLAMPS, _int16_clamp), **dict.fromkeys(INTERPOLATION_BITS, _int16_interpolated),
+                  **dict.fromkeys(GENERATED, _int16_generated)}
+
+
 @emits("lut")
 def lut_emit_c(record: LutLayer, symbol: str) -> str:
     count = math.prod(record.shape)
     if record.activation_bits == 16:
-        return (_int16_clamp if record.function in CLAMPS else _int16_interpolated)(record, symbol, count)
+        return INT16_EMITTERS[record.function](record, symbol, count)
     return _int8_table(record, symbol, count, record.function.replace("*/", "* /"))  # an IR's free text: never the comment's end

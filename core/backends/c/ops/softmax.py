@@ -4,7 +4,8 @@ gemmlowp fixed point (the arithmetic: runtime/qt_tflite.h)."""
 from __future__ import annotations
 
 from core.backends.c.emitter import c_function, emits
-from core.ir.ops.softmax.affine import ACCUMULATION_INTEGER_BITS, LUT_STEPS, int16_luts, int16_scaling, softmax_exp_table
+from core.ir.ops.softmax.affine import ACCUMULATION_INTEGER_BITS, int16_luts, int16_scaling, softmax_exp_table
+from core.quantize.tflite_math import LUT_STEPS
 from core.ir.ops.softmax.record import ExpTableDivision, FixedPointSoftmax, SoftmaxLayer, exp_table
 from core.ir.records import by_arithmetic
 

@@ -3,8 +3,8 @@
 element-wise ops with scalar constants (pattern.py). On a power-of-two target the annotated
 graph reads the same table (its integer model), so it agrees with the IR bit for bit. In the tflite_int8 dialect
 (tflite.py): a .tflite's LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU or int8 -> int8 QUANTIZE as the table of what the
-runtime's kernel gives for each input; on int16 (TFLite's 16x8 mode) LOGISTIC, TANH, MAXIMUM and MINIMUM by their
-kernels' arithmetic (int16.py)."""
+runtime's kernel gives for each input; on int16 (TFLite's 16x8 mode) LOGISTIC, TANH, MAXIMUM, MINIMUM, RSQRT and GELU
+by their kernels' arithmetic (int16.py)."""
 
 from core.frontend.layers import AnnotateRule, IntegerModelBuilder, QKind
 from core.ir.op import IrOp, register_op

@@ -8,11 +8,15 @@ TFLite's 256-entry sigmoid table (about sigmoid(i / 24) in 0.16) read at the res
 and interpolated linearly by its low 9 (logistic) or 8 (tanh, which is 2 sigmoid(2x) - 1) bits, mirrored for
 negative inputs, rounded back to 16 bits; the output at 1/32768, zero point 0, which Prepare requires. MAXIMUM and
 MINIMUM of the input and a scalar constant of its quantization: the integers compared as they are (maximum_minimum.cc).
-`table` holds the layer's constants: the sigmoid table (int32 [256]) or the scalar (int32 [1])."""
+RSQRT and GELU (LiteRT's elementwise.cc and activations.cc): the table Prepare generates of the float function at the
+layer's scales (LUTPopulate<int16_t>: 513 entries), read interpolated (LUTLookup). `table` holds the layer's constants:
+the sigmoid table (int32 [256]), the scalar (int32 [1]) or the generated table (int32 [513])."""
 
 from __future__ import annotations
 
 import numpy as np
+
+from core.quantize.tflite_math import LUT_STEPS, lut_lookup_int16
 
 SIGMOID_TABLE_SIZE = 256
 INPUT_INTEGER_BITS = 3  # Prepare's kInputIntegerBits: a power-of-two input scale of 2^-12 needs no shift
@@ -21,7 +25,10 @@ OUTPUT_SCALE, OUTPUT_ZERO_POINT = 1.0 / 32768, 0
 INTERPOLATION_BITS = {"LOGISTIC": 9, "TANH": 8}
 POWER_OF_TWO_SHIFTS = {"LOGISTIC": (0,), "TANH": (0, 1)}
 CLAMPS = {"MAXIMUM": np.maximum, "MINIMUM": np.minimum}
-FUNCTIONS = (*INTERPOLATION_BITS, *CLAMPS)
+GENERATED = ("RSQRT", "GELU")  # a table of the float function at the layer's scales (tflite.py fills it), interpolated
+FUNCTIONS = (*INTERPOLATION_BITS, *CLAMPS, *GENERATED)
+CONSTANTS_SHAPES = {**{name: (SIGMOID_TABLE_SIZE,) for name in INTERPOLATION_BITS}, **{name: (1,) for name in CLAMPS},
+                    **{name: (LUT_STEPS + 1,) for name in GENERATED}}
 
 
 # TFLite's sigmoid_table_uint16 (kernels/internal/common.h, Apache-2.0): about 65536 sigmoid(i / 24), some entries one
@@ -93,11 +100,13 @@ def int16_function(function: str, inputs: np.ndarray, input_scale: float, table:
     """The lut layer's int16 output: `function` of `inputs` (int16) with the layer's constants `table`."""
     if function not in FUNCTIONS:
         raise ValueError(f"a lut of {function} on int16: its int16 arithmetic is {', '.join(FUNCTIONS)}'s")
-    expected = 1 if function in CLAMPS else SIGMOID_TABLE_SIZE
-    if np.shape(table) != (expected,):
-        raise ValueError(f"a lut of {function} on int16 with constants of shape {list(np.shape(table))}; expected [{expected}]")
+    if np.shape(table) != CONSTANTS_SHAPES[function]:
+        raise ValueError(f"a lut of {function} on int16 with constants of shape {list(np.shape(table))}; expected "
+                         f"{list(CONSTANTS_SHAPES[function])}")
     if function in CLAMPS:
         return CLAMPS[function](np.asarray(inputs, np.int16), np.int16(np.asarray(table).reshape(-1)[0]))
+    if function in GENERATED:
+        return lut_lookup_int16(inputs, table).astype(np.int16)
     return logistic_or_tanh(function, inputs, input_scale, table)
 
 

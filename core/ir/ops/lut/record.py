@@ -29,8 +29,9 @@ class LutLayer(InputOutputGrids, SameShapeInput, IrLayer):
              "tflite_int8": ('An element-wise int8 -> int8 function on the tflite_int8 scheme as a lookup: out = table[in + 128] '
                              '(params/<name>_table.npy, int8 [256]), each entry what TFLite\'s reference kernel of `function` gives '
                              'for that input at the layer\'s scales and zero points. At int16 (activation_bits 16: LOGISTIC, '
-                             'TANH, MINIMUM, MAXIMUM) the kernel\'s own arithmetic, `table` its constants: TFLite\'s sigmoid '
-                             'table (int32 [256]) or the clamp\'s scalar (int32 [1]).')},
+                             'TANH, MINIMUM, MAXIMUM, RSQRT, GELU) the kernel\'s own arithmetic, `table` its constants: TFLite\'s '
+                             'sigmoid table (int32 [256]), the clamp\'s scalar (int32 [1]) or the table LiteRT generates of the '
+                             'function, read interpolated (int32 [513]).')},
         since={"tf2ir": "1.1", "tflite_int8": "1.2"},
         fields={'shape': {'type': 'array',
                           'items': {'type': 'integer', 'minimum': 1},

@@ -14,12 +14,12 @@ import numpy as np
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
 from core.quantize.runtimes import FIXED_POINT, Runtime
-from core.ir.ops.lut.affine import (FIXED_POINT_OUTPUTS, fixed_point_table, hard_swish_affine, hard_swish_parameters, leaky_relu_affine,
-                                   leaky_relu_parameters, lookup_table, rsqrt_table)
+from core.ir.ops.lut.affine import (FIXED_POINT_OUTPUTS, FUNCTIONS, fixed_point_table, hard_swish_affine, hard_swish_parameters,
+                                   leaky_relu_affine, leaky_relu_parameters, lookup_table, rsqrt_table)
 from core.ir.ops.lut.record import TABLE_SIZE
-from core.ir.ops.lut.int16 import CLAMPS, OUTPUT_SCALE, OUTPUT_ZERO_POINT, int16_table
+from core.ir.ops.lut.int16 import CLAMPS, GENERATED, OUTPUT_SCALE, OUTPUT_ZERO_POINT, int16_table
 from core.ir.tflite_dialect import activation_bits, constant, input_output, scale_and_zero_point
-from core.quantize.tflite_math import quantize_multiplier, requantize, requantize_int8, round_half_away
+from core.quantize.tflite_math import lut_populate_int16_at, quantize_multiplier, requantize, requantize_int8, round_half_away
 
 INPUTS = np.arange(-128, 128, dtype=np.int64).astype(np.int8)  # every int8 value, in table order
 
@@ -115,11 +115,23 @@ TABLES: dict[str, Callable] = {"LOGISTIC": _logistic_or_tanh, "TANH": _logistic_
                                "MAXIMUM": _minimum_or_maximum, **{name: _relu for name in RELU_BOUNDS}}
 
 
+def _int16_transform(operator: TfliteOperator, q: dict) -> Callable:
+    """The float function a 16x8 operator's Prepare generates its table of: RSQRT's (elementwise.cc: at or below 0, the
+    output's largest value, 32767 x output_scale in float32), GELU's (GeluTransform, or GeluTransformApproximate)."""
+    if operator.name == "RSQRT":
+        largest = np.float32(32767) * np.float32(q["output_scale"])
+        return lambda value: largest if value <= 0 else np.float32(1.0) / np.sqrt(np.float32(value))
+    return FUNCTIONS["GELU_TANH" if operator.option("approximate", False) else "GELU"]
+
+
 def _int16_constants(model: TfliteModel, operator: TfliteOperator, q: dict) -> np.ndarray:
     """A 16x8 operator's constants (int16.py), its quantization checked as its Prepare checks it."""
     where = f"{model.path}: operator {operator.index} ({operator.name} on int16)"
     if operator.name in CLAMPS:
         return int16_table(operator.name, _scalar_bound(model, operator))
+    if operator.name in GENERATED:  # LUTPopulate<int16_t> in float, of the layer's symmetric scales
+        with np.errstate(over="ignore", invalid="ignore"):
+            return lut_populate_int16_at(_int16_transform(operator, q), q["input_scale"], q["output_scale"]).astype(np.int32)
     if q["input_zero_point"] != 0 or (float(np.float32(q["output_scale"])), q["output_zero_point"]) != (OUTPUT_SCALE, OUTPUT_ZERO_POINT):
         raise TfliteError(f"{where}: input zero point {q['input_zero_point']}, output scale {q['output_scale']} and zero point "
                           f"{q['output_zero_point']}; TFLite's int16 kernel takes input zero point 0 and writes scale 1/32768, "

@@ -21,8 +21,8 @@ from functools import lru_cache
 import numpy as np
 
 from core.quantize import gemmlowp
-from core.quantize.tflite_math import (libm, multiply_by_quantized_multiplier, quantize_multiplier, rounding_divide_by_pot,
-                                      saturating_rounding_doubling_high_mul, wrap_int32)
+from core.quantize.tflite_math import (libm, lut_lookup_int16, lut_populate_int16, multiply_by_quantized_multiplier,
+                                      quantize_multiplier, rounding_divide_by_pot, saturating_rounding_doubling_high_mul, wrap_int32)
 
 SCALED_DIFF_INTEGER_BITS = 5  # Q5.26: the exp's input
 ACCUMULATION_INTEGER_BITS = 12  # Q12.19: the sum of the exps
@@ -81,34 +81,6 @@ def softmax_exp_table(input_scale: float, beta: float) -> np.ndarray:
 
 INT16_OUTPUT_SCALE, INT16_OUTPUT_ZERO_POINT = 1.0 / 32768, 0  # what TFLite requires of an int16 softmax's output
 EXP_RANGE = 10.0  # the exp table spans [-10, 0]: a difference of 65535 steps is mapped onto it
-LUT_STEPS = 512
-
-
-def generated_lut(function, input_min: float, input_max: float, precision: str = "double") -> np.ndarray:
-    """int16 [513]: gen_lut<FloatT, int16_t, int16_t> onto the output range [-1, 1] (x 32768): 512 samples of
-    `function`, each less half its interpolation's error at the step's midpoint, and the end point for the last
-    slope; every step in `precision`'s type (LUT_TYPES: LiteRT's double, TFLite Micro's float), `function` the C
-    library's (exp, expf) as the kernels call it."""
-    real = LUT_TYPES[precision]
-    steps, scaling = real(LUT_STEPS), real(65536.0) / real(2.0)
-    step = (real(input_max) - real(input_min)) / steps
-    half_step = step / real(2)
-
-    def rounded(value):
-        return real(np.sign(value) * np.floor(np.abs(value) + real(0.5)))  # TfLiteRound: half away from zero, in its type
-
-    table = np.empty(LUT_STEPS + 1, np.int64)
-    for i in range(LUT_STEPS):
-        start = real(input_min) + real(i) * step
-        value, midpoint, following = function(start), function(start + half_step), function(real(input_min) + real(i + 1) * step)
-        interpolated = rounded((following * scaling + rounded(value * scaling)) / real(2))
-        bias = rounded((interpolated - rounded(midpoint * scaling)) / real(2))
-        table[i] = min(max(rounded(value * scaling) - bias, -32768.0), 32767.0)
-    table[LUT_STEPS] = min(max(rounded(function(real(input_max)) * scaling), -32768.0), 32767.0)
-    return table
-
-
-LUT_TYPES = {"double": np.float64, "float": np.float32}  # a runtime's gen_lut arithmetic (core/quantize/runtimes.py)
 LUT_FUNCTIONS = {  # exp on [-10, 0] and 1 / (1 + x) on [0, 1], as each precision's C computes them
     "double": (lambda x: np.float64(math.exp(x)), lambda x: np.float64(1.0) / (np.float64(1.0) + x)),
     "float": (lambda x: np.float32(libm("expf")(float(x))), lambda x: np.float32(1.0) / (np.float32(1.0) + x)),
@@ -117,17 +89,11 @@ LUT_FUNCTIONS = {  # exp on [-10, 0] and 1 / (1 + x) on [0, 1], as each precisio
 
 @lru_cache(maxsize=2)
 def int16_luts(precision: str = "double") -> tuple[np.ndarray, np.ndarray]:
-    """(exp on [-10, 0], 1 / (1 + x) on [0, 1]): the tables SoftmaxPrepare generates for int16, in `precision`."""
+    """(exp on [-10, 0], 1 / (1 + x) on [0, 1]): the tables SoftmaxPrepare generates for int16 (gen_lut, LUTPopulateInt16's
+    arithmetic onto the output range [-1, 1]), in `precision` (LiteRT's double, TFLite Micro's float)."""
     exp, reciprocal = LUT_FUNCTIONS[precision]
-    return generated_lut(exp, -EXP_RANGE, 0.0, precision), generated_lut(reciprocal, 0.0, 1.0, precision)
-
-
-def lut_lookup(values: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """generic_int16_table_lookup of int16 `values`: the entry at 256 + (value >> 7), plus its slope to the next x the
-    low 7 bits, rounded (a Q0.15 result)."""
-    index = 256 + (values >> 7)
-    base = table[index]
-    return base + (((table[index + 1] - base) * (values & 0x7F) + 64) >> 7)
+    return (lut_populate_int16(exp, -EXP_RANGE, 0.0, -1.0, 1.0, precision),
+            lut_populate_int16(reciprocal, 0.0, 1.0, -1.0, 1.0, precision))
 
 
 def int16_scaling(input_scale: float, beta: float) -> tuple[int, int]:
@@ -145,11 +111,11 @@ def softmax_int16(inputs: np.ndarray, input_scale: float, beta: float, precision
     multiplier, shift = int16_scaling(input_scale, beta)
     rows = inputs.reshape(-1, inputs.shape[-1]).astype(np.int64)
     scaled = multiply_by_quantized_multiplier(rows - rows.max(axis=1, keepdims=True), multiplier, shift)
-    exps = lut_lookup(np.clip(scaled + 32767, -32768, 32767), exp_lut)
+    exps = lut_lookup_int16(np.clip(scaled + 32767, -32768, 32767), exp_lut)
     total = exps.sum(axis=1)
     headroom_plus_one = 32 - np.array([int(value).bit_length() for value in total], np.int64)  # CountLeadingZeros (uint32)
     shifted = ((total << (headroom_plus_one - 1)) + (1 << 13)) >> 14
-    reciprocal = lut_lookup(np.clip(shifted - (1 << 15) - (1 << 16), -32768, 32767), reciprocal_lut)
+    reciprocal = lut_lookup_int16(np.clip(shifted - (1 << 15) - (1 << 16), -32768, 32767), reciprocal_lut)
     right_shift = (31 - headroom_plus_one)[:, None]
     outputs = (exps * reciprocal[:, None] + (np.int64(1) << (right_shift - 1))) >> right_shift
     return np.clip(outputs, 0, 32767).astype(np.int16).reshape(inputs.shape)
