@@ -37,12 +37,13 @@ from core.frontend.graph import Graph, Node
 from core.frontend.layers import AnnotateRule, GraphIndex, IntegerModelBuilder, Layer, Pattern, QKind
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
 from core.ir.activations import Activated, absorb_activation, activation_named
-from core.ir.common_scale import LEFT_SHIFTS, CommonScaleRequantization, common_scale_multipliers, rescaled_operands, shift_requantization
+from core.ir.common_scale import (LEFT_SHIFTS, CommonScaleRequantization, common_scale_multipliers, multiplier_requantization,
+                                  rescaled_operands, shift_requantization)
 from core.ir.fields import shape_array
 from core.ir.integer_kernel import ArrayModelBuilder, on_log2scales, pair_lookup, pair_table
 from core.ir.op import IrContext, IrOp, register_op
 from core.ir.records import OUTPUT_GRID, GridsKeys, IrError, IrLayer, OpSchema, OperandGrids, Shift, grid_field, written_in
-from core.ir.rescale import MultiplierRescale, onto_output
+from core.ir.rescale import onto_output
 from core.ir.tflite_dialect import activation_bits, clamp_fields, scale_and_zero_point
 from core.quantize.grid import AffineGrid, Pow2Grid
 from core.quantize.runtimes import Runtime
@@ -95,10 +96,8 @@ class SubLayer(OperandGrids, Activated, IrLayer):
     def requantization(self) -> CommonScaleRequantization:
         if self.on_pow2_grids:
             return shift_requantization([self.log2scale_of_input(k) for k in range(2)], self.log2scale_of_output(), self.activation_type)
-        return CommonScaleRequantization(tuple(grid.zero_point for grid in self.input_grids), self.left_shift,
-                                         tuple(MultiplierRescale(m, s) for m, s in zip(self.input_multipliers, self.input_shifts)),
-                                         MultiplierRescale(self.output_multiplier, self.output_shift), self.output_grid.zero_point,
-                                         (self.output_min, self.output_max))
+        return multiplier_requantization(self.input_grids, self.output_grid, self.left_shift, self.input_multipliers, self.input_shifts,
+                                         self.output_multiplier, self.output_shift, (self.output_min, self.output_max))
 
     def shifts(self) -> list[Shift]:
         if not self.on_pow2_grids:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from core.ir.activations import activation_named
-from core.ir.rescale import Rescale, ShiftRescale, less_zero_point
+from core.ir.rescale import MultiplierRescale, Rescale, ShiftRescale, less_zero_point
 from core.quantize.tflite_math import quantize_multiplier
 
 LEFT_SHIFT = 20  # int8 inputs: headroom for the rescaled values in int32
@@ -39,6 +39,15 @@ def shift_requantization(input_log2scales, output_log2scale: int, activation: st
     coarse = min(input_log2scales)
     return CommonScaleRequantization((0,) * len(input_log2scales), 0, tuple(ShiftRescale(scale - coarse) for scale in input_log2scales),
                                      ShiftRescale(coarse - output_log2scale), 0, activation_named(activation).clamp(output_log2scale))
+
+
+def multiplier_requantization(input_grids, output_grid, left_shift: int, input_multipliers, input_shifts, output_multiplier: int,
+                              output_shift: int, clamp: tuple[int, int]) -> CommonScaleRequantization:
+    """TFLite's, from the numbers a record of the tflite_int8 dialect holds (common_scale_multipliers' for each input and
+    the output) and its grids' zero points."""
+    return CommonScaleRequantization(tuple(grid.zero_point for grid in input_grids), left_shift,
+                                     tuple(MultiplierRescale(multiplier, shift) for multiplier, shift in zip(input_multipliers, input_shifts)),
+                                     MultiplierRescale(output_multiplier, output_shift), output_grid.zero_point, clamp)
 
 
 def common_scale_multipliers(first_scale: float, second_scale: float, output_scale: float,

@@ -11,10 +11,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from core.ir.activations import Activated
-from core.ir.common_scale import LEFT_SHIFT, LEFT_SHIFTS, CommonScaleRequantization, shift_requantization
+from core.ir.common_scale import LEFT_SHIFT, LEFT_SHIFTS, CommonScaleRequantization, multiplier_requantization, shift_requantization
 from core.ir.fields import shape_array
 from core.ir.records import OUTPUT_GRID, AnyDialect, GridsKeys, IrLayer, OpSchema, Shift, Size, grid_field, written_in
-from core.ir.rescale import MultiplierRescale
 from core.quantize.grid import AffineGrid, Pow2Grid
 
 _PAIR = {"type": "array", "minItems": 2, "maxItems": 2}
@@ -112,10 +111,8 @@ class AddLayer(AnyDialect, Activated, IrLayer):
     def requantization(self) -> CommonScaleRequantization:
         if self.on_pow2_grids:
             return shift_requantization((self.pl_log2scale, self.add_log2scale), self.log2scale_of_output(), self.activation_type)
-        return CommonScaleRequantization(tuple(grid.zero_point for grid in self.input_grids), self.left_shift,
-                                 tuple(MultiplierRescale(multiplier, shift) for multiplier, shift in zip(self.input_multipliers, self.input_shifts)),
-                                 MultiplierRescale(self.output_multiplier, self.output_shift), self.output_grid.zero_point,
-                                 (self.output_min, self.output_max))
+        return multiplier_requantization(self.input_grids, self.output_grid, self.left_shift, self.input_multipliers, self.input_shifts,
+                                         self.output_multiplier, self.output_shift, (self.output_min, self.output_max))
 
     def shifts(self) -> list[Shift]:
         if not self.on_pow2_grids:
