@@ -1,8 +1,8 @@
 """Operations whose operands are each rescaled to one common scale before they are combined element for element (TF2IR's
 add, seed 000 4.2; TFLite's ADD and SUB, whose Prepare derive the same numbers): the typed numbers of that
 requantization (`CommonScaleRequantization`), each dialect's derivation of them (`shift_requantization`: TF2IR's, the
-finer operand aligned to the coarser; `common_scale_multipliers`: add.cc's and sub.cc's), and the first step of their
-arithmetic (`rescaled_operands`). An operation's own arithmetic (its folder's kernel.py) combines what the step gives."""
+finer operand aligned to the coarser; `common_scale_multipliers`: add.cc's and sub.cc's, which a tflite_int8 record holds
+and `multiplier_requantization` types), and the first step of their arithmetic (`rescaled_operands`). An operation's own arithmetic (its folder's kernel.py) combines what the step gives."""
 
 from __future__ import annotations
 
