@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.frontend.tflite import ACTIVATION_BITS, EXPLICIT_PADDING, TfliteError, TfliteModel, TfliteOperator
-from core.quantize.tflite_math import activation_range
+from core.quantize.tflite_math import activation_range, quantize_multiplier
 
 SCHEME = "tflite_int8"
 
@@ -60,6 +60,15 @@ def input_output(model: TfliteModel, operator: TfliteOperator) -> dict:
         scale_and_zero_point(model, index) for index in (operator.inputs[0], operator.outputs[0]))
     return {"input_scale": input_scale, "input_zero_point": input_zero_point, "output_scale": output_scale,
             "output_zero_point": output_zero_point}
+
+
+def product_requantization(first_scale: float, second_scale: float, output_scale: float, precision: str) -> tuple[int, int]:
+    """s1 x s2 / s_out as a Q31 multiplier and a shift, from the float32 scales in float32 or in double (the runtime's
+    Prepare of MUL: Runtime.mul_scale_precision; BATCH_MATMUL's, in double)."""
+    scales = [np.float32(scale) for scale in (first_scale, second_scale, output_scale)]
+    if precision == "float":
+        return quantize_multiplier(float(scales[0] * scales[1] / scales[2]))
+    return quantize_multiplier(float(scales[0]) * float(scales[1]) / float(scales[2]))
 
 
 def clamp(model: TfliteModel, operator: TfliteOperator) -> tuple[int, int]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from core.backends.c.emitter import c_function, emits
 from core.backends.c.integer_model import record_expression
-from core.backends.c.ops.transpose import nested_loops, row_major_strides
+from core.backends.c.loops import nested_loops, row_major_strides
 from core.ir.ops.batch_matmul.kernel import requantization_model
 from core.ir.ops.batch_matmul.record import BatchMatMulLayer
 

@@ -4,8 +4,7 @@ requantization derived as batch_matmul.cc's Prepare does (the scales' product an
 from __future__ import annotations
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
-from core.ir.ops.mul.tflite import mul_requantization
-from core.ir.tflite_dialect import clamp_fields, scale_and_zero_point
+from core.ir.tflite_dialect import clamp_fields, product_requantization, scale_and_zero_point
 from core.quantize.runtimes import Runtime
 
 
@@ -15,7 +14,7 @@ def batch_matmul_from_tflite(model: TfliteModel, operator: TfliteOperator, runti
                           "activations (a product by constant weights is a FULLY_CONNECTED)")
     (first_scale, first_zero), (second_scale, second_zero), (output_scale, output_zero) = (
         scale_and_zero_point(model, index) for index in (*operator.inputs[:2], operator.outputs[0]))
-    multiplier, shift = mul_requantization(first_scale, second_scale, output_scale, "double")
+    multiplier, shift = product_requantization(first_scale, second_scale, output_scale, "double")
     return {"input_shapes": [[int(v) for v in model.tensor(index).shape[1:]] for index in operator.inputs[:2]],
             "output_shape": [int(v) for v in model.tensor(operator.outputs[0]).shape[1:]],
             "adj_x": bool(operator.option("adjX", False)), "adj_y": bool(operator.option("adjY", False)),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.ir.ops.conv.im2col import window_matrix
+from core.ir.window_views import windows
 from core.quantize.tflite_compiled import requantize_channels
 from core.quantize.tflite_math import quantize_multiplier, requantize
 
@@ -30,16 +31,6 @@ def requantization(input_scale: float, weight_scales: np.ndarray, output_scale: 
     pairs = [quantize_multiplier(float(np.float32(input_scale)) * float(np.float32(scale)) / float(np.float32(output_scale)))
              for scale in np.atleast_1d(weight_scales)]
     return np.array([m for m, _ in pairs], np.int64), np.array([s for _, s in pairs], np.int64)
-
-
-def windows(values: np.ndarray, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int],
-            pads: tuple[int, int, int, int], fill: float) -> np.ndarray:
-    """[N, OH, OW, C, KH, KW] views of `values` [N, H, W, C] padded with `fill` (top, bottom, left, right)."""
-    top, bottom, left, right = pads
-    padded = np.pad(values, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=fill)
-    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
-    spans = np.lib.stride_tricks.sliding_window_view(padded, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(1, 2))
-    return spans[:, ::sh, ::sw, :, ::dh, ::dw]
 
 
 def sum_bounds(weight: np.ndarray, depthwise: bool = False, bits: int = 8) -> np.ndarray:

@@ -9,7 +9,7 @@ import numpy as np
 from core.frontend.layers import AnnotateRule, Layer, QKind
 from core.ir.op import IrContext, IrOp, register_op
 from core.ir.ops.crop.pattern import PATTERN
-from core.ir.ops.pad.emit import edge_fields
+from core.ir.edges import edge_fields
 from core.ir.ops.crop.record import CropLayer
 from core.ir.ops.crop.tflite import crop_from_tflite, slice_from_tflite
 

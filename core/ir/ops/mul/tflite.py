@@ -1,6 +1,6 @@
 """A .tflite's MUL of two int8 (or, in TFLite's 16x8 mode, int16) tensors as a mul layer of the tflite_int8 dialect (TF2IR 1.2), broadcasting as numpy
 does (a squeeze-excitation's [H, W, C] x [1, 1, C]), one of them possibly a constant (params/<name>_constant.npy,
-always the second factor: the product commutes), its requantization derived as mul.cc's Prepare does (mul_requantization)."""
+always the second factor: the product commutes), its requantization derived as mul.cc's Prepare does (product_requantization)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,7 @@ import numpy as np
 
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
 from core.quantize.runtimes import Runtime
-from core.quantize.tflite_math import quantize_multiplier
-from core.ir.tflite_dialect import clamp_fields, scale_and_zero_point
-
-
-def mul_requantization(first_scale: float, second_scale: float, output_scale: float, precision: str) -> tuple[int, int]:
-    """s1 x s2 / s_out as a Q31 multiplier and a shift, from the float32 scales in float32 or in double (the runtime's
-    Prepare: Runtime.mul_scale_precision)."""
-    scales = [np.float32(scale) for scale in (first_scale, second_scale, output_scale)]
-    if precision == "float":
-        return quantize_multiplier(float(scales[0] * scales[1] / scales[2]))
-    return quantize_multiplier(float(scales[0]) * float(scales[1]) / float(scales[2]))
+from core.ir.tflite_dialect import clamp_fields, product_requantization, scale_and_zero_point
 
 
 def mul_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runtime) -> tuple[dict, dict]:
@@ -28,7 +18,7 @@ def mul_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runti
         raise TfliteError(f"{model.path}: operator {operator.index} (MUL) of two constants; the converter folds those")
     (first_scale, first_zero), (second_scale, second_zero), (output_scale, output_zero) = (
         scale_and_zero_point(model, index) for index in (*inputs, operator.outputs[0]))
-    multiplier, shift = mul_requantization(first_scale, second_scale, output_scale, runtime.mul_scale_precision)
+    multiplier, shift = product_requantization(first_scale, second_scale, output_scale, runtime.mul_scale_precision)
     output_shape = [int(v) for v in model.tensor(operator.outputs[0]).shape[1:]]
     fields = {"shape": output_shape, "input_shapes": [[int(v) for v in model.tensor(inputs[0]).shape[1:]], per_image(model, inputs[1], output_shape)],
               "input_scales": [first_scale, second_scale], "input_zero_points": [first_zero, second_zero], "multiplier": multiplier,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.ir.fixedpoint import round_shift
-from core.ir.ops.conv.affine import windows
+from core.ir.window_views import windows
 from core.ir.ops.pool.affine import mean_requantization
 from core.ir.ops.pool.record import AvgPoolLayer, MaxPoolLayer, PoolLayer, RescaledMean, WindowMean
 from core.quantize.tflite_math import multiply_by_quantized_multiplier
