@@ -1,4 +1,5 @@
-"""What the operations that add or remove rows and columns at an image's edges (pad, crop) share: their fields."""
+"""What the operations that add or remove rows and columns at an image's edges share: their fields (each passes the
+key its record holds the amounts under)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from core.ir.op import IrContext
 
 
 def edge_fields(layer: Layer, ctx: IrContext, key: str) -> dict:
-    """The fields of a layer that adds or removes rows and columns at the image's edges (pad, crop): sizes,
+    """The fields of a layer that adds or removes rows and columns at the image's edges: sizes,
     channels, `key` the (top, bottom, left, right) amounts its pattern matched (layer.attrs), the shared scale."""
     _, height, width, channels = ctx.nhwc(layer, "input_size", layer.inputs[0])
     _, out_height, out_width, _ = ctx.nhwc(layer, "output_size", layer.output)

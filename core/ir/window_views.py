@@ -1,4 +1,4 @@
-"""The windows a windowed operation (conv, dwconv, the pools) computes over, as NumPy views of its padded input."""
+"""The windows a windowed operation (a convolution, a pooling) computes over, as NumPy views of its padded input."""
 
 from __future__ import annotations
 

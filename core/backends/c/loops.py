@@ -1,5 +1,5 @@
-"""C loop nests over a tensor's shape, for emitters that walk every index of it (transpose, batch_matmul): one loop per
-axis, each array read at its own strides."""
+"""C loop nests over a tensor's shape, for emitters that walk every index of it: one loop per axis, each array read at
+its own strides."""
 
 from __future__ import annotations
 
