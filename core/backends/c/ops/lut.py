@@ -56,15 +56,11 @@ def _int16_interpolated(record: LutLayer, symbol: str, count: int) -> str:
 
 
 def _int16_generated(record: LutLayer, symbol: str, count: int) -> str:
-    """LUTLookup (tflite_math.lut_lookup_int16): the entry at 256 + (x >> 7), plus its slope (an int16) x the low 7 bits,
-    rounded."""
+    """LUTLookup of each element in its generated table (the runtime header's qt_lut_lookup_int16)."""
     return f"""/* lut over {count} elements: {record.function} (int16: its generated table, interpolated) */
 {c_function(record, symbol, 1)}    long i;
-    for (i = 0; i < {count}; i++) {{
-        int64_t high = qt_floor_shift64(in0[i], 7), base = {symbol}_table[256 + high];
-        int16_t slope = (int16_t)({symbol}_table[257 + high] - base);
-        out[i] = (int16_t)(base + qt_floor_shift64((int64_t)slope * (in0[i] - high * 128) + 64, 7));
-    }}
+    for (i = 0; i < {count}; i++)
+        out[i] = (int16_t)qt_lut_lookup_int16(in0[i], {symbol}_table);
 }}
 """
 

@@ -95,15 +95,8 @@ def _tflite_softmax_int16_c(record: SoftmaxLayer, symbol: str) -> str:
     multiplier, shift = int16_scaling(record.normalization.input_scale, record.normalization.beta)
     classes, rows, s = record.classes, record.rows(), symbol
     return f"""/* softmax over {classes} values, {rows} row(s) (tflite_int8, int16: lookup tables) */
-static const int16_t {s}_exp_lut[{LUT_STEPS + 1}] = {{{exp_lut}}};
-static const int16_t {s}_reciprocal_lut[{LUT_STEPS + 1}] = {{{reciprocal_lut}}};
-
-/* generic_int16_table_lookup: the entry at 256 + (value >> 7), plus its slope x the low 7 bits, rounded */
-static int64_t {s}_lookup(int64_t value, const int16_t *lut)
-{{
-    int64_t high = qt_floor_shift64(value, 7), base = lut[256 + high];
-    return base + qt_floor_shift64((lut[257 + high] - base) * (value - high * 128) + 64, 7);
-}}
+static const int32_t {s}_exp_lut[{LUT_STEPS + 1}] = {{{exp_lut}}};
+static const int32_t {s}_reciprocal_lut[{LUT_STEPS + 1}] = {{{reciprocal_lut}}};
 
 {c_function(record, s, 1)}    int row, i;
     for (row = 0; row < {rows}; row++) {{
@@ -117,7 +110,7 @@ static int64_t {s}_lookup(int64_t value, const int16_t *lut)
                 largest = x[i];
         for (i = 0; i < {classes}; i++) {{
             int64_t scaled = qt_mbqm(x[i] - largest, INT64_C({multiplier}), {shift});
-            y[i] = (int16_t){s}_lookup(qt_clamp64(scaled + 32767, -32768, 32767), {s}_exp_lut);
+            y[i] = (int16_t)qt_lut_lookup_int16(qt_clamp64(scaled + 32767, -32768, 32767), {s}_exp_lut);
             total += y[i];
         }}
         normalized = (uint32_t)total;
@@ -126,7 +119,7 @@ static int64_t {s}_lookup(int64_t value, const int16_t *lut)
             headroom_plus_one++;
         }}
         shifted = qt_floor_shift64(qt_shl64(total, headroom_plus_one - 1) + (1 << 13), 14);
-        reciprocal = {s}_lookup(qt_clamp64(shifted - (1 << 15) - (1 << 16), -32768, 32767), {s}_reciprocal_lut);
+        reciprocal = qt_lut_lookup_int16(qt_clamp64(shifted - (1 << 15) - (1 << 16), -32768, 32767), {s}_reciprocal_lut);
         right_shift = 31 - headroom_plus_one;
         for (i = 0; i < {classes}; i++)
             y[i] = (int16_t)qt_clamp64(qt_floor_shift64(y[i] * reciprocal + (INT64_C(1) << (right_shift - 1)), right_shift), 0, 32767);

@@ -91,4 +91,14 @@ static inline int64_t qt_reciprocal(int64_t x, int integer_digits, int *bits_ove
     return qt_one_over_one_plus_x(qt_wrap32((int64_t)value - (INT64_C(1) << 31)));
 }
 
+/* LUTLookup of an int16 value in a 513-entry table (tflite_math.lut_lookup_int16): the entry at 256 + (value >> 7),
+ * plus its slope (an int16, as the kernel holds it) times the low 7 bits, rounded; the sum an int16 (the table held as
+ * int32, as the layers' constants are) */
+static inline int64_t qt_lut_lookup_int16(int64_t value, const int32_t *lut)
+{
+    int64_t high = qt_floor_shift64(value, 7), base = lut[256 + high];
+    int16_t slope = (int16_t)(lut[257 + high] - base);
+    return (int16_t)(base + qt_floor_shift64((int64_t)slope * (value - high * 128) + 64, 7));
+}
+
 #endif /* QT_TFLITE_H */
