@@ -100,6 +100,10 @@ class AnnotateRule:
     # the output holds values of the layer's constant only (a lookup of its rows): calibration ranges it for the whole
     # constant, so a row the calibration data never read (a rare word's) is not clipped
     output_of_weight: bool = False
+    # element-wise, its largest outputs made of its inputs' largest values (a gate's product, a squeeze-excitation's
+    # x * sigmoid(...); a residual sum; a monotone function, a clip, ReLU(max_value=k)): where a max pool reads it,
+    # calibration ranges its inputs to their largest values too
+    carries_tails: bool = False
 
 
 @dataclass

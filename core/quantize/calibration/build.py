@@ -148,23 +148,18 @@ def _ranged_for_tables(layer_graph: LayerGraph, target: TargetSpec, settings: Ca
     return widened
 
 
-# the element-wise operations whose largest outputs are made of their inputs' largest values: a gate's product (a
-# squeeze-excitation's x * sigmoid(...)), a residual sum, a monotone function (a clip, ReLU(max_value=k))
-TAIL_CARRYING_OPERATIONS = frozenset({"mul", "add", "lut"})
-
-
 def _unclipped_before(layer_graph: LayerGraph, tensor: str, pool: str, target: TargetSpec, settings: CalibrationSettings,
                       stats: dict[str, TensorStatistics] | None, ranges: dict[str, QuantRange],
                       tensors: dict[str, TensorEntry]) -> dict[str, TensorEntry]:
-    """The tensors from which element-wise layers (TAIL_CARRYING_OPERATIONS) compute `tensor`, which a max pool reads,
-    ranged to their absmax (minmax) where the method's threshold clips them: the maxima are made of their largest
-    values, which no statistic of the pool's output can range (a squeeze-excitation's x clipped at 0.84 of its 0.97
+    """The tensors from which element-wise layers whose operations carry their inputs' tails (AnnotateRule.carries_tails)
+    compute `tensor`, which a max pool reads, ranged to their absmax (minmax) where the method's threshold clips them:
+    the maxima are made of their largest values, which no statistic of the pool's output can range (a squeeze-excitation's x clipped at 0.84 of its 0.97
     before x * gate reaches a global max: 1.5 dB of end-point SQNR lost)."""
     unclipped: dict[str, TensorEntry] = {}
     pending, seen = [tensor], {tensor}
     while pending:
         producer = layer_graph.producer_of(pending.pop())
-        if producer is None or producer.op not in TAIL_CARRYING_OPERATIONS:
+        if producer is None or producer.rule is None or not producer.rule.carries_tails:
             continue
         for source in dict.fromkeys(layer_graph.scale_source(operand) for operand in producer.inputs):
             current, own = tensors.get(source), (stats or {}).get(source)

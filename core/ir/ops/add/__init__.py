@@ -15,6 +15,6 @@ from core.ir.ops.add.tflite import add_from_tflite
 
 
 ADD = register_op(IrOp("add", AddLayer,
-                       AnnotateRule(inputs=(QKind.INPUT, QKind.INPUT), output=QKind.ACTIVATION, integer_model=add_model),
+                       AnnotateRule(inputs=(QKind.INPUT, QKind.INPUT), output=QKind.ACTIVATION, integer_model=add_model, carries_tails=True),
                        (PATTERN,), add_fields, add_kernel, input_kinds=("pl", "add"), builders={"ADD": add_from_tflite}, activation_widths=(8, 16),
                        constant_operands=True, elementwise=record_add))

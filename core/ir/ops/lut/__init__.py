@@ -30,7 +30,7 @@ def lut_model(model: IntegerModelBuilder) -> str:
 
 if set(TABLES) != set(TFLITE_FUNCTIONS):
     raise ValueError(f"lut: the TFLite operators with a table ({sorted(TABLES)}) are not the record's functions ({TFLITE_FUNCTIONS})")
-LUT = register_op(IrOp("lut", LutLayer, AnnotateRule(inputs=(QKind.INPUT,), output=QKind.ACTIVATION, integer_model=lut_model),
+LUT = register_op(IrOp("lut", LutLayer, AnnotateRule(inputs=(QKind.INPUT,), output=QKind.ACTIVATION, integer_model=lut_model, carries_tails=True),
                        (PATTERN,), lut_fields, lut_kernel, lut_params, param_kinds=("table",),
                        builders={name: lut_from_tflite for name in TABLES},
                        builder_widths={name: (8, 16) for name in INT16_FUNCTIONS}))

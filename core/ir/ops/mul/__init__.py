@@ -14,7 +14,7 @@ from core.ir.ops.mul.tflite import mul_from_tflite
 
 
 MUL = register_op(IrOp("mul", MulLayer,
-                       AnnotateRule(inputs=(QKind.INPUT, QKind.INPUT), output=QKind.ACTIVATION, integer_model=mul_model),
+                       AnnotateRule(inputs=(QKind.INPUT, QKind.INPUT), output=QKind.ACTIVATION, integer_model=mul_model, carries_tails=True),
                        (PATTERN,), mul_fields, mul_kernel, input_kinds=("input0", "input1"),
                        param_kinds=("constant",),  # the tflite_int8 dialect's constant second factor, where load_constant
                        builders={"MUL": mul_from_tflite}, activation_widths=(8, 16)))
