@@ -252,6 +252,9 @@ class Config:
     export_dir: Optional[str] = None
     # stop after this stage (a stage name), e.g. to iterate on calibration only
     until: Optional[str] = None
+    # draw each stage's pictures (matplotlib: a tenth of the default model's run, a quarter of a small model's); false:
+    # the same metrics, series and tables without them (a wide sweep, CI), DVC showing a card in each picture's place
+    pictures: bool = True
 
 
 SCHEMA_NAME = "schema"

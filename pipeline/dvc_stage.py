@@ -164,7 +164,7 @@ def run_one(name: str, console: Console) -> StageResult:
         replace_dir(result.artifact.directory, out_dir(name))
     finally:
         lease.close({})
-    write_outputs(stage, result)
+    write_outputs(stage, result, bool(cfg.pictures))
     findings = findings_of(cfg, name, result.metrics, result.artifact.directory)
     if findings and cfg.quality.enforce:  # the outputs stand (a true measurement); the run stops as run.py's does
         raise QualityFailed(findings)
@@ -173,7 +173,7 @@ def run_one(name: str, console: Console) -> StageResult:
     return result
 
 
-def write_outputs(stage: Stage, result: StageResult) -> None:
+def write_outputs(stage: Stage, result: StageResult, pictures: bool) -> None:
     """The git-tracked metrics and plots of a stage, its pictures, and whether the store served it."""
     for path in (metrics_file(stage.name), status_file(stage.name)):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -189,13 +189,15 @@ def write_outputs(stage: Stage, result: StageResult) -> None:
                 if (result.artifact.directory / f"{name}.png").exists():
                     shutil.copyfile(result.artifact.directory / f"{name}.png", Path(staging) / f"{name}.png")
                 else:
-                    absent_card(Path(staging) / f"{name}.png", f"{stage.name}: {name}", absent_reason(stage, name))
+                    absent_card(Path(staging) / f"{name}.png", f"{stage.name}: {name}", absent_reason(stage, name, pictures))
             replace_dir(Path(staging), pictures_dir(stage.name))
     write_json_atomic(status_file(stage.name), {"key": result.key, "reused": result.reused})
 
 
-def absent_reason(stage: Stage, picture: str) -> str:
-    """Why this configuration did not draw a stage's picture: its series' reason where it draws one."""
+def absent_reason(stage: Stage, picture: str, pictures: bool) -> str:
+    """Why this configuration did not draw a stage's picture: pictures=false, else its series' reason where it draws one."""
+    if not pictures:
+        return "pictures=false: this configuration draws no pictures (its series and metrics are the same)"
     return next((f"not in this configuration: {series.absent_because}" for series in stage.series
                  if series.name == picture and series.absent_because), "not drawn by this target and these settings")
 

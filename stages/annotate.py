@@ -69,11 +69,13 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     if ranges and labels is not None:  # a QAT graph: its own top-1, the figure a user knows it by
         metrics["top1_qat_graph"] = report["top1_qat_graph"] = _qat_graph_top1(graph, evaluation.images, labels, budget, ctx)
     if params.sensitivity.enabled:
-        report["sensitivity"] = _sensitivity(params.sensitivity, layer_graph, table, reference, evaluation.images, batch, out_dir, ctx)
+        report["sensitivity"] = _sensitivity(params.sensitivity, layer_graph, table, reference, evaluation.images, batch, out_dir, ctx,
+                                             params.pictures)
         metrics["sensitivity_sqnr_db_min"] = min(item["only_this_sqnr_db"] for item in report["sensitivity"])
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
-    plot_layer_sqnr(comparison.per_layer_sqnr_db, out_dir / "layer_sqnr.png",
-                    f"float vs annotated ({table.method}, {table.target}): SQNR per layer output")
+    if params.pictures:
+        plot_layer_sqnr(comparison.per_layer_sqnr_db, out_dir / "layer_sqnr.png",
+                        f"float vs annotated ({table.method}, {table.target}): SQNR per layer output")
     write_series(out_dir, "layer_sqnr", series_rows("layer_index", "layer", {"sqnr_db": comparison.per_layer_sqnr_db}))
     return metrics
 
@@ -89,8 +91,8 @@ def _qat_graph_top1(graph: Graph, images, labels, budget: MemoryBudget, ctx) -> 
     return float(json.loads((directory / QAT_GRAPH_FILE).read_text())["top1"])
 
 
-def _sensitivity(settings, layer_graph, table, reference, images, batch: int, out_dir: Path, ctx) -> list[dict]:
-    """The ranked per-layer table (most sensitive first), sensitivity.json and sensitivity.png."""
+def _sensitivity(settings, layer_graph, table, reference, images, batch: int, out_dir: Path, ctx, pictures: bool) -> list[dict]:
+    """The ranked per-layer table (most sensitive first), sensitivity.json and (where pictures are drawn) sensitivity.png."""
     images = images[: settings.num_images]
     ctx.log(f"sensitivity: two annotated variants per layer on {len(images)} images")
     results = sensitivity.analyze(layer_graph, table, reference, images, batch, ctx.progress)
@@ -98,8 +100,9 @@ def _sensitivity(settings, layer_graph, table, reference, images, batch: int, ou
     (out_dir / "sensitivity.json").write_text(json.dumps(table_rows, indent=1) + "\n")
     columns = {"only_this_sqnr_db": {item.layer: item.only_this_sqnr_db for item in results},
                "all_but_this_sqnr_db": {item.layer: item.all_but_this_sqnr_db for item in results}}
-    plot_sensitivity(columns["only_this_sqnr_db"], columns["all_but_this_sqnr_db"],
-                     out_dir / "sensitivity.png", f"per-layer sensitivity ({table.method}, {table.target}, {len(images)} images)")
+    if pictures:
+        plot_sensitivity(columns["only_this_sqnr_db"], columns["all_but_this_sqnr_db"],
+                         out_dir / "sensitivity.png", f"per-layer sensitivity ({table.method}, {table.target}, {len(images)} images)")
     write_series(out_dir, "sensitivity", series_rows("layer_index", "layer", columns))
     for row in table_rows[:5]:
         ctx.log(f"  {row['only_this_sqnr_db']:6.1f} dB only / {row['all_but_this_sqnr_db']:6.1f} dB all but: {row['layer']}")

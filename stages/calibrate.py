@@ -153,7 +153,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     changes = qat_range_changes(table, layer_graph, ranges) if takes_model_ranges(method) else []
     for line in summarize([(change["tensor"], f"({change['kind']}) {change['why']}") for change in changes]):
         ctx.log(f"qat range changed: {line} (every range: report.json's qat_range_changes)")
-    activations = _pictures_and_series(stats, table, ranges, settings, out_dir)
+    activations = _pictures_and_series(stats, table, ranges, settings, out_dir, params.pictures)
     clipped = [entry.clipped_fraction or 0.0 for entry in activations.values()]
     span = input_span(table, stats)
     (out_dir / "report.json").write_text(json.dumps({
@@ -243,10 +243,12 @@ def _observed(calib, float_graph: Graph, layer_graph, dataset, batch: int, ctx) 
     return Observation(float_graph, group_layers(float_graph), stats, input_moments, equalization if equalized else None)
 
 
-def _pictures_and_series(stats, table, ranges, settings, out_dir: Path) -> dict:
-    """clipping.png, histograms.png and the clipping series; the activation entries, by tensor."""
-    plot_clipping(stats, table, ranges, settings, out_dir / "clipping.png")
-    plot_histograms(stats, table, out_dir / "histograms.png")
+def _pictures_and_series(stats, table, ranges, settings, out_dir: Path, pictures: bool) -> dict:
+    """clipping.png and histograms.png (where pictures are drawn) and the clipping series; the activation entries, by
+    tensor."""
+    if pictures:
+        plot_clipping(stats, table, ranges, settings, out_dir / "clipping.png")
+        plot_histograms(stats, table, out_dir / "histograms.png")
     activations = {tensor: entry for tensor, entry in table.tensors.items() if entry.kind in ("activation", "input")}
     write_series(out_dir, "clipping", series_rows("tensor_index", "tensor", {
         "clipped_fraction": {tensor: entry.clipped_fraction or 0.0 for tensor, entry in activations.items()},

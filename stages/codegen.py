@@ -71,7 +71,7 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     ctx.log(f"{PROGRAM_FILE}: {program.source_bytes} bytes of C, {program.constant_bytes} bytes of constants, "
             f"{program.arena_bytes} bytes of tensor arena (the input and end points included), at most {program.scratch_bytes} bytes "
             "of the layers' own scratch")
-    accel_metrics = accelerator_metrics(program, plan, out_dir, ctx) if plan.accelerator is not None else {}
+    accel_metrics = accelerator_metrics(program, plan, out_dir, ctx, params.pictures) if plan.accelerator is not None else {}
     evaluation = evaluation_split(params, limit=EVAL_IMAGES)
     images = program_inputs(ir, ir_dir, evaluation.images)
     eval_inputs = images[1:]
@@ -107,8 +107,8 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
 CYCLE_COLUMNS = ("cycles", "cycles_load", "cycles_gemm", "cycles_alu", "cycles_store", "cycles_host")
 
 
-def accelerator_metrics(program: NetworkProgram, plan: PartitionPlan, out_dir: Path, ctx) -> dict[str, float]:
-    """`accel_*`: the instruction statistics of the target's cost model, and the cycles picture."""
+def accelerator_metrics(program: NetworkProgram, plan: PartitionPlan, out_dir: Path, ctx, pictures: bool) -> dict[str, float]:
+    """`accel_*`: the instruction statistics of the target's cost model, and (where pictures are drawn) the cycles picture."""
     metrics = {f"accel_{key}": value for key, value in program.statistics.items()}
     metrics["accel_functions"] = len(program.functions)
     metrics["accel_instruction_bytes"] = sum(len(function.binary) for function in program.functions)
@@ -120,10 +120,11 @@ def accelerator_metrics(program: NetworkProgram, plan: PartitionPlan, out_dir: P
     per_layer = cycles_per_layer(program, CostModel.of(plan.accelerator), [group.layer for group in plan.groups])
     write_series(out_dir, "cycles", series_rows("layer_index", "layer", {
         column: {layer: stats[column] for layer, stats in per_layer.items()} for column in CYCLE_COLUMNS}))
-    plot_cycles(per_layer, out_dir / "cycles.png",
-                f"target {plan.target}: {metrics['accel_cycles_total']:.0f} cycles estimated per inference "
-                f"({metrics['accel_cycles']:.0f} accelerator, {metrics['accel_cycles_host']:.0f} host), "
-                f"{int(metrics['accel_instructions'])} instructions")
+    if pictures:
+        plot_cycles(per_layer, out_dir / "cycles.png",
+                    f"target {plan.target}: {metrics['accel_cycles_total']:.0f} cycles estimated per inference "
+                    f"({metrics['accel_cycles']:.0f} accelerator, {metrics['accel_cycles_host']:.0f} host), "
+                    f"{int(metrics['accel_instructions'])} instructions")
     counts = ", ".join(f"{int(metrics['accel_count_' + kind])} {kind}" for kind in ("load", "gemm", "alu", "store"))
     ctx.log(f"{len(program.functions)} accelerator function(s): {int(metrics['accel_instructions'])} instructions "
             f"({counts}), {metrics['accel_cycles']:.0f} cycles estimated by target {plan.target}'s cost model, "

@@ -25,7 +25,8 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     name, accelerator = target_accelerator(params.target)
     plan = partition(ir, accelerator, name)
     (out_dir / PLAN_FILE).write_text(json.dumps(plan.to_json(), indent=1, sort_keys=True) + "\n")
-    plot_partition(plan, out_dir / PICTURE_FILE)
+    if params.pictures:
+        plot_partition(plan, out_dir / PICTURE_FILE)
     metrics = plan.metrics()
     host = [{"layer": g.layer, "operation": g.operation, "reason": g.reason} for g in plan.groups if g.target == HOST]
     report = {"target": name, "metrics": metrics, "host_layers": host, "notes": plan.notes,

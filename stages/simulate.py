@@ -87,9 +87,10 @@ def run(params, inputs: dict[str, Path], out_dir: Path, ctx) -> dict[str, float]
     reference_metrics = probe.finish(tally, end_layers)
     report.update(reference_metrics)
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
-    plot_layer_sqnr(dict(report["layer_agreement"]), out_dir / "layer_agreement.png",
-                    f"integer simulator == {probe.reference}\nper layer, fed the same int8 inputs ({tally.images} images)",
-                    y_label="fraction of elements equal")
+    if params.pictures:
+        plot_layer_sqnr(dict(report["layer_agreement"]), out_dir / "layer_agreement.png",
+                        f"integer simulator == {probe.reference}\nper layer, fed the same int8 inputs ({tally.images} images)",
+                        y_label="fraction of elements equal")
     write_series(out_dir, "layer_agreement", series_rows("layer_index", "layer", {
         "agreement": dict(report["layer_agreement"]), "max_lsb_difference": dict(report["layer_max_lsb_difference"])}))
     probe.check(tally)

@@ -99,11 +99,13 @@ def tracking_override(root: Path) -> str:
 
 @pytest.fixture
 def workspace(tmp_path, model_cache):
-    """Overrides that put the store and MLflow in a fresh directory."""
+    """Overrides that put the store and MLflow in a fresh directory, without pictures (a quarter of a small model's
+    run): a test of pictures adds `pictures=true` (the default; the README's and DVC's runs draw them)."""
     return [
         f"store.url={tmp_path / 'store'}",
         f"store.cache_dir={model_cache}",
         tracking_override(tmp_path),
+        "pictures=false",
     ]
 
 

@@ -25,7 +25,7 @@ def _artifact(summary, stage):
 
 
 def test_digits_annotation_reports_accuracy_sqnr_and_a_plot(workspace):
-    summary = _run(*workspace, "calib.method=kl")
+    summary = _run(*workspace, "calib.method=kl", "pictures=true")
     metrics = summary.metrics
     assert 0.9 <= metrics["annotate.top1_float"] <= 1.0 and 0.0 <= metrics["annotate.top1"] <= 1.0
     assert metrics["annotate.top1_float"] == pytest.approx(metrics["import.float_accuracy"])  # same held-out split

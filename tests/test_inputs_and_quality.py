@@ -46,7 +46,7 @@ def _artifact(summary, stage: str) -> Path:
 def resnet8_store(tmp_path_factory, model_cache):
     """One store and MLflow database for the ResNet-8 runs: import and fold_check are computed once."""
     root = tmp_path_factory.mktemp("resnet8")
-    return [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", tracking_override(root)]
+    return [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", tracking_override(root), "pictures=false"]
 
 
 # --- the input is a tensor like any other ---------------------------------------------------------

@@ -142,7 +142,7 @@ def test_a_16x8_tflite_kept_as_trained_on_an_int8_target_is_refused_before_any_s
     """Its int16 scales cannot be an int8 target's: refused naming the file, the key and both ways out, not stopped by
     the quality guard after calibration."""
     path, arrays = cnn_16x8
-    store = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", tracking_override(tmp_path)]
+    store = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", tracking_override(tmp_path), "pictures=false"]
     with pytest.raises(ConfigError, match=r"16-bit file .*calib.method=qat keeps its scales.*target=tflite_int8's 8-bit .*"
                                           r"choose target=tflite_int16x8 .*or another calib.method"):
         run_pipeline(compose(*store, "model=keras_cifar10", "model.name=cnn16x8", "model.format=tflite", f"model.file.path={path}",
@@ -156,7 +156,7 @@ def test_an_int8_tflite_kept_as_trained_on_the_16x8_target_is_refused_before_any
     path.write_bytes(one_operator_model("RELU", [Tensor((1, 8), np.int8, 0.02, 3)], Tensor((1, 8), np.int8, 0.02, 3)))
     samples = np.random.default_rng(0).normal(0, 1, (16, 8)).astype(np.float32)
     np.savez(arrays := tmp_path / "vectors.npz", calib=samples, eval=samples)
-    store = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", tracking_override(tmp_path)]
+    store = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", tracking_override(tmp_path), "pictures=false"]
     with pytest.raises(ConfigError, match=r"vector.tflite is an 8-bit file .*calib.method=qat keeps its scales and zero points, which "
                                           r"target=tflite_int16x8's symmetric int16 activations .*choose target=tflite_int8 .*or another "
                                           r"calib.method"):
@@ -166,7 +166,7 @@ def test_an_int8_tflite_kept_as_trained_on_the_16x8_target_is_refused_before_any
 
 def test_a_16x8_tflite_runs_all_eight_stages_bit_exact_computing_the_files_integers(cnn_16x8, tmp_path, model_cache):
     path, arrays = cnn_16x8
-    store = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", tracking_override(tmp_path)]
+    store = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", tracking_override(tmp_path), "pictures=false"]
     summary = run_pipeline(compose(*store, "model=keras_cifar10", "model.name=cnn16x8", "model.format=tflite", f"model.file.path={path}",
                                    "model.preprocess.scale=1", "model.preprocess.offset=0", "model.preprocess.resize=none", "data=arrays",
                                    f"data.path={arrays}", "calib.method=qat", "target=tflite_int16x8"), console=QUIET)
@@ -204,7 +204,7 @@ def test_crop_upsampling_concatenation_and_permute_run_all_eight_stages_at_16x8_
     rng = np.random.default_rng(6)
     np.savez(arrays := tmp_path / "moves.npz", calib=rng.normal(0, 1, (32, 10, 10, 3)).astype(np.float32),
              eval=rng.normal(0, 1, (8, 10, 10, 3)).astype(np.float32))
-    store = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", tracking_override(tmp_path)]
+    store = [f"store.url={tmp_path / 'store'}", f"store.cache_dir={model_cache}", tracking_override(tmp_path), "pictures=false"]
     common = [*store, "model=keras_cifar10", "model.name=moves", "model.format=keras", f"model.file.path={path}", "data=arrays",
               f"data.path={arrays}", "calib.method=minmax"]
     summary = run_pipeline(compose(*common, "target=tflite_int16x8"), console=QUIET)
@@ -221,7 +221,7 @@ def test_crop_upsampling_concatenation_and_permute_run_all_eight_stages_at_16x8_
 @pytest.fixture(scope="module")
 def digits_runs(tmp_path_factory, model_cache):
     root = tmp_path_factory.mktemp("int16x8")
-    store = [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", tracking_override(root)]
+    store = [f"store.url={root / 'store'}", f"store.cache_dir={model_cache}", tracking_override(root), "pictures=false"]
     runs = {"tflite_int8": ("target=tflite_int8", "until=annotate"), "tflite_int16x8": ("target=tflite_int16x8",),
             "tflm": ("target=tflite_int16x8", "target.scheme.runtime=tflm", "until=simulate"),
             "accel": ("target=accel_tflite", "target/scheme=tflite_int16x8")}

@@ -267,7 +267,7 @@ def _run_py(project: Path, *args: str) -> subprocess.CompletedProcess:
 
 def _run_to_codegen(project: Path, cache: Path, target: str, model: Path, fmt: str, out: str) -> dict:
     ran = _run_py(project, f"target={target}", f"model.name={model.stem}", f"model.format={fmt}", f"model.file.path={model}",
-                  "calib.num_images=64", "data.eval_num_images=60", f"store.cache_dir={cache}", f"export_dir={out}")
+                  "calib.num_images=64", "data.eval_num_images=60", f"store.cache_dir={cache}", f"export_dir={out}", "pictures=false")
     assert ran.returncode == 0, ran.stderr[-3000:]
     layers = json.loads((project / out / "emit_ir" / "net_def.json").read_text())
     assert [layer["operation"] for layer in layers].count("sub") == 1

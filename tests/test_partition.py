@@ -309,7 +309,7 @@ def real_irs(tmp_path_factory, model_cache):
 def _stage(ir_directory: Path, target: dict, out_dir: Path) -> dict:
     out_dir.mkdir()
     logged = []
-    metrics = run_stage(SimpleNamespace(target=target), {"emit_ir": ir_directory}, out_dir,
+    metrics = run_stage(SimpleNamespace(target=target, pictures=True), {"emit_ir": ir_directory}, out_dir,
                         SimpleNamespace(log=logged.append, progress=lambda done, total: None))
     assert logged and logged[0].startswith(f"target {target['name']}: ")
     return metrics

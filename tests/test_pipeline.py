@@ -469,3 +469,24 @@ def test_a_launcher_whose_extra_is_missing_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "hydra_plugins.hydra_submitit_launcher", None)  # as on a machine without the extra
     message = missing_launcher(["run.py", "-m", "hydra/launcher=submitit_slurm"])
     assert "hydra/launcher=submitit_slurm" in message and "make setup-slurm" in message
+
+
+def test_a_run_without_pictures_gives_the_same_figures_and_series_and_draws_nothing(digits_runs, model_cache):
+    """pictures=false (a wide sweep, CI): the stages from the first that draws run again (their outputs differ by the
+    pictures), and each gives what the run with pictures gave, less every PNG. Last in this file: it adds store entries."""
+    root, _, first, _, _ = digits_runs
+    _, bare = _run(*_digits_overrides(root, model_cache), "pictures=false")
+    first_drawing = next(index for index, stage in enumerate(STAGES) if stage.pictures)
+    assert [result.reused for result in bare.results] == [index < first_drawing for index in range(len(STAGES))]
+    figures = lambda summary: {key: value for key, value in summary.metrics.items()  # all but times
+                               if not key.endswith(("_s", "_ms_per_image"))}
+    assert figures(bare) == figures(first)
+    for with_pictures, without in zip(first.results, bare.results):
+        assert not list(without.artifact.directory.glob("*.png")), without.stage.name
+        series = sorted((with_pictures.artifact.directory / "series").glob("*.json"))
+        assert [path.read_bytes() for path in series] == [(without.artifact.directory / "series" / path.name).read_bytes()
+                                                         for path in series]
+    # what the run with pictures drew: each drawing stage's pictures but sensitivity's and cycles' (off, no accelerator)
+    assert {(result.stage.name, path.stem) for result in first.results for path in result.artifact.directory.glob("*.png")} == \
+        {(stage.name, name) for stage in STAGES for name in stage.pictures if name not in ("sensitivity", "cycles")}
+

@@ -79,7 +79,7 @@ def test_the_new_scheme_is_a_config_choice_with_its_own_settings(project_with_a_
 def test_the_new_scheme_runs_all_stages_bit_exact_on_the_accelerator(project_with_a_new_scheme, model_cache):
     project = project_with_a_new_scheme
     ran = _run_py(project, "target=accel_tflite", "target/scheme=tflite_int8_symmetric", "calib.num_images=64", "data.eval_num_images=60",
-                  f"store.cache_dir={model_cache}", "export_dir=out")
+                  f"store.cache_dir={model_cache}", "export_dir=out", "pictures=false")
     assert ran.returncode == 0, ran.stderr[-3000:]
     metrics = json.loads((project / "out" / "metrics.json").read_text())
     assert metrics["simulate.reference_agreement"] == 1.0 and metrics["codegen.bitexact"] == 1.0, metrics

@@ -25,7 +25,7 @@ QUIET = Console(file=open(os.devnull, "w"))
 
 
 def test_sensitivity_ranks_a_deliberately_coarse_layer_first(workspace):
-    cfg = compose(*workspace, "sensitivity.enabled=true", "sensitivity.num_images=16", "until=annotate")
+    cfg = compose(*workspace, "sensitivity.enabled=true", "sensitivity.num_images=16", "until=annotate", "pictures=true")
     summary = run_pipeline(cfg, console=QUIET)
     directories = {result.stage.name: result.artifact.directory for result in summary.results}
     rows = json.loads((directories["annotate"] / "sensitivity.json").read_text())
