@@ -42,7 +42,8 @@ from core.ir.fixedpoint import quantize
 from core.ir.simulator import IntegerSimulator
 from pipeline.stages import stage_named
 
-LAYERS = settings(max_examples=25, deadline=None, derandomize=True,
+# each example compiles and runs a program: `make test` draws 12 geometries per property, a soak more (QT_C_EXAMPLES=200)
+LAYERS = settings(max_examples=int(os.environ.get("QT_C_EXAMPLES", "12")), deadline=None, derandomize=True,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 IMAGES = 3  # per example, in one run of the binary
 QUIET = Console(file=open(os.devnull, "w"))
