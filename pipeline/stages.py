@@ -40,6 +40,11 @@ class Stage:
     series: tuple[Series, ...] = ()  # what it may write under series/ (a series only some configurations give is absent otherwise)
     pictures: tuple[str, ...] = ()  # the PNGs it may draw (`<name>.png`; some only in some configurations)
 
+    def __post_init__(self):
+        # a stage that draws reads the `pictures` switch: its stored entries with and without pictures differ
+        if self.pictures and "pictures" not in self.params:
+            object.__setattr__(self, "params", (*self.params, "pictures"))
+
     @property
     def module(self) -> str:
         return self.entry.split(":")[0]
@@ -82,7 +87,7 @@ STAGES: tuple[Stage, ...] = (
         name="calibrate",
         entry="stages.calibrate:run",
         inputs=("fold_check",),
-        params=("calib", *_TARGET_FORMAT, "data", "model.preprocess", "limits", "pictures"),
+        params=("calib", *_TARGET_FORMAT, "data", "model.preprocess", "limits"),
         description="collect activation statistics and choose each tensor's threshold and scale",
         headline=("clipped_fraction_max", "zero_range_tensors", "equalize_max_abs_diff", "auto_sqnr_db"),
         series=(Series("clipping", "tensor_index", ("clipped_fraction",), "clipped share of calibration values per activation",
@@ -93,7 +98,7 @@ STAGES: tuple[Stage, ...] = (
         name="annotate",
         entry="stages.annotate:run",
         inputs=("fold_check", "calibrate"),
-        params=("data", "model.preprocess", "model.task", "model.num_classes", "limits", "sensitivity", "pictures"),
+        params=("data", "model.preprocess", "model.task", "model.num_classes", "limits", "sensitivity"),
         description="insert simulated quantization and measure its error against the float graph (per layer: sensitivity)",
         headline=("top1", "top1_float", "top1_qat_graph", "top1_agreement", "sqnr_db_min", "cosine_min", "layer_sqnr_db_min",
                   "sensitivity_sqnr_db_min"),
@@ -116,7 +121,7 @@ STAGES: tuple[Stage, ...] = (
         name="simulate",
         entry="stages.simulate:run",
         inputs=("emit_ir", "fold_check", "calibrate", "annotate"),
-        params=("data", "model.preprocess", "model.task", "model.num_classes", "limits", "target.scheme", "pictures"),
+        params=("data", "model.preprocess", "model.task", "model.num_classes", "limits", "target.scheme"),
         description=("run the IR in integer arithmetic and compare it with the float graph and, per layer, its reference path "
                      "(the annotated graph; tflite_int8: the interpreter of target.scheme.runtime, LiteRT's reference kernels or TFLM)"),
         headline=("reference_agreement", "end_point_agreement", "layer_agreement_min", "layer_max_lsb_difference", "top1", "sqnr_db_min"),
@@ -129,7 +134,7 @@ STAGES: tuple[Stage, ...] = (
         name="partition",
         entry="stages.partition:run",
         inputs=("emit_ir",),
-        params=("target.name", "target.accelerator", "pictures"),
+        params=("target.name", "target.accelerator"),
         description="split the IR between the target's accelerator and the host: fused groups, accelerator functions, pack/unpack",
         headline=("layers_accel", "layers_host", "mac_share_accel", "pack_count", "unpack_count"),
         pictures=("partition",),
@@ -138,7 +143,7 @@ STAGES: tuple[Stage, ...] = (
         name="codegen",
         entry="stages.codegen:run",
         inputs=("emit_ir", "partition"),
-        params=("data", "model.preprocess", "target.name", "codegen", "pictures"),
+        params=("data", "model.preprocess", "target.name", "codegen"),
         description="C99 for the host and instruction streams for the accelerator, compiled with the ISA simulator, "
                     "bit-exact against the integer simulator",
         headline=("bitexact", "constant_bytes", "arena_bytes", "scratch_bytes", "accel_cycles", "accel_instructions"),

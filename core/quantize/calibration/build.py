@@ -153,8 +153,9 @@ def _unclipped_before(layer_graph: LayerGraph, tensor: str, pool: str, target: T
                       tensors: dict[str, TensorEntry]) -> dict[str, TensorEntry]:
     """The tensors from which element-wise layers whose operations carry their inputs' tails (AnnotateRule.carries_tails)
     compute `tensor`, which a max pool reads, ranged to their absmax (minmax) where the method's threshold clips them:
-    the maxima are made of their largest values, which no statistic of the pool's output can range (a squeeze-excitation's x clipped at 0.84 of its 0.97
-    before x * gate reaches a global max: 1.5 dB of end-point SQNR lost)."""
+    the maxima are made of their largest values, which no statistic of the pool's output can range (a
+    squeeze-excitation's x clipped at 0.84 of its 0.97 before x * gate reaches a global max: 1.5 dB of end-point SQNR
+    lost)."""
     unclipped: dict[str, TensorEntry] = {}
     pending, seen = [tensor], {tensor}
     while pending:
