@@ -529,10 +529,13 @@ def test_layer_normalization_runs_all_stages_bit_exact_at_least_the_converters_s
 
 
 def test_layer_normalization_on_a_sequence_runs_bit_exact_on_tflm(tmp_path, workspace):
+    """On TFLite Micro, int8 and 16x8 (its int16 RSQRT each value's inverse root in fixed point, not LiteRT's table)."""
     data = signal_classes(256, 32, 8, 4, seed=3)
     model_path, arrays = saved(trained(built(layer_norm_sequence), data), data, tmp_path)
-    summary = run_arrays(workspace, model_path, arrays, "tflite_int8", "target.scheme.runtime=tflm")
-    assert_bit_exact_with_the_reference(summary)
+    for target in ("tflite_int8", "tflite_int16x8"):
+        summary = run_arrays(workspace, model_path, arrays, target, "target.scheme.runtime=tflm")
+        assert_bit_exact_with_the_reference(summary)
+        assert written_operators(summary).count("RSQRT") == 2  # its two LayerNormalizations
 
 
 def test_an_image_reshaped_to_tokens_runs_its_token_layers_bit_exact(tmp_path, workspace):

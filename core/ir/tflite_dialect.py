@@ -64,7 +64,7 @@ def input_output(model: TfliteModel, operator: TfliteOperator) -> dict:
 
 def product_requantization(first_scale: float, second_scale: float, output_scale: float, precision: str) -> tuple[int, int]:
     """s1 x s2 / s_out as a Q31 multiplier and a shift, from the float32 scales in float32 or in double (the runtime's
-    Prepare of MUL: Runtime.mul_scale_precision; BATCH_MATMUL's, in double)."""
+    Prepare of MUL: Runtime.scale_product_precision; BATCH_MATMUL's, in double)."""
     scales = [np.float32(scale) for scale in (first_scale, second_scale, output_scale)]
     if precision == "float":
         return quantize_multiplier(float(scales[0] * scales[1] / scales[2]))

@@ -42,10 +42,6 @@ def affine_layer(model: TfliteModel, operator: TfliteOperator, name: str, previo
         raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}{' on int16' if bits == 16 else ''}): {runtime.name} "
                           f"has no kernel for it ({runtime.why_lacking(operator.name, bits)}); set target.scheme.runtime to "
                           f"{' or '.join(others)}, or convert the model without it")
-    if not runtime.models(operator.name, bits):
-        raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name} on int{bits}): the IR does not have {runtime.name}'s "
-                          f"int{bits} arithmetic of it yet; set target.scheme.runtime to "
-                          f"{' or '.join(runtimes_taking(runtime.dialect, [operator.name], bits))}")
     if bits not in op.widths_of(operator.name):
         built = sorted(name for name, other in builders().items() if bits in other.widths_of(name))
         raise TfliteError(f"{model.path}: operator {operator.index} ({operator.name}) on int{bits} activations (TFLite's 16x8 mode): the "

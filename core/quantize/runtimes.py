@@ -25,6 +25,9 @@ REDUCED_ROUNDING = "reduced"
 # LOGISTIC and TANH
 FLOAT_TABLE = "float_table"  # PopulateLookupTable: the C library's expf / tanhf of each of the 256 inputs
 FIXED_POINT = "fixed_point"  # reference_integer_ops::Logistic / Tanh: gemmlowp's fixed-point logistic and tanh
+# RSQRT on int16: a table of the float function read interpolated (LiteRT's LUTPopulate / LUTLookup), or each value's
+# 1 / sqrt in fixed point (TFLite Micro's RsqrtEvalQuantized: GetInvSqrtQuantizedMultiplierExp, as its int8 kernel)
+INTERPOLATED_TABLE = "interpolated_table"
 
 
 # what a runtime's defective kernel does, as measured (tests/test_conformance.py checks it still does)
@@ -46,9 +49,11 @@ class Runtime:
     wide_fully_connected_rounding: str = REDUCED_ROUNDING
     # the int16 SOFTMAX's lookup tables (gen_lut): generated in double (LiteRT) or float (TFLite Micro)
     int16_lut_precision: str = "double"
-    # MUL's requantization s1 x s2 / s_out: the float32 scales multiplied in float32 (LiteRT's mul.cc) or in double (TFLite
-    # Micro's): the multipliers differ in their low bits, and a product on a rounding boundary 1 LSB apart
-    mul_scale_precision: str = "double"
+    # the output multipliers Prepare computes from a product of float32 scales, MUL's s1 x s2 / s_out and RSQRT's
+    # 1 / (sqrt(s_in) x s_out): in float32 (LiteRT's mul.cc and elementwise.cc) or in double (TFLite Micro's, measured on
+    # the pinned interpreter): the multipliers differ in their low bits, and a product on a rounding boundary 1 LSB apart
+    scale_product_precision: str = "double"
+    int16_rsqrt: str = INTERPOLATED_TABLE
     # the ReLU operators that clamp their input's integers as they are, taking the output at the input's quantization
     relus_without_requantization: tuple[str, ...] = ()
     # whether an int8 SUM whose output is quantized otherwise than its input is computed: LiteRT's reduce.cc EvalSum drops
@@ -59,17 +64,10 @@ class Runtime:
     missing_int16_operators: tuple[str, ...] = ()
     # those whose int16 kernel runs but writes wrong bytes (measured against the other runtimes and the arithmetic)
     defective_int16_operators: tuple[str, ...] = ()
-    # those whose int16 kernel computes by an arithmetic the IR does not have for this runtime (the IR refuses them on it,
-    # naming the runtimes whose arithmetic it has)
-    unmodelled_int16_operators: tuple[str, ...] = ()
 
     def lacks(self, operator: str, bits: int) -> bool:
         """Whether its interpreter has no kernel that computes `operator` on activations of `bits`."""
         return operator in self.missing_operators or (bits == 16 and operator in self.missing_int16_operators + self.defective_int16_operators)
-
-    def models(self, operator: str, bits: int) -> bool:
-        """Whether the IR has this runtime's arithmetic of `operator` on activations of `bits` (where it has the operator's)."""
-        return not (bits == 16 and operator in self.unmodelled_int16_operators)
 
     def why_lacking(self, operator: str, bits: int) -> str:
         """What its interpreter does with an operator it lacks: refuses the file, or computes wrong bytes."""
@@ -86,7 +84,7 @@ RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in (
             "LiteRT's reference kernels (ai-edge-litert's BUILTIN_REF resolver, TensorFlow Lite's reference_ops): "
             "FULLY_CONNECTED rounds its requantization once (at 16x8 too), LOGISTIC and TANH are float tables",
             "LiteRT's reference kernels", fully_connected_rounding=SINGLE_ROUNDING, logistic_tanh=FLOAT_TABLE,
-            wide_fully_connected_rounding=SINGLE_ROUNDING, mul_scale_precision="float", computes_rescaling_sum=False,
+            wide_fully_connected_rounding=SINGLE_ROUNDING, scale_product_precision="float", computes_rescaling_sum=False,
             defective_int16_operators=("SUM",)),
     Runtime("tflm", "tflite_int8",
             "TensorFlow Lite for Microcontrollers (the tflite-micro interpreter's kernels): FULLY_CONNECTED rounds twice "
@@ -98,20 +96,16 @@ RUNTIMES: dict[str, Runtime] = {runtime.name: runtime for runtime in (
             # its interpreter's own refusals, found by tests/test_conformance.py: reduce.cc's MaxEval "Only float32 and int8
             # types are supported."; resize_bilinear.cc "Output type is 7, requires float or int8."; GATHER of an int16
             # table fails its Prepare
-            missing_int16_operators=("REDUCE_MAX", "RESIZE_BILINEAR", "GATHER"),
-            # RSQRT on int16: its int8 fixed point (GetInvSqrtQuantizedMultiplierExp) on each value, where LiteRT's reads a
-            # generated table (measured: tests/test_conformance.py)
-            unmodelled_int16_operators=("RSQRT",)),
+            missing_int16_operators=("REDUCE_MAX", "RESIZE_BILINEAR", "GATHER"), int16_rsqrt=FIXED_POINT),
 )}
 
 DEFAULT_TFLITE_RUNTIME = RUNTIMES["litert_reference"]
 
 
 def runtimes_taking(dialect: str, operators: list[str], bits: int) -> list[str]:
-    """The runtimes of `dialect` whose interpreters compute every one of `operators` on activations of `bits`, by an
-    arithmetic the IR has."""
+    """The runtimes of `dialect` whose interpreters compute every one of `operators` on activations of `bits`."""
     return [runtime.name for runtime in RUNTIMES.values() if runtime.dialect == dialect
-            and not any(runtime.lacks(operator, bits) or not runtime.models(operator, bits) for operator in operators)]
+            and not any(runtime.lacks(operator, bits) for operator in operators)]
 
 
 def runtimes_of(dialect: str) -> list[str]:

@@ -446,9 +446,4 @@ def refusal(layer: Layer, bits: int, runtime: Runtime | None = None) -> str | No
         having = runtimes_taking(runtime.dialect, lacking, bits)
         return (f"it is written as {', '.join(operators)}; target.scheme.runtime={runtime.name}'s interpreter has no "
                 f"int{bits} kernel for {', '.join(lacking)} (target.scheme.runtime={' or '.join(having) or 'none has'})")
-    unmodelled = [name for name in operators if runtime is not None and not runtime.models(name, bits)]
-    if runtime is not None and unmodelled:
-        having = runtimes_taking(runtime.dialect, unmodelled, bits)
-        return (f"it is written as {', '.join(operators)}; the IR does not have target.scheme.runtime={runtime.name}'s int{bits} "
-                f"arithmetic of {', '.join(unmodelled)} yet (target.scheme.runtime={' or '.join(having) or 'none has'})")
     return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from core.backends.c.emitter import c_function, emits
-from core.ir.ops.lut.int16 import CLAMPS, GENERATED, INTERPOLATION_BITS, input_scaling
+from core.ir.ops.lut.int16 import CLAMPS, GENERATED, INTERPOLATION_BITS, PER_ELEMENT, input_scaling
 from core.ir.ops.lut.record import TABLE_SIZE, LutLayer
 
 # per int16 function: the saturated value beyond the table, and the two ends of the mirror (int16.py: logistic_or_tanh)
@@ -65,6 +65,22 @@ def _int16_generated(record: LutLayer, symbol: str, count: int) -> str:
 """
 
 
+# the runtime header's function of each int16.PER_ELEMENT function: (value, multiplier, shift, zero point, low, high)
+PER_ELEMENT_CALLS = {"RSQRT": "qt_rsqrt"}
+
+
+def _int16_fixed_point(record: LutLayer, symbol: str, count: int) -> str:
+    """A function per element in fixed point, the constants its output multiplier and shift."""
+    return f"""/* lut over {count} elements: {record.function} (int16: each value in fixed point) */
+{c_function(record, symbol, 1)}    long i;
+    for (i = 0; i < {count}; i++)
+        out[i] = (int16_t){PER_ELEMENT_CALLS[record.function]}(in0[i], {symbol}_table[0], (int){symbol}_table[1], 0, -32768, 32767);
+}}
+"""
+
+
+if set(PER_ELEMENT_CALLS) != set(PER_ELEMENT):
+    raise ValueError(f"lut's C: the int16 fixed-point functions {sorted(PER_ELEMENT)} are rendered by {sorted(PER_ELEMENT_CALLS)}")
 INT16_EMITTERS = {**dict.fromkeys(CLAMPS, _int16_clamp), **dict.fromkeys(INTERPOLATION_BITS, _int16_interpolated),
                   **dict.fromkeys(GENERATED, _int16_generated)}
 
@@ -73,5 +89,5 @@ INT16_EMITTERS = {**dict.fromkeys(CLAMPS, _int16_clamp), **dict.fromkeys(INTERPO
 def lut_emit_c(record: LutLayer, symbol: str) -> str:
     count = math.prod(record.shape)
     if record.activation_bits == 16:
-        return INT16_EMITTERS[record.function](record, symbol, count)
+        return (_int16_fixed_point if record.fixed_point else INT16_EMITTERS[record.function])(record, symbol, count)
     return _int8_table(record, symbol, count, record.function.replace("*/", "* /"))  # an IR's free text: never the comment's end

@@ -101,4 +101,50 @@ static inline int64_t qt_lut_lookup_int16(int64_t value, const int32_t *lut)
     return (int16_t)(base + qt_floor_shift64((int64_t)slope * (value - high * 128) + 64, 7));
 }
 
+/* GetInvSqrtQuantizedMultiplierExp(value, kReverseShift) (lut/affine.py: inv_sqrt_quantized_multiplier_exp): 1 / sqrt(value)
+ * as a Q31 multiplier and a left shift, by five Newton-Raphson steps in Q3.28 from x = 1 on the value normalized to
+ * [2^27, 2^29) by pairs of bits; (INT32_MAX, 0) at or below 1 */
+static inline int64_t qt_inv_sqrt(int64_t value, int *left_shift)
+{
+    int64_t half_input, x = INT64_C(1) << 28, inverse;
+    const int64_t half_three = (INT64_C(1) << 28) + (INT64_C(1) << 27);
+    int shift = 11, length = 0, pairs, step;
+    *left_shift = 0;
+    if (value <= 1)
+        return INT32_MAX;
+    while (value >= (INT64_C(1) << 29)) {
+        value /= 4;
+        shift++;
+    }
+    while ((value >> length) != 0)
+        length++;
+    pairs = (32 - length - 1) / 2 - 1;
+    shift -= pairs;
+    value <<= 2 * pairs;
+    half_input = qt_rdbpot(value >> 1, 1);
+    for (step = 0; step < 5; step++) {
+        int64_t cube = qt_sat_shl32(qt_srdhm(qt_srdhm(x, x), x), 6);
+        x = qt_sat_shl32(qt_wrap32(qt_srdhm(half_three, x) - qt_srdhm(half_input, cube)), 3);
+    }
+    inverse = qt_srdhm(x, INT64_C(1518500250)); /* sqrt(2) / 2 in Q0.31 */
+    if (shift < 0) {
+        inverse = qt_shl64(inverse, -shift);
+        shift = 0;
+    }
+    *left_shift = -shift;
+    return inverse;
+}
+
+/* RsqrtEvalQuantized of a value less its zero point (lut/affine.py: rsqrt_fixed_point): 1 / sqrt(value) scaled by 2^20,
+ * requantized by the output multiplier less those 20 bits, plus the output zero point, clamped to [low, high]; 0 gives high */
+static inline int64_t qt_rsqrt(int64_t value, int64_t multiplier, int shift, int64_t zero_point, int64_t low, int64_t high)
+{
+    int inverse_shift;
+    int64_t inverse;
+    if (value == 0)
+        return high;
+    inverse = qt_inv_sqrt(value, &inverse_shift);
+    return qt_clamp64(qt_mbqm(qt_mbqm(1, inverse, inverse_shift + 20), multiplier, shift - 20) + zero_point, low, high);
+}
+
 #endif /* QT_TFLITE_H */

@@ -174,44 +174,55 @@ def leaky_relu_affine(inputs: np.ndarray, input_zero_point: int, output_zero_poi
 
 RSQRT_SHIFT = 20  # elementwise.cc's kShift: 1 / sqrt(value) held as an integer scaled by 2^20
 HALF_SQRT_2 = 1518500250  # sqrt(2) / 2 in Q0.31
+NORMALIZED_BITS = 29  # the input is brought below 2^29 by pairs of bits
 
 
-def inv_sqrt_quantized_multiplier_exp(value: int) -> tuple[int, int]:
-    """GetInvSqrtQuantizedMultiplierExp(value, kReverseShift): (multiplier, left shift) of 1 / sqrt(value), by five
-    Newton-Raphson steps in gemmlowp's Q3.28 from x = 1 on the input normalized to [2^27, 2^29) by pairs of bits."""
-    if value <= 1:
-        return INT32_MAX, 0
-    shift = 11
-    while value >= 1 << 29:
-        value //= 4
-        shift += 1
-    pairs = ((32 - value.bit_length()) - 1) // 2 - 1  # CountLeadingZeros - 1, in pairs, less one
-    shift -= pairs
-    value <<= 2 * pairs
+def inv_sqrt_quantized_multiplier_exp(values) -> tuple[np.ndarray, np.ndarray]:
+    """GetInvSqrtQuantizedMultiplierExp(value, kReverseShift) of each of `values` (int32): (multiplier, left shift) of
+    1 / sqrt(value), by five Newton-Raphson steps in gemmlowp's Q3.28 from x = 1 on the value normalized to [2^27, 2^29)
+    by pairs of bits; a value at or below 1 gives (INT32_MAX, 0)."""
+    values = np.asarray(values, np.int64)
+    small = values <= 1
+    value = np.where(small, 2, values)
+    length = np.frexp(value.astype(np.float64))[1].astype(np.int64)  # bit length, exact below 2^53
+    halvings = np.maximum(length - (NORMALIZED_BITS - 1), 0) // 2  # `while (input >= 2^29) input /= 4`
+    value, shift = value >> (2 * halvings), 11 + halvings
+    length = np.frexp(value.astype(np.float64))[1].astype(np.int64)
+    pairs = ((32 - length) - 1) // 2 - 1  # (CountLeadingZeros - 1) / 2 - 1: at least 0 below 2^29
+    shift, value = shift - pairs, value << (2 * pairs)
     half_input = gemmlowp.saturating_rounding_multiply_by_pot(value >> 1, -1)
-    half_three, x = (1 << 28) + (1 << 27), np.int64(gemmlowp.one(3))
+    half_three, x = (1 << 28) + (1 << 27), np.full(value.shape, gemmlowp.one(3), np.int64)
     for _ in range(5):
         cube = gemmlowp.rescale(gemmlowp.srdhm(gemmlowp.srdhm(x, x), x), 9, 3)
         x = gemmlowp.rescale(gemmlowp.sub(gemmlowp.srdhm(half_three, x), gemmlowp.srdhm(half_input, cube)), 6, 3)
-    inverse = int(gemmlowp.srdhm(x, HALF_SQRT_2))
-    if shift < 0:
-        inverse, shift = inverse << -shift, 0
-    return inverse, -shift
+    inverse = gemmlowp.srdhm(x, HALF_SQRT_2)
+    inverse, shift = np.where(shift < 0, inverse << np.maximum(-shift, 0), inverse), np.maximum(shift, 0)
+    return np.where(small, INT32_MAX, inverse), np.where(small, 0, -shift)
 
 
-def rsqrt_table(input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int) -> np.ndarray:
-    """int8 table indexed by q + 128 of TFLite's int8 RSQRT (elementwise.cc RsqrtEvalQuantized): 1 / sqrt(q - zero point)
-    as an integer scaled by 2^20, requantized by 1 / (sqrt(input_scale) x output_scale) (the square root and the product in
-    float32, the reciprocal in double) less those 20 bits; the input's zero point itself gives 127. Inputs below the zero
-    point (negative reals) are refused by LiteRT at run time; the table holds what TFLite Micro computes for them."""
-    multiplier, shift = quantize_multiplier(1.0 / float(np.float32(np.sqrt(np.float32(input_scale))) * np.float32(output_scale)))
-    table = []
-    for q in range(-128, 128):
-        value = q - input_zero_point
-        if value == 0:
-            table.append(127)
-            continue
-        inverse, inverse_shift = inv_sqrt_quantized_multiplier_exp(value)
-        scaled = multiply_by_quantized_multiplier(np.int64(1), inverse, inverse_shift + RSQRT_SHIFT)
-        table.append(int(multiply_by_quantized_multiplier(scaled, multiplier, shift - RSQRT_SHIFT)) + output_zero_point)
-    return np.clip(table, -128, 127).astype(np.int8)
+def rsqrt_multiplier(input_scale: float, output_scale: float, precision: str) -> tuple[int, int]:
+    """RSQRT's output multiplier 1 / (sqrt(input_scale) x output_scale) as a Q31 multiplier and a shift, the square root
+    and the product of the float32 scales in float32 (LiteRT's elementwise.cc) or in double (TFLite Micro's, measured on
+    the pinned interpreter: Runtime.scale_product_precision), the reciprocal in double."""
+    if precision == "float":
+        return quantize_multiplier(1.0 / float(np.float32(np.sqrt(np.float32(input_scale))) * np.float32(output_scale)))
+    return quantize_multiplier(1.0 / (math.sqrt(float(np.float32(input_scale))) * float(np.float32(output_scale))))
+
+
+def rsqrt_fixed_point(centred, multiplier: int, shift: int, output_zero_point: int, low: int, high: int) -> np.ndarray:
+    """RsqrtEvalQuantized of each input less its zero point: 1 / sqrt(value) as an integer scaled by 2^20, requantized by
+    the output multiplier less those 20 bits, plus the output zero point, clamped to [low, high]; a value of 0 gives
+    `high`. A negative value (refused by the runtimes when they run) computes as 1 does."""
+    centred = np.asarray(centred, np.int64)
+    inverse, inverse_shift = inv_sqrt_quantized_multiplier_exp(centred)
+    scaled = multiply_by_quantized_multiplier(np.ones_like(centred), inverse, inverse_shift + RSQRT_SHIFT)
+    output = multiply_by_quantized_multiplier(scaled, multiplier, shift - RSQRT_SHIFT) + output_zero_point
+    return np.where(centred == 0, high, np.clip(output, low, high))
+
+
+def rsqrt_table(input_scale: float, input_zero_point: int, output_scale: float, output_zero_point: int, precision: str) -> np.ndarray:
+    """int8 table indexed by q + 128 of TFLite's int8 RSQRT (elementwise.cc RsqrtEvalQuantized, rsqrt_fixed_point) at the
+    runtime's multiplier precision; the input's zero point itself gives 127. Inputs below the zero point (negative reals)
+    are refused by LiteRT at run time; the table holds what TFLite Micro computes for them."""
+    multiplier, shift = rsqrt_multiplier(input_scale, output_scale, precision)
+    return rsqrt_fixed_point(np.arange(-128, 128) - input_zero_point, multiplier, shift, output_zero_point, -128, 127).astype(np.int8)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.ir.ops.lut.affine import INT16_MAX, INT16_MIN, rsqrt_fixed_point
 from core.quantize.tflite_math import LUT_STEPS, lut_lookup_int16
 
 SIGMOID_TABLE_SIZE = 256
@@ -29,6 +30,16 @@ GENERATED = ("RSQRT", "GELU")  # a table of the float function at the layer's sc
 FUNCTIONS = (*INTERPOLATION_BITS, *CLAMPS, *GENERATED)
 CONSTANTS_SHAPES = {**{name: (SIGMOID_TABLE_SIZE,) for name in INTERPOLATION_BITS}, **{name: (1,) for name in CLAMPS},
                     **{name: (LUT_STEPS + 1,) for name in GENERATED}}
+# where a runtime's kernel computes the function per element in fixed point (the record's `fixed_point`), that arithmetic;
+# its constants the output multiplier and shift
+PER_ELEMENT = {"RSQRT": lambda inputs, multiplier, shift: rsqrt_fixed_point(inputs, multiplier, shift, 0, INT16_MIN, INT16_MAX)}
+PER_ELEMENT_SHAPE = (2,)
+
+
+def constants_shape(function: str, fixed_point: bool) -> tuple[int, ...]:
+    if fixed_point and function not in PER_ELEMENT:
+        raise ValueError(f"a lut of {function} on int16 in fixed point: the fixed-point int16 arithmetic is {', '.join(PER_ELEMENT)}'s")
+    return PER_ELEMENT_SHAPE if fixed_point else CONSTANTS_SHAPES[function]
 
 
 # TFLite's sigmoid_table_uint16 (kernels/internal/common.h, Apache-2.0): about 65536 sigmoid(i / 24), some entries one
@@ -96,13 +107,16 @@ def logistic_or_tanh(function: str, inputs: np.ndarray, input_scale: float, tabl
     return (value >> 8).astype(np.int16)
 
 
-def int16_function(function: str, inputs: np.ndarray, input_scale: float, table: np.ndarray) -> np.ndarray:
-    """The lut layer's int16 output: `function` of `inputs` (int16) with the layer's constants `table`."""
+def int16_function(function: str, inputs: np.ndarray, input_scale: float, table: np.ndarray, fixed_point: bool = False) -> np.ndarray:
+    """The lut layer's int16 output: `function` of `inputs` (int16) with the layer's constants `table`, `fixed_point` as
+    the record has it."""
     if function not in FUNCTIONS:
         raise ValueError(f"a lut of {function} on int16: its int16 arithmetic is {', '.join(FUNCTIONS)}'s")
-    if np.shape(table) != CONSTANTS_SHAPES[function]:
-        raise ValueError(f"a lut of {function} on int16 with constants of shape {list(np.shape(table))}; expected "
-                         f"{list(CONSTANTS_SHAPES[function])}")
+    if np.shape(table) != (expected := constants_shape(function, fixed_point)):
+        raise ValueError(f"a lut of {function} on int16 with constants of shape {list(np.shape(table))}; expected {list(expected)}")
+    if fixed_point:
+        multiplier, shift = (int(value) for value in np.asarray(table).reshape(-1))
+        return PER_ELEMENT[function](inputs, multiplier, shift).astype(np.int16)
     if function in CLAMPS:
         return CLAMPS[function](np.asarray(inputs, np.int16), np.int16(np.asarray(table).reshape(-1)[0]))
     if function in GENERATED:

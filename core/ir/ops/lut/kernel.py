@@ -15,7 +15,7 @@ def lut_kernel(record: LutLayer, params: dict, inputs: list) -> np.ndarray:
     if list(x.shape[1:]) != list(record.shape):
         raise ValueError(f"input of shape {x.shape}; the layer takes [N, *{list(record.shape)}]")
     if record.activation_bits == 16:
-        return int16_function(record.function, x, record.input_grid.step, np.asarray(params["table"]))
+        return int16_function(record.function, x, record.input_grid.step, np.asarray(params["table"]), record.fixed_point)
     table = np.asarray(params["table"], np.int8)
     if table.shape != (TABLE_SIZE,):
         raise ValueError(f"layer {record.name}: a table of shape {list(table.shape)}; expected [{TABLE_SIZE}]")

@@ -31,7 +31,8 @@ class LutLayer(InputOutputGrids, SameShapeInput, IrLayer):
                              'for that input at the layer\'s scales and zero points. At int16 (activation_bits 16: LOGISTIC, '
                              'TANH, MINIMUM, MAXIMUM, RSQRT, GELU) the kernel\'s own arithmetic, `table` its constants: TFLite\'s '
                              'sigmoid table (int32 [256]), the clamp\'s scalar (int32 [1]) or the table LiteRT generates of the '
-                             'function, read interpolated (int32 [513]).')},
+                             'function, read interpolated (int32 [513]); under `fixed_point` (RSQRT as TFLite Micro computes it) '
+                             'each value\'s 1 / sqrt in fixed point, then the output multiplier and shift (int32 [2]).')},
         since={"tf2ir": "1.1", "tflite_int8": "1.2"},
         fields={'shape': {'type': 'array',
                           'items': {'type': 'integer', 'minimum': 1},
@@ -44,7 +45,11 @@ class LutLayer(InputOutputGrids, SameShapeInput, IrLayer):
             "function": {"enum": list(TFLITE_FUNCTIONS),
                          "description": ("The TFLite operator the table computes (QUANTIZE: an int8 requantization; MINIMUM, "
                                              "MAXIMUM: a clamp at a scalar constant of the input's quantization; the RELUs: "
-                                             "a requantization and a clamp at the output's scale).")}}},
+                                             "a requantization and a clamp at the output's scale).")},
+            "fixed_point": {"type": "boolean",
+                            "description": ("At int16: the function computed per element in fixed point, as TFLite Micro's "
+                                            "RSQRT (GetInvSqrtQuantizedMultiplierExp, then two requantizations), not read "
+                                            "from a generated table. Omitted: false.")}}},
     )
     label_prefix: ClassVar[str] = "lut"
     elementwise: ClassVar[bool] = True
@@ -55,6 +60,8 @@ class LutLayer(InputOutputGrids, SameShapeInput, IrLayer):
     input_grid: Pow2Grid | AffineGrid = grid_field(INPUT_GRID)
     output_grid: Pow2Grid | AffineGrid = grid_field(OUTPUT_GRID)
     dtype: str = written_in("tf2ir", "int8")
+    # int16's RSQRT per element in fixed point (the runtime's Runtime.int16_rsqrt), not LiteRT's interpolated table
+    fixed_point: bool = written_in("tflite_int8", False, omit_default=True)
 
     def macs(self) -> int:
         return 0

@@ -15,9 +15,9 @@ import numpy as np
 from core.frontend.tflite import TfliteError, TfliteModel, TfliteOperator
 from core.quantize.runtimes import FIXED_POINT, Runtime
 from core.ir.ops.lut.affine import (FIXED_POINT_OUTPUTS, FUNCTIONS, fixed_point_table, hard_swish_affine, hard_swish_parameters,
-                                   leaky_relu_affine, leaky_relu_parameters, lookup_table, rsqrt_table)
+                                   leaky_relu_affine, leaky_relu_parameters, lookup_table, rsqrt_multiplier, rsqrt_table)
 from core.ir.ops.lut.record import TABLE_SIZE
-from core.ir.ops.lut.int16 import CLAMPS, GENERATED, OUTPUT_SCALE, OUTPUT_ZERO_POINT, int16_table
+from core.ir.ops.lut.int16 import CLAMPS, GENERATED, OUTPUT_SCALE, OUTPUT_ZERO_POINT, PER_ELEMENT, int16_table
 from core.ir.tflite_dialect import activation_bits, constant, input_output, scale_and_zero_point
 from core.quantize.tflite_math import lut_populate_int16_at, quantize_multiplier, requantize, requantize_int8, round_half_away
 
@@ -53,7 +53,7 @@ def _exp(model, operator, q, runtime: Runtime) -> np.ndarray:
 
 
 def _rsqrt(model, operator, q, runtime: Runtime) -> np.ndarray:
-    return rsqrt_table(q["input_scale"], q["input_zero_point"], q["output_scale"], q["output_zero_point"])
+    return rsqrt_table(q["input_scale"], q["input_zero_point"], q["output_scale"], q["output_zero_point"], runtime.scale_product_precision)
 
 
 def _hard_swish(model, operator, q, runtime: Runtime) -> np.ndarray:
@@ -124,9 +124,16 @@ def _int16_transform(operator: TfliteOperator, q: dict) -> Callable:
     return FUNCTIONS["GELU_TANH" if operator.option("approximate", False) else "GELU"]
 
 
-def _int16_constants(model: TfliteModel, operator: TfliteOperator, q: dict) -> np.ndarray:
+def _fixed_point(operator: TfliteOperator, runtime: Runtime) -> bool:
+    """Whether the runtime's int16 kernel of the operator computes each value in fixed point (int16.py: PER_ELEMENT)."""
+    return operator.name in PER_ELEMENT and runtime.int16_rsqrt == FIXED_POINT
+
+
+def _int16_constants(model: TfliteModel, operator: TfliteOperator, q: dict, runtime: Runtime) -> np.ndarray:
     """A 16x8 operator's constants (int16.py), its quantization checked as its Prepare checks it."""
     where = f"{model.path}: operator {operator.index} ({operator.name} on int16)"
+    if _fixed_point(operator, runtime):
+        return np.array(rsqrt_multiplier(q["input_scale"], q["output_scale"], runtime.scale_product_precision), np.int32)
     if operator.name in CLAMPS:
         return int16_table(operator.name, _scalar_bound(model, operator))
     if operator.name in GENERATED:  # LUTPopulate<int16_t> in float, of the layer's symmetric scales
@@ -143,7 +150,8 @@ def lut_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runti
     quantization = input_output(model, operator)
     fields = {"shape": [int(v) for v in model.tensor(operator.inputs[0]).shape[1:]], "function": operator.name, **quantization}
     if activation_bits(model, operator) == 16:
-        return fields, {"table": _int16_constants(model, operator, quantization)}
+        fixed_point = {"fixed_point": True} if _fixed_point(operator, runtime) else {}
+        return {**fields, **fixed_point}, {"table": _int16_constants(model, operator, quantization, runtime)}
     table = np.asarray(TABLES[operator.name](model, operator, quantization, runtime), np.int8).reshape(TABLE_SIZE)
     return fields, {"table": table}
 

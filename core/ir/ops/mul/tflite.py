@@ -18,7 +18,7 @@ def mul_from_tflite(model: TfliteModel, operator: TfliteOperator, runtime: Runti
         raise TfliteError(f"{model.path}: operator {operator.index} (MUL) of two constants; the converter folds those")
     (first_scale, first_zero), (second_scale, second_zero), (output_scale, output_zero) = (
         scale_and_zero_point(model, index) for index in (*inputs, operator.outputs[0]))
-    multiplier, shift = product_requantization(first_scale, second_scale, output_scale, runtime.mul_scale_precision)
+    multiplier, shift = product_requantization(first_scale, second_scale, output_scale, runtime.scale_product_precision)
     output_shape = [int(v) for v in model.tensor(operator.outputs[0]).shape[1:]]
     fields = {"shape": output_shape, "input_shapes": [[int(v) for v in model.tensor(inputs[0]).shape[1:]], per_image(model, inputs[1], output_shape)],
               "input_scales": [first_scale, second_scale], "input_zero_points": [first_zero, second_zero], "multiplier": multiplier,
