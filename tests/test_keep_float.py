@@ -13,8 +13,8 @@ import pytest
 import tensorflow as tf
 
 from core.ir.io import read_ir
-from core.ir.ops.float_conv.kernel import float_conv_kernel
-from core.ir.ops.float_conv.record import FloatConvLayer, FloatDwconvLayer
+from core.ir.ops.conv.float_conv.kernel import float_conv_kernel
+from core.ir.ops.conv.float_conv.record import FloatConvLayer, FloatDwconvLayer
 from core.quantize.table import CalibrationTable
 from pipeline.runner import StageFailed
 from test_user_models import artifact, run_user_model, save_as

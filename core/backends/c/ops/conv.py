@@ -1,6 +1,12 @@
-"""conv and dwconv of TF2IR's shifts (a ShiftRequantization) as C99 (the contract: core/backends/c/emitter.py): the
-integer kernels' arithmetic (core/ir/ops/conv/) for one HWC image. Registered with TFLite's (affine_conv.py), by the
-record's requantization.
+"""conv and dwconv as C99 (the contract: core/backends/c/emitter.py): the integer kernels' arithmetic
+(core/ir/ops/conv/) for one HWC image, one emitter of both dialects by the record's requantization: TF2IR's shifts (a
+ShiftRequantization; the notes below) or TFLite's per-channel multipliers (a ChannelRequantization: the arithmetic in
+runtime/qt_tflite.h; constants `<symbol>_weight` int8 OHWI, dwconv 1HWC, `_bias`, `_multiplier`, `_shift` int32 per
+output channel). A TFLite convolution rounding twice (CONV_2D) takes the same SIMD path (conv_simd on qt_gemm.h's
+microkernels) with seed 004's zero-point folding: the input padded with its zero point (whose products are then
+(zero point - zero point) x w = 0, as TFLite skips those taps), the GEMM of the raw int8 values, and `bias - zero
+point x sum(w)` per output channel folded into the GEMM's offset; the int32 sums are exact (the IR refuses a layer
+whose accumulators could leave int32: core/ir/ops/conv/tflite.py), then TFLite's requantization in vectors.
 
 Exactness: every partial sum of a layer fits int32 when the record's accumulator_bound() (for
 any int8 weights and bias, so the C depends on the record alone) is <= 2^31 - 1; then the int32
@@ -29,18 +35,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.backends.c.emitter import CodegenError, PackedConstant
+from core.backends.c.emitter import CodegenError, PackedConstant, c_function, c_values, emits, packs
+from core.backends.c.gemm import C_CHUNK_BYTES, SIMD_ANY, SIMD_BLOCK, conv_simd, simd_constants, window_at
 from core.backends.c.geometry import Clamp, WindowGeometry
 from core.ir.fixedpoint import INT32_MAX
-from core.ir.ops.conv.record import ConvLayer
+from core.ir.ops.conv.record import ChannelRequantization, ConvLayer, ShiftRequantization, by_requantization
 
 C_K_ALIGN = 32  # int16 elements: a 512-bit vector
 C_CO_ALIGN = 16  # output channels of the broadcast form
 C_DOT_MIN_K = 64
-C_CHUNK_BYTES = 1 << 16  # im2col rows per chunk: about this many bytes (L1/L2)
-SIMD_BLOCK = 16  # output channels per block of qt_gemm.h's packed weights
-SIMD_PATHS = {"vnni": "QT_INT8_SIMD == 2", "avx2": "QT_INT8_SIMD == 1"}  # path -> when a build takes it
-SIMD_A_BIAS = {"vnni": 128, "avx2": 0}  # what qt_gemm.h's `a` adds to each activation (QT_A_BIAS)
+# TFLite's requantization of the sums, by the record's rounding (runtime/qt_tflite.h)
+_REQUANTIZE = {"double": "qt_mbqm", "single": "qt_mbqm_single", "reduced": "qt_mbqm_reduced"}
 
 
 def _c_requantize_plan(record: ConvLayer, what: str) -> tuple[Clamp, int]:
@@ -118,11 +123,6 @@ QT_SIMD static void {s}(const int8_t *restrict in0, int8_t *restrict out)
 """
 
 
-def _c_window(geometry: WindowGeometry, pixel: str) -> str:
-    """C: the padded input at the top left of output pixel `pixel`'s window."""
-    return f"padded + (({pixel}) / {geometry.out_width} * {geometry.stride_h * geometry.padded_width} + ({pixel}) % {geometry.out_width} * {geometry.stride_w}) * {geometry.in_channels}"
-
-
 def _c_finish(clamp: Clamp, acc: str) -> str:
     return f"(int8_t)qt_clamp32(qt_floor_shift32({acc}, {clamp.shift}), {clamp.low}, {clamp.high})"
 
@@ -151,7 +151,7 @@ def _conv_im2col(s: str, geometry: WindowGeometry, kp: int, chunk: int) -> str:
                 memset(col, 0, sizeof(int16_t) * {geometry.taps});
                 continue;
             }}
-            window = {_c_window(geometry, "p + r")};
+            window = {window_at(geometry, "p + r")};
             for (kh = 0; kh < {geometry.kernel_h}; kh++) {{
 {row}
             }}
@@ -345,114 +345,143 @@ QT_SIMD static void {s}(const int8_t *restrict in0, int8_t *restrict out)
 """
 
 
-
-
 def simd_reduction(record: ConvLayer) -> tuple[int, int]:
     """(K, K rounded up to a multiple of 4): the GEMM's reduction, as the SIMD path lays it out."""
     k = record.kernel_size.height * record.kernel_size.width * record.input_channel_num
     return k, -(-k // 4) * 4
 
 
-def conv_simd(s: str, geometry: WindowGeometry, clamp: Clamp, pad_value: int = 0, requantize: str | None = None) -> str:
-    """C: conv through qt_gemm_s8. The activations are copied once, biased (QT_A_BIAS) into a
-    buffer padded with `pad_value` (TF2IR: 0, the bias of 0; TFLite: the input's zero point, whose
-    products the offsets take back out); a 1x1 stride-1 layer with Ci % 4 == 0 multiplies
-    that buffer as is (no im2col), any other gathers its im2col rows (K padded to kp) chunk by chunk.
-    `requantize`: qt_gemm_s8's `tflite, zero_point, shift` arguments (default TF2IR's: NULL, 0, the shift)."""
-    kp = -(-geometry.taps // 4) * 4
-    pixels, blocks = geometry.out_height * geometry.out_width, -(-geometry.out_channels // SIMD_BLOCK)
-    tile_rows = lambda rows: -(-rows // 4) * 4  # noqa: E731  (qt_gemm.h reads whole tiles of QT_GEMM_ROWS = 4)
-    requantize = requantize or f"NULL, 0, {clamp.shift}"
-    gemm = f"{s}_packed, {blocks}, {s}_offset, {requantize}, {clamp.low}, {clamp.high}"
-    fill = _c_fill(s, geometry)
-    direct = (geometry.kernel_h, geometry.kernel_w, geometry.stride_h, geometry.stride_w) == (1, 1, 1, 1) and geometry.in_channels % 4 == 0 and geometry.padded_width == geometry.width \
-        and geometry.padded_height == geometry.height and not (geometry.pad_top or geometry.pad_left)
-    if direct:
-        return f"""static qt_a_t {s}_x[{max(geometry.padded_height * geometry.padded_width * geometry.in_channels, tile_rows(pixels) * kp)}]; /* the input as QT_A */
-
-static void {s}(const int8_t *restrict in0, int8_t *restrict out)
-{{
-    int p, i;
-{fill}    qt_gemm_s8({s}_x, {pixels}, {kp}, {gemm}, out, {geometry.out_channels});
-}}
-"""
-    chunk = min(tile_rows(pixels), max(4, C_CHUNK_BYTES // kp // 4 * 4))
-    if geometry.dilation_w == 1:  # a kernel row's taps are KW * Ci consecutive bytes
-        gather = f"""            for (kh = 0; kh < {geometry.kernel_h}; kh++)
-                memcpy(row + kh * {geometry.kernel_w * geometry.in_channels}, window + kh * {geometry.dilation_h * geometry.padded_width * geometry.in_channels}, sizeof(qt_a_t) * {geometry.kernel_w * geometry.in_channels});"""
-    else:
-        gather = f"""            for (kh = 0; kh < {geometry.kernel_h}; kh++)
-                for (kw = 0; kw < {geometry.kernel_w}; kw++)
-                    memcpy(row + (kh * {geometry.kernel_w} + kw) * {geometry.in_channels}, window + (kh * {geometry.dilation_h * geometry.padded_width} + kw * {geometry.dilation_w}) * {geometry.in_channels}, sizeof(qt_a_t) * {geometry.in_channels});"""
-    window = _c_window(geometry, "p + r").replace("padded + ", f"{s}_x + ")
-    return f"""static qt_a_t {s}_x[{geometry.padded_height * geometry.padded_width * geometry.in_channels}]; /* the input as QT_A, padded */
-static qt_a_t {s}_rows[{chunk * kp}]; /* im2col rows of one chunk of output pixels, K padded to {kp} */
-static int {s}_ready; /* the padding and the rows' K..kp are written once: no call writes over them */
-
-static void {s}(const int8_t *restrict in0, int8_t *restrict out)
-{{
-    int p, i, r, kh, kw;
-    if (!{s}_ready) {{
-{_c_pad(s, pad_value)}
-        memset({s}_rows, QT_A_BIAS, sizeof {s}_rows); /* K..kp: their weights are 0 */
-        {s}_ready = 1;
-    }}
-{fill}    (void)kw;
-    for (p = 0; p < {pixels}; p += {chunk}) {{
-        int rows = {pixels} - p < {chunk} ? {pixels} - p : {chunk};
-        for (r = 0; r < rows; r++) {{
-            qt_a_t *row = {s}_rows + r * {kp};
-            const qt_a_t *window = {window};
-{gather}
-        }}
-        qt_gemm_s8({s}_rows, rows, {kp}, {gemm}, out + p * {geometry.out_channels}, {geometry.out_channels});
-    }}
-}}
-"""
-
-
-def _c_fill(s: str, geometry: WindowGeometry) -> str:
-    """C: the input copied into the padded buffer `<symbol>_x` as QT_A."""
-    return f"""    for (p = 0; p < {geometry.height}; p++) {{
-        const int8_t *src = in0 + p * {geometry.width * geometry.in_channels};
-        qt_a_t *dst = {s}_x + ((p + {geometry.pad_top}) * {geometry.padded_width} + {geometry.pad_left}) * {geometry.in_channels};
-        for (i = 0; i < {geometry.width * geometry.in_channels}; i++)
-            dst[i] = QT_A(src[i]);
-    }}
-"""
-
-
-def _c_pad(s: str, value: int) -> str:
-    if value == 0:
-        return f"        memset({s}_x, QT_A_BIAS, sizeof {s}_x); /* the padding: QT_A(0) in every byte */"
-    return f"""        for (i = 0; i < (int)(sizeof {s}_x / sizeof {s}_x[0]); i++) /* the padding: QT_A({value}) */
-            {s}_x[i] = QT_A({value});"""
-
-
 def conv_pack_c(record: ConvLayer, params: dict[str, np.ndarray]) -> list[PackedConstant]:
-    """The weights as qt_gemm.h's blocks of each SIMD path (zero past K and Co) and
-    the per-channel int32 offsets of each SIMD path (bias << bias_shift + 2^(shift - 1), and for
-    VNNI - 128 * the channel's weight sum, wrapped to int32 as the vector sums wrap). None for a
+    """For the SIMD path (simd_constants): the HWCiCo weights, the offsets bias << bias_shift + 2^(shift - 1). None for a
     layer that sums in int64."""
     if record.accumulator_bound() > INT32_MAX:
         return []
     clamp, bias_shift = _c_requantize_plan(record, f"conv {record.name}")
-    shift = clamp.shift
-    k, kp = simd_reduction(record)
-    co = record.output_channel_num
-    blocks = -(-co // SIMD_BLOCK)
-    weight = np.zeros((kp, blocks * SIMD_BLOCK), np.int8)
-    weight[:k, :co] = np.asarray(params["weight"], np.int8).reshape(k, co)
-    vnni = weight.reshape(kp // 4, 4, blocks, SIMD_BLOCK).transpose(2, 0, 3, 1)  # [block][k-quad][channel][4]
-    avx2 = weight.astype(np.int16).reshape(kp // 2, 2, blocks, SIMD_BLOCK).transpose(2, 0, 3, 1)  # [block][k-pair][channel][2]
-    offset = np.zeros(blocks * SIMD_BLOCK, np.int64)
+    k, _ = simd_reduction(record)
+    offset = np.zeros(record.output_channel_num, np.int64)
     if record.load_bias:
-        offset[:co] = np.asarray(params["bias"], np.int64) << bias_shift
-    offset += (1 << (shift - 1)) if shift > 0 else 0
-    column_sums = weight.astype(np.int64).sum(axis=0)
-    constants = [PackedConstant("packed", np.ascontiguousarray(vnni), SIMD_PATHS["vnni"]),
-                 PackedConstant("packed", np.ascontiguousarray(avx2), SIMD_PATHS["avx2"])]
-    for path, condition in SIMD_PATHS.items():
-        wrapped = (offset - SIMD_A_BIAS[path] * column_sums + 2**31) % 2**32 - 2**31
-        constants.append(PackedConstant("offset", wrapped.astype(np.int32), condition))
+        offset += np.asarray(params["bias"], np.int64) << bias_shift
+    offset += (1 << (clamp.shift - 1)) if clamp.shift > 0 else 0
+    return simd_constants(np.asarray(params["weight"], np.int8).reshape(k, record.output_channel_num), offset, 0)
+
+
+# TFLite's convolutions (a ChannelRequantization): the input's zero point folded, TFLite's requantization
+def simd_applies(record: ConvLayer) -> bool:
+    """The GEMM path: a convolution (not depthwise) of int8 values rounding twice, as qt_gemm.h's TFLite store does."""
+    return not record.depthwise and record.rounding == "double" and record.activation_bits == 8
+
+
+def conv_affine_emit_c(record: ConvLayer, symbol: str) -> str:
+    portable = _portable(record, symbol)
+    if not simd_applies(record):
+        return portable
+    geometry = WindowGeometry.of(record)
+    clamp = Clamp(0, record.output_min, record.output_max)  # no shift: TFLite's requantization is `requantize`'s
+    simd = conv_simd(symbol, geometry, clamp, pad_value=record.input_grid.zero_point,
+                     requantize=f"{symbol}_requant, {record.output_grid.zero_point}, 0")
+    return f"""#if QT_INT8_SIMD /* qt_gemm.h's microkernels, the zero point folded into the offsets, TFLite's requantization */
+{simd}#else /* portable C99 */
+{portable}#endif
+"""
+
+
+def conv_affine_pack_c(record: ConvLayer, params: dict[str, np.ndarray]) -> list[PackedConstant]:
+    """For the SIMD path (simd_constants): the OHWI weights as [K][Co], the offsets the bias less the input's zero
+    point's products; and the requantization [block][multiplier 16][left shift 16][right shift 16]."""
+    if not simd_applies(record):
+        return []
+    outputs = record.output_channel_num
+    blocks = -(-outputs // SIMD_BLOCK)
+    weight = np.asarray(params["weight"], np.int8).reshape(outputs, -1).T  # [K][Co]
+    bias = np.asarray(params["bias"], np.int64) if record.load_bias else np.zeros(outputs, np.int64)
+    constants = simd_constants(weight, bias, record.input_grid.zero_point)
+    multiplier, shift = (np.zeros(blocks * SIMD_BLOCK, np.int64) for _ in range(2))
+    multiplier[:outputs], shift[:outputs] = params["multiplier"], params["shift"]
+    requant = np.stack([multiplier, np.maximum(shift, 0), np.maximum(-shift, 0)]).reshape(3, blocks, SIMD_BLOCK).transpose(1, 0, 2)
+    constants.append(PackedConstant("requant", np.ascontiguousarray(requant.astype(np.int32)), SIMD_ANY))
     return constants
+
+
+def _portable(record: ConvLayer, symbol: str) -> str:
+    """`conv_affine_kernel` for one image in plain C99 that compilers vectorize: the input copied into a buffer
+    padded with its zero point (those taps then add (zero point - zero point) x w = 0, as TFLite skips them),
+    per output pixel a row of int32 sums over the output channels (the weights widened to int16 as [tap][channel]
+    at the first call), less the zero point x each channel's weight sum (seed 004's folding; the int32 sums
+    cannot overflow: the IR bounds them), the bias, TFLite's requantization of the record's rounding, the
+    output zero point, the clamp. A 16x8 layer's values are int16 and its sums int64 (`c_values`)."""
+    geometry = WindowGeometry.of(record)
+    values = c_values(record)
+    hp, wp = geometry.padded_height, geometry.padded_width
+    channels, outputs, s = geometry.in_channels, geometry.out_channels, symbol
+    reduction, weight_at, products = _portable_taps(record, s, geometry)
+    bias = f"{s}_bias[o]" if record.load_bias else "0"
+    row_bytes = "" if values.type == "int8_t" else " * sizeof(int16_t)"
+    return f"""/* {record.label()} {geometry.height}x{geometry.width}x{channels} -> {geometry.out_height}x{geometry.out_width}x{outputs} (tflite_int8, {record.rounding} rounding) */
+static {values.type} {s}_padded[{hp * wp * channels}]; /* the input, padded with its zero point to {hp}x{wp} */
+static int16_t {s}_w16[{reduction * outputs}]; /* the weights as [tap][channel] */
+static {values.accumulator} {s}_zero_sum[{outputs}]; /* input zero point x the channel's weight sum */
+static {values.accumulator} {s}_acc[{outputs}];
+static int {s}_ready;
+
+static void {s}_init(void)
+{{
+    int o, k;
+    memset({s}_padded, {record.input_grid.zero_point}, sizeof {s}_padded);
+    for (o = 0; o < {outputs}; o++) {{
+        int32_t total = 0;
+        for (k = 0; k < {reduction}; k++) {{
+            {s}_w16[k * {outputs} + o] = {weight_at};
+            total += {weight_at};
+        }}
+        {s}_zero_sum[o] = ({record.input_grid.zero_point}) * total;
+    }}
+    {s}_ready = 1;
+}}
+
+{c_function(record, s, 1)}    {values.accumulator} *acc = {s}_acc;
+    int oy, ox, o, ky, kx, c;
+    if (!{s}_ready)
+        {s}_init();
+    for (oy = 0; oy < {geometry.height}; oy++)
+        memcpy({s}_padded + ((oy + {geometry.pad_top}) * {wp} + {geometry.pad_left}) * {channels}, in0 + oy * {geometry.width * channels}, {geometry.width * channels}{row_bytes});
+    for (oy = 0; oy < {geometry.out_height}; oy++)
+        for (ox = 0; ox < {geometry.out_width}; ox++) {{
+            {values.type} *y = out + (oy * {geometry.out_width} + ox) * {outputs};
+            for (o = 0; o < {outputs}; o++)
+                acc[o] = 0;
+            for (ky = 0; ky < {geometry.kernel_h}; ky++)
+                for (kx = 0; kx < {geometry.kernel_w}; kx++) {{
+                const {values.type} *x = {s}_padded + ((oy * {geometry.stride_h} + ky * {geometry.dilation_h}) * {wp} + ox * {geometry.stride_w} + kx * {geometry.dilation_w}) * {channels};
+                {products}
+            }}
+            for (o = 0; o < {outputs}; o++)
+                y[o] = ({values.type})qt_clamp64({_REQUANTIZE[record.rounding]}((int64_t)acc[o] - {s}_zero_sum[o] + {bias}, {s}_multiplier[o],
+                                          {s}_shift[o]) + ({record.output_grid.zero_point}), {record.output_min}, {record.output_max});
+            (void)c;
+        }}
+}}
+"""
+
+
+def _portable_taps(record: ConvLayer, s: str, geometry: WindowGeometry) -> tuple[int, str, str]:
+    """(the products per output channel, the C of weight k of channel o in the IR's layout, the C adding one
+    tap's products into the row of sums `acc`)."""
+    channels, outputs, taps = geometry.in_channels, geometry.out_channels, geometry.kernel_h * geometry.kernel_w
+    if record.depthwise:
+        multiplier = outputs // channels
+        read = "x[o]" if multiplier == 1 else f"x[o / {multiplier}]"
+        return taps, f"{s}_weight[k * {outputs} + o]", f"""const int16_t *w = {s}_w16 + (ky * {geometry.kernel_w} + kx) * {outputs};
+                for (o = 0; o < {outputs}; o++)
+                    acc[o] += {read} * w[o];"""  # 1HWC: tap-major, channels contiguous
+    return taps * channels, f"{s}_weight[o * {taps * channels} + k]", f"""const int16_t *w = {s}_w16 + (ky * {geometry.kernel_w} + kx) * {channels * outputs};
+                for (c = 0; c < {channels}; c++) {{
+                    const int16_t v = x[c];
+                    for (o = 0; o < {outputs}; o++)
+                        acc[o] += v * w[c * {outputs} + o];
+                }}"""  # OHWI: output-major, then (ky, kx, c) = k
+
+
+# conv's and dwconv's emitters and packer, by the kind of the record's requantization
+emits("conv")(by_requantization({ShiftRequantization: conv_emit_c, ChannelRequantization: conv_affine_emit_c}))
+emits("dwconv")(by_requantization({ShiftRequantization: dwconv_emit_c, ChannelRequantization: conv_affine_emit_c}))
+packs("conv")(by_requantization({ShiftRequantization: conv_pack_c, ChannelRequantization: conv_affine_pack_c}))

@@ -1,6 +1,6 @@
 """deconv as C99 (the contract: core/backends/c/emitter.py): the input stuffed with stride - 1 zeros between
 neighbouring pixels into a scratch image, then conv's C (conv.py, its SIMD paths included) for the equivalent
-stride-1 conv (core/ir/ops/deconv/record.py), whose constants are the layer's own under the conv's names."""
+stride-1 conv (core/ir/ops/conv/deconv/record.py), whose constants are the layer's own under the conv's names."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 
 from core.backends.c.emitter import PackedConstant, emits, packs
 from core.backends.c.ops.conv import conv_emit_c, conv_pack_c
-from core.ir.ops.deconv.record import DeconvLayer
+from core.ir.ops.conv.deconv.record import DeconvLayer
 
 CONSTANT_KINDS = ("weight", "bias", "packed", "offset")  # what conv's C reads as <symbol>_<kind>
 

@@ -1,5 +1,5 @@
 """float_conv and float_dwconv as C99 (the contract: core/backends/c/emitter.py): the float
-kernel's order of operations (core/ir/ops/float_conv/kernel.py) for one HWC image, one output
+kernel's order of operations (core/ir/ops/conv/float_conv/kernel.py) for one HWC image, one output
 at a time: acc = bias, then acc += x * w for kh, kw, ci, each product and sum a float32
 operation (the program is compiled with -ffp-contract=off: no fused multiply-add), then
 floor(acc * 2^output_log2scale + 1/2) in double (exact, as the kernel's float64) saturated, and the
@@ -10,7 +10,7 @@ layer kept in float is the exception the user chose."""
 from __future__ import annotations
 
 from core.backends.c.emitter import emits
-from core.ir.ops.float_conv.record import FloatConvLayer
+from core.ir.ops.conv.float_conv.record import FloatConvLayer
 
 
 def _hex(value: float) -> str:

@@ -3,7 +3,10 @@ their bias, activation, a folded Pad or atrous block, and MatMul as the 1x1 conv
 dialects with its shapes, MACs, shifts, accumulator bound and typed requantization (record.py); fields and int8
 constants from the graph and the calibration table (emit.py); a .tflite's CONV_2D, DEPTHWISE_CONV_2D and
 FULLY_CONNECTED as the record (tflite.py); the integer kernels by the record's requantization: TF2IR's shifts
-(kernel.py, requantize.py; fast.py compiled), TFLite's per-channel multipliers (affine.py, affine_fast.py)."""
+(kernel.py, requantize.py; fast.py compiled), TFLite's per-channel multipliers (affine.py, affine_fast.py).
+
+Its variants, operations of their own built on its geometry and kernels, in folders here: deconv (deconv/, the stride-1
+conv over the zero-stuffed input) and the convolutions kept in float (float_conv/, conv's and dwconv's float_variant)."""
 
 from core.frontend.layers import AnnotateRule, QKind
 from core.ir.op import IrOp, register_op
@@ -13,6 +16,8 @@ from core.ir.ops.conv.kernel import conv_affine_kernel, conv_kernel, dwconv_kern
 from core.ir.ops.conv.pattern import DENSE, PATTERNS
 from core.ir.ops.conv.record import ChannelRequantization, ConvLayer, DwconvLayer, ShiftRequantization, by_requantization
 from core.ir.ops.conv.tflite import conv_from_tflite
+from core.ir.ops.conv.deconv import DECONV  # its variants register with it
+from core.ir.ops.conv.float_conv import FLOAT_CONV, FLOAT_DWCONV
 
 # TFLite's requantization reads a multiplier and a shift per output channel besides the weight and the bias
 PARAM_KINDS = {"tf2ir": ("weight", "bias"), "tflite_int8": ("weight", "bias", "multiplier", "shift")}
@@ -37,3 +42,5 @@ DWCONV = register_op(IrOp("dwconv", DwconvLayer, _rule((-2, -1)), (PATTERNS["dwc
                           param_kinds=PARAM_KINDS, float_variant="float_dwconv", **_kernels(dwconv_kernel, dwconv_fast_kernel),
                           builders={"DEPTHWISE_CONV_2D": conv_from_tflite}, activation_widths=(8, 16),
                           tf2ir_form=depthwise_as_conv))
+
+__all__ = ["CONV", "DECONV", "DWCONV", "FLOAT_CONV", "FLOAT_DWCONV"]

@@ -8,9 +8,9 @@ the generated C agree bit for bit."""
 
 from core.frontend.layers import AnnotateRule, QKind
 from core.ir.op import IrOp, register_op
-from core.ir.ops.float_conv.emit import float_conv_fields, float_conv_params
-from core.ir.ops.float_conv.kernel import float_conv_kernel
-from core.ir.ops.float_conv.record import FloatConvLayer, FloatDwconvLayer
+from core.ir.ops.conv.float_conv.emit import float_conv_fields, float_conv_params
+from core.ir.ops.conv.float_conv.kernel import float_conv_kernel
+from core.ir.ops.conv.float_conv.record import FloatConvLayer, FloatDwconvLayer
 
 PARAM_KINDS = ("weight", "bias")
 # as the conv's rule, but its weight and bias stay float: the table has entries for neither

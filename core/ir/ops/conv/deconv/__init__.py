@@ -4,10 +4,10 @@ size, its bias and activation); the typed record, which is the stride-1 conv ove
 
 from core.frontend.layers import AnnotateRule, QKind
 from core.ir.op import IrOp, register_op
-from core.ir.ops.deconv.emit import deconv_fields, deconv_params
-from core.ir.ops.deconv.kernel import deconv_fast_kernel, deconv_kernel
-from core.ir.ops.deconv.pattern import PATTERN
-from core.ir.ops.deconv.record import DeconvLayer
+from core.ir.ops.conv.deconv.emit import deconv_fields, deconv_params
+from core.ir.ops.conv.deconv.kernel import deconv_fast_kernel, deconv_kernel
+from core.ir.ops.conv.deconv.pattern import PATTERN
+from core.ir.ops.conv.deconv.record import DeconvLayer
 
 # the filter's output channels: TensorFlow's [height, width, output, input] axis -2
 DECONV = register_op(IrOp("deconv", DeconvLayer,

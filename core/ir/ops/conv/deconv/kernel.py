@@ -7,7 +7,7 @@ import numpy as np
 
 from core.ir.ops.conv.fast import conv_fast_kernel
 from core.ir.ops.conv.kernel import conv_kernel
-from core.ir.ops.deconv.record import DeconvLayer
+from core.ir.ops.conv.deconv.record import DeconvLayer
 
 
 def stuffed(record: DeconvLayer, values: np.ndarray) -> np.ndarray:
