@@ -10,10 +10,11 @@ SRAM); its figures are read from the summary and per-layer CSV files it writes. 
 simulator over 4 random inputs, every output byte checked against the host kernels (TFLite's reference arithmetic),
 then costed by the target's cost model (core/backends/accel/cost.py), host layers included.
 
-Per model: layers (ours: on the accelerator / all; Vela: NPU operators / all), MACs, estimated cycles, MACs per cycle,
-weight bytes in flash (ours: the constant segment as stored; Vela: its encoded weights and the whole flash it uses),
+Per model: layers (ours: on the accelerator / all; Vela: on the NPU / all, an operator it decomposes one layer), MACs,
+estimated cycles, MACs per cycle, weight bytes in flash (ours: the constant segment as stored; Vela: its encoded weights and the whole flash it uses),
 activation bytes (ours: the tensor arena; Vela: its SRAM), compile time. Per layer (bench/out/bench_vs_vela_<model>.md):
-each layer's MACs and cycles, ours beside Vela's operator of the same output tensor.
+each layer's MACs and cycles, ours beside Vela's operators of the same output tensor (all the operators Vela decomposes it
+into: a SOFTMAX's 29).
 """
 
 from __future__ import annotations
@@ -87,13 +88,32 @@ def run_vela(path: Path, work: Path) -> Vela:
     subprocess.run([vela, *VELA_ARGS, "--output-dir", str(work), str(path)], check=True, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     (summary,) = csv.DictReader((work / f"{path.stem}_summary_Ethos_U55_High_End_Embedded.csv").open())
+    return Vela(summary, vela_layers(csv.DictReader((work / f"{path.stem}_per-layer.csv").open())), seconds)
+
+
+# Vela decomposes some operators into several NPU operators (a SOFTMAX into 29 on ResNet-8), each writing a tensor named
+# `<input>_<operator>_<k>` (or `..._<k>_broadcasted`) but the last, which writes the operator's output
+DECOMPOSED = re.compile(r"_(?P<operator>[a-z]+)_\d+(_[a-z]+)?_?$")
+
+
+def vela_layers(rows) -> dict[str, dict[str, float]]:
+    """Per output tensor (its C name): the cycles and MACs of the Vela operators that compute it, a decomposed operator's
+    every part counted at its output, and how many operators they are."""
     layers: dict[str, dict[str, float]] = {}
-    for row in csv.DictReader((work / f"{path.stem}_per-layer.csv").open()):
-        entry = layers.setdefault(c_name(row["Name"]), {"cycles": 0.0, "macs": 0.0, "operator": row["Original Operator"],
+    pending = {"cycles": 0.0, "macs": 0.0, "operators": 0}
+    for row in rows:
+        cycles, macs = float(row["Op Cycles"]), float(row["MAC Count"])
+        part = DECOMPOSED.search(row["Name"])
+        if part is not None and part["operator"] == row["Original Operator"].lower():
+            pending = {"cycles": pending["cycles"] + cycles, "macs": pending["macs"] + macs, "operators": pending["operators"] + 1}
+            continue
+        entry = layers.setdefault(c_name(row["Name"]), {"cycles": 0.0, "macs": 0.0, "operators": 0, "operator": row["Original Operator"],
                                                         "target": row["Target"]})
-        entry["cycles"] += float(row["Op Cycles"])
-        entry["macs"] += float(row["MAC Count"])
-    return Vela(summary, layers, seconds)
+        entry["cycles"] += cycles + pending["cycles"]
+        entry["macs"] += macs + pending["macs"]
+        entry["operators"] += 1 + pending["operators"]
+        pending = {"cycles": 0.0, "macs": 0.0, "operators": 0}
+    return layers
 
 
 def run_ours(path: Path, accelerator, work: Path) -> Ours:
@@ -119,8 +139,10 @@ def run_ours(path: Path, accelerator, work: Path) -> Ours:
 def layer_rows(ours: Ours, vela: Vela) -> list[list[str]]:
     rows = []
     for name, operation, where, macs, cycles in ours.per_layer:
-        theirs = vela.layers.get(name, {}).get("cycles")
-        rows.append([name[:60], operation, where, f"{macs:.0f}", f"{cycles:.0f}", "-" if theirs is None else f"{theirs:.0f}",
+        layer = vela.layers.get(name, {})
+        theirs = layer.get("cycles")
+        parts = f" ({int(layer['operators'])} operators)" if layer.get("operators", 1) > 1 else ""
+        rows.append([name[:60], operation, where, f"{macs:.0f}", f"{cycles:.0f}", "-" if theirs is None else f"{theirs:.0f}{parts}",
                      "-" if not theirs else f"{cycles / theirs:.2f}"])
     return rows
 

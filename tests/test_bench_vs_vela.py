@@ -3,12 +3,17 @@ MLCommons' anomaly-detection file, the table written with Vela's figures read fr
 
 from __future__ import annotations
 
+import csv
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import MODELS, PROJECT_ROOT
+
+sys.path.insert(0, str(PROJECT_ROOT / "bench"))  # a benchmark script, not a package
+from bench_vs_vela import VELA_ARGS, vela_layers  # noqa: E402
 
 
 def test_the_vela_benchmark_compiles_with_both_and_writes_the_side_by_side_tables(tmp_path):
@@ -25,3 +30,22 @@ def test_the_vela_benchmark_compiles_with_both_and_writes_the_side_by_side_table
     assert ours > 0 and theirs > 0
     per_layer = (PROJECT_ROOT / "bench" / "out" / "bench_vs_vela_anomaly_detection.md").read_text()
     assert per_layer.count("\n| ") >= 10  # a row per layer, Vela's cycles beside ours
+
+
+def test_a_decomposed_operator_is_compared_with_all_of_its_vela_operators(tmp_path):
+    """Vela writes keyword spotting's SOFTMAX as many NPU operators, each but the last writing an intermediate tensor: the
+    per-layer comparison counts them all at the softmax's output, and no operator's cycles are lost or counted twice."""
+    path = MODELS / "mlperf_tiny_kws" / "kws_ref_model.tflite"
+    if not path.exists():
+        pytest.skip("needs ../shared/models/mlperf_tiny_kws")
+    vela = Path(sys.executable).with_name("vela")
+    subprocess.run([str(vela), *VELA_ARGS, "--output-dir", str(tmp_path), str(path)], check=True, capture_output=True, timeout=600)
+    with (tmp_path / f"{path.stem}_per-layer.csv").open() as rows:
+        rows = list(csv.DictReader(rows))
+    layers = vela_layers(rows)
+    softmax_rows = [row for row in rows if row["Original Operator"] == "Softmax"]
+    (softmax,) = [layer for layer in layers.values() if layer["operator"] == "Softmax"]
+    assert len(softmax_rows) > 1 and softmax["operators"] == len(softmax_rows)
+    assert softmax["cycles"] == sum(float(row["Op Cycles"]) for row in softmax_rows)
+    assert sum(layer["cycles"] for layer in layers.values()) == sum(float(row["Op Cycles"]) for row in rows)
+    assert sum(layer["operators"] for layer in layers.values()) == len(rows)
