@@ -12,6 +12,7 @@ then costed by the target's cost model (core/backends/accel/cost.py), host layer
 
 Per model: layers (ours: on the accelerator / all; Vela: on the NPU / all, an operator it decomposes one layer), MACs,
 estimated cycles, MACs per cycle, weight bytes in flash (ours: the constant segment as stored; Vela: its encoded weights and the whole flash it uses),
+all flash (ours: the constants and the instruction streams; Vela: its Ethos-U operator's read-only tensor and command stream),
 activation bytes (ours: the tensor arena; Vela: its SRAM), compile time. Per layer (bench/out/bench_vs_vela_<model>.md):
 each layer's MACs and cycles, ours beside Vela's operators of the same output tensor (all the operators Vela decomposes it
 into: a SOFTMAX's 29).
@@ -36,6 +37,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import numpy as np  # noqa: E402
 from conftest import MODELS  # noqa: E402
 from core.backends.accel.cost import CostModel  # noqa: E402
+from ethosu.vela.tflite.Model import Model  # noqa: E402  (the vela extra: make setup-vela)
 from core.backends.accel.partition import partition  # noqa: E402
 from core.backends.accel.target import load_target  # noqa: E402
 from core.backends.c.build import compile_program, run_program  # noqa: E402
@@ -51,8 +53,10 @@ FILES = {"ResNet-8": "mlperf_tiny_resnet8/pretrainedResnet_quant.tflite", "visua
 VELA_ARGS = ("--accelerator-config", "ethos-u55-256", "--system-config", "Ethos_U55_High_End_Embedded", "--memory-mode", "Shared_Sram",
              "--verbose-performance")
 COLUMNS = ("model", "layers: ours on accel / Vela on NPU", "MACs", "cycles: ours / Vela", "MACs per cycle: ours / Vela", "vs Vela",
-           "weight bytes: ours in flash / Vela encoded (its flash)", "activation bytes: ours arena / Vela SRAM",
+           "weight bytes: ours in flash / Vela encoded (its flash)",
+           "all flash: ours (constants + instruction streams) / Vela (read-only + command stream)", "activation bytes: ours arena / Vela SRAM",
            "compile s: ours / Vela", "ours bit-exact")
+COMMAND_STREAM = "ethos_u_command_stream"  # the Ethos-U operator's input that Vela's command stream is
 LAYER_COLUMNS = ("layer (output tensor)", "operator", "ours: where", "MACs", "ours: cycles", "Vela: cycles", "ours / Vela")
 
 
@@ -61,6 +65,7 @@ class Vela:
     summary: dict[str, str]
     layers: dict[str, dict[str, float]]  # C name of the output tensor -> its operators' cycles, MACs, operator
     seconds: float
+    flash_bytes: dict[str, int]  # its Ethos-U operator's constant inputs: the command stream and the read-only tensor
 
 
 @dataclass
@@ -69,6 +74,7 @@ class Ours:
     macs: float
     cycles: float
     constant_bytes: int
+    instruction_bytes: int  # the accelerator functions' instruction streams, in flash beside the constants
     arena_bytes: int
     seconds: float
     bitexact: bool
@@ -88,7 +94,24 @@ def run_vela(path: Path, work: Path) -> Vela:
     subprocess.run([vela, *VELA_ARGS, "--output-dir", str(work), str(path)], check=True, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     (summary,) = csv.DictReader((work / f"{path.stem}_summary_Ethos_U55_High_End_Embedded.csv").open())
-    return Vela(summary, vela_layers(csv.DictReader((work / f"{path.stem}_per-layer.csv").open())), seconds)
+    layers = vela_layers(csv.DictReader((work / f"{path.stem}_per-layer.csv").open()))
+    return Vela(summary, layers, seconds, vela_flash((work / f"{path.stem}_vela.tflite").read_bytes()))
+
+
+def vela_flash(compiled: bytes) -> dict[str, int]:
+    """The bytes of each constant input of the Ethos-U operators in Vela's output file, by name (its command stream, its
+    read-only tensor of weights, scales and biases), read with Vela's own flatbuffer classes."""
+    model = Model.GetRootAsModel(compiled, 0)
+    graph, sizes = model.Subgraphs(0), {}
+    for index in range(graph.OperatorsLength()):
+        operator = graph.Operators(index)
+        if model.OperatorCodes(operator.OpcodeIndex()).CustomCode() != b"ethos-u":
+            continue
+        for position in range(operator.InputsLength()):
+            tensor = graph.Tensors(operator.Inputs(position))
+            name = tensor.Name().decode()
+            sizes[name] = sizes.get(name, 0) + model.Buffers(tensor.Buffer()).DataLength()
+    return sizes
 
 
 # Vela decomposes some operators into several NPU operators (a SOFTMAX into 29 on ResNet-8), each writing a tensor named
@@ -133,7 +156,8 @@ def run_ours(path: Path, accelerator, work: Path) -> Ours:
                   groups[name].macs if name in groups else 0.0, stats["cycles"]) for name, stats in cycles.items()]
     metrics = plan.metrics()
     return Ours(f"{metrics['layers_accel']}/{metrics['layers']}", metrics["macs"], program.statistics["cycles_total"],
-                program.constant_bytes, program.arena_bytes, seconds, bitexact, per_layer)
+                program.constant_bytes, sum(len(function.binary) for function in program.functions), program.arena_bytes, seconds,
+                bitexact, per_layer)
 
 
 def layer_rows(ours: Ours, vela: Vela) -> list[list[str]]:
@@ -171,6 +195,9 @@ def main() -> int:
                          f"{(ours.macs / ours.cycles) / (vela_macs / vela_cycles):.2f}x",
                          f"{ours.constant_bytes / 1024:.1f} KiB / {float(summary['total_npu_encoded_weights']) / 1024:.1f} KiB "
                          f"({float(summary['off_chip_flash_memory_used']):.1f} KiB)",
+                         f"{(ours.constant_bytes + ours.instruction_bytes) / 1024:.1f} KiB ({ours.instruction_bytes / 1024:.1f} of "
+                         f"instructions) / {sum(vela.flash_bytes.values()) / 1024:.1f} KiB "
+                         f"({vela.flash_bytes.get(COMMAND_STREAM, 0) / 1024:.1f} of commands)",
                          f"{ours.arena_bytes / 1024:.1f} KiB / {float(summary['sram_memory_used']):.1f} KiB",
                          f"{ours.seconds:.2f} / {vela.seconds:.2f}", "yes" if ours.bitexact else "NO"])
             publish(LAYER_COLUMNS, layer_rows(ours, vela), ROOT / "bench" / "out" / f"bench_vs_vela_{c_name(label)}.md")

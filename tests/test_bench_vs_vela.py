@@ -4,6 +4,7 @@ MLCommons' anomaly-detection file, the table written with Vela's figures read fr
 from __future__ import annotations
 
 import csv
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,13 @@ def test_the_vela_benchmark_compiles_with_both_and_writes_the_side_by_side_table
     assert cells[1] == "10/10 / 10/10" and cells[-1] == "yes"  # every layer on both; ours bit-exact
     ours, theirs = (float(value) for value in cells[3].split(" / "))  # Vela's estimate read from its summary CSV
     assert ours > 0 and theirs > 0
+    # all flash: ours the constants and the instruction streams, Vela's its read-only tensor and its command stream
+    flash = re.fullmatch(r"([\d.]+) KiB \(([\d.]+) of instructions\) / ([\d.]+) KiB \(([\d.]+) of commands\)", cells[7])
+    assert flash, cells[7]
+    ours_flash, instructions, vela_flash, commands = (float(value) for value in flash.groups())
+    ours_weights, vela_read_only = float(cells[6].split(" KiB")[0]), float(cells[6].split("(")[1].split(" KiB")[0])
+    assert abs(ours_flash - (ours_weights + instructions)) <= 0.11 and instructions > 0
+    assert commands > 0 and vela_flash > vela_read_only
     per_layer = (PROJECT_ROOT / "bench" / "out" / "bench_vs_vela_anomaly_detection.md").read_text()
     assert per_layer.count("\n| ") >= 10  # a row per layer, Vela's cycles beside ours
 
