@@ -71,6 +71,8 @@ def test_a_damaged_stream_is_refused(stream, message):
 
 
 def test_compressed_weights_decode_on_the_isa_simulator_to_every_output_byte_of_the_host_kernels(tmp_path):
+    """MLCommons' visual wake words on accel_tflite: its layers' weights compressed, those its tiles read in parts a stream
+    a part, the same instructions as uncompressed, every output byte of the host kernels."""
     if not VWW.exists():
         pytest.skip(f"needs {VWW}")
     _, compressing = load_target(PROJECT_ROOT / "conf" / "target" / "accel_tflite.yaml")
@@ -79,6 +81,9 @@ def test_compressed_weights_decode_on_the_isa_simulator_to_every_output_byte_of_
     programs = {on: generate_program(ir, partition(ir, dataclasses.replace(compressing, weight_compression=on))) for on in (False, True)}
     compressed = [i for f in programs[True].functions for i in f.instructions if isinstance(i, Load) and i.stream]
     assert compressed and all(i.const and i.buffer in ("WGT", "WGTV") for i in compressed)
+    # in 48 KiB on chip, a wide layer's weights stream through the weight buffer a part a tile: each part compressed alone
+    weighted = [layer for layer in ir.layers if layer.operation in ("conv", "dwconv")]
+    assert len({i.dram for i in compressed}) > len(weighted)
     # the same instructions but the compressed loads' streams; the constant segment and the bytes read from flash shrink
     plain, packed = (programs[on].statistics for on in (False, True))
     assert plain["instructions"] == packed["instructions"] and packed["load_bytes"] < plain["load_bytes"]

@@ -196,13 +196,47 @@ def _emit_tiles(record, params: dict, x: PackedTensor, output: PackedTensor, low
     """The layer's weights stored, then its tiles; with `double`, each in its halves of the buffers."""
     half = _Room(low.inp_units // 2, low.wgt_units // 2, low.acc_units // 2)
     loaded_whole = tile.out_blocks == output.blocks and (record.depthwise or tile.in_blocks == x.blocks)
-    weights = low.weight_constant(accel_weights(record, params, low.block), loaded_whole)
+    weights = _Weights(low, accel_weights(record, params, low.block), loaded_whole)
     wgt = low.alternate("WGT", half.wgt) if double else 0
     for r0, r1 in spans(record.window.out_height, tile.rows):
         inp = low.alternate("INP", half.inp) if double else 0
         for o0, o1 in spans(output.blocks, tile.out_blocks):
             bases = _Bases(inp, wgt, low.alternate("ACC", half.acc) if double else 0)
             _lower_tile(record, x, output, low, (r0, r1), (o0, o1), tile, weights, arithmetic, bases)
+
+
+class _Weights:
+    """A layer's weights in CONST as its tiles' LOADs read them: one array, each LOAD a strided part of it (read whole by
+    one LOAD, it is compressed where the target compresses and that is smaller); or, where the tiles read parts and the
+    target compresses (the DMA decodes a stream from its start), each part its own stream in the order the LOAD fills the
+    buffer, stored once, at its first LOAD: streamed through the weight buffer, compressed all the same."""
+
+    def __init__(self, low: Lowering, weights: np.ndarray, loaded_whole: bool):
+        self.low, self.weights = low, weights  # [tap][in block][out block][B][B], or depthwise [tap][block][B]
+        self.by_part = low.accelerator.weight_compression and not loaded_whole
+        self.whole = None if self.by_part else low.weight_constant(weights, loaded_whole)
+        self.parts: dict[tuple[int, ...], StoredWeights] = {}
+
+    def load(self, in_blocks: tuple[int, int], out_blocks: tuple[int, int], base: int, what: str) -> Load:
+        """The LOAD of input blocks [i0, i1) x output blocks [o0, o1) into WGT at `base` (depthwise: blocks [o0, o1), WGTV)."""
+        (i0, i1), (o0, o1) = in_blocks, out_blocks
+        taps, width, block = self.weights.shape[0], o1 - o0, self.low.block
+        depthwise = self.weights.ndim == 3
+        if self.whole is not None:
+            if depthwise:
+                return Load("WGTV", self.whole.address + o0 * block, base * block, (taps, width, 1), (self.weights.shape[1], 1, 0),
+                            const=True, note=f"{what}: weight vectors", stream=self.whole.stream)
+            nib, nob = self.weights.shape[1:3]
+            return Load("WGT", self.whole.address + (i0 * nob + o0) * block * block, base, (taps, i1 - i0, width), (nib * nob, nob, 1),
+                        const=True, note=f"{what}: weights, input blocks {i0}-{i1 - 1}", stream=self.whole.stream)
+        part = self.weights[:, o0:o1] if depthwise else self.weights[:, i0:i1, o0:o1]
+        key = (o0, o1) if depthwise else (i0, i1, o0, o1)
+        stored = self.parts.get(key) or self.parts.setdefault(key, self.low.weight_constant(part, True))
+        if depthwise:
+            return Load("WGTV", stored.address, base * block, (taps, width, 1), (width, 1, 0), const=True,
+                        note=f"{what}: weight vectors", stream=stored.stream)
+        return Load("WGT", stored.address, base, (taps, i1 - i0, width), ((i1 - i0) * width, width, 1), const=True,
+                    note=f"{what}: weights, input blocks {i0}-{i1 - 1}", stream=stored.stream)
 
 
 @dataclass(frozen=True)
@@ -231,11 +265,10 @@ def _add_bias(low: Lowering, shape: tuple[int, int, int], o0: int, bias: int, ac
 
 
 def _lower_tile(record, x: PackedTensor, output: PackedTensor, low: Lowering, rows: tuple[int, int],
-                blocks: tuple[int, int], tile: _Tile, weights: StoredWeights, arithmetic: ConvArithmetic, bases: _Bases) -> None:
+                blocks: tuple[int, int], tile: _Tile, weights: _Weights, arithmetic: ConvArithmetic, bases: _Bases) -> None:
     """One tile: output rows [r0, r1) x output blocks [o0, o1), its data from `bases`."""
     (r0, r1), (o0, o1) = rows, blocks
-    window, block, nob = record.window, low.block, output.blocks
-    width = o1 - o0
+    window, width = record.window, o1 - o0
     shape = (r1 - r0, window.out_width, width)
     what = f"{record.name} rows {r0}-{r1 - 1} blocks {o0}-{o1 - 1}"
     results = shape[0] * shape[1] * width  # ACC: the results, then the bias (Fig. 4(a)) and requantization vectors
@@ -243,13 +276,8 @@ def _lower_tile(record, x: PackedTensor, output: PackedTensor, low: Lowering, ro
     for i0, i1 in ([(o0, o1)] if record.depthwise else spans(x.blocks, tile.in_blocks)):
         low.load(load_rows(window, "INP", bases.inp, x, (r0, r1), (i0, i1), arithmetic.pad_value, f"{what}: input blocks {i0}-{i1 - 1}"),
                  holds=(record.name, "input", r0, i0, i1, bases.inp))
-        if record.depthwise:
-            low.load(Load("WGTV", weights.address + i0 * block, bases.wgt * block, (window.taps, width, 1), (nob, 1, 0), const=True,
-                          note=f"{what}: weight vectors", stream=weights.stream), holds=(record.name, "weight", i0, i1))
-        else:
-            low.load(Load("WGT", weights.address + (i0 * nob + o0) * block * block, bases.wgt, (window.taps, i1 - i0, width),
-                          (x.blocks * nob, nob, 1), const=True, note=f"{what}: weights, input blocks {i0}-{i1 - 1}",
-                          stream=weights.stream), holds=(record.name, "weight", i0, i1, o0, o1))
+        holds = (record.name, "weight", i0, i1) if record.depthwise else (record.name, "weight", i0, i1, o0, o1)
+        low.load(weights.load((i0, i1), (o0, o1), bases.wgt, what), holds=holds)
         _tap_gemms(record, low, shape, i1 - i0, o0, bases, what)
     vectors = bases.acc + results
     if arithmetic.bias is not None and not low.accelerator.bias_in_accumulators:
