@@ -155,8 +155,8 @@ def test_a_missing_token_gives_other_bytes(tmp_path, monkeypatch):
 
 def test_two_double_buffered_tiles_overlap_as_worked_out_by_hand():
     """Two tiles in the two halves of INP and ACC: the second's load runs during the first's GEMM, its GEMM during the
-    first's ALU, and so on; each instruction's own cycles are the cost model's."""
-    cost = CostModel.of(ACCEL_TFLITE)
+    first's ALU, and so on; each instruction's own cycles are the cost model's (the program's fetch aside: below)."""
+    cost = CostModel.of(dataclasses.replace(ACCEL_TFLITE, fetch_program=False))
     tiles = []
     for half in (0, 1):
         inp, acc, data = 64 * half, 128 * half, 4096 * half
@@ -173,6 +173,17 @@ def test_two_double_buffered_tiles_overlap_as_worked_out_by_hand():
     assert ends[:8] == [first[0], first[1], first[2], first[3], second_load, second_gemm, second_alu, second_store]
     assert ends[8] == second_store + ACCEL_TFLITE.cycles["sync"]
     assert ends[8] < sum(cost.instruction(i) for i in instructions)  # the overlap
+
+
+def test_an_instruction_starts_no_earlier_than_its_bytes_are_read_from_the_program_memory():
+    """accel_tflite reads its instruction streams from flash as the units run (fetch_program): three ALU operations of two
+    cycles each on one unit end as their bytes arrive, 64 bytes an instruction at 1 byte a cycle after flash's latency,
+    where a program the units have from the start ends them one after the other."""
+    alus = [Alu("ADD", Loop(1), Index(0, 1), None, 1) for _ in range(3)]
+    flash, each = ACCEL_TFLITE.memory_of("program"), CostModel.of(ACCEL_TFLITE).instruction(alus[0])
+    assert ACCEL_TFLITE.fetch_program and flash.bytes_per_cycle == 1
+    assert CostModel.of(ACCEL_TFLITE).timeline(alus) == [flash.latency + 64 * (k + 1) + each for k in range(3)]
+    assert CostModel.of(dataclasses.replace(ACCEL_TFLITE, fetch_program=False)).timeline(alus) == [each, 2 * each, 3 * each]
 
 
 @pytest.mark.parametrize("model", ["resnet8", "vww"])

@@ -7,7 +7,9 @@ iteration), an ALU operation `cycles.alu_<op>` where the target gives it (a 32 x
 multiply-accumulate and `host.cycles_per_byte` per byte it reads and writes (a pack or unpack: per byte moved).
 The target's units (`accelerator.units`) run at once: an instruction starts when its unit has finished the one before it
 and the instructions it pops a token from have finished (isa.py's dependency tokens), and FINISH when every unit has
-finished; the estimate is the last end, the schedule's critical path. A function's layers end in order; a layer's
+finished; the estimate is the last end, the schedule's critical path. Where the target fetches its program
+(`accelerator.fetch_program`), the instruction streams are read in order from the memory holding `program` (its latency
+once, then INSTRUCTION_BYTES an instruction at its bytes per cycle), and an instruction starts no earlier than it is read. A function's layers end in order; a layer's
 `cycles` are the time its last instruction ends after the layer before it (so the layers' cycles add up to the
 function's), and `cycles_<kind>` the busy cycles of its instructions of that kind (which overlap). One unit: every
 instruction after the one before it, the sum of their cycles. Memories are not shared between transfers: two DMAs at
@@ -20,7 +22,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Mapping
 
-from core.backends.accel.isa import ALU_OPS, OPCODES, UNITS, Alu, Finish, Gemm, Instruction, Load, Store
+from core.backends.accel.isa import ALU_OPS, INSTRUCTION_BYTES, OPCODES, UNITS, Alu, Finish, Gemm, Instruction, Load, Store
 from core.backends.accel.target import ROLES, Accelerator, HostCost, Memory
 
 
@@ -31,11 +33,18 @@ class CostModel:
     host: HostCost
     block: int
     unit_of: Mapping[str, int]  # opcode -> unit number (Accelerator.unit_of)
+    fetch: Memory | None = None  # where the instruction streams are read from as the units run (None: not costed)
 
     @classmethod
     def of(cls, accelerator: Accelerator) -> "CostModel":
         return cls(accelerator.cycles, {role: accelerator.memory_of(role) for role in ROLES}, accelerator.host,
-                   accelerator.channel_block, accelerator.unit_of)
+                   accelerator.channel_block, accelerator.unit_of, accelerator.memory_of("program") if accelerator.fetch_program else None)
+
+    def fetched(self, position: int) -> float:
+        """When the instruction at `position` of a stream has been read (0: the units have it from the start)."""
+        if self.fetch is None:
+            return 0.0
+        return self.fetch.latency + (position + 1) * INSTRUCTION_BYTES / self.fetch.bytes_per_cycle
 
     def dma(self, kind: str, transfers: int, dram_bytes: float, role: str = "activations") -> float:
         """`transfers` DMA instructions of `kind` ("load" or "store") moving `dram_bytes` together from or to the memory
@@ -73,14 +82,14 @@ class CostModel:
         free = [0.0] * UNITS  # when each unit has finished its last instruction
         queues = {(a, b): deque() for a in range(UNITS) for b in range(UNITS)}  # [from, to]: the pushes' ends
         ends = []
-        for instruction in instructions:
+        for position, instruction in enumerate(instructions):
             if isinstance(instruction, Finish):
-                end = max([*free, *ends]) + self.instruction(instruction)
+                end = max([*free, *ends, self.fetched(position)]) + self.instruction(instruction)
                 free = [end] * UNITS
                 ends.append(end)
                 continue
             unit = self.unit_of[instruction.kind]
-            start = free[unit]
+            start = max(free[unit], self.fetched(position))
             for other in range(UNITS):
                 if instruction.pop >> other & 1 and queues[other, unit]:
                     start = max(start, queues[other, unit].popleft())

@@ -99,6 +99,7 @@ class AcceleratorSpec:
     bias_in_accumulators: bool = True
     weight_compression: bool = False
     double_buffering: bool = False
+    fetch_program: bool = False
     # None: one unit (SERIAL); a default mapping would merge with the target's own units
     units: Optional[dict[str, list[str]]] = None
 
@@ -204,6 +205,9 @@ class Accelerator:
     # that with several units a tile's loads, the tile before's computation and the one before that's store overlap, and
     # a layer's weights load during the layer before (where its smallest tile fits a half; else it takes the whole buffers)
     double_buffering: bool = False
+    # the units read their instruction streams from the memory holding `program` as they run (its latency once, then its
+    # bytes per cycle): an instruction starts no earlier than its bytes are read
+    fetch_program: bool = False
 
     @property
     def unit_of(self) -> dict[str, int]:
@@ -243,6 +247,7 @@ class Accelerator:
             "weight_compression": self.weight_compression,
             "units": {name: list(opcodes) for name, opcodes in self.units},
             "double_buffering": self.double_buffering,
+            "fetch_program": self.fetch_program,
         }
 
     @classmethod
@@ -252,7 +257,8 @@ class Accelerator:
         it came from in error messages."""
         read = _Reader(origin, dialect)
         section = read.mapping(data, SECTION, required=("patterns", "gemm_block", "buffers", "layout", "shift_range", "cycles",
-                                                        "memories", "placement", "host"), optional=("bias_in_accumulators", "weight_compression", "units", "double_buffering"))
+                                                        "memories", "placement", "host"), optional=("bias_in_accumulators", "weight_compression", "units", "double_buffering",
+                                                                  "fetch_program"))
         operations = ir_operations(dialect)
         patterns = tuple(read.pattern(item, f"{SECTION}.patterns[{i}]", operations)
                          for i, item in enumerate(read.sequence(section["patterns"], f"{SECTION}.patterns", minimum=1)))
@@ -288,9 +294,10 @@ class Accelerator:
         weight_compression = read.boolean(section.get("weight_compression", False), f"{SECTION}.weight_compression")
         units = read.units(SERIAL if section.get("units") is None else section["units"], f"{SECTION}.units")
         double_buffering = read.boolean(section.get("double_buffering", False), f"{SECTION}.double_buffering")
+        fetch_program = read.boolean(section.get("fetch_program", False), f"{SECTION}.fetch_program")
         return cls(name, patterns, gemm_block, buffers, layout, shift_range, cycles, MappingProxyType(memories),
                    MappingProxyType({role: str(placement[role]) for role in ROLES}), host, bias_in_accumulators, dialect,
-                   weight_compression=weight_compression, units=units, double_buffering=double_buffering)
+                   weight_compression=weight_compression, units=units, double_buffering=double_buffering, fetch_program=fetch_program)
 
 
 def accelerator_of(target: Mapping[str, Any], origin: str = "target") -> Accelerator | None:
