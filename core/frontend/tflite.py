@@ -1,7 +1,7 @@
 """A `.tflite` file as the toolchain reads it: its one subgraph's tensors (shape, type, constant data,
 quantization: scales, zero points, the quantized axis) and operators (builtin name, input and output
-tensors, options), parsed with TensorFlow's own flatbuffer bindings
-(tensorflow.lite.tools.flatbuffer_utils, generated from TFLite's schema and kept with it) and checked
+tensors, options), parsed with LiteRT's own flatbuffer bindings (ai_edge_litert.tools.flatbuffer_utils,
+generated from TFLite's schema and kept with it; TensorFlow's copy of them costs TensorFlow's import) and checked
 before anything is computed: a malformed or truncated file, or a tensor type the int8 scheme has no
 kernels for, is one TfliteError naming the file, the operator's index or the tensor, and what would work. Which
 operators the toolchain reads is what reads them: tflite_graph.CONVERTERS, whose check refuses any other.
@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from ai_edge_litert import schema_py_generated as schema
+from ai_edge_litert.tools import flatbuffer_utils
 
 from core.frontend.grouped import grouped_filter_as_dense
 from core.frontend.tflite_ids import unwrapped_token_ids
@@ -38,10 +40,7 @@ NUMPY_TYPES = {**TENSOR_TYPES, **CONSTANT_TYPES, **COMPARISON_TYPES}
 @lru_cache(maxsize=None)
 def _names(enum: str) -> dict[int, str]:
     """code -> name in one of TFLite's schema enums (BuiltinOperator, TensorType, Padding,
-    ActivationFunctionType). TensorFlow is imported where it is needed: it takes seconds, and a run's
-    configuration is checked before any of it is."""
-    from tensorflow.lite.python import schema_py_generated as schema
-
+    ActivationFunctionType)."""
     return {code: name for name, code in vars(getattr(schema, enum)).items() if not name.startswith("_")}
 
 
@@ -145,8 +144,6 @@ def parse_tflite(data: bytes, path: Path | str, budget: MemoryBudget | None = No
     if len(data) < 8 or data[4:8] != FILE_IDENTIFIER:
         raise TfliteError(f"{path}: not a TensorFlow Lite flatbuffer (no {FILE_IDENTIFIER.decode()} identifier at bytes 4-8); "
                           "expected a .tflite file from TFLite's converter")
-    from tensorflow.lite.tools import flatbuffer_utils
-
     try:
         model = flatbuffer_utils.convert_bytearray_to_object(bytearray(data))
     except Exception as error:  # the generated bindings raise whatever a bad offset leads them to

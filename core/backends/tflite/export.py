@@ -4,6 +4,7 @@ says what each tensor holds; ops.py writes each layer)."""
 from __future__ import annotations
 
 import numpy as np
+from ai_edge_litert import schema_py_generated as schema
 
 from core.backends.tflite.ops import WRITERS
 from core.backends.tflite.writer import ExportError, TfliteWriter
@@ -56,8 +57,6 @@ def _file_inputs(writer: TfliteWriter, layer_graph: LayerGraph) -> list[int]:
 
 def export_tflite(layer_graph: LayerGraph, table: CalibrationTable) -> bytes:
     """The network of `layer_graph` quantized by `table` (a tflite_int8 one) as a .tflite flatbuffer."""
-    from tensorflow.lite.python import schema_py_generated as schema
-
     if table.float_layers:
         raise ExportError(f"layers {table.float_layers} are kept in float (calib.keep_float); the int8 .tflite writer keeps none")
     writer = TfliteWriter(layer_graph, table, schema)

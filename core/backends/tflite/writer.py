@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from ai_edge_litert.tools import flatbuffer_utils
 
 from core.frontend.layers import Layer, LayerGraph
 from core.ir.records import IrError
@@ -38,7 +39,7 @@ class TfliteWriter:
 
     layer_graph: LayerGraph
     table: CalibrationTable
-    schema: object  # tensorflow.lite.python.schema_py_generated
+    schema: object  # ai_edge_litert.schema_py_generated
     tensors: list = field(default_factory=list)
     buffers: list = field(default_factory=list)
     codes: dict[str, int] = field(default_factory=dict)
@@ -125,8 +126,6 @@ class TfliteWriter:
         return getattr(self.schema.ActivationFunctionType, names[layer.activation])
 
     def model_bytes(self, inputs: list[int], outputs: list[int]) -> bytes:
-        from tensorflow.lite.tools import flatbuffer_utils
-
         subgraph = self.schema.SubGraphT()
         subgraph.tensors, subgraph.inputs, subgraph.outputs, subgraph.operators, subgraph.name = (
             self.tensors, inputs, outputs, self.operators, "main")
