@@ -233,7 +233,8 @@ def test_a_stage_killed_midway_leaves_no_entry_and_no_running_mlflow_run(tmp_pat
         process = subprocess.Popen(command, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=stderr,
                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 240
-        while not (store / ".tmp").is_dir() or not any((store / ".tmp").iterdir()):  # the import stage is building
+        # the import stage is building: a build directory under .tmp (not preflight's write probe, a file there for a moment)
+        while not (store / ".tmp").is_dir() or not any(path.is_dir() for path in (store / ".tmp").iterdir()):
             assert process.poll() is None and time.monotonic() < deadline
             time.sleep(0.2)
         time.sleep(1.0)
