@@ -222,20 +222,20 @@ class _Weights:
         (i0, i1), (o0, o1) = in_blocks, out_blocks
         taps, width, block = self.weights.shape[0], o1 - o0, self.low.block
         depthwise = self.weights.ndim == 3
-        if self.whole is not None:
-            if depthwise:
-                return Load("WGTV", self.whole.address + o0 * block, base * block, (taps, width, 1), (self.weights.shape[1], 1, 0),
-                            const=True, note=f"{what}: weight vectors", stream=self.whole.stream)
-            nib, nob = self.weights.shape[1:3]
-            return Load("WGT", self.whole.address + (i0 * nob + o0) * block * block, base, (taps, i1 - i0, width), (nib * nob, nob, 1),
-                        const=True, note=f"{what}: weights, input blocks {i0}-{i1 - 1}", stream=self.whole.stream)
-        part = self.weights[:, o0:o1] if depthwise else self.weights[:, i0:i1, o0:o1]
-        key = (o0, o1) if depthwise else (i0, i1, o0, o1)
-        stored = self.parts.get(key) or self.parts.setdefault(key, self.low.weight_constant(part, True))
+        if self.whole is not None:  # a strided part of the one array
+            stored, blocks = self.whole, self.weights.shape[1:2] if depthwise else self.weights.shape[1:3]
+            offset = o0 * block if depthwise else (i0 * blocks[1] + o0) * block * block
+            strides = (blocks[0], 1, 0) if depthwise else (blocks[0] * blocks[1], blocks[1], 1)
+        else:  # the part as the LOAD fills the buffer
+            key = (o0, o1) if depthwise else (i0, i1, o0, o1)
+            if key not in self.parts:
+                self.parts[key] = self.low.weight_constant(self.weights[:, o0:o1] if depthwise else self.weights[:, i0:i1, o0:o1], True)
+            stored, offset = self.parts[key], 0
+            strides = (width, 1, 0) if depthwise else ((i1 - i0) * width, width, 1)
         if depthwise:
-            return Load("WGTV", stored.address, base * block, (taps, width, 1), (width, 1, 0), const=True,
+            return Load("WGTV", stored.address + offset, base * block, (taps, width, 1), strides, const=True,
                         note=f"{what}: weight vectors", stream=stored.stream)
-        return Load("WGT", stored.address, base, (taps, i1 - i0, width), ((i1 - i0) * width, width, 1), const=True,
+        return Load("WGT", stored.address + offset, base, (taps, i1 - i0, width), strides, const=True,
                     note=f"{what}: weights, input blocks {i0}-{i1 - 1}", stream=stored.stream)
 
 
